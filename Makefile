@@ -1,0 +1,54 @@
+# odradek: the two set-up commands are `make run` and `make test`.
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+SUDO := $(shell [ "$$(id -u)" = "0" ] || echo sudo)
+PYTEST_ARGS ?=
+
+.PHONY: run test venv install install-test system-deps lint typecheck bench clean
+
+run: install ## create .venv, install odradek, start one broker on 127.0.0.1:9092
+	$(BIN)/odradek broker
+
+test: install-test system-deps ## install what the tests need, then run the whole suite
+	$(BIN)/ruff check src tests bench
+	$(BIN)/python -m pytest $(PYTEST_ARGS)
+
+$(BIN)/python:
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+
+venv: $(BIN)/python
+
+$(VENV)/.installed: pyproject.toml | $(BIN)/python
+	$(BIN)/python -m pip install --quiet -e .
+	touch $@
+
+$(VENV)/.installed-test: pyproject.toml | $(BIN)/python
+	$(BIN)/python -m pip install --quiet -e '.[test]'
+	touch $(VENV)/.installed $@
+
+install: $(VENV)/.installed
+install-test: $(VENV)/.installed-test
+
+# Debian packages the interop, Spark and cluster tests use; installed only when missing.
+system-deps:
+	@missing=""; \
+	command -v kcat >/dev/null 2>&1 || missing="$$missing kcat"; \
+	command -v java >/dev/null 2>&1 || missing="$$missing openjdk-17-jre-headless"; \
+	if [ -n "$$missing" ]; then \
+		echo "installing Debian packages:$$missing"; \
+		$(SUDO) apt-get update -qq && DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq $$missing; \
+	fi
+
+lint: install-test
+	$(BIN)/ruff check src tests bench
+	$(BIN)/mypy
+
+typecheck: lint
+
+bench: install-test
+	$(BIN)/python bench/storage.py
+
+clean:
+	rm -rf $(VENV) build dist src/*.egg-info .pytest_cache .mypy_cache .ruff_cache

@@ -1,0 +1,1 @@
+"""odradek.broker.apis."""

@@ -1,0 +1,47 @@
+"""The `odradek` command.
+
+Each command group lives in its own module under ``odradek.cli`` and exposes a
+``typer.Typer`` named ``app`` (or, for single commands, a function registered here).
+Sub-apps are imported lazily so that `odradek broker` starts fast.
+"""
+
+from __future__ import annotations
+
+import importlib
+
+import typer
+
+app = typer.Typer(
+    name="odradek",
+    help="odradek: a Kafka-compatible distributed commit log in Python.",
+    no_args_is_help=True,
+    add_completion=False,
+)
+
+# (command name, module under odradek.cli, help). Each module exposes `app: typer.Typer`.
+SUBCOMMANDS: list[tuple[str, str, str]] = [
+    ("broker", "broker", "Run a broker."),
+    ("topics", "topics", "Create, list, describe, alter and delete topics."),
+    ("produce", "produce", "Produce lines from stdin to a topic."),
+    ("consume", "consume", "Consume records from a topic and print them."),
+    ("perf", "perf", "Producer and consumer performance tests."),
+    ("groups", "groups", "List, describe, reset and delete consumer groups."),
+    ("pipeline", "pipeline", "Run a Spark pipeline (warehouse, audit, derived feed)."),
+]
+
+
+def _register() -> None:
+    for name, module_name, help_text in SUBCOMMANDS:
+        try:
+            module = importlib.import_module(f"odradek.cli.{module_name}")
+        except ModuleNotFoundError as exc:
+            if exc.name != f"odradek.cli.{module_name}":
+                raise
+            continue
+        sub: typer.Typer = module.app
+        app.add_typer(sub, name=name, help=help_text)
+
+
+def main() -> None:
+    _register()
+    app()
