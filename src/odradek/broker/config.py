@@ -1,0 +1,557 @@
+"""Broker configuration: Kafka's key names, Kafka's defaults.
+
+``BrokerConfig.from_properties({"log.dirs": "/tmp/x", ...})`` validates every key against the
+table ``BROKER_KEYS``; an unknown key or a value that does not parse raises ``ConfigError``
+naming the key. Each key is also an attribute with dots replaced by underscores
+(``config.log_segment_bytes``), and ``config.get("log.segment.bytes")`` reads it by name.
+
+Topic-level configs (``retention.ms``, ``segment.bytes``, ...) are described by ``TOPIC_KEYS``:
+their type, the broker key that supplies the default, and validation. ``validate_topic_configs``
+checks a dict of overrides (CreateTopics, AlterConfigs) and ``effective_topic_configs`` merges
+overrides over the broker defaults (DescribeConfigs, building a storage ``LogConfig``).
+
+``load_properties(text)`` parses Java ``.properties`` syntax: ``key=value``, ``key: value`` or
+``key value``; ``#``/``!`` comments; backslash line continuations and escapes.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+__all__ = [
+    "BROKER_KEYS",
+    "TOPIC_KEYS",
+    "BrokerConfig",
+    "ConfigError",
+    "ConfigKey",
+    "Listener",
+    "effective_topic_configs",
+    "load_properties",
+    "load_properties_file",
+    "parse_listeners",
+    "validate_topic_configs",
+]
+
+
+class ConfigError(ValueError):
+    """A configuration key is unknown or its value is invalid. ``key`` names it."""
+
+    def __init__(self, key: str, message: str) -> None:
+        super().__init__(f"{key}: {message}")
+        self.key = key
+
+
+@dataclass(frozen=True, slots=True)
+class Listener:
+    """One entry of ``listeners``: ``NAME://host:port``. An empty host binds all interfaces."""
+
+    name: str
+    host: str
+    port: int
+
+    def __str__(self) -> str:
+        return f"{self.name}://{self.host}:{self.port}"
+
+
+_LISTENER_RE = re.compile(r"^([A-Za-z_][A-Za-z0-9_]*)://(\[[^\]]*\]|[^:]*):(\d+)$")
+
+
+def parse_listeners(value: str, key: str = "listeners") -> list[Listener]:
+    listeners: list[Listener] = []
+    for item in value.split(","):
+        item = item.strip()
+        if not item:
+            continue
+        m = _LISTENER_RE.match(item)
+        if m is None:
+            raise ConfigError(key, f"invalid listener {item!r}; expected NAME://host:port")
+        name, host, port = m.group(1).upper(), m.group(2).strip("[]"), int(m.group(3))
+        if port > 65535:
+            raise ConfigError(key, f"invalid port in {item!r}")
+        if name not in ("PLAINTEXT",):
+            raise ConfigError(key, f"unsupported listener security protocol {name!r} (only PLAINTEXT)")
+        listeners.append(Listener(name, host, port))
+    if not listeners:
+        raise ConfigError(key, "no listener given")
+    return listeners
+
+
+# -- value parsers -------------------------------------------------------------------------------
+
+
+def _int(lo: int | None = None, hi: int | None = None) -> Callable[[str], int]:
+    def parse(text: str) -> int:
+        value = int(text.strip())
+        if lo is not None and value < lo:
+            raise ValueError(f"must be at least {lo}")
+        if hi is not None and value > hi:
+            raise ValueError(f"must be at most {hi}")
+        return value
+
+    return parse
+
+
+def _bool(text: str) -> bool:
+    t = text.strip().lower()
+    if t == "true":
+        return True
+    if t == "false":
+        return False
+    raise ValueError("must be true or false")
+
+
+def _str(text: str) -> str:
+    return text.strip()
+
+
+def _enum(*choices: str) -> Callable[[str], str]:
+    def parse(text: str) -> str:
+        t = text.strip()
+        if t not in choices:
+            raise ValueError(f"must be one of {', '.join(choices)}")
+        return t
+
+    return parse
+
+
+def _cleanup_policy(text: str) -> str:
+    parts = [p.strip() for p in text.strip().strip("[]").split(",") if p.strip()]
+    if not parts or any(p not in ("delete", "compact") for p in parts):
+        raise ValueError("must be delete, compact or delete,compact")
+    return ",".join(parts)
+
+
+def _compression(text: str) -> str:
+    return _enum("uncompressed", "zstd", "lz4", "snappy", "gzip", "producer")(text)
+
+
+def _dirs(text: str) -> str:
+    parts = [p.strip() for p in text.split(",") if p.strip()]
+    if not parts:
+        raise ValueError("needs at least one directory")
+    return ",".join(parts)
+
+
+def _listeners_value(text: str) -> str:
+    parse_listeners(text)
+    return text.strip()
+
+
+def _advertised_value(text: str) -> str:
+    if text.strip():
+        parse_listeners(text, "advertised.listeners")
+    return text.strip()
+
+
+_LONG_MAX = 2**63 - 1
+_INT_MAX = 2**31 - 1
+
+
+@dataclass(frozen=True, slots=True)
+class ConfigKey:
+    name: str
+    parse: Callable[[str], Any]
+    default: Any
+    doc: str = ""
+
+
+def _k(name: str, parse: Callable[[str], Any], default: Any, doc: str = "") -> ConfigKey:
+    return ConfigKey(name, parse, default, doc)
+
+
+BROKER_KEYS: dict[str, ConfigKey] = {
+    k.name: k
+    for k in [
+        _k("listeners", _listeners_value, "PLAINTEXT://127.0.0.1:9092", "Where the broker listens."),
+        _k("advertised.listeners", _advertised_value, "", "Told to clients; defaults to listeners."),
+        _k("broker.id", _int(-1), 0, "This broker's id (node id)."),
+        _k("node.id", _int(-1), -1, "Alias of broker.id when set."),
+        _k("log.dirs", _dirs, "./odradek-data", "Data directories, comma separated."),
+        _k("log.dir", _dirs, "", "Used when log.dirs is empty."),
+        _k("storage.engine", _enum("file", "memory"), "file", "odradek: file or memory."),
+        _k("num.partitions", _int(1), 1),
+        _k("default.replication.factor", _int(1), 1),
+        _k("auto.create.topics.enable", _bool, True),
+        _k("delete.topic.enable", _bool, True),
+        _k("message.max.bytes", _int(0, _INT_MAX), 1048588),
+        _k("socket.request.max.bytes", _int(1, _INT_MAX), 104857600),
+        _k("log.segment.bytes", _int(14, _INT_MAX), 1073741824),
+        _k("log.roll.ms", _int(1, _LONG_MAX), None),
+        _k("log.roll.hours", _int(1, _INT_MAX), 168),
+        _k("log.retention.ms", _int(-1, _LONG_MAX), None),
+        _k("log.retention.minutes", _int(-1, _INT_MAX), None),
+        _k("log.retention.hours", _int(-1, _INT_MAX), 168),
+        _k("log.retention.bytes", _int(-1, _LONG_MAX), -1),
+        _k("log.index.interval.bytes", _int(0, _INT_MAX), 4096),
+        _k("log.index.size.max.bytes", _int(4, _INT_MAX), 10485760),
+        _k("log.flush.interval.messages", _int(1, _LONG_MAX), _LONG_MAX),
+        _k("log.flush.interval.ms", _int(0, _LONG_MAX), None),
+        _k("log.flush.scheduler.interval.ms", _int(0, _LONG_MAX), _LONG_MAX),
+        _k("log.retention.check.interval.ms", _int(1, _LONG_MAX), 300000),
+        _k("log.cleanup.policy", _cleanup_policy, "delete"),
+        _k("log.message.timestamp.type", _enum("CreateTime", "LogAppendTime"), "CreateTime"),
+        _k("compression.type", _compression, "producer"),
+        _k("min.insync.replicas", _int(1), 1),
+        _k("offsets.topic.num.partitions", _int(1), 50),
+        _k("offsets.topic.replication.factor", _int(1), 1),
+        _k("offsets.topic.segment.bytes", _int(1), 104857600),
+        _k("offsets.retention.minutes", _int(1), 10080),
+        _k("offsets.retention.check.interval.ms", _int(1), 600000),
+        _k("offsets.commit.timeout.ms", _int(1), 5000),
+        _k("group.initial.rebalance.delay.ms", _int(0), 3000),
+        _k("group.min.session.timeout.ms", _int(0), 6000),
+        _k("group.max.session.timeout.ms", _int(0), 1800000),
+        _k("group.max.size", _int(1), _INT_MAX),
+        _k("transaction.state.log.replication.factor", _int(1), 1),
+        _k("transaction.state.log.min.isr", _int(1), 1),
+        _k("transactional.id.expiration.ms", _int(1), 604800000),
+        _k("producer.id.expiration.ms", _int(1), 86400000),
+        _k("max.incremental.fetch.session.cache.slots", _int(0), 1000),
+        _k("replica.fetch.max.bytes", _int(0), 1048576),
+        _k("fetch.max.bytes", _int(0), 57671680),
+        _k("num.network.threads", _int(1), 3, "Accepted for compatibility; unused."),
+        _k("num.io.threads", _int(1), 8, "Accepted for compatibility; unused."),
+        _k("num.recovery.threads.per.data.dir", _int(1), 1, "Accepted for compatibility; unused."),
+        _k("socket.send.buffer.bytes", _int(-1), 102400),
+        _k("socket.receive.buffer.bytes", _int(-1), 102400),
+        _k("connections.max.idle.ms", _int(-1), 600000),
+        _k("zookeeper.connect", _str, "", "Reserved for the cluster mode; unused alone."),
+        _k("zookeeper.connection.timeout.ms", _int(0), 18000),
+        _k("zookeeper.session.timeout.ms", _int(0), 18000),
+    ]
+}
+
+
+class BrokerConfig:
+    """Validated broker settings. Attribute ``x_y_z`` holds key ``x.y.z``."""
+
+    listeners: str
+    advertised_listeners: str
+    broker_id: int
+    node_id: int
+    log_dirs: str
+    log_dir: str
+    storage_engine: str
+    num_partitions: int
+    default_replication_factor: int
+    auto_create_topics_enable: bool
+    delete_topic_enable: bool
+    message_max_bytes: int
+    socket_request_max_bytes: int
+    log_segment_bytes: int
+    log_roll_ms: int | None
+    log_roll_hours: int
+    log_retention_ms: int | None
+    log_retention_minutes: int | None
+    log_retention_hours: int
+    log_retention_bytes: int
+    log_index_interval_bytes: int
+    log_index_size_max_bytes: int
+    log_flush_interval_messages: int
+    log_flush_interval_ms: int | None
+    log_flush_scheduler_interval_ms: int
+    log_retention_check_interval_ms: int
+    log_cleanup_policy: str
+    log_message_timestamp_type: str
+    compression_type: str
+    min_insync_replicas: int
+    offsets_topic_num_partitions: int
+    offsets_topic_replication_factor: int
+    offsets_topic_segment_bytes: int
+    offsets_retention_minutes: int
+    offsets_retention_check_interval_ms: int
+    offsets_commit_timeout_ms: int
+    group_initial_rebalance_delay_ms: int
+    group_min_session_timeout_ms: int
+    group_max_session_timeout_ms: int
+    group_max_size: int
+    transaction_state_log_replication_factor: int
+    transaction_state_log_min_isr: int
+    transactional_id_expiration_ms: int
+    producer_id_expiration_ms: int
+    max_incremental_fetch_session_cache_slots: int
+    replica_fetch_max_bytes: int
+    fetch_max_bytes: int
+    num_network_threads: int
+    num_io_threads: int
+    num_recovery_threads_per_data_dir: int
+    socket_send_buffer_bytes: int
+    socket_receive_buffer_bytes: int
+    connections_max_idle_ms: int
+    zookeeper_connect: str
+    zookeeper_connection_timeout_ms: int
+    zookeeper_session_timeout_ms: int
+
+    def __init__(self, values: Mapping[str, Any], explicit: Mapping[str, str]) -> None:
+        self._values = dict(values)
+        self._explicit = dict(explicit)
+        for key, value in self._values.items():
+            setattr(self, key.replace(".", "_"), value)
+
+    # -- construction ------------------------------------------------------------------------
+
+    @classmethod
+    def from_properties(cls, props: Mapping[str, str] | None = None) -> BrokerConfig:
+        """Validate ``props`` (strings as in a .properties file) over Kafka's defaults."""
+        props = dict(props or {})
+        values: dict[str, Any] = {name: key.default for name, key in BROKER_KEYS.items()}
+        explicit: dict[str, str] = {}
+        for name, raw in props.items():
+            name = name.strip()
+            spec = BROKER_KEYS.get(name)
+            if spec is None:
+                raise ConfigError(name, "unknown configuration key")
+            if not isinstance(raw, str):
+                raw = str(raw).lower() if isinstance(raw, bool) else str(raw)
+            try:
+                values[name] = spec.parse(raw)
+            except ConfigError:
+                raise
+            except ValueError as exc:
+                detail = str(exc) if str(exc) and "invalid literal" not in str(exc) else "not a valid value"
+                raise ConfigError(name, f"invalid value {raw!r}: {detail}") from None
+            explicit[name] = raw
+        if values["node.id"] >= 0 and "broker.id" not in explicit:
+            values["broker.id"] = values["node.id"]
+        if "log.dirs" not in explicit and values["log.dir"]:
+            values["log.dirs"] = values["log.dir"]
+        return cls(values, explicit)
+
+    @classmethod
+    def default(cls) -> BrokerConfig:
+        return cls.from_properties({})
+
+    def with_overrides(self, props: Mapping[str, str]) -> BrokerConfig:
+        merged = dict(self._explicit)
+        merged.update(props)
+        return BrokerConfig.from_properties(merged)
+
+    # -- access ------------------------------------------------------------------------------
+
+    def get(self, key: str, default: Any = None) -> Any:
+        """The value of ``key`` (Kafka's name), or ``default`` for an unknown key."""
+        return self._values.get(key, default)
+
+    def is_explicit(self, key: str) -> bool:
+        return key in self._explicit
+
+    def explicit(self) -> dict[str, str]:
+        """The keys that were set (not defaults), as given."""
+        return dict(self._explicit)
+
+    def items(self) -> list[tuple[str, Any]]:
+        return sorted(self._values.items())
+
+    # -- derived values ---------------------------------------------------------------------
+
+    @property
+    def node_id_effective(self) -> int:
+        return self.broker_id if self.broker_id >= 0 else 0
+
+    @property
+    def listener(self) -> Listener:
+        return parse_listeners(self.listeners)[0]
+
+    @property
+    def advertised_listener(self) -> Listener:
+        """The first advertised listener (defaults to the first listener)."""
+        if self.advertised_listeners:
+            return parse_listeners(self.advertised_listeners, "advertised.listeners")[0]
+        return self.listener
+
+    @property
+    def data_dirs(self) -> list[Path]:
+        return [Path(p) for p in self.log_dirs.split(",") if p]
+
+    @property
+    def in_memory(self) -> bool:
+        return self.storage_engine == "memory"
+
+    @property
+    def retention_ms(self) -> int:
+        """log.retention.ms, else .minutes, else .hours (Kafka's precedence); -1 = forever."""
+        if self.log_retention_ms is not None:
+            return self.log_retention_ms
+        if self.log_retention_minutes is not None:
+            return -1 if self.log_retention_minutes < 0 else self.log_retention_minutes * 60_000
+        return -1 if self.log_retention_hours < 0 else self.log_retention_hours * 3_600_000
+
+    @property
+    def roll_ms(self) -> int:
+        if self.log_roll_ms is not None:
+            return self.log_roll_ms
+        return self.log_roll_hours * 3_600_000
+
+    @property
+    def flush_interval_ms(self) -> int:
+        """log.flush.interval.ms, defaulting to log.flush.scheduler.interval.ms (Kafka)."""
+        if self.log_flush_interval_ms is not None:
+            return self.log_flush_interval_ms
+        return self.log_flush_scheduler_interval_ms
+
+    def topic_defaults(self) -> dict[str, str]:
+        """Broker-level defaults of every topic config, as strings keyed by topic config name."""
+        out: dict[str, str] = {}
+        for name, tk in TOPIC_KEYS.items():
+            out[name] = tk.default_from(self)
+        return out
+
+    def __repr__(self) -> str:
+        return f"BrokerConfig({self._explicit!r})"
+
+
+# -- topic configs -------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class TopicKey:
+    name: str
+    parse: Callable[[str], Any]
+    broker_key: str | None
+    default_from: Callable[[BrokerConfig], str]
+    read_only: bool = False
+
+
+def _from(key: str) -> Callable[[BrokerConfig], str]:
+    def get(config: BrokerConfig) -> str:
+        value = config.get(key)
+        if isinstance(value, bool):
+            return "true" if value else "false"
+        return str(value)
+
+    return get
+
+
+def _const(value: str) -> Callable[[BrokerConfig], str]:
+    return lambda _config: value
+
+
+TOPIC_KEYS: dict[str, TopicKey] = {
+    t.name: t
+    for t in [
+        TopicKey("cleanup.policy", _cleanup_policy, "log.cleanup.policy", _from("log.cleanup.policy")),
+        TopicKey("compression.type", _compression, "compression.type", _from("compression.type")),
+        TopicKey("retention.ms", _int(-1, _LONG_MAX), "log.retention.ms", lambda c: str(c.retention_ms)),
+        TopicKey("retention.bytes", _int(-1, _LONG_MAX), "log.retention.bytes", _from("log.retention.bytes")),
+        TopicKey("segment.bytes", _int(14, _INT_MAX), "log.segment.bytes", _from("log.segment.bytes")),
+        TopicKey("segment.ms", _int(1, _LONG_MAX), "log.roll.ms", lambda c: str(c.roll_ms)),
+        TopicKey("segment.index.bytes", _int(4, _INT_MAX), "log.index.size.max.bytes", _from("log.index.size.max.bytes")),
+        TopicKey("index.interval.bytes", _int(0, _INT_MAX), "log.index.interval.bytes", _from("log.index.interval.bytes")),
+        TopicKey("max.message.bytes", _int(0, _INT_MAX), "message.max.bytes", _from("message.max.bytes")),
+        TopicKey("message.timestamp.type", _enum("CreateTime", "LogAppendTime"), "log.message.timestamp.type", _from("log.message.timestamp.type")),
+        TopicKey("flush.messages", _int(1, _LONG_MAX), "log.flush.interval.messages", _from("log.flush.interval.messages")),
+        TopicKey("flush.ms", _int(0, _LONG_MAX), "log.flush.interval.ms", lambda c: str(c.flush_interval_ms)),
+        TopicKey("min.insync.replicas", _int(1), "min.insync.replicas", _from("min.insync.replicas")),
+        TopicKey("unclean.leader.election.enable", _bool, None, _const("false")),
+        TopicKey("message.timestamp.difference.max.ms", _int(0, _LONG_MAX), None, _const(str(_LONG_MAX))),
+        TopicKey("delete.retention.ms", _int(0, _LONG_MAX), None, _const("86400000")),
+        TopicKey("min.compaction.lag.ms", _int(0, _LONG_MAX), None, _const("0")),
+        TopicKey("file.delete.delay.ms", _int(0, _LONG_MAX), None, _const("60000")),
+        TopicKey("preallocate", _bool, None, _const("false")),
+    ]
+}
+
+
+def validate_topic_configs(configs: Mapping[str, str | None]) -> dict[str, str]:
+    """Check topic config overrides; returns them normalised. Raises ConfigError naming the key."""
+    out: dict[str, str] = {}
+    for name, raw in configs.items():
+        spec = TOPIC_KEYS.get(name)
+        if spec is None:
+            raise ConfigError(name, "unknown topic configuration key")
+        if raw is None:
+            raise ConfigError(name, "null value")
+        try:
+            value = spec.parse(raw)
+        except ValueError as exc:
+            detail = str(exc) if str(exc) and "invalid literal" not in str(exc) else "not a valid value"
+            raise ConfigError(name, f"invalid value {raw!r}: {detail}") from None
+        out[name] = ("true" if value else "false") if isinstance(value, bool) else str(value)
+    return out
+
+
+def effective_topic_configs(config: BrokerConfig, overrides: Mapping[str, str]) -> dict[str, str]:
+    """Every topic config: the override when set, else the broker default."""
+    merged = config.topic_defaults()
+    merged.update(overrides)
+    return merged
+
+
+# -- Java .properties ----------------------------------------------------------------------------
+
+_ESCAPES = {"t": "\t", "n": "\n", "r": "\r", "f": "\f"}
+
+
+def _unescape(text: str) -> str:
+    out: list[str] = []
+    i = 0
+    while i < len(text):
+        ch = text[i]
+        if ch == "\\" and i + 1 < len(text):
+            nxt = text[i + 1]
+            if nxt == "u" and i + 6 <= len(text):
+                try:
+                    out.append(chr(int(text[i + 2 : i + 6], 16)))
+                    i += 6
+                    continue
+                except ValueError:
+                    pass
+            out.append(_ESCAPES.get(nxt, nxt))
+            i += 2
+            continue
+        out.append(ch)
+        i += 1
+    return "".join(out)
+
+
+def load_properties(text: str) -> dict[str, str]:
+    """Parse Java .properties text into a dict (later keys win)."""
+    logical: list[str] = []
+    pending = ""
+    for raw_line in text.splitlines():
+        line = raw_line.lstrip() if not pending else raw_line.lstrip()
+        if not pending and (not line or line[0] in "#!"):
+            continue
+        # a line continues when it ends with an odd number of backslashes
+        stripped = line
+        n = len(stripped) - len(stripped.rstrip("\\"))
+        if n % 2 == 1:
+            pending += stripped[:-1]
+            continue
+        logical.append(pending + stripped)
+        pending = ""
+    if pending:
+        logical.append(pending)
+    result: dict[str, str] = {}
+    for line in logical:
+        i = 0
+        key_chars: list[str] = []
+        while i < len(line):
+            ch = line[i]
+            if ch == "\\" and i + 1 < len(line):
+                key_chars.append(line[i : i + 2])
+                i += 2
+                continue
+            if ch in "=: \t\f":
+                break
+            key_chars.append(ch)
+            i += 1
+        # skip whitespace, then one separator, then whitespace
+        while i < len(line) and line[i] in " \t\f":
+            i += 1
+        if i < len(line) and line[i] in "=:":
+            i += 1
+            while i < len(line) and line[i] in " \t\f":
+                i += 1
+        key = _unescape("".join(key_chars))
+        value = _unescape(line[i:].rstrip("\r\n"))
+        result[key] = value
+    return result
+
+
+def load_properties_file(path: str | Path) -> dict[str, str]:
+    return load_properties(Path(path).read_text(encoding="utf-8"))
