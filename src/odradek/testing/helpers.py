@@ -1,0 +1,640 @@
+"""Small blocking helpers for tests: create topics, read a topic back, probe a broker.
+
+They speak the Kafka protocol directly (``kio`` for the message bodies, a plain blocking socket
+for the transport), so they need no Kafka client library, work against any Kafka-compatible
+broker (odradek, Tansu, Apache Kafka) and behave the same whichever clients a project uses.
+The versions used are the ones aiokafka uses (never flexible, no topic ids), which every
+broker that serves aiokafka accepts: ApiVersions v0, Metadata v5, CreateTopics v3,
+DeleteTopics v3, Fetch v11.
+
+``broker`` arguments accept a bootstrap string (``"host:port[,host:port...]"``) or any object
+with a ``bootstrap_servers`` attribute (``EmbeddedBroker``, ``BrokerProcess``, ``TansuProcess``).
+
+Record batches are decoded here by an independent minimal RecordBatch v2 reader (not the
+broker's ``odradek.protocol.records``), so a test that reads back with ``read_all`` checks the
+broker's bytes with a second implementation.
+
+Also here: ``ResourceSnapshot``, a count of this process's open file descriptors, threads and
+listening TCP sockets, for tests that check that nothing leaks.
+"""
+
+from __future__ import annotations
+
+import io
+import os
+import socket
+import struct
+import threading
+import time
+import zlib
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+__all__ = [
+    "ConsumedRecord",
+    "KafkaProtocolError",
+    "ResourceSnapshot",
+    "api_versions",
+    "bootstrap_of",
+    "create_topic",
+    "delete_topic",
+    "list_topics",
+    "read_all",
+]
+
+CLIENT_ID = "odradek-testing"
+
+
+class HasBootstrap(Protocol):
+    @property
+    def bootstrap_servers(self) -> str: ...
+
+
+BrokerLike = str | HasBootstrap
+
+
+class KafkaProtocolError(RuntimeError):
+    """A broker answered with a Kafka error code. ``error_code`` is Kafka's number."""
+
+    def __init__(self, message: str, error_code: int) -> None:
+        super().__init__(message)
+        self.error_code = error_code
+
+
+@dataclass(frozen=True, slots=True)
+class ConsumedRecord:
+    """One record read back from a topic.
+
+    ``timestamp`` is milliseconds since the epoch (CreateTime, or LogAppendTime when the batch
+    says so); ``headers`` keep their order and may repeat a key.
+    """
+
+    topic: str
+    partition: int
+    offset: int
+    timestamp: int
+    key: bytes | None
+    value: bytes | None
+    headers: tuple[tuple[str, bytes | None], ...] = ()
+
+
+def bootstrap_of(broker: BrokerLike) -> str:
+    """The bootstrap string of ``broker`` (a string, or an object with ``bootstrap_servers``)."""
+    if isinstance(broker, str):
+        return broker
+    servers = getattr(broker, "bootstrap_servers", None)
+    if not isinstance(servers, str):
+        raise TypeError(f"expected a bootstrap string or a broker, got {broker!r}")
+    return servers
+
+
+def _split_hosts(bootstrap: str) -> list[tuple[str, int]]:
+    out: list[tuple[str, int]] = []
+    for item in bootstrap.split(","):
+        item = item.strip()
+        if not item:
+            continue
+        if "://" in item:
+            item = item.split("://", 1)[1]
+        host, _, port = item.rpartition(":")
+        out.append((host.strip("[]") or "127.0.0.1", int(port)))
+    if not out:
+        raise ValueError(f"empty bootstrap servers: {bootstrap!r}")
+    return out
+
+
+# --------------------------------------------------------------------------- wire
+
+
+class _Connection:
+    """One blocking connection: size-prefixed request out, size-prefixed response in."""
+
+    def __init__(self, host: str, port: int, timeout: float) -> None:
+        self.sock = socket.create_connection((host, port), timeout=timeout)
+        self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        self._correlation_id = 0
+
+    def close(self) -> None:
+        self.sock.close()
+
+    def __enter__(self) -> _Connection:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def _recv_exact(self, n: int) -> bytes:
+        chunks = bytearray()
+        while len(chunks) < n:
+            chunk = self.sock.recv(n - len(chunks))
+            if not chunk:
+                raise ConnectionError("broker closed the connection")
+            chunks += chunk
+        return bytes(chunks)
+
+    def request(self, req: Any) -> Any:
+        """Send a kio request entity and return the decoded kio response entity."""
+        from kio.index import load_payload_module
+        from kio.serial import entity_reader, entity_writer
+        from kio.static.constants import EntityType
+        from kio.static.primitive import i32
+
+        self._correlation_id += 1
+        header_type = req.__header_schema__
+        header = header_type(
+            request_api_key=req.__api_key__,
+            request_api_version=req.__version__,
+            correlation_id=i32(self._correlation_id),
+            client_id=CLIENT_ID,
+        )
+        buf = io.BytesIO()
+        buf.write(b"\0\0\0\0")
+        entity_writer(header_type)(buf, header)
+        entity_writer(type(req))(buf, req)
+        data = buf.getbuffer()
+        struct.pack_into(">i", data, 0, len(data) - 4)
+        self.sock.sendall(data)
+        del data
+        (size,) = struct.unpack(">i", self._recv_exact(4))
+        body = self._recv_exact(size)
+        (correlation_id,) = struct.unpack_from(">i", body, 0)
+        if correlation_id != self._correlation_id:
+            raise ConnectionError(
+                f"correlation id mismatch: sent {self._correlation_id}, got {correlation_id}"
+            )
+        offset = 4
+        # Flexible responses carry response header v1 (an empty tagged-field section),
+        # except ApiVersions, whose response header is always v0.
+        if req.__flexible__ and req.__api_key__ != 18:
+            offset += 1
+        module = load_payload_module(
+            int(req.__api_key__), int(req.__version__), EntityType.response
+        )
+        response_type = next(
+            v
+            for k, v in vars(module).items()
+            if k.endswith("Response") and getattr(v, "__type__", None) == EntityType.response
+        )
+        value, _size = entity_reader(response_type)(body, offset)
+        return value
+
+
+def _connect_any(bootstrap: str, timeout: float) -> _Connection:
+    last: Exception | None = None
+    for host, port in _split_hosts(bootstrap):
+        try:
+            return _Connection(host, port, timeout)
+        except OSError as exc:
+            last = exc
+    raise ConnectionError(f"no broker reachable at {bootstrap}: {last}")
+
+
+def _check(error_code: Any, what: str) -> None:
+    code = int(getattr(error_code, "value", error_code))
+    if code != 0:
+        name = getattr(error_code, "name", str(code))
+        raise KafkaProtocolError(f"{what}: {name} ({code})", code)
+
+
+def api_versions(broker: BrokerLike, *, timeout: float = 10.0) -> dict[int, tuple[int, int]]:
+    """ApiVersions v0 round trip: ``{api_key: (min_version, max_version)}``."""
+    from kio.schema.api_versions.v0.request import ApiVersionsRequest
+
+    with _connect_any(bootstrap_of(broker), timeout) as conn:
+        response = conn.request(ApiVersionsRequest())
+    _check(response.error_code, "ApiVersions")
+    return {int(k.api_key): (int(k.min_version), int(k.max_version)) for k in response.api_keys}
+
+
+def _metadata(conn: _Connection, topics: Sequence[str] | None) -> Any:
+    from kio.schema.metadata.v5.request import MetadataRequest, MetadataRequestTopic
+    from kio.schema.types import TopicName
+
+    request = MetadataRequest(
+        topics=None
+        if topics is None
+        else tuple(MetadataRequestTopic(name=TopicName(t)) for t in topics),
+        allow_auto_topic_creation=False,
+    )
+    return conn.request(request)
+
+
+def list_topics(broker: BrokerLike, *, timeout: float = 10.0) -> dict[str, int]:
+    """``{topic: partition count}`` for every topic the broker reports (internal ones too)."""
+    with _connect_any(bootstrap_of(broker), timeout) as conn:
+        response = _metadata(conn, None)
+    return {t.name: len(t.partitions) for t in response.topics if int(t.error_code) == 0}
+
+
+def create_topic(
+    broker: BrokerLike,
+    name: str,
+    partitions: int = 1,
+    configs: Mapping[str, object] | None = None,
+    *,
+    replication_factor: int = 1,
+    exist_ok: bool = False,
+    timeout: float = 10.0,
+) -> None:
+    """Create ``name`` with ``partitions`` partitions and topic ``configs`` (Kafka's keys,
+    e.g. ``{"cleanup.policy": "compact"}``; values are turned into strings, booleans into
+    ``true``/``false``), then wait until every partition has a leader.
+
+    Raises ``KafkaProtocolError`` (error_code 36, TOPIC_ALREADY_EXISTS) if the topic exists
+    and ``exist_ok`` is false.
+    """
+    from kio.schema.create_topics.v3.request import (
+        CreatableTopic,
+        CreatableTopicConfig,
+        CreateTopicsRequest,
+    )
+    from kio.schema.types import TopicName
+    from kio.static.primitive import i16, i32, i32Timedelta
+
+    config_entries = tuple(
+        CreatableTopicConfig(name=k, value=_config_value(v)) for k, v in (configs or {}).items()
+    )
+    request = CreateTopicsRequest(
+        topics=(
+            CreatableTopic(
+                name=TopicName(name),
+                num_partitions=i32(partitions),
+                replication_factor=i16(replication_factor),
+                assignments=(),
+                configs=config_entries,
+            ),
+        ),
+        timeout=i32Timedelta.parse(_ms(timeout)),
+    )
+    deadline = time.monotonic() + timeout
+    with _connect_any(bootstrap_of(broker), timeout) as conn:
+        response = conn.request(request)
+        for result in response.topics:
+            code = int(result.error_code)
+            if code == 36 and exist_ok:
+                continue
+            detail = f" {result.error_message}" if result.error_message else ""
+            _check(result.error_code, f"CreateTopics {result.name!r}{detail}")
+        _wait_for_leaders(conn, name, deadline)
+
+
+def _wait_for_leaders(conn: _Connection, topic: str, deadline: float) -> None:
+    while True:
+        response = _metadata(conn, [topic])
+        ready = False
+        for t in response.topics:
+            if t.name == topic and int(t.error_code) == 0 and t.partitions:
+                ready = all(int(p.leader_id) >= 0 for p in t.partitions)
+        if ready:
+            return
+        if time.monotonic() >= deadline:
+            raise TimeoutError(f"topic {topic!r} has no leader for every partition")
+        time.sleep(0.005)
+
+
+def delete_topic(
+    broker: BrokerLike, name: str, *, missing_ok: bool = False, timeout: float = 10.0
+) -> None:
+    """Delete ``name``. Raises ``KafkaProtocolError`` (3, UNKNOWN_TOPIC_OR_PARTITION) if it
+    does not exist and ``missing_ok`` is false."""
+    from kio.schema.delete_topics.v3.request import DeleteTopicsRequest
+    from kio.schema.types import TopicName
+    from kio.static.primitive import i32Timedelta
+
+    request = DeleteTopicsRequest(
+        topic_names=(TopicName(name),), timeout=i32Timedelta.parse(_ms(timeout))
+    )
+    with _connect_any(bootstrap_of(broker), timeout) as conn:
+        response = conn.request(request)
+    for result in response.responses:
+        if int(result.error_code) == 3 and missing_ok:
+            continue
+        _check(result.error_code, f"DeleteTopics {result.name!r}")
+
+
+def read_all(
+    broker: BrokerLike,
+    topic: str,
+    *,
+    timeout: float = 10.0,
+    max_bytes: int = 8 * 1024 * 1024,
+) -> list[ConsumedRecord]:
+    """Every record in ``topic`` below each partition's high watermark at the time of the call,
+    ordered by partition, then offset. Control records (transaction markers) are skipped;
+    records of aborted transactions are returned like any other (read_uncommitted).
+
+    Raises ``KafkaProtocolError`` (3, UNKNOWN_TOPIC_OR_PARTITION) if the topic does not exist.
+    """
+    from datetime import timedelta
+
+    from kio.schema.fetch.v11.request import FetchPartition, FetchRequest, FetchTopic
+    from kio.schema.types import TopicName
+    from kio.static.primitive import i32, i32Timedelta, i64
+
+    bootstrap = bootstrap_of(broker)
+    deadline = time.monotonic() + timeout
+    with _connect_any(bootstrap, timeout) as conn:
+        metadata = _metadata(conn, [topic])
+        brokers = {int(b.node_id): (b.host, int(b.port)) for b in metadata.brokers}
+        leaders: dict[int, int] = {}
+        for t in metadata.topics:
+            if t.name != topic:
+                continue
+            _check(t.error_code, f"Metadata {topic!r}")
+            for p in t.partitions:
+                leaders[int(p.partition_index)] = int(p.leader_id)
+    if not leaders:
+        raise KafkaProtocolError(f"Metadata {topic!r}: no partitions", 3)
+
+    records: list[ConsumedRecord] = []
+    connections: dict[int, _Connection] = {}
+    try:
+        for partition in sorted(leaders):
+            leader = leaders[partition]
+            if leader not in connections:
+                if leader not in brokers:
+                    raise KafkaProtocolError(f"{topic}-{partition} has no leader", 5)
+                host, port = brokers[leader]
+                connections[leader] = _Connection(host, port, timeout)
+            conn = connections[leader]
+            offset = 0
+            end: int | None = None
+            wait_ms = 0  # brokers that answer max_wait=0 with nothing (Tansu) get 20 ms next time
+            while end is None or offset < end:
+                if time.monotonic() > deadline:
+                    raise TimeoutError(f"read_all({topic!r}) did not finish in {timeout} s")
+                request = FetchRequest(
+                    max_wait=i32Timedelta.parse(timedelta(milliseconds=wait_ms)),
+                    min_bytes=i32(1 if wait_ms else 0),
+                    max_bytes=i32(max_bytes),
+                    topics=(
+                        FetchTopic(
+                            topic=TopicName(topic),
+                            partitions=(
+                                FetchPartition(
+                                    partition=i32(partition),
+                                    fetch_offset=i64(offset),
+                                    partition_max_bytes=i32(max_bytes),
+                                ),
+                            ),
+                        ),
+                    ),
+                    forgotten_topics_data=(),
+                )
+                response = conn.request(request)
+                _check(response.error_code, "Fetch")
+                found = [
+                    p
+                    for r in response.responses
+                    if r.topic == topic
+                    for p in r.partitions
+                    if int(p.partition_index) == partition
+                ]
+                if not found:
+                    wait_ms = 20
+                    continue
+                data = found[0]
+                code = int(data.error_code)
+                if code == 1 and offset == 0 and int(data.log_start_offset) > 0:
+                    offset = int(data.log_start_offset)  # OFFSET_OUT_OF_RANGE: start was deleted
+                    continue
+                _check(data.error_code, f"Fetch {topic}-{partition} at {offset}")
+                if end is None:
+                    end = int(data.high_watermark)
+                    if int(data.log_start_offset) > offset:
+                        offset = int(data.log_start_offset)
+                payload = bytes(data.records or b"")
+                if not payload:
+                    if offset < end:
+                        time.sleep(0.001)
+                    continue
+                for record in _decode_batches(payload, topic, partition):
+                    if record.offset >= offset and record.offset < end:
+                        records.append(record)
+                    offset = max(offset, record.offset + 1)
+                next_offset = _next_offset_after(payload)
+                if next_offset is not None:
+                    offset = max(offset, next_offset)
+    finally:
+        for c in connections.values():
+            c.close()
+    return records
+
+
+def _ms(seconds: float) -> Any:
+    from datetime import timedelta
+
+    return timedelta(milliseconds=int(seconds * 1000))
+
+
+def _config_value(value: object) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return str(value)
+
+
+# ------------------------------------------------------------- RecordBatch v2 reader
+# Layout (DESIGN.md §4): 0 baseOffset i64 · 8 batchLength i32 · 12 partitionLeaderEpoch i32 ·
+# 16 magic i8 · 17 crc u32 · 21 attributes i16 · 23 lastOffsetDelta i32 · 27 baseTimestamp i64 ·
+# 35 maxTimestamp i64 · 43 producerId i64 · 51 producerEpoch i16 · 53 baseSequence i32 ·
+# 57 recordCount i32 · 61 records.
+
+_BATCH_HEADER = struct.Struct(">qiibIhiqqqhii")
+
+
+def _iter_batch_slices(payload: bytes) -> Iterator[tuple[int, int]]:
+    """(start, end) of every whole batch in ``payload``; a trailing partial batch is ignored."""
+    pos = 0
+    while pos + 12 <= len(payload):
+        (length,) = struct.unpack_from(">i", payload, pos + 8)
+        end = pos + 12 + length
+        if length < 49 or end > len(payload):
+            return
+        yield pos, end
+        pos = end
+
+
+def _next_offset_after(payload: bytes) -> int | None:
+    last: int | None = None
+    for start, _end in _iter_batch_slices(payload):
+        base_offset, _l, _e, _m, _c, _a, last_delta = struct.unpack_from(">qiibIhi", payload, start)
+        last = base_offset + last_delta + 1
+    return last
+
+
+def _decode_batches(payload: bytes, topic: str, partition: int) -> Iterator[ConsumedRecord]:
+    for start, end in _iter_batch_slices(payload):
+        (
+            base_offset,
+            _length,
+            _epoch,
+            magic,
+            _crc,
+            attributes,
+            _last_delta,
+            base_timestamp,
+            max_timestamp,
+            _pid,
+            _pepoch,
+            _seq,
+            count,
+        ) = _BATCH_HEADER.unpack_from(payload, start)
+        if magic != 2:
+            raise ValueError(f"{topic}-{partition}: batch at {base_offset} has magic {magic}")
+        if attributes & 0x20:
+            continue  # control batch (transaction marker)
+        body = _decompress(attributes & 0x07, payload[start + 61 : end])
+        log_append_time = bool(attributes & 0x08)
+        pos = 0
+        for _ in range(count):
+            length, pos = _varint(body, pos)
+            record_end = pos + length
+            pos += 1  # record attributes
+            ts_delta, pos = _varint(body, pos)
+            offset_delta, pos = _varint(body, pos)
+            key, pos = _bytes_field(body, pos)
+            value, pos = _bytes_field(body, pos)
+            n_headers, pos = _varint(body, pos)
+            headers: list[tuple[str, bytes | None]] = []
+            for _h in range(n_headers):
+                hkey, pos = _bytes_field(body, pos)
+                hvalue, pos = _bytes_field(body, pos)
+                headers.append(((hkey or b"").decode("utf-8", "replace"), hvalue))
+            pos = record_end
+            yield ConsumedRecord(
+                topic=topic,
+                partition=partition,
+                offset=base_offset + offset_delta,
+                timestamp=max_timestamp if log_append_time else base_timestamp + ts_delta,
+                key=key,
+                value=value,
+                headers=tuple(headers),
+            )
+
+
+def _varint(buf: bytes, pos: int) -> tuple[int, int]:
+    shift = 0
+    raw = 0
+    while True:
+        b = buf[pos]
+        pos += 1
+        raw |= (b & 0x7F) << shift
+        if not b & 0x80:
+            break
+        shift += 7
+    return (raw >> 1) ^ -(raw & 1), pos
+
+
+def _bytes_field(buf: bytes, pos: int) -> tuple[bytes | None, int]:
+    length, pos = _varint(buf, pos)
+    if length < 0:
+        return None, pos
+    return bytes(buf[pos : pos + length]), pos + length
+
+
+_XERIAL_MAGIC = b"\x82SNAPPY\x00"
+
+
+def _decompress(codec: int, data: bytes) -> bytes:
+    if codec == 0:
+        return data
+    if codec == 1:
+        return zlib.decompress(data, 47)  # gzip or zlib header
+    import cramjam
+
+    if codec == 2:
+        if data.startswith(_XERIAL_MAGIC):  # xerial framing (Java clients): 16-byte header, blocks
+            out = bytearray()
+            pos = 16
+            while pos < len(data):
+                (n,) = struct.unpack_from(">i", data, pos)
+                out += bytes(cramjam.snappy.decompress_raw(data[pos + 4 : pos + 4 + n]))
+                pos += 4 + n
+            return bytes(out)
+        return bytes(cramjam.snappy.decompress_raw(data))
+    if codec == 3:
+        return bytes(cramjam.lz4.decompress(data))
+    if codec == 4:
+        return bytes(cramjam.zstd.decompress(data))
+    raise ValueError(f"unknown compression codec {codec}")
+
+
+# ------------------------------------------------------------------- leak counting
+
+
+@dataclass(frozen=True, slots=True)
+class ResourceSnapshot:
+    """What this process holds at one moment: open file descriptors, Python threads, OS threads
+    and listening TCP sockets (count of LISTEN sockets whose inode is one of our fds).
+
+    ``ResourceSnapshot.take()`` reads ``/proc/self`` (Linux); elsewhere the fd and socket
+    counts are -1. ``diff(later)`` names what grew.
+    """
+
+    fds: int
+    threads: int
+    os_threads: int
+    listening_sockets: int
+    thread_names: tuple[str, ...] = ()
+
+    @classmethod
+    def take(cls) -> ResourceSnapshot:
+        fds = -1
+        listening = -1
+        os_threads = -1
+        socket_inodes: set[str] = set()
+        try:
+            names = os.listdir("/proc/self/fd")
+            fds = len(names) - 1  # minus the fd listdir itself held open
+            for name in names:
+                try:
+                    target = os.readlink(f"/proc/self/fd/{name}")
+                except OSError:
+                    continue
+                if target.startswith("socket:["):
+                    socket_inodes.add(target[8:-1])
+            os_threads = len(os.listdir("/proc/self/task"))
+            listening = 0
+            for table in ("/proc/self/net/tcp", "/proc/self/net/tcp6"):
+                try:
+                    with open(table) as f:
+                        next(f)
+                        for line in f:
+                            fields = line.split()
+                            if fields[3] == "0A" and fields[9] in socket_inodes:  # TCP_LISTEN
+                                listening += 1
+                except FileNotFoundError:
+                    pass
+        except FileNotFoundError:
+            pass
+        threads = threading.enumerate()
+        return cls(
+            fds=fds,
+            threads=len(threads),
+            os_threads=os_threads,
+            listening_sockets=listening,
+            thread_names=tuple(sorted(t.name for t in threads)),
+        )
+
+    def diff(self, later: ResourceSnapshot) -> dict[str, tuple[int, int]]:
+        """``{what: (before, after)}`` for every count that grew from ``self`` to ``later``."""
+        out: dict[str, tuple[int, int]] = {}
+        for name in ("fds", "threads", "os_threads", "listening_sockets"):
+            before, after = getattr(self, name), getattr(later, name)
+            if after > before:
+                out[name] = (before, after)
+        return out
+
+    @classmethod
+    def wait_until_back_to(
+        cls, baseline: ResourceSnapshot, timeout: float = 2.0
+    ) -> dict[str, tuple[int, int]]:
+        """Poll until no count is above ``baseline`` (threads and fds of clients closed
+        asynchronously take a moment to go); return what is still above after ``timeout``."""
+        deadline = time.monotonic() + timeout
+        while True:
+            grown = baseline.diff(cls.take())
+            if not grown or time.monotonic() >= deadline:
+                return grown
+            time.sleep(0.005)
