@@ -33,7 +33,9 @@ async def create_topic(bootstrap: str, topic: str, partitions: int) -> None:
     admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap, request_timeout_ms=15000)
     await admin.start()
     try:
-        await admin.create_topics([NewTopic(topic, num_partitions=partitions, replication_factor=1)])
+        await admin.create_topics(
+            [NewTopic(topic, num_partitions=partitions, replication_factor=1)]
+        )
     finally:
         await admin.close()
 
@@ -51,7 +53,10 @@ async def produce(
     try:
         futures = [
             await producer.send(
-                topic, key=r.key, value=r.value, headers=list(r.headers),
+                topic,
+                key=r.key,
+                value=r.value,
+                headers=list(r.headers),
                 timestamp_ms=r.timestamp,
                 partition=None if partition_of is None else partition_of(i),
             )
@@ -65,8 +70,11 @@ async def produce(
 
 def open_consumer(bootstrap: str) -> AIOKafkaConsumer:
     return AIOKafkaConsumer(
-        bootstrap_servers=bootstrap, group_id=None, enable_auto_commit=False,
-        auto_offset_reset="earliest", request_timeout_ms=20000,
+        bootstrap_servers=bootstrap,
+        group_id=None,
+        enable_auto_commit=False,
+        auto_offset_reset="earliest",
+        request_timeout_ms=20000,
     )
 
 
@@ -95,8 +103,15 @@ async def consume(
             for tp, msgs in batches.items():
                 for m in msgs:
                     out.append(
-                        Consumed(tp.partition, m.offset, m.key, m.value,
-                                 tuple((k, v) for k, v in m.headers), m.timestamp, m.timestamp_type)
+                        Consumed(
+                            tp.partition,
+                            m.offset,
+                            m.key,
+                            m.value,
+                            tuple((k, v) for k, v in m.headers),
+                            m.timestamp,
+                            m.timestamp_type,
+                        )
                     )
         assert len(out) >= count, f"consumed {len(out)} of {count} within 30 s"
         return out
@@ -109,8 +124,9 @@ async def test_roundtrip_keyed_records_with_headers(kafka: Target, codec: str) -
     topic = unique_topic(f"ak-{codec}")
     await create_topic(kafka.bootstrap_servers, topic, PARTITIONS)
     records = make_records(2000, tag=f"ak-{codec}")
-    reports = await produce(kafka.bootstrap_servers, topic, records,
-                            compression_type=None if codec == "none" else codec)
+    reports = await produce(
+        kafka.bootstrap_servers, topic, records, compression_type=None if codec == "none" else codec
+    )
     got = await consume(kafka.bootstrap_servers, topic, PARTITIONS, len(records))
     assert_exactly(records, got, partitions=PARTITIONS, partition_of=murmur2_partition)
     assert sorted(reports) == sorted((c.partition, c.offset) for c in got)
@@ -156,8 +172,13 @@ async def test_restart_keeps_everything(kafka: Target) -> None:
     topic = unique_topic("ak-restart")
     await create_topic(kafka.bootstrap_servers, topic, 3)
     records = make_records(1500, tag="ak-restart")
-    await produce(kafka.bootstrap_servers, topic, records, partition_of=lambda i: i % 3,
-                  compression_type="zstd")
+    await produce(
+        kafka.bootstrap_servers,
+        topic,
+        records,
+        partition_of=lambda i: i % 3,
+        compression_type="zstd",
+    )
     await asyncio.to_thread(kafka.restart)
     got = await consume(kafka.bootstrap_servers, topic, 3, len(records))
     assert_exactly(records, got, partitions=3)
@@ -173,8 +194,11 @@ async def test_message_too_large_then_still_usable(kafka: Target) -> None:
     topic = unique_topic("ak-large")
     await create_topic(kafka.bootstrap_servers, topic, 1)
     # The client's own limit is raised so that the broker (message.max.bytes = 1048588) decides.
-    producer = AIOKafkaProducer(bootstrap_servers=kafka.bootstrap_servers,
-                                max_request_size=5_000_000, request_timeout_ms=20000)
+    producer = AIOKafkaProducer(
+        bootstrap_servers=kafka.bootstrap_servers,
+        max_request_size=5_000_000,
+        request_timeout_ms=20000,
+    )
     await producer.start()
     try:
         with pytest.raises(MessageSizeTooLargeError):
@@ -184,8 +208,14 @@ async def test_message_too_large_then_still_usable(kafka: Target) -> None:
             )
         small = make_records(20, tag="ak-small")
         futures = [
-            await producer.send(topic, key=r.key, value=r.value, headers=list(r.headers),
-                                timestamp_ms=r.timestamp, partition=0)
+            await producer.send(
+                topic,
+                key=r.key,
+                value=r.value,
+                headers=list(r.headers),
+                timestamp_ms=r.timestamp,
+                partition=0,
+            )
             for r in small
         ]
         mds = await asyncio.wait_for(asyncio.gather(*futures), 20)

@@ -36,7 +36,9 @@ PARTITIONS = 4
 
 def create_topic(bootstrap: str, topic: str, partitions: int) -> None:
     admin = AdminClient({"bootstrap.servers": bootstrap})
-    futures = admin.create_topics([NewTopic(topic, num_partitions=partitions, replication_factor=1)])
+    futures = admin.create_topics(
+        [NewTopic(topic, num_partitions=partitions, replication_factor=1)]
+    )
     futures[topic].result(15)
 
     def ready() -> bool:
@@ -73,8 +75,13 @@ def produce(
         while True:
             try:
                 producer.produce(
-                    topic, key=r.key, value=r.value, headers=list(r.headers),
-                    timestamp=r.timestamp, on_delivery=on_delivery(i), **kwargs,
+                    topic,
+                    key=r.key,
+                    value=r.value,
+                    headers=list(r.headers),
+                    timestamp=r.timestamp,
+                    on_delivery=on_delivery(i),
+                    **kwargs,
                 )
                 break
             except BufferError:
@@ -105,7 +112,10 @@ def consume(
     c = consumer(bootstrap)
     try:
         c.assign(
-            [TopicPartition(topic, p, (start or {}).get(p, OFFSET_BEGINNING)) for p in range(partitions)]
+            [
+                TopicPartition(topic, p, (start or {}).get(p, OFFSET_BEGINNING))
+                for p in range(partitions)
+            ]
         )
         out: list[Consumed] = []
         deadline = time.monotonic() + 30
@@ -123,8 +133,13 @@ def consume(
                 ts_type, ts = m.timestamp()
                 out.append(
                     Consumed(
-                        m.partition(), m.offset(), m.key(), m.value(),
-                        tuple(m.headers() or ()), ts, ts_type - 1,  # TIMESTAMP_CREATE_TIME == 1
+                        m.partition(),
+                        m.offset(),
+                        m.key(),
+                        m.value(),
+                        tuple(m.headers() or ()),
+                        ts,
+                        ts_type - 1,  # TIMESTAMP_CREATE_TIME == 1
                     )
                 )
         assert len(out) >= count, f"consumed {len(out)} of {count} within 30 s"
@@ -155,7 +170,9 @@ def _expected_by_partition(records: Sequence[Rec], partitions: int) -> dict[int,
     return by
 
 
-def check_list_offsets(bootstrap: str, topic: str, by: dict[int, list[Rec]], *, max_ts: bool) -> None:
+def check_list_offsets(
+    bootstrap: str, topic: str, by: dict[int, list[Rec]], *, max_ts: bool
+) -> None:
     """Earliest, latest, by timestamp (and max timestamp) through both the consumer and admin APIs,
     against records produced with explicit partitions and strictly increasing timestamps."""
     c = consumer(bootstrap)
@@ -169,7 +186,9 @@ def check_list_offsets(bootstrap: str, topic: str, by: dict[int, list[Rec]], *, 
                 probes.append((recs[k].timestamp, k))
                 probes.append((recs[k].timestamp - 1, k))  # between k-1 and k: first >= is k
             probes.append((recs[-1].timestamp + 1, -1))  # past the end: no offset
-            found = c.offsets_for_times([TopicPartition(topic, p, ts) for ts, _ in probes], timeout=10)
+            found = c.offsets_for_times(
+                [TopicPartition(topic, p, ts) for ts, _ in probes], timeout=10
+            )
             assert [f.offset for f in found] == [k for _, k in probes], f"partition {p}"
 
         specs: dict[TopicPartition, Any] = {}
@@ -214,8 +233,13 @@ def test_restart_keeps_everything(kafka: Target) -> None:
     topic = unique_topic("ck-restart")
     create_topic(kafka.bootstrap_servers, topic, 3)
     records = make_records(1500, tag="ck-restart")
-    produce(kafka.bootstrap_servers, topic, records, partition_of=lambda i: i % 3,
-            **{"compression.type": "lz4"})
+    produce(
+        kafka.bootstrap_servers,
+        topic,
+        records,
+        partition_of=lambda i: i % 3,
+        **{"compression.type": "lz4"},
+    )
     kafka.restart()
     by = _expected_by_partition(records, 3)
     got = consume(kafka.bootstrap_servers, topic, 3, len(records))
@@ -225,8 +249,9 @@ def test_restart_keeps_everything(kafka: Target) -> None:
     more = make_records(30, tag="ck-after", base_timestamp=records[-1].timestamp + 10)
     reports = produce(kafka.bootstrap_servers, topic, more, partition_of=lambda i: i % 3)
     assert reports == [(i % 3, len(by[i % 3]) + i // 3) for i in range(len(more))]
-    got = consume(kafka.bootstrap_servers, topic, 3, len(more),
-                  start={p: len(r) for p, r in by.items()})
+    got = consume(
+        kafka.bootstrap_servers, topic, 3, len(more), start={p: len(r) for p, r in by.items()}
+    )
     assert_exactly(more, got, partitions=3, start_offsets={p: len(r) for p, r in by.items()})
 
 
@@ -235,20 +260,37 @@ def test_message_too_large_then_still_usable(kafka: Target) -> None:
     topic = unique_topic("ck-large")
     create_topic(kafka.bootstrap_servers, topic, 1)
     # The client's own limit is raised so that the broker (message.max.bytes = 1048588) decides.
-    producer = Producer({"bootstrap.servers": kafka.bootstrap_servers, "linger.ms": 0,
-                         "message.max.bytes": 5_000_000, "batch.size": 5_000_000})
+    producer = Producer(
+        {
+            "bootstrap.servers": kafka.bootstrap_servers,
+            "linger.ms": 0,
+            "message.max.bytes": 5_000_000,
+            "batch.size": 5_000_000,
+        }
+    )
     reports: list[Any] = []
-    producer.produce(topic, key=b"big", value=os.urandom(1_100_000), partition=0,
-                     on_delivery=lambda err, msg: reports.append(err or msg.offset()))
+    producer.produce(
+        topic,
+        key=b"big",
+        value=os.urandom(1_100_000),
+        partition=0,
+        on_delivery=lambda err, msg: reports.append(err or msg.offset()),
+    )
     assert producer.flush(20) == 0
     assert len(reports) == 1 and isinstance(reports[0], KafkaError), reports
     assert reports[0].code() == KafkaError.MSG_SIZE_TOO_LARGE, reports[0]
     # Same producer, same partition: small records still go through, from offset 0.
     small = make_records(20, tag="ck-small")
     for r in small:
-        producer.produce(topic, key=r.key, value=r.value, headers=list(r.headers),
-                         timestamp=r.timestamp, partition=0,
-                         on_delivery=lambda err, msg: reports.append(err or msg.offset()))
+        producer.produce(
+            topic,
+            key=r.key,
+            value=r.value,
+            headers=list(r.headers),
+            timestamp=r.timestamp,
+            partition=0,
+            on_delivery=lambda err, msg: reports.append(err or msg.offset()),
+        )
     assert producer.flush(20) == 0
     assert reports[1:] == list(range(20))
     got = consume(kafka.bootstrap_servers, topic, 1, len(small))

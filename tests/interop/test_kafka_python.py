@@ -60,7 +60,10 @@ def produce(
         assert producer.config["acks"] in ("all", -1, 1)
         futures = [
             producer.send(
-                topic, key=r.key, value=r.value, headers=list(r.headers),
+                topic,
+                key=r.key,
+                value=r.value,
+                headers=list(r.headers),
                 timestamp_ms=r.timestamp,
                 partition=None if partition_of is None else partition_of(i),
             )
@@ -78,8 +81,11 @@ def produce(
 
 def open_consumer(bootstrap: str) -> KafkaConsumer:
     return KafkaConsumer(
-        bootstrap_servers=bootstrap, group_id=None, enable_auto_commit=False,
-        auto_offset_reset="earliest", request_timeout_ms=20000,
+        bootstrap_servers=bootstrap,
+        group_id=None,
+        enable_auto_commit=False,
+        auto_offset_reset="earliest",
+        request_timeout_ms=20000,
     )
 
 
@@ -106,8 +112,15 @@ def consume(
             for tp, msgs in c.poll(timeout_ms=100, max_records=2000).items():
                 for m in msgs:
                     out.append(
-                        Consumed(tp.partition, m.offset, m.key, m.value,
-                                 tuple((k, v) for k, v in m.headers), m.timestamp, m.timestamp_type)
+                        Consumed(
+                            tp.partition,
+                            m.offset,
+                            m.key,
+                            m.value,
+                            tuple((k, v) for k, v in m.headers),
+                            m.timestamp,
+                            m.timestamp_type,
+                        )
                     )
         assert len(out) >= count, f"consumed {len(out)} of {count} within 30 s"
         return out
@@ -183,7 +196,8 @@ def test_message_too_large_then_still_usable(kafka: Target) -> None:
     create_topic(kafka.bootstrap_servers, topic, 1)
     # The client's own limit is raised so that the broker (message.max.bytes = 1048588) decides.
     producer = KafkaProducer(
-        bootstrap_servers=kafka.bootstrap_servers, max_request_size=5_000_000,
+        bootstrap_servers=kafka.bootstrap_servers,
+        max_request_size=5_000_000,
         **producer_config(kafka),
     )
     try:
@@ -193,8 +207,14 @@ def test_message_too_large_then_still_usable(kafka: Target) -> None:
         # Same producer, same partition: small records still go through, from offset 0.
         small = make_records(20, tag="kp-small")
         futures = [
-            producer.send(topic, key=r.key, value=r.value, headers=list(r.headers),
-                          timestamp_ms=r.timestamp, partition=0)
+            producer.send(
+                topic,
+                key=r.key,
+                value=r.value,
+                headers=list(r.headers),
+                timestamp_ms=r.timestamp,
+                partition=0,
+            )
             for r in small
         ]
         producer.flush(20)
