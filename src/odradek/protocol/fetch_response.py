@@ -1,0 +1,151 @@
+"""Hand-written Fetch response encoder (v4..v12) that passes record bytes through untouched.
+
+Fetch response body (big-endian; "flexible" = v12: compact strings/arrays, uvarint lengths
++1, a tagged-field section after every struct, which odradek leaves empty)::
+
+    throttle_time_ms int32
+    error_code int16                      (v7+)
+    session_id int32                      (v7+)
+    responses [topic string ·
+               partitions [partition_index int32 · error_code int16 · high_watermark int64 ·
+                           last_stable_offset int64 · log_start_offset int64 (v5+) ·
+                           aborted_transactions nullable [producer_id int64 · first_offset int64] ·
+                           preferred_read_replica int32 (v11+) · records nullable bytes]]
+
+Tagged fields (diverging_epoch, current_leader, snapshot_id) are never written: they are
+optional and older librdkafka fails on ones it does not expect.
+
+``records`` of a partition is any object with ``__len__`` (bytes, memoryview, or a storage
+``FileRegion``): it becomes one element of the returned parts, never copied or inspected.
+None is written as empty records (length 0), as Kafka does.
+"""
+
+from __future__ import annotations
+
+import struct
+from collections.abc import Sequence
+from typing import Any, NamedTuple
+
+__all__ = ["FETCH_VERSIONS", "FetchPartitionResponse", "encode_fetch_response"]
+
+FETCH_VERSIONS = range(4, 13)
+"""Versions this encoder writes."""
+
+_I32 = struct.Struct(">i")
+_I16 = struct.Struct(">h")
+_TOP_V7 = struct.Struct(">ihi")  # throttle, error_code, session_id
+_PARTITION_V4 = struct.Struct(">ihqq")  # index, error, high watermark, last stable offset
+_PARTITION_V5 = struct.Struct(">ihqqq")  # + log start offset
+_ABORTED = struct.Struct(">qq")
+_NULL_ARRAY = b"\xff\xff\xff\xff"
+
+
+class FetchPartitionResponse(NamedTuple):
+    """One partition of a Fetch response; ``records`` passes through as-is."""
+
+    partition_index: int
+    error_code: int = 0
+    high_watermark: int = -1
+    last_stable_offset: int = -1
+    log_start_offset: int = -1
+    records: Any = None
+    aborted_transactions: Sequence[tuple[int, int]] | None = None
+    """(producer_id, first_offset) pairs; None (the default) is written as a null array."""
+    preferred_read_replica: int = -1
+
+
+def _uvarint(value: int) -> bytes:
+    if value < 0x80:
+        return _SMALL_UVARINTS[value]
+    out = bytearray()
+    while value >= 0x80:
+        out.append((value & 0x7F) | 0x80)
+        value >>= 7
+    out.append(value)
+    return bytes(out)
+
+
+_SMALL_UVARINTS = [bytes((i,)) for i in range(128)]
+
+
+def encode_fetch_response(
+    version: int,
+    responses: Sequence[tuple[str, Sequence[FetchPartitionResponse]]],
+    *,
+    throttle_time_ms: int = 0,
+    error_code: int = 0,
+    session_id: int = 0,
+) -> tuple[list[Any], int]:
+    """Encode a Fetch response body (no size prefix, no response header).
+
+    ``responses`` holds (topic, partitions) pairs. Returns ``(parts, size)``: bytes chunks
+    interleaved with each partition's ``records`` object (the very object passed in), and
+    the body's total size — what ``odradek.broker.registry.EncodedResponse`` holds.
+    """
+    if version not in FETCH_VERSIONS:
+        raise ValueError(f"Fetch response version {version} is not supported by this encoder")
+    flexible = version >= 12
+    parts: list[Any] = []
+    size = 0
+    out = bytearray()
+    if version >= 7:
+        out += _TOP_V7.pack(throttle_time_ms, error_code, session_id)
+    else:
+        out += _I32.pack(throttle_time_ms)
+    partition_struct = _PARTITION_V5 if version >= 5 else _PARTITION_V4
+    with_log_start = version >= 5
+    with_replica = version >= 11
+    out += _uvarint(len(responses) + 1) if flexible else _I32.pack(len(responses))
+    for topic, partitions in responses:
+        name = topic.encode()
+        if flexible:
+            out += _uvarint(len(name) + 1)
+            out += name
+            out += _uvarint(len(partitions) + 1)
+        else:
+            out += _I16.pack(len(name))
+            out += name
+            out += _I32.pack(len(partitions))
+        for p in partitions:
+            if with_log_start:
+                out += partition_struct.pack(
+                    p.partition_index,
+                    p.error_code,
+                    p.high_watermark,
+                    p.last_stable_offset,
+                    p.log_start_offset,
+                )
+            else:
+                out += partition_struct.pack(
+                    p.partition_index, p.error_code, p.high_watermark, p.last_stable_offset
+                )
+            aborted = p.aborted_transactions
+            if aborted is None:
+                out += b"\x00" if flexible else _NULL_ARRAY
+            else:
+                out += _uvarint(len(aborted) + 1) if flexible else _I32.pack(len(aborted))
+                for producer_id, first_offset in aborted:
+                    out += _ABORTED.pack(producer_id, first_offset)
+                    if flexible:
+                        out += b"\x00"
+            if with_replica:
+                out += _I32.pack(p.preferred_read_replica)
+            records = p.records
+            length = 0 if records is None else len(records)
+            out += _uvarint(length + 1) if flexible else _I32.pack(length)
+            if length:
+                parts.append(bytes(out))
+                size += len(out)
+                parts.append(records)
+                size += length
+                out = bytearray()
+            if flexible:
+                out += b"\x00"  # partition tagged fields
+        if flexible:
+            out += b"\x00"  # topic tagged fields
+    if flexible:
+        out += b"\x00"  # response tagged fields
+    if out:
+        parts.append(bytes(out))
+        size += len(out)
+    return parts, size
