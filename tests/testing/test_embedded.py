@@ -1,0 +1,254 @@
+"""EmbeddedBroker: lifecycle, settings, storage, prompt stop with clients connected, no leaks."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("odradek.broker.server")
+
+from odradek.broker.config import ConfigError
+from odradek.testing import (
+    TEST_DEFAULTS,
+    EmbeddedBroker,
+    ResourceSnapshot,
+    api_versions,
+    create_topic,
+    read_all,
+)
+from odradek.testing.embedded import to_properties
+
+pytestmark = pytest.mark.timeout(60)
+
+
+def assert_back_to(baseline: ResourceSnapshot) -> None:
+    grown = ResourceSnapshot.wait_until_back_to(baseline, timeout=3.0)
+    assert not grown, f"leaked {grown}; threads: {ResourceSnapshot.take().thread_names}"
+
+
+def test_to_properties():
+    assert to_properties(
+        {"a.b": True, "c": False, "n": 3, "l": ["x", "y"], "p": Path("/d"), "skip": None}
+    ) == {"a.b": "true", "c": "false", "n": "3", "l": "x,y", "p": "/d"}
+
+
+def test_start_stop_idempotent_and_restartable():
+    baseline = ResourceSnapshot.take()
+    broker = EmbeddedBroker()
+    assert not broker.running
+    broker.stop()  # stop before start: nothing to do
+    assert broker.start() is broker
+    first = broker.bootstrap_servers
+    assert broker.start() is broker and broker.bootstrap_servers == first
+    assert 18 in api_versions(broker)
+    broker.stop()
+    broker.stop()
+    assert not broker.running
+    with pytest.raises(RuntimeError):
+        broker.bootstrap_servers  # noqa: B018
+    broker.start()
+    assert 18 in api_versions(broker)
+    broker.stop()
+    assert_back_to(baseline)
+
+
+def test_settings_over_test_defaults():
+    with EmbeddedBroker(
+        {"num.partitions": 3, "auto.create.topics.enable": False}, group_max_size=10
+    ) as broker:
+        assert broker.settings["num.partitions"] == "3"
+        assert broker.settings["auto.create.topics.enable"] == "false"
+        assert broker.settings["group.max.size"] == "10"
+        for key, value in TEST_DEFAULTS.items():
+            assert broker.settings[key] == value
+        assert broker.settings["storage.engine"] == "memory"
+        assert broker.bootstrap_servers.startswith("127.0.0.1:")
+        assert broker.port != 0
+        config = broker.call(lambda: broker.broker.config)
+        assert config.num_partitions == 3
+        assert config.group_initial_rebalance_delay_ms == 0
+
+
+def test_bad_setting_raises_in_the_caller_and_leaks_nothing():
+    baseline = ResourceSnapshot.take()
+    with pytest.raises(ConfigError, match=r"no\.such\.key"):
+        EmbeddedBroker({"no.such.key": "1"}).start()
+    with pytest.raises(ConfigError, match=r"num\.partitions"):
+        EmbeddedBroker({"num.partitions": "many"}).start()
+    assert_back_to(baseline)
+
+
+def test_port_in_use_fails_start_and_leaks_nothing():
+    blocker = socket.socket()
+    blocker.bind(("127.0.0.1", 0))
+    blocker.listen()
+    port = blocker.getsockname()[1]
+    baseline = ResourceSnapshot.take()
+    try:
+        with pytest.raises(OSError):
+            EmbeddedBroker({"listeners": f"PLAINTEXT://127.0.0.1:{port}"}).start()
+        assert_back_to(baseline)
+    finally:
+        blocker.close()
+
+
+def test_memory_storage_writes_no_files(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    with EmbeddedBroker() as broker:
+        assert broker.data_dir is None
+        create_topic(broker, "t", partitions=2)
+        assert read_all(broker, "t") == []
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_file_storage_temp_dir_is_removed():
+    with EmbeddedBroker(storage="file") as broker:
+        data_dir = broker.data_dir
+        assert data_dir is not None and data_dir.is_dir()
+        create_topic(broker, "t")
+        assert any(data_dir.iterdir())
+    assert not data_dir.exists()
+
+
+def test_file_storage_given_data_dir_is_kept(tmp_path):
+    with EmbeddedBroker(storage="file", data_dir=tmp_path / "data") as broker:
+        create_topic(broker, "kept")
+    assert (tmp_path / "data").is_dir()
+    # Same directory again: the topic is still there.
+    with EmbeddedBroker(storage="file", data_dir=tmp_path / "data") as broker:
+        assert read_all(broker, "kept") == []
+
+
+def test_brokers_are_isolated():
+    with EmbeddedBroker() as a, EmbeddedBroker() as b:
+        assert a.bootstrap_servers != b.bootstrap_servers
+        create_topic(a, "only-in-a")
+        from odradek.testing import list_topics
+
+        assert "only-in-a" in list_topics(a)
+        assert "only-in-a" not in list_topics(b)
+
+
+def test_no_leaks_over_many_start_stop_cycles():
+    with EmbeddedBroker():
+        pass  # first start pays for imports
+    baseline = ResourceSnapshot.take()
+    for _ in range(20):
+        with EmbeddedBroker() as broker:
+            api_versions(broker)
+    assert_back_to(baseline)
+
+
+def _wait_for_assignment(consumer, deadline: float) -> None:
+    while not consumer.assignment():
+        assert time.monotonic() < deadline, "consumer never got an assignment"
+        consumer.poll(0.05)
+
+
+@pytest.mark.timeout(90)
+def test_stop_is_prompt_with_group_members_connected():
+    """Members connected with a 45 s session timeout: stop must not wait for any of it."""
+    from confluent_kafka import Consumer, Producer
+    from kafka import KafkaConsumer
+
+    baseline = ResourceSnapshot.take()
+    broker = EmbeddedBroker().start()
+    create_topic(broker, "busy", partitions=2)
+    producer = Producer({"bootstrap.servers": broker.bootstrap_servers})
+    producer.produce("busy", b"x")
+    producer.flush(10)
+    ck = Consumer(
+        {
+            "bootstrap.servers": broker.bootstrap_servers,
+            "group.id": "g-ck",
+            "session.timeout.ms": 45000,
+            "auto.offset.reset": "earliest",
+        }
+    )
+    ck.subscribe(["busy"])
+    kp = KafkaConsumer(
+        "busy",
+        bootstrap_servers=broker.bootstrap_servers,
+        group_id="g-kp",
+        session_timeout_ms=30000,
+        auto_offset_reset="earliest",
+    )
+    try:
+        deadline = time.monotonic() + 30
+        _wait_for_assignment(ck, deadline)
+        while not kp.assignment():
+            assert time.monotonic() < deadline, "kafka-python consumer never got an assignment"
+            kp.poll(timeout_ms=50)
+        started = time.monotonic()
+        broker.stop()
+        took = time.monotonic() - started
+        assert took < 1.0, f"stop took {took:.2f} s with members connected"
+        assert not broker.running
+    finally:
+        kp.close(autocommit=False)
+        ck.close()
+        del producer
+        broker.stop()
+    assert_back_to(baseline)
+
+
+async def test_async_lifecycle_does_not_block_the_loop():
+    baseline = ResourceSnapshot.take()
+    ticks = 0
+
+    async def ticker() -> None:
+        nonlocal ticks
+        while True:
+            ticks += 1
+            await asyncio.sleep(0)
+
+    task = asyncio.create_task(ticker())
+    try:
+        async with EmbeddedBroker() as broker:
+            reader, writer = await asyncio.open_connection("127.0.0.1", broker.port)
+            await broker.astart()  # idempotent
+        # The broker closed our connection when it stopped.
+        assert await asyncio.wait_for(reader.read(), 5) == b""
+        writer.close()
+        await broker.astop()  # idempotent
+    finally:
+        task.cancel()
+    assert ticks > 0
+    assert_back_to(baseline)
+
+
+async def test_broker_on_the_callers_loop():
+    broker = EmbeddedBroker(thread=False)
+    with pytest.raises(RuntimeError):
+        broker.start()
+    async with broker:
+        assert broker.loop is asyncio.get_running_loop()
+        reader, writer = await asyncio.open_connection("127.0.0.1", broker.port)
+    assert await asyncio.wait_for(reader.read(), 5) == b""
+    writer.close()
+
+
+def test_forgotten_broker_does_not_hang_interpreter_exit():
+    code = (
+        "from odradek.testing import EmbeddedBroker\n"
+        "b = EmbeddedBroker().start()\n"
+        "print(b.bootstrap_servers, flush=True)\n"
+    )
+    started = time.monotonic()
+    out = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        timeout=30,
+        env={**os.environ, "PYTHONWARNINGS": ""},
+    )
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.startswith("127.0.0.1:")
+    assert time.monotonic() - started < 20
