@@ -1,0 +1,32 @@
+"""DeleteGroups (42): delete Empty groups and their offsets (tombstones in
+``__consumer_offsets``). Unknown group: GROUP_ID_NOT_FOUND; group with members:
+NON_EMPTY_GROUP."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from odradek.broker.apis._util import NO_THROTTLE, make, response_types
+from odradek.broker.registry import ApiSpec, RequestContext
+from odradek.coordinator._api import code, coordinator
+from odradek.coordinator.state import Errors
+
+__all__ = ["API", "handle"]
+
+
+async def handle(ctx: RequestContext, request: Any) -> Any:
+    types = response_types(request)
+    coord = coordinator(ctx)
+    names = list(request.groups_names)
+    if coord is None:
+        errors = [Errors.COORDINATOR_NOT_AVAILABLE] * len(names)
+    else:
+        errors = await coord.delete_groups(names)
+    results = tuple(
+        make(types.DeletableGroupResult, group_id=g, error_code=code(e))
+        for g, e in zip(names, errors, strict=True)
+    )
+    return make(types.DeleteGroupsResponse, throttle_time=NO_THROTTLE, results=results)
+
+
+API = ApiSpec(key=42, name="DeleteGroups", min_version=0, max_version=2, handler=handle)

@@ -1,0 +1,69 @@
+"""DescribeGroups (15): state, protocol and members of groups.
+
+An unknown group is described as Dead with no members (error NONE), as Kafka does below v6.
+Member metadata and assignments are given only for Stable groups. authorized_operations is
+INT32_MIN unless requested (kafka-python fails on -1); there are no ACLs, so when requested
+every group operation is allowed.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from odradek.broker.apis._util import NO_THROTTLE, make, response_types
+from odradek.broker.registry import ApiSpec, RequestContext
+from odradek.coordinator._api import (
+    AUTHORIZED_OPERATIONS_NOT_REQUESTED,
+    GROUP_OPERATIONS,
+    code,
+    coordinator,
+)
+from odradek.coordinator.group_manager import GroupSummary
+from odradek.coordinator.state import Errors
+
+__all__ = ["API", "handle"]
+
+
+async def handle(ctx: RequestContext, request: Any) -> Any:
+    types = response_types(request)
+    coord = coordinator(ctx)
+    wanted = list(request.groups)
+    if coord is None:
+        described = [
+            (Errors.COORDINATOR_NOT_AVAILABLE, GroupSummary(g, "", "", "", ())) for g in wanted
+        ]
+    else:
+        described = coord.describe_groups(wanted)
+    ops = (
+        GROUP_OPERATIONS
+        if getattr(request, "include_authorized_operations", False)
+        else AUTHORIZED_OPERATIONS_NOT_REQUESTED
+    )
+    groups = tuple(
+        make(
+            types.DescribedGroup,
+            error_code=code(error),
+            group_id=s.group_id,
+            group_state=s.state,
+            protocol_type=s.protocol_type,
+            protocol_data=s.protocol_data,
+            members=tuple(
+                make(
+                    types.DescribedGroupMember,
+                    member_id=m.member_id,
+                    group_instance_id=m.group_instance_id,
+                    client_id=m.client_id,
+                    client_host=m.client_host,
+                    member_metadata=m.metadata,
+                    member_assignment=m.assignment,
+                )
+                for m in s.members
+            ),
+            authorized_operations=ops,
+        )
+        for error, s in described
+    )
+    return make(types.DescribeGroupsResponse, throttle_time=NO_THROTTLE, groups=groups)
+
+
+API = ApiSpec(key=15, name="DescribeGroups", min_version=0, max_version=5, handler=handle)

@@ -1,0 +1,68 @@
+"""JoinGroup (11): join (or rejoin) a classic group; parked until the rebalance completes.
+
+v4+ two-step join: an unknown member gets MEMBER_ID_REQUIRED (79) with a member id to come
+back with. v0 has no rebalance timeout (it is the session timeout). v5+ group.instance.id
+(static membership). v7+ answers protocol_type. The leader's answer lists every member's
+metadata for the chosen protocol.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from odradek.broker.apis._util import NO_THROTTLE, make, response_types
+from odradek.broker.registry import ApiSpec, RequestContext
+from odradek.coordinator._api import code, coordinator, ms
+from odradek.coordinator.group_manager import JoinParams
+from odradek.coordinator.state import Errors, JoinResult
+
+__all__ = ["API", "handle"]
+
+
+async def handle(ctx: RequestContext, request: Any) -> Any:
+    types = response_types(request)
+    version = int(request.__version__)
+    coord = coordinator(ctx)
+    session_ms = ms(request.session_timeout)
+    rebalance_ms = ms(getattr(request, "rebalance_timeout", None))
+    if rebalance_ms < 0:
+        rebalance_ms = session_ms
+    if coord is None:
+        result = JoinResult(Errors.COORDINATOR_NOT_AVAILABLE, member_id=request.member_id)
+    else:
+        params = JoinParams(
+            group_id=request.group_id,
+            member_id=request.member_id,
+            group_instance_id=getattr(request, "group_instance_id", None),
+            protocol_type=request.protocol_type,
+            protocols=[(p.name, bytes(p.metadata)) for p in request.protocols],
+            session_timeout_ms=session_ms,
+            rebalance_timeout_ms=rebalance_ms,
+            client_id=ctx.header.client_id or "",
+            client_host=ctx.client_host,
+            require_known_member_id=version >= 4,
+            supports_skip_assignment=version >= 9,
+        )
+        result = await coord.join_group(params)
+    members = tuple(
+        make(types.JoinGroupResponseMember, member_id=mid, group_instance_id=iid, metadata=md)
+        for mid, iid, md in result.members
+    )
+    protocol_name = result.protocol_name
+    if protocol_name is None and version < 7:
+        protocol_name = ""
+    return make(
+        types.JoinGroupResponse,
+        throttle_time=NO_THROTTLE,
+        error_code=code(result.error),
+        generation_id=result.generation_id,
+        protocol_type=result.protocol_type,
+        protocol_name=protocol_name,
+        leader=result.leader_id,
+        skip_assignment=result.skip_assignment,
+        member_id=result.member_id,
+        members=members,
+    )
+
+
+API = ApiSpec(key=11, name="JoinGroup", min_version=0, max_version=7, handler=handle)

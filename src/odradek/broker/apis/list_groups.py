@@ -1,0 +1,41 @@
+"""ListGroups (16): every group of this coordinator; v4+ filter by state, v5+ by type
+("classic" is the only type served)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from odradek.broker.apis._util import NO_THROTTLE, make, response_types
+from odradek.broker.registry import ApiSpec, RequestContext
+from odradek.coordinator._api import code, coordinator
+from odradek.coordinator.state import Errors
+
+__all__ = ["API", "handle"]
+
+
+async def handle(ctx: RequestContext, request: Any) -> Any:
+    types = response_types(request)
+    coord = coordinator(ctx)
+    if coord is None:
+        error, groups = Errors.COORDINATOR_NOT_AVAILABLE, []
+    else:
+        error, groups = coord.list_groups(
+            tuple(getattr(request, "states_filter", ()) or ()),
+            tuple(getattr(request, "types_filter", ()) or ()),
+        )
+    listed = tuple(
+        make(
+            types.ListedGroup,
+            group_id=gid,
+            protocol_type=ptype,
+            group_state=state,
+            group_type=gtype,
+        )
+        for gid, ptype, state, gtype in groups
+    )
+    return make(
+        types.ListGroupsResponse, throttle_time=NO_THROTTLE, error_code=code(error), groups=listed
+    )
+
+
+API = ApiSpec(key=16, name="ListGroups", min_version=0, max_version=5, handler=handle)

@@ -1,0 +1,47 @@
+"""OffsetDelete (47): delete committed offsets of a group. Allowed for an Empty group, and for
+topics the members of a consumer group do not subscribe to (else GROUP_SUBSCRIBED_TO_TOPIC)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from odradek.broker.apis._util import NO_THROTTLE, make, response_types
+from odradek.broker.registry import ApiSpec, RequestContext
+from odradek.coordinator._api import code, coordinator
+from odradek.coordinator.state import Errors
+
+__all__ = ["API", "handle"]
+
+
+async def handle(ctx: RequestContext, request: Any) -> Any:
+    types = response_types(request)
+    coord = coordinator(ctx)
+    wanted = [(t.name, int(p.partition_index)) for t in request.topics for p in t.partitions]
+    if coord is None:
+        top, errors = Errors.COORDINATOR_NOT_AVAILABLE, []
+    else:
+        top, errors = await coord.delete_offsets(request.group_id, wanted)
+    topics: tuple[Any, ...] = ()
+    if top is Errors.NONE:
+        it = iter(errors)
+        topics = tuple(
+            make(
+                types.OffsetDeleteResponseTopic,
+                name=t.name,
+                partitions=tuple(
+                    make(
+                        types.OffsetDeleteResponsePartition,
+                        partition_index=p.partition_index,
+                        error_code=code(next(it)),
+                    )
+                    for p in t.partitions
+                ),
+            )
+            for t in request.topics
+        )
+    return make(
+        types.OffsetDeleteResponse, error_code=code(top), throttle_time=NO_THROTTLE, topics=topics
+    )
+
+
+API = ApiSpec(key=47, name="OffsetDelete", min_version=0, max_version=0, handler=handle)

@@ -1,0 +1,94 @@
+"""OffsetFetch (9): committed offsets of a group.
+
+``topics`` null (v2+) asks for every partition the group has committed. v8+ asks for several
+groups at once (``groups``). A partition without a committed offset answers offset -1 and
+empty metadata. v1 has no top-level error: a group error is repeated on every partition.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from odradek.broker.apis._util import NO_THROTTLE, make, response_types
+from odradek.broker.registry import ApiSpec, RequestContext
+from odradek.coordinator._api import code, coordinator
+from odradek.coordinator.state import Errors
+
+__all__ = ["API", "handle"]
+
+
+def _fetch(
+    ctx: RequestContext, group_id: str, topics: Any
+) -> tuple[Errors, list[tuple[str, list[tuple[int, Any]]]]]:
+    coord = coordinator(ctx)
+    wanted = (
+        None
+        if topics is None
+        else [(t.name, [int(p) for p in t.partition_indexes]) for t in topics]
+    )
+    if coord is None:
+        return Errors.COORDINATOR_NOT_AVAILABLE, []
+    error, result = coord.fetch_offsets(group_id, wanted)
+    if error is not Errors.NONE and wanted is not None:
+        return error, [(t, [(p, None) for p in parts]) for t, parts in wanted]
+    return error, result
+
+
+def _topics(
+    types: Any, topic_cls: str, part_cls: str, result: Any, part_error: Errors
+) -> tuple[Any, ...]:
+    out = []
+    for topic, parts in result:
+        partitions = []
+        for partition, om in parts:
+            partitions.append(
+                make(
+                    getattr(types, part_cls),
+                    partition_index=partition,
+                    committed_offset=-1 if om is None else om.offset,
+                    committed_leader_epoch=-1 if om is None else om.leader_epoch,
+                    metadata="" if om is None else om.metadata,
+                    error_code=code(part_error),
+                )
+            )
+        out.append(make(getattr(types, topic_cls), name=topic, partitions=tuple(partitions)))
+    return tuple(out)
+
+
+async def handle(ctx: RequestContext, request: Any) -> Any:
+    types = response_types(request)
+    version = int(request.__version__)
+    if version >= 8:
+        groups = []
+        for g in request.groups:
+            error, result = _fetch(ctx, g.group_id, g.topics)
+            groups.append(
+                make(
+                    types.OffsetFetchResponseGroup,
+                    group_id=g.group_id,
+                    topics=_topics(
+                        types,
+                        "OffsetFetchResponseTopics",
+                        "OffsetFetchResponsePartitions",
+                        result,
+                        Errors.NONE,
+                    ),
+                    error_code=code(error),
+                )
+            )
+        return make(types.OffsetFetchResponse, throttle_time=NO_THROTTLE, groups=tuple(groups))
+    error, result = _fetch(ctx, request.group_id, request.topics)
+    part_error = error if version < 2 else Errors.NONE
+    return make(
+        types.OffsetFetchResponse,
+        throttle_time=NO_THROTTLE,
+        topics=_topics(
+            types, "OffsetFetchResponseTopic", "OffsetFetchResponsePartition", result, part_error
+        ),
+        error_code=code(error),
+    )
+
+
+API = ApiSpec(
+    key=9, name="OffsetFetch", min_version=0, max_version=9, handler=handle, min_request_version=1
+)

@@ -1,0 +1,36 @@
+"""Small helpers shared by the group API modules in ``odradek.broker.apis``."""
+
+from __future__ import annotations
+
+import datetime
+from typing import Any
+
+from kio.schema.errors import ErrorCode
+
+from odradek.coordinator.state import Errors
+
+__all__ = ["AUTHORIZED_OPERATIONS_NOT_REQUESTED", "GROUP_OPERATIONS", "code", "coordinator", "ms"]
+
+AUTHORIZED_OPERATIONS_NOT_REQUESTED = -(2**31)  # INT32_MIN (kafka-python crashes on -1)
+# No ACLs: every operation Kafka defines for a group is allowed — READ (3), DELETE (6), DESCRIBE (8).
+GROUP_OPERATIONS = (1 << 3) | (1 << 6) | (1 << 8)
+
+_ONE_MS = datetime.timedelta(milliseconds=1)
+
+
+def ms(value: Any, default: int = -1) -> int:
+    """Milliseconds of a kio i32Timedelta / i64Timedelta (or a plain int)."""
+    if value is None:
+        return default
+    if isinstance(value, datetime.timedelta):
+        return round(value / _ONE_MS)
+    return int(value)
+
+
+def code(error: Errors | int) -> ErrorCode:
+    return ErrorCode(int(error))
+
+
+def coordinator(ctx: Any) -> Any:
+    """The broker's GroupCoordinator, or None if it is not running."""
+    return getattr(ctx.broker, "group_coordinator", None)

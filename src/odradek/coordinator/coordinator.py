@@ -1,0 +1,523 @@
+"""GroupCoordinator: the I/O around ``GroupMetadataManager``.
+
+It owns the internal topic ``__consumer_offsets`` (``offsets.topic.num.partitions``
+partitions, compacted, created at start), decides which partition holds a group
+(``partition_for``: abs(Java hashCode(group id)) % n), loads every partition at start by
+replaying its records (groups of a partition not loaded yet answer
+COORDINATOR_LOAD_IN_PROGRESS), persists the records each handler returns before answering,
+and drives the timers (session timeouts, rebalance timeouts, the initial rebalance delay,
+SyncGroup timeouts, offsets retention) from one asyncio task using the broker's clock.
+
+Durability of commits. A commit is acknowledged after its records were written to the
+partition log with one write call (in the page cache: it survives ``kill -9`` of the broker)
+and replayed. That is Kafka's own contract for a single broker (Kafka relies on replication,
+not fsync; ``log.flush.interval.messages`` defaults to never). The knob is Kafka's topic
+config ``flush.messages`` on ``__consumer_offsets``: with ``flush.messages=1`` every commit
+is also fsynced before it is acknowledged. Then commits that arrive together are grouped
+(group commit): one append per partition and one fsync per log for all of them.
+
+Broker contract used: ``broker.config`` (``offsets_topic_num_partitions``,
+``group_initial_rebalance_delay_ms``, ``group_min_session_timeout_ms``,
+``group_max_session_timeout_ms``, ``group_max_size``, ``offsets_retention_minutes``,
+``offsets_retention_check_interval_ms``, ``offsets_topic_segment_bytes``),
+``broker.clock``, ``broker.metadata.topic(name)``, ``broker.create_topic(name, n, configs,
+internal=True)``, ``broker.partition(topic, p)`` -> handle with ``.log`` (PartitionLog) and
+``.leader_epoch``, ``broker.node_id`` and ``broker.advertised_address``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Sequence
+from typing import Any
+
+from odradek.coordinator.group_manager import (
+    GroupMetadataManager,
+    GroupSummary,
+    JoinParams,
+    OffsetCommitEntry,
+    Outcome,
+)
+from odradek.coordinator.records import (
+    OffsetAndMetadata,
+    Record,
+    decode_record,
+    encode_record,
+    partition_for,
+)
+from odradek.coordinator.state import Errors, GroupConfig, JoinResult, SyncResult, Waiter
+
+__all__ = ["OFFSETS_TOPIC", "GroupCoordinator"]
+
+log = logging.getLogger(__name__)
+
+OFFSETS_TOPIC = "__consumer_offsets"
+_READ_CHUNK = 4 << 20
+_MAX_TIMER_SLEEP_S = 0.25
+
+
+def _cfg(config: Any, attr: str, key: str, default: Any) -> Any:
+    value = getattr(config, attr, None)
+    if value is None:
+        value = config.get(key, default) if hasattr(config, "get") else default
+    return default if value is None else value
+
+
+class GroupCoordinator:
+    """The group coordinator of one broker (this broker coordinates every group)."""
+
+    def __init__(self, broker: Any) -> None:
+        self.broker = broker
+        self.clock = broker.clock
+        cfg = broker.config
+        self.num_partitions = int(
+            _cfg(cfg, "offsets_topic_num_partitions", "offsets.topic.num.partitions", 50)
+        )
+        retention_minutes = int(
+            _cfg(cfg, "offsets_retention_minutes", "offsets.retention.minutes", 10080)
+        )
+        self.retention_check_interval_ms = int(
+            _cfg(
+                cfg,
+                "offsets_retention_check_interval_ms",
+                "offsets.retention.check.interval.ms",
+                600_000,
+            )
+        )
+        self.config = GroupConfig(
+            initial_rebalance_delay_ms=int(
+                _cfg(
+                    cfg,
+                    "group_initial_rebalance_delay_ms",
+                    "group.initial.rebalance.delay.ms",
+                    3000,
+                )
+            ),
+            min_session_timeout_ms=int(
+                _cfg(cfg, "group_min_session_timeout_ms", "group.min.session.timeout.ms", 6000)
+            ),
+            max_session_timeout_ms=int(
+                _cfg(cfg, "group_max_session_timeout_ms", "group.max.session.timeout.ms", 1_800_000)
+            ),
+            max_size=int(_cfg(cfg, "group_max_size", "group.max.size", 2**31 - 1)),
+            offset_metadata_max_bytes=int(
+                _cfg(cfg, "offset_metadata_max_bytes", "offset.metadata.max.bytes", 4096)
+            ),
+            offsets_retention_ms=retention_minutes * 60_000,
+        )
+        self.manager = GroupMetadataManager(self.config)
+        self._loaded: set[int] = set()
+        self._running = False
+        self._tasks: list[asyncio.Task[None]] = []
+        self._wake: asyncio.Event | None = None
+        self._writer_wake: asyncio.Event | None = None
+        self._pending_writes: list[tuple[list[Record], asyncio.Future[None]]] = []
+        self._loaded_event: asyncio.Event | None = None
+        self.commits_persisted = 0
+        self.fsyncs = 0
+
+    # -- lifecycle ---------------------------------------------------------------------------
+
+    async def start(self) -> None:
+        self._wake = asyncio.Event()
+        self._writer_wake = asyncio.Event()
+        self._loaded_event = asyncio.Event()
+        self._ensure_topic()
+        self._running = True
+        loop = asyncio.get_running_loop()
+        self._tasks.append(loop.create_task(self._load_all(), name="coordinator-load"))
+        self._tasks.append(loop.create_task(self._timer_loop(), name="coordinator-timers"))
+        self._tasks.append(loop.create_task(self._writer_loop(), name="coordinator-writer"))
+
+    async def stop(self) -> None:
+        self._running = False
+        for task in self._tasks:
+            task.cancel()
+        for task in self._tasks:
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await task
+        self._tasks.clear()
+        for _records, fut in self._pending_writes:
+            if not fut.done():
+                fut.set_exception(RuntimeError("coordinator stopped"))
+        self._pending_writes.clear()
+        for group in self.manager.groups.values():
+            for m in list(group.members.values()):
+                m.complete_join(JoinResult(Errors.COORDINATOR_NOT_AVAILABLE, member_id=m.member_id))
+                m.complete_sync(SyncResult(Errors.COORDINATOR_NOT_AVAILABLE))
+        for p in range(self.num_partitions):
+            handle = self.broker.partition(OFFSETS_TOPIC, p)
+            if handle is not None:
+                with contextlib.suppress(Exception):
+                    handle.log.flush()
+
+    async def wait_loaded(self) -> None:
+        assert self._loaded_event is not None
+        await self._loaded_event.wait()
+
+    @property
+    def is_loading(self) -> bool:
+        return len(self._loaded) < self.num_partitions
+
+    def _ensure_topic(self) -> None:
+        meta = self.broker.metadata.topic(OFFSETS_TOPIC)
+        if meta is None:
+            segment_bytes = int(
+                _cfg(
+                    self.broker.config,
+                    "offsets_topic_segment_bytes",
+                    "offsets.topic.segment.bytes",
+                    104857600,
+                )
+            )
+            self.broker.create_topic(
+                OFFSETS_TOPIC,
+                self.num_partitions,
+                {"cleanup.policy": "compact", "segment.bytes": str(segment_bytes)},
+                internal=True,
+            )
+        else:
+            self.num_partitions = meta.num_partitions
+
+    def partition_for(self, group_id: str) -> int:
+        return partition_for(group_id, self.num_partitions)
+
+    def _group_error(self, group_id: str) -> Errors | None:
+        """COORDINATOR_NOT_AVAILABLE when stopped, LOAD_IN_PROGRESS while the group's
+        partition of __consumer_offsets is being loaded."""
+        if not self._running:
+            return Errors.COORDINATOR_NOT_AVAILABLE
+        if self.partition_for(group_id) not in self._loaded:
+            return Errors.COORDINATOR_LOAD_IN_PROGRESS
+        return None
+
+    def coordinator_for(self, key: str) -> tuple[Errors, int, str, int]:
+        """(error, node id, host, port) of the coordinator of group ``key``: this broker."""
+        host, port = self.broker.advertised_address
+        error = self._group_error(key) or Errors.NONE
+        return error, int(self.broker.node_id), host, int(port)
+
+    # -- loading ------------------------------------------------------------------------------
+
+    async def _load_all(self) -> None:
+        assert self._loaded_event is not None
+        try:
+            for p in range(self.num_partitions):
+                await self._load_partition(p)
+        finally:
+            self._loaded_event.set()
+
+    async def _load_partition(self, p: int) -> None:
+        from odradek.protocol.records import iter_batches
+
+        handle = self.broker.partition(OFFSETS_TOPIC, p)
+        touched: set[str] = set()
+        if handle is not None:
+            plog = handle.log
+            offset = plog.log_start_offset
+            count = 0
+            while offset < plog.log_end_offset:
+                result = plog.read(offset, _READ_CHUNK)
+                data = result.records
+                if hasattr(data, "read"):
+                    data = data.read()
+                if not data:
+                    break
+                advanced = False
+                for batch in iter_batches(data):
+                    if batch.last_offset < offset:
+                        continue
+                    if not batch.is_control:
+                        for rec in batch.records():
+                            if rec.offset < offset:
+                                continue
+                            try:
+                                record = decode_record(rec.key, rec.value)
+                            except (ValueError, UnicodeDecodeError) as exc:
+                                log.warning(
+                                    "__consumer_offsets-%d offset %d: %s", p, rec.offset, exc
+                                )
+                                continue
+                            if record is not None:
+                                self.manager.replay(record, loading=True)
+                                touched.add(record.group_id)
+                                count += 1
+                    offset = batch.last_offset + 1
+                    advanced = True
+                if not advanced:
+                    break
+                await asyncio.sleep(0)
+            if count:
+                log.info(
+                    "loaded %d records of %d groups from %s-%d",
+                    count,
+                    len(touched),
+                    OFFSETS_TOPIC,
+                    p,
+                )
+        self.manager.finish_loading(touched, self.clock.now_ms())
+        self._loaded.add(p)
+
+    # -- persistence ----------------------------------------------------------------------------
+
+    def _fsync_commits(self) -> bool:
+        meta = self.broker.metadata.topic(OFFSETS_TOPIC)
+        return meta is not None and str(meta.configs.get("flush.messages", "")) == "1"
+
+    def _append(self, records: Sequence[Record]) -> set[int]:
+        """Append records, one batch per partition, each with one write call."""
+        from odradek.protocol.records import build_batch
+
+        now = self.clock.now_ms()
+        by_partition: dict[int, list[tuple[bytes, bytes | None, tuple[()], int]]] = {}
+        for r in records:
+            key, value = encode_record(r)
+            by_partition.setdefault(self.partition_for(r.group_id), []).append(
+                (key, value, (), now)
+            )
+        for p, entries in by_partition.items():
+            handle = self.broker.partition(OFFSETS_TOPIC, p)
+            if handle is None:
+                raise RuntimeError(f"{OFFSETS_TOPIC}-{p} does not exist")
+            batch = bytearray(build_batch(entries, base_timestamp=now))
+            handle.log.append(batch, handle.leader_epoch)
+        return set(by_partition)
+
+    async def _persist(self, records: list[Record]) -> None:
+        """Make ``records`` durable (see module docstring), then replay them."""
+        if not records:
+            return
+        if not self._fsync_commits():
+            self._append(records)
+            for r in records:
+                self.manager.replay(r)
+            return
+        assert self._writer_wake is not None
+        fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._pending_writes.append((records, fut))
+        self._writer_wake.set()
+        await fut
+
+    async def _writer_loop(self) -> None:
+        """Group commit: everything queued since the last round -> one append + fsync per log."""
+        assert self._writer_wake is not None
+        while True:
+            await self._writer_wake.wait()
+            self._writer_wake.clear()
+            pending, self._pending_writes = self._pending_writes, []
+            if not pending:
+                continue
+            all_records = [r for records, _ in pending for r in records]
+            try:
+                partitions = self._append(all_records)
+                for p in partitions:
+                    self.broker.partition(OFFSETS_TOPIC, p).log.flush()
+                    self.fsyncs += 1
+            except Exception as exc:
+                log.exception("writing to %s failed", OFFSETS_TOPIC)
+                for _, fut in pending:
+                    if not fut.done():
+                        fut.set_exception(exc)
+                continue
+            for r in all_records:
+                self.manager.replay(r)
+            for _, fut in pending:
+                if not fut.done():
+                    fut.set_result(None)
+
+    async def _apply(self, outcome: Outcome[Any]) -> Any:
+        """Persist an outcome's records, then return its response (awaiting a parked one)."""
+        if outcome.records:
+            await self._persist(outcome.records)
+        if outcome.waiter is not None:
+            return await self._wait(outcome.waiter)
+        return outcome.response
+
+    async def _wait(self, waiter: Waiter[Any]) -> Any:
+        if waiter.done:
+            return waiter.result
+        fut: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+
+        def done(result: Any) -> None:
+            if not fut.done():
+                fut.set_result(result)
+
+        waiter.add_done_callback(done)
+        return await fut
+
+    def _kick(self) -> None:
+        if self._wake is not None:
+            self._wake.set()
+
+    # -- timers --------------------------------------------------------------------------------
+
+    async def run_timers(self) -> None:
+        """Fire due timers now (the timer task calls this; tests with a ManualClock may too)."""
+        now = self.clock.now_ms()
+        records = self.manager.tick(now)
+        if records:
+            await self._persist(records)
+
+    async def expire_offsets(self) -> int:
+        records = self.manager.expire_offsets(self.clock.now_ms())
+        if records:
+            await self._persist(records)
+        return len(records)
+
+    async def _timer_loop(self) -> None:
+        assert self._wake is not None
+        next_expiry = self.clock.monotonic() + self.retention_check_interval_ms / 1000
+        while True:
+            try:
+                if not self.is_loading:
+                    await self.run_timers()
+                    if self.clock.monotonic() >= next_expiry:
+                        next_expiry = (
+                            self.clock.monotonic() + self.retention_check_interval_ms / 1000
+                        )
+                        await self.expire_offsets()
+            except asyncio.CancelledError:
+                raise
+            except Exception:
+                log.exception("group coordinator timers failed")
+            deadline = self.manager.next_deadline_ms()
+            sleep = _MAX_TIMER_SLEEP_S
+            if deadline is not None:
+                sleep = min(max((deadline - self.clock.now_ms()) / 1000, 0.0005), sleep)
+            self._wake.clear()
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._wake.wait(), sleep)
+
+    # -- the API ---------------------------------------------------------------------------------
+
+    async def join_group(self, params: JoinParams) -> JoinResult:
+        error = self._group_error(params.group_id)
+        if error is not None:
+            return JoinResult(error, member_id=params.member_id)
+        outcome = self.manager.join_group(params, self.clock.now_ms())
+        self._kick()
+        result: JoinResult = await self._apply(outcome)
+        return result
+
+    async def sync_group(
+        self,
+        group_id: str,
+        generation_id: int,
+        member_id: str,
+        group_instance_id: str | None,
+        protocol_type: str | None,
+        protocol_name: str | None,
+        assignments: Sequence[tuple[str, bytes]],
+    ) -> SyncResult:
+        error = self._group_error(group_id)
+        if error is not None:
+            return SyncResult(error)
+        outcome = self.manager.sync_group(
+            group_id,
+            generation_id,
+            member_id,
+            group_instance_id,
+            protocol_type,
+            protocol_name,
+            assignments,
+            self.clock.now_ms(),
+        )
+        result: SyncResult = await self._apply(outcome)
+        return result
+
+    async def heartbeat(
+        self, group_id: str, generation_id: int, member_id: str, group_instance_id: str | None
+    ) -> Errors:
+        error = self._group_error(group_id)
+        if error is not None:
+            return error
+        return self.manager.heartbeat(
+            group_id, generation_id, member_id, group_instance_id, self.clock.now_ms()
+        )
+
+    async def leave_group(
+        self, group_id: str, members: Sequence[tuple[str, str | None]]
+    ) -> tuple[Errors, list[Errors]]:
+        error = self._group_error(group_id)
+        if error is not None:
+            return error, [error] * len(members)
+        outcome = self.manager.leave_group(group_id, members, self.clock.now_ms())
+        self._kick()
+        errors: list[Errors] = await self._apply(outcome)
+        return Errors.NONE, errors
+
+    def _topic_partition_exists(self, topic: str, partition: int) -> bool:
+        meta = self.broker.metadata.topic(topic)
+        return meta is not None and 0 <= partition < meta.num_partitions
+
+    async def commit_offsets(
+        self,
+        group_id: str,
+        generation_id: int,
+        member_id: str,
+        group_instance_id: str | None,
+        entries: Sequence[OffsetCommitEntry],
+    ) -> list[Errors]:
+        error = self._group_error(group_id)
+        if error is not None:
+            return [error] * len(entries)
+        known = [e for e in entries if self._topic_partition_exists(e.topic, e.partition)]
+        outcome = self.manager.commit_offsets(
+            group_id, generation_id, member_id, group_instance_id, known, self.clock.now_ms()
+        )
+        errors: list[Errors] = await self._apply(outcome)
+        self.commits_persisted += 1
+        it = iter(errors)
+        return [
+            next(it)
+            if self._topic_partition_exists(e.topic, e.partition)
+            else Errors.UNKNOWN_TOPIC_OR_PARTITION
+            for e in entries
+        ]
+
+    def fetch_offsets(
+        self, group_id: str, topics: Sequence[tuple[str, Sequence[int]]] | None
+    ) -> tuple[Errors, list[tuple[str, list[tuple[int, OffsetAndMetadata | None]]]]]:
+        error = self._group_error(group_id)
+        if error is not None:
+            return error, []
+        return Errors.NONE, self.manager.fetch_offsets(group_id, topics)
+
+    def list_groups(
+        self, states_filter: Sequence[str] = (), types_filter: Sequence[str] = ()
+    ) -> tuple[Errors, list[tuple[str, str, str, str]]]:
+        if not self._running:
+            return Errors.COORDINATOR_NOT_AVAILABLE, []
+        if self.is_loading:
+            return Errors.COORDINATOR_LOAD_IN_PROGRESS, []
+        return Errors.NONE, self.manager.list_groups(states_filter, types_filter)
+
+    def describe_groups(self, group_ids: Sequence[str]) -> list[tuple[Errors, GroupSummary]]:
+        out = []
+        for gid in group_ids:
+            error = self._group_error(gid)
+            if error is not None:
+                out.append((error, GroupSummary(gid, "", "", "", ())))
+            else:
+                out.append((Errors.NONE, self.manager.describe_group(gid)))
+        return out
+
+    async def delete_groups(self, group_ids: Sequence[str]) -> list[Errors]:
+        errors: list[Errors | None] = [self._group_error(gid) for gid in group_ids]
+        ready = [gid for gid, e in zip(group_ids, errors, strict=True) if e is None]
+        outcome = self.manager.delete_groups(ready)
+        results: list[Errors] = await self._apply(outcome)
+        it = iter(results)
+        return [e if e is not None else next(it) for e in errors]
+
+    async def delete_offsets(
+        self, group_id: str, partitions: Sequence[tuple[str, int]]
+    ) -> tuple[Errors, list[Errors]]:
+        error = self._group_error(group_id)
+        if error is not None:
+            return error, []
+        outcome = self.manager.delete_offsets(group_id, partitions)
+        result: tuple[Errors, list[Errors]] = await self._apply(outcome)
+        return result
