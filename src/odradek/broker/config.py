@@ -73,7 +73,9 @@ def parse_listeners(value: str, key: str = "listeners") -> list[Listener]:
         if port > 65535:
             raise ConfigError(key, f"invalid port in {item!r}")
         if name not in ("PLAINTEXT",):
-            raise ConfigError(key, f"unsupported listener security protocol {name!r} (only PLAINTEXT)")
+            raise ConfigError(
+                key, f"unsupported listener security protocol {name!r} (only PLAINTEXT)"
+            )
         listeners.append(Listener(name, host, port))
     if not listeners:
         raise ConfigError(key, "no listener given")
@@ -166,8 +168,12 @@ def _k(name: str, parse: Callable[[str], Any], default: Any, doc: str = "") -> C
 BROKER_KEYS: dict[str, ConfigKey] = {
     k.name: k
     for k in [
-        _k("listeners", _listeners_value, "PLAINTEXT://127.0.0.1:9092", "Where the broker listens."),
-        _k("advertised.listeners", _advertised_value, "", "Told to clients; defaults to listeners."),
+        _k(
+            "listeners", _listeners_value, "PLAINTEXT://127.0.0.1:9092", "Where the broker listens."
+        ),
+        _k(
+            "advertised.listeners", _advertised_value, "", "Told to clients; defaults to listeners."
+        ),
         _k("broker.id", _int(-1), 0, "This broker's id (node id)."),
         _k("node.id", _int(-1), -1, "Alias of broker.id when set."),
         _k("log.dirs", _dirs, "./odradek-data", "Data directories, comma separated."),
@@ -312,7 +318,11 @@ class BrokerConfig:
             except ConfigError:
                 raise
             except ValueError as exc:
-                detail = str(exc) if str(exc) and "invalid literal" not in str(exc) else "not a valid value"
+                detail = (
+                    str(exc)
+                    if str(exc) and "invalid literal" not in str(exc)
+                    else "not a valid value"
+                )
                 raise ConfigError(name, f"invalid value {raw!r}: {detail}") from None
             explicit[name] = raw
         if values["node.id"] >= 0 and "broker.id" not in explicit:
@@ -433,21 +443,63 @@ def _const(value: str) -> Callable[[BrokerConfig], str]:
 TOPIC_KEYS: dict[str, TopicKey] = {
     t.name: t
     for t in [
-        TopicKey("cleanup.policy", _cleanup_policy, "log.cleanup.policy", _from("log.cleanup.policy")),
+        TopicKey(
+            "cleanup.policy", _cleanup_policy, "log.cleanup.policy", _from("log.cleanup.policy")
+        ),
         TopicKey("compression.type", _compression, "compression.type", _from("compression.type")),
-        TopicKey("retention.ms", _int(-1, _LONG_MAX), "log.retention.ms", lambda c: str(c.retention_ms)),
-        TopicKey("retention.bytes", _int(-1, _LONG_MAX), "log.retention.bytes", _from("log.retention.bytes")),
-        TopicKey("segment.bytes", _int(14, _INT_MAX), "log.segment.bytes", _from("log.segment.bytes")),
+        TopicKey(
+            "retention.ms", _int(-1, _LONG_MAX), "log.retention.ms", lambda c: str(c.retention_ms)
+        ),
+        TopicKey(
+            "retention.bytes",
+            _int(-1, _LONG_MAX),
+            "log.retention.bytes",
+            _from("log.retention.bytes"),
+        ),
+        TopicKey(
+            "segment.bytes", _int(14, _INT_MAX), "log.segment.bytes", _from("log.segment.bytes")
+        ),
         TopicKey("segment.ms", _int(1, _LONG_MAX), "log.roll.ms", lambda c: str(c.roll_ms)),
-        TopicKey("segment.index.bytes", _int(4, _INT_MAX), "log.index.size.max.bytes", _from("log.index.size.max.bytes")),
-        TopicKey("index.interval.bytes", _int(0, _INT_MAX), "log.index.interval.bytes", _from("log.index.interval.bytes")),
-        TopicKey("max.message.bytes", _int(0, _INT_MAX), "message.max.bytes", _from("message.max.bytes")),
-        TopicKey("message.timestamp.type", _enum("CreateTime", "LogAppendTime"), "log.message.timestamp.type", _from("log.message.timestamp.type")),
-        TopicKey("flush.messages", _int(1, _LONG_MAX), "log.flush.interval.messages", _from("log.flush.interval.messages")),
-        TopicKey("flush.ms", _int(0, _LONG_MAX), "log.flush.interval.ms", lambda c: str(c.flush_interval_ms)),
-        TopicKey("min.insync.replicas", _int(1), "min.insync.replicas", _from("min.insync.replicas")),
+        TopicKey(
+            "segment.index.bytes",
+            _int(4, _INT_MAX),
+            "log.index.size.max.bytes",
+            _from("log.index.size.max.bytes"),
+        ),
+        TopicKey(
+            "index.interval.bytes",
+            _int(0, _INT_MAX),
+            "log.index.interval.bytes",
+            _from("log.index.interval.bytes"),
+        ),
+        TopicKey(
+            "max.message.bytes", _int(0, _INT_MAX), "message.max.bytes", _from("message.max.bytes")
+        ),
+        TopicKey(
+            "message.timestamp.type",
+            _enum("CreateTime", "LogAppendTime"),
+            "log.message.timestamp.type",
+            _from("log.message.timestamp.type"),
+        ),
+        TopicKey(
+            "flush.messages",
+            _int(1, _LONG_MAX),
+            "log.flush.interval.messages",
+            _from("log.flush.interval.messages"),
+        ),
+        TopicKey(
+            "flush.ms",
+            _int(0, _LONG_MAX),
+            "log.flush.interval.ms",
+            lambda c: str(c.flush_interval_ms),
+        ),
+        TopicKey(
+            "min.insync.replicas", _int(1), "min.insync.replicas", _from("min.insync.replicas")
+        ),
         TopicKey("unclean.leader.election.enable", _bool, None, _const("false")),
-        TopicKey("message.timestamp.difference.max.ms", _int(0, _LONG_MAX), None, _const(str(_LONG_MAX))),
+        TopicKey(
+            "message.timestamp.difference.max.ms", _int(0, _LONG_MAX), None, _const(str(_LONG_MAX))
+        ),
         TopicKey("delete.retention.ms", _int(0, _LONG_MAX), None, _const("86400000")),
         TopicKey("min.compaction.lag.ms", _int(0, _LONG_MAX), None, _const("0")),
         TopicKey("file.delete.delay.ms", _int(0, _LONG_MAX), None, _const("60000")),
@@ -468,7 +520,9 @@ def validate_topic_configs(configs: Mapping[str, str | None]) -> dict[str, str]:
         try:
             value = spec.parse(raw)
         except ValueError as exc:
-            detail = str(exc) if str(exc) and "invalid literal" not in str(exc) else "not a valid value"
+            detail = (
+                str(exc) if str(exc) and "invalid literal" not in str(exc) else "not a valid value"
+            )
             raise ConfigError(name, f"invalid value {raw!r}: {detail}") from None
         out[name] = ("true" if value else "false") if isinstance(value, bool) else str(value)
     return out
@@ -513,7 +567,7 @@ def load_properties(text: str) -> dict[str, str]:
     logical: list[str] = []
     pending = ""
     for raw_line in text.splitlines():
-        line = raw_line.lstrip() if not pending else raw_line.lstrip()
+        line = raw_line.lstrip()
         if not pending and (not line or line[0] in "#!"):
             continue
         # a line continues when it ends with an odd number of backslashes

@@ -197,7 +197,8 @@ class MetadataStore:
 
     def _partition_states(self, start: int, stop: int) -> list[PartitionState]:
         return [
-            PartitionState(p, self.node_id, 0, [self.node_id], [self.node_id]) for p in range(start, stop)
+            PartitionState(p, self.node_id, 0, [self.node_id], [self.node_id])
+            for p in range(start, stop)
         ]
 
     def create_topic(

@@ -130,6 +130,8 @@ def load_registry(modules: Sequence[str] = API_MODULES) -> dict[int, ApiSpec]:
             raise
         spec: ApiSpec = module.API
         if spec.key in registry:
-            raise RuntimeError(f"two modules serve api key {spec.key}: {registry[spec.key].name}, {spec.name}")
+            raise RuntimeError(
+                f"two modules serve api key {spec.key}: {registry[spec.key].name}, {spec.name}"
+            )
         registry[spec.key] = spec
     return registry

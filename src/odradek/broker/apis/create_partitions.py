@@ -1,0 +1,61 @@
+"""CreatePartitions (37): raise a topic's partition count.
+
+Unknown topic → UNKNOWN_TOPIC_OR_PARTITION; a count not above the current one →
+INVALID_PARTITIONS; assignments naming another broker → INVALID_REPLICA_ASSIGNMENT;
+validate_only checks without changing anything.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from kio.schema.errors import ErrorCode
+
+from odradek.broker.apis._util import NO_THROTTLE, make, response_types
+from odradek.broker.registry import ApiSpec, RequestContext
+
+__all__ = ["API", "handle"]
+
+
+async def handle(ctx: RequestContext, request: Any) -> Any:
+    broker = ctx.broker
+    types = response_types(request)
+    results = []
+    seen: set[str] = set()
+    for t in request.topics:
+        meta = broker.metadata.topic(t.name)
+        message: str | None = None
+        if t.name in seen:
+            code, message = ErrorCode.invalid_request, "duplicate topic in request"
+        elif meta is None:
+            code = ErrorCode.unknown_topic_or_partition
+        elif t.count <= meta.num_partitions:
+            code = ErrorCode.invalid_partitions
+            message = f"Topic currently has {meta.num_partitions} partitions, which is higher than the requested {t.count}."
+            if t.count == meta.num_partitions:
+                message = f"Topic already has {meta.num_partitions} partitions."
+        elif t.assignments is not None and (
+            len(t.assignments) != t.count - meta.num_partitions
+            or any(tuple(a.broker_ids) != (broker.node_id,) for a in t.assignments)
+        ):
+            code, message = (
+                ErrorCode.invalid_replica_assignment,
+                f"only broker {broker.node_id} exists",
+            )
+        else:
+            code = ErrorCode.none
+            if not request.validate_only:
+                broker.add_partitions(t.name, t.count)
+        seen.add(t.name)
+        results.append(
+            make(
+                types.CreatePartitionsTopicResult,
+                name=t.name,
+                error_code=code,
+                error_message=message,
+            )
+        )
+    return make(types.CreatePartitionsResponse, throttle_time=NO_THROTTLE, results=tuple(results))
+
+
+API = ApiSpec(key=37, name="CreatePartitions", min_version=0, max_version=3, handler=handle)

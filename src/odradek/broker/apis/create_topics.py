@@ -1,0 +1,151 @@
+"""CreateTopics (19): create topics, or only validate (validate_only).
+
+Per topic: a bad name → INVALID_TOPIC_EXCEPTION (legal: [a-zA-Z0-9._-], length ≤ 249, not
+"." or ".."); an existing one (or the same name twice in the request) → TOPIC_ALREADY_EXISTS
+(INVALID_REQUEST for a duplicate); num_partitions < 1 (-1 = num.partitions) →
+INVALID_PARTITIONS; replication_factor > 1 (-1 = default.replication.factor) on a single
+broker → INVALID_REPLICATION_FACTOR; manual assignments naming another broker →
+INVALID_REPLICA_ASSIGNMENT; an unknown or invalid topic config → INVALID_CONFIG naming the key.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from kio.schema.errors import ErrorCode
+
+from odradek.broker.apis._util import NO_THROTTLE, make, response_types, topic_name_error
+from odradek.broker.config import ConfigError, validate_topic_configs
+from odradek.broker.metadata import TopicExistsError
+from odradek.broker.registry import ApiSpec, RequestContext
+
+__all__ = ["API", "handle"]
+
+
+def _check(
+    broker: Any, topic: Any, seen: set[str]
+) -> tuple[ErrorCode, str | None, int, int, dict[str, str]]:
+    name = topic.name
+    err = topic_name_error(name)
+    if err is not None:
+        return ErrorCode.invalid_topic_exception, err, -1, -1, {}
+    if name in seen:
+        return ErrorCode.invalid_request, f"topic {name!r} appears more than once", -1, -1, {}
+    if broker.metadata.topic(name) is not None:
+        return ErrorCode.topic_already_exists, f"Topic '{name}' already exists.", -1, -1, {}
+    assignments = tuple(topic.assignments or ())
+    if assignments:
+        if topic.num_partitions != -1 or topic.replication_factor != -1:
+            return (
+                ErrorCode.invalid_request,
+                "give either assignments or num_partitions/replication_factor",
+                -1,
+                -1,
+                {},
+            )
+        for a in assignments:
+            if tuple(a.broker_ids) != (broker.node_id,):
+                return (
+                    ErrorCode.invalid_replica_assignment,
+                    f"partition {a.partition_index}: only broker {broker.node_id} exists",
+                    -1,
+                    -1,
+                    {},
+                )
+        indexes = sorted(a.partition_index for a in assignments)
+        if indexes != list(range(len(indexes))):
+            return (
+                ErrorCode.invalid_replica_assignment,
+                "partitions must be numbered 0..n-1",
+                -1,
+                -1,
+                {},
+            )
+        partitions, rf = len(assignments), 1
+    else:
+        partitions = (
+            broker.config.num_partitions if topic.num_partitions == -1 else topic.num_partitions
+        )
+        rf = (
+            broker.config.default_replication_factor
+            if topic.replication_factor == -1
+            else topic.replication_factor
+        )
+    if partitions < 1:
+        return (
+            ErrorCode.invalid_partitions,
+            "Number of partitions must be larger than 0.",
+            -1,
+            -1,
+            {},
+        )
+    if rf < 1:
+        return (
+            ErrorCode.invalid_replication_factor,
+            "Replication factor must be larger than 0.",
+            -1,
+            -1,
+            {},
+        )
+    if rf > 1:
+        return (
+            ErrorCode.invalid_replication_factor,
+            f"Unable to replicate the partition {rf} time(s): The target replication factor of {rf} cannot be reached because only 1 broker(s) are registered.",
+            -1,
+            -1,
+            {},
+        )
+    raw = {c.name: c.value for c in (topic.configs or ())}
+    try:
+        configs = validate_topic_configs(raw)
+    except ConfigError as exc:
+        return ErrorCode.invalid_config, str(exc), -1, -1, {}
+    return ErrorCode.none, None, partitions, rf, configs
+
+
+async def handle(ctx: RequestContext, request: Any) -> Any:
+    broker = ctx.broker
+    types = response_types(request)
+    results = []
+    seen: set[str] = set()
+    for topic in request.topics:
+        code, message, partitions, rf, configs = _check(broker, topic, seen)
+        seen.add(topic.name)
+        topic_id = None
+        if code == ErrorCode.none and not request.validate_only:
+            try:
+                meta = broker.create_topic(topic.name, partitions, configs)
+                topic_id = meta.topic_id
+            except TopicExistsError as exc:
+                code, message = ErrorCode.topic_already_exists, str(exc)
+        config_entries = None
+        if code == ErrorCode.none and hasattr(types, "CreatableTopicConfigs"):
+            effective = broker.topic_configs_from(configs)
+            config_entries = tuple(
+                make(
+                    types.CreatableTopicConfigs,
+                    name=k,
+                    value=v,
+                    read_only=False,
+                    config_source=1 if k in configs else 5,
+                    is_sensitive=False,
+                )
+                for k, v in sorted(effective.items())
+            )
+        results.append(
+            make(
+                types.CreatableTopicResult,
+                name=topic.name,
+                topic_id=topic_id,
+                error_code=code,
+                error_message=message,
+                topic_config_error_code=0,
+                num_partitions=partitions if code == ErrorCode.none else -1,
+                replication_factor=rf if code == ErrorCode.none else -1,
+                configs=config_entries,
+            )
+        )
+    return make(types.CreateTopicsResponse, throttle_time=NO_THROTTLE, topics=tuple(results))
+
+
+API = ApiSpec(key=19, name="CreateTopics", min_version=2, max_version=7, handler=handle)

@@ -1,0 +1,58 @@
+"""DeleteTopics (20): delete topics by name (or by id, v6+) with their logs.
+
+Unknown topic → UNKNOWN_TOPIC_OR_PARTITION (UNKNOWN_TOPIC_ID by id); internal topics
+(__consumer_offsets) → INVALID_REQUEST; ``delete.topic.enable=false`` → TOPIC_DELETION_DISABLED.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from kio.schema.errors import ErrorCode
+
+from odradek.broker.apis._util import NO_THROTTLE, make, response_types
+from odradek.broker.registry import ApiSpec, RequestContext
+
+__all__ = ["API", "handle"]
+
+
+async def handle(ctx: RequestContext, request: Any) -> Any:
+    broker = ctx.broker
+    types = response_types(request)
+    if hasattr(request, "topic_names"):
+        wanted = [(name, None) for name in request.topic_names]
+    else:
+        wanted = [(t.name, t.topic_id) for t in request.topics]
+    results = []
+    for name, topic_id in wanted:
+        meta = broker.metadata.topic(name) if name else None
+        if meta is None and name is None and topic_id is not None:
+            meta = broker.metadata.topic_by_id(topic_id)
+        message = None
+        if meta is None:
+            code = (
+                ErrorCode.unknown_topic_id if name is None else ErrorCode.unknown_topic_or_partition
+            )
+        elif not broker.config.delete_topic_enable:
+            code = ErrorCode.topic_deletion_disabled
+        elif meta.internal:
+            code, message = (
+                ErrorCode.invalid_request,
+                f"internal topic {meta.name!r} cannot be deleted",
+            )
+        else:
+            broker.delete_topic(meta.name)
+            code = ErrorCode.none
+        results.append(
+            make(
+                types.DeletableTopicResult,
+                name=meta.name if meta is not None else name,
+                topic_id=meta.topic_id if meta is not None else topic_id,
+                error_code=code,
+                error_message=message,
+            )
+        )
+    return make(types.DeleteTopicsResponse, throttle_time=NO_THROTTLE, responses=tuple(results))
+
+
+API = ApiSpec(key=20, name="DeleteTopics", min_version=1, max_version=6, handler=handle)

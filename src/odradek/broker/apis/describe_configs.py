@@ -1,0 +1,85 @@
+"""DescribeConfigs (32): topic configs (override or broker default, with synonyms on request)
+and broker configs (read-only, static). Unknown topic → UNKNOWN_TOPIC_OR_PARTITION."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from kio.schema.errors import ErrorCode
+
+from odradek.broker.apis._configs import (
+    BROKER,
+    BROKER_LOGGER,
+    TOPIC,
+    broker_entries,
+    check_broker_resource,
+    topic_entries,
+)
+from odradek.broker.apis._util import NO_THROTTLE, make, response_types
+from odradek.broker.registry import ApiSpec, RequestContext
+
+__all__ = ["API", "handle"]
+
+
+async def handle(ctx: RequestContext, request: Any) -> Any:
+    broker = ctx.broker
+    types = response_types(request)
+    synonyms_wanted = bool(getattr(request, "include_synonyms", False))
+    results = []
+    for res in request.resources:
+        keys = tuple(res.configuration_keys) if res.configuration_keys else None
+        code, message, entries = ErrorCode.none, None, []
+        if res.resource_type == TOPIC:
+            topic = broker.metadata.topic(res.resource_name)
+            if topic is None:
+                code, message = (
+                    ErrorCode.unknown_topic_or_partition,
+                    f"topic {res.resource_name!r} does not exist",
+                )
+            else:
+                entries = topic_entries(broker, topic, keys)
+        elif res.resource_type == BROKER:
+            code, message = check_broker_resource(broker, res.resource_name)
+            if code == ErrorCode.none:
+                entries = broker_entries(broker, keys)
+        elif res.resource_type == BROKER_LOGGER:
+            entries = []
+        else:
+            code, message = (
+                ErrorCode.invalid_request,
+                f"unsupported resource type {res.resource_type}",
+            )
+        configs = tuple(
+            make(
+                types.DescribeConfigsResourceResult,
+                name=name,
+                value=value,
+                read_only=read_only,
+                config_source=source,
+                is_default=source == 5,
+                is_sensitive=False,
+                synonyms=tuple(
+                    make(types.DescribeConfigsSynonym, name=sn, value=sv, source=ss)
+                    for sn, sv, ss in synonyms
+                )
+                if synonyms_wanted
+                else (),
+                config_type=0,
+                documentation=None,
+            )
+            for name, value, read_only, source, synonyms in entries
+        )
+        results.append(
+            make(
+                types.DescribeConfigsResult,
+                error_code=code,
+                error_message=message,
+                resource_type=res.resource_type,
+                resource_name=res.resource_name,
+                configs=configs,
+            )
+        )
+    return make(types.DescribeConfigsResponse, throttle_time=NO_THROTTLE, results=tuple(results))
+
+
+API = ApiSpec(key=32, name="DescribeConfigs", min_version=1, max_version=4, handler=handle)

@@ -1,0 +1,141 @@
+"""Fetch (1): read record batches, long polling with min_bytes / max_wait_ms.
+
+Advertised v0-v12 (never 13+: those address topics by UUID), served from v4. A consumer
+(replica_id < 0) reads below the high watermark; a follower (replica_id ≥ 0) to the log end.
+
+Per partition: unknown → UNKNOWN_TOPIC_OR_PARTITION; fetch_offset below the log start offset or
+above the log end offset → OFFSET_OUT_OF_RANGE; otherwise whole batches from the batch holding
+fetch_offset, at most ``partition_max_bytes`` and what is left of the response's ``max_bytes`` —
+except that the first partition with data always returns at least one batch (Kafka's
+"min one message"), so a batch larger than the limits cannot stall a consumer.
+
+Long polling: when fewer than ``min_bytes`` are available and no partition has an error, the
+request parks in the purgatory watching its partitions and is answered as soon as an append
+to one of them brings the total to ``min_bytes``, or at ``max_wait_ms`` with what there is.
+Fetch sessions (KIP-227) are declined: the response's session_id is always 0, so clients send
+full fetch requests.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from kio.schema.errors import ErrorCode
+
+from odradek.broker.apis._encoders import encode_fetch_response
+from odradek.broker.registry import ApiSpec, RequestContext
+
+__all__ = ["API", "handle"]
+
+_NONE = ErrorCode.none
+_UNKNOWN = ErrorCode.unknown_topic_or_partition
+_OUT_OF_RANGE = ErrorCode.offset_out_of_range
+_STORAGE = ErrorCode.kafka_storage_error
+
+# (partition, error, high_watermark, last_stable_offset, log_start_offset, records or None)
+PartitionResult = tuple[int, ErrorCode, int, int, int, Any]
+
+
+def _read_all(
+    broker: Any, request: Any, follower: bool
+) -> tuple[list[tuple[str, list[PartitionResult]]], int, bool]:
+    remaining = request.max_bytes if request.max_bytes > 0 else 0x7FFFFFFF
+    total = 0
+    error = False
+    out: list[tuple[str, list[PartitionResult]]] = []
+    partition = broker.partition
+    for ft in request.topics:
+        name = ft.topic
+        presults: list[PartitionResult] = []
+        for fp in ft.partitions:
+            index = fp.partition
+            handle = partition(name, index)
+            if handle is None:
+                presults.append((index, _UNKNOWN, -1, -1, -1, None))
+                error = True
+                continue
+            plog = handle.log
+            hw = plog.high_watermark
+            leo = plog.log_end_offset
+            start = plog.log_start_offset
+            offset = fp.fetch_offset
+            if offset < start or offset > leo:
+                presults.append((index, _OUT_OF_RANGE, hw, hw, start, None))
+                error = True
+                continue
+            limit = leo if follower else hw
+            if offset >= limit:
+                presults.append((index, _NONE, hw, hw, start, None))
+                continue
+            budget = min(fp.partition_max_bytes, remaining)
+            try:
+                result = plog.read(offset, max(budget, 1), max_offset=limit)
+            except Exception as exc:
+                if type(exc).__name__ == "OffsetOutOfRangeError":
+                    presults.append((index, _OUT_OF_RANGE, hw, hw, plog.log_start_offset, None))
+                    error = True
+                    continue
+                if isinstance(exc, OSError):
+                    presults.append((index, _STORAGE, hw, hw, start, None))
+                    error = True
+                    continue
+                raise
+            records = result.records
+            size = len(records)
+            if size == 0:
+                presults.append((index, _NONE, hw, hw, start, None))
+                continue
+            if total > 0 and size > budget:
+                # only the first partition with data may exceed the limits
+                presults.append((index, _NONE, hw, hw, start, None))
+                continue
+            total += size
+            remaining = max(0, remaining - size)
+            presults.append((index, _NONE, hw, hw, start, records))
+        out.append((name, presults))
+    return out, total, error
+
+
+async def handle(ctx: RequestContext, request: Any) -> Any:
+    broker = ctx.broker
+    follower = request.replica_id >= 0
+    results, total, error = _read_all(broker, request, follower)
+    min_bytes = request.min_bytes
+    if total < min_bytes and not error and request.topics:
+        max_wait_s = request.max_wait.total_seconds()
+        if max_wait_s > 0:
+            clock = broker.clock
+            deadline = clock.monotonic() + max_wait_s
+            watched = [(ft.topic, fp.partition) for ft in request.topics for fp in ft.partitions]
+            while True:
+                left = deadline - clock.monotonic()
+                if left <= 0:
+                    break
+                woken = await broker.purgatory.wait(watched, left)
+                results, total, error = _read_all(broker, request, follower)
+                if not woken or total >= min_bytes or error:
+                    break
+    return encode(request, results)
+
+
+def encode(request: Any, results: list[tuple[str, list[PartitionResult]]]) -> Any:
+    return encode_fetch_response(request, results)
+
+
+def error_response(request: Any, code: ErrorCode) -> Any:
+    results = [
+        (ft.topic, [(fp.partition, code, -1, -1, -1, None) for fp in ft.partitions])
+        for ft in request.topics
+    ]
+    return encode(request, results)
+
+
+API = ApiSpec(
+    key=1,
+    name="Fetch",
+    min_version=0,
+    max_version=12,
+    handler=handle,
+    min_request_version=4,
+    extra={"error_response": error_response},
+)

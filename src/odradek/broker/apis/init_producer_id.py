@@ -1,0 +1,49 @@
+"""InitProducerId (22): a producer id and epoch for idempotent producers.
+
+Without a transactional id: a fresh producer id with epoch 0 (ids are reserved on disk in
+blocks, so they never repeat across restarts). A request that names its current producer id
+and epoch (v3+, KIP-360) gets the same id with the epoch bumped. Transactions are not
+supported: a transactional id gets COORDINATOR_NOT_AVAILABLE.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from kio.schema.errors import ErrorCode
+
+from odradek.broker.apis._util import NO_THROTTLE, make, response_types
+from odradek.broker.registry import ApiSpec, RequestContext
+
+__all__ = ["API", "handle"]
+
+_EPOCH_MAX = 32767
+
+
+async def handle(ctx: RequestContext, request: Any) -> Any:
+    types = response_types(request)
+    broker = ctx.broker
+    if request.transactional_id:
+        return make(
+            types.InitProducerIdResponse,
+            throttle_time=NO_THROTTLE,
+            error_code=ErrorCode.coordinator_not_available,
+            producer_id=-1,
+            producer_epoch=-1,
+        )
+    pid = getattr(request, "producer_id", -1)
+    epoch = getattr(request, "producer_epoch", -1)
+    if pid >= 0 and 0 <= epoch < _EPOCH_MAX - 1:
+        new_pid, new_epoch = pid, epoch + 1
+    else:
+        new_pid, new_epoch = broker.allocate_producer_id(), 0
+    return make(
+        types.InitProducerIdResponse,
+        throttle_time=NO_THROTTLE,
+        error_code=ErrorCode.none,
+        producer_id=new_pid,
+        producer_epoch=new_epoch,
+    )
+
+
+API = ApiSpec(key=22, name="InitProducerId", min_version=0, max_version=4, handler=handle)

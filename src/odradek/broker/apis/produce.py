@@ -1,0 +1,247 @@
+"""Produce (0): append record batches; acks 0, 1 and -1; idempotent producers.
+
+Advertised from v0 (old librdkafka probes exact versions, DESIGN.md §4), served from v3
+(RecordBatch v2 only). Per partition, in this order, and nothing is written from a rejected
+partition's data:
+
+1. unknown topic → auto-create (auto.create.topics.enable) or UNKNOWN_TOPIC_OR_PARTITION;
+   a partition index out of range → UNKNOWN_TOPIC_OR_PARTITION;
+2. every batch: whole (else CORRUPT_MESSAGE), magic 2 (else INVALID_RECORD), size ≤ the
+   topic's max.message.bytes (else MESSAGE_TOO_LARGE);
+3. idempotence (producerId ≥ 0): see ``odradek.broker.producer_state`` — a duplicate is answered
+   with the original base offset and not appended;
+4. append (storage checks the CRC: CORRUPT_MESSAGE) with LogAppendTime when the topic says so;
+   then Fetch waiters on the partition are woken.
+
+acks must be 0, 1 or -1 (else INVALID_REQUIRED_ACKS for every partition). acks=0 gets no
+response. acks=-1 alone is acks=1: the high watermark follows the log end offset.
+"""
+
+from __future__ import annotations
+
+import struct
+from typing import Any
+
+from kio.schema.errors import ErrorCode
+
+from odradek.broker.apis._encoders import encode_produce_response
+from odradek.broker.apis._util import NO_THROTTLE, make, response_types, topic_name_error
+from odradek.broker.producer_state import DUPLICATE, OK
+from odradek.broker.registry import ApiSpec, RequestContext
+from odradek.protocol.records import CorruptRecordError, InvalidRecordError
+
+__all__ = ["API", "handle"]
+
+_HEAD = struct.Struct(">qiibIhiqqqhii")
+"""baseOffset, batchLength, partitionLeaderEpoch, magic, crc, attributes, lastOffsetDelta,
+baseTimestamp, maxTimestamp, producerId, producerEpoch, baseSequence, recordCount (61 bytes)."""
+_SEQ_MOD = 2**31
+
+_NONE = ErrorCode.none
+_UNKNOWN = ErrorCode.unknown_topic_or_partition
+_CORRUPT = ErrorCode.corrupt_message
+_INVALID_RECORD = ErrorCode.invalid_record
+_TOO_LARGE = ErrorCode.message_too_large
+_BAD_ACKS = ErrorCode.invalid_required_acks
+_OUT_OF_ORDER = ErrorCode.out_of_order_sequence_number
+_BAD_EPOCH = ErrorCode.invalid_producer_epoch
+_UNKNOWN_SERVER = ErrorCode.unknown_server_error
+_STORAGE = ErrorCode.kafka_storage_error
+
+# (partition, error_code, base_offset, log_append_time_ms, log_start_offset, error_message)
+PartitionResult = tuple[int, ErrorCode, int, int, int, str | None]
+
+
+def _produce_partition(
+    broker: Any, handle: Any, data: bytes | None, now_ms: int
+) -> PartitionResult:
+    index = handle.partition
+    if not data:
+        return (index, _INVALID_RECORD, -1, -1, -1, "no record batches")
+    n = len(data)
+    max_size = handle.config.max_message_bytes
+    pos = 0
+    unpack = _HEAD.unpack_from
+    batches: list[
+        tuple[int, int, int, int]
+    ] = []  # (producer_id, epoch, base_seq, last_offset_delta)
+    while pos < n:
+        if n - pos < 61:
+            return (index, _CORRUPT, -1, -1, -1, "truncated record batch header")
+        (
+            _bo,
+            length,
+            _ple,
+            magic,
+            _crc,
+            _attrs,
+            last_delta,
+            _bts,
+            _mts,
+            pid,
+            epoch,
+            base_seq,
+            _count,
+        ) = unpack(data, pos)
+        size = length + 12
+        if magic != 2:
+            return (
+                index,
+                _INVALID_RECORD,
+                -1,
+                -1,
+                -1,
+                f"record batch magic {magic}; only v2 (magic 2) is accepted",
+            )
+        if length < 49 or pos + size > n:
+            return (index, _CORRUPT, -1, -1, -1, "record batch length out of bounds")
+        if size > max_size:
+            return (
+                index,
+                _TOO_LARGE,
+                -1,
+                -1,
+                -1,
+                f"record batch of {size} bytes exceeds max.message.bytes {max_size}",
+            )
+        batches.append((pid, epoch, base_seq, last_delta))
+        pos += size
+    plog = handle.log
+    pid = batches[0][0]
+    idempotent = pid >= 0 and batches[0][2] >= 0
+    if idempotent:
+        state = handle.producer_state()
+        epoch, base_seq, last_delta = batches[0][1], batches[0][2], batches[0][3]
+        if len(batches) == 1:
+            verdict, dup_offset = state.check(
+                pid, epoch, base_seq, (base_seq + last_delta) % _SEQ_MOD
+            )
+            if verdict != OK:
+                if verdict == DUPLICATE:
+                    return (index, _NONE, dup_offset, -1, plog.log_start_offset, None)
+                code = _OUT_OF_ORDER if verdict == _OUT_OF_ORDER.value else _BAD_EPOCH
+                return (index, code, -1, -1, plog.log_start_offset, None)
+        else:
+            for b_pid, b_epoch, b_seq, b_delta in batches:
+                verdict, _ = state.check(b_pid, b_epoch, b_seq, (b_seq + b_delta) % _SEQ_MOD)
+                if verdict != OK:
+                    code = (
+                        _OUT_OF_ORDER if verdict in (DUPLICATE, _OUT_OF_ORDER.value) else _BAD_EPOCH
+                    )
+                    return (index, code, -1, -1, plog.log_start_offset, None)
+    log_append_time = handle.config.message_timestamp_type == "LogAppendTime"
+    try:
+        result = plog.append(
+            data, handle.state.leader_epoch, now_ms=now_ms, log_append_time=log_append_time
+        )
+    except CorruptRecordError as exc:
+        return (index, _CORRUPT, -1, -1, -1, str(exc) or "corrupt record batch")
+    except InvalidRecordError as exc:
+        return (index, _INVALID_RECORD, -1, -1, -1, str(exc) or "invalid record batch")
+    except Exception as exc:
+        name = type(exc).__name__
+        if name == "RecordTooLargeError":
+            return (index, _TOO_LARGE, -1, -1, -1, str(exc))
+        if name == "RecordBatchTooLargeError":
+            return (index, ErrorCode.record_list_too_large, -1, -1, -1, str(exc))
+        if isinstance(exc, OSError):
+            return (index, _STORAGE, -1, -1, -1, str(exc))
+        raise
+    base_offset = result.base_offset
+    if idempotent:
+        off = base_offset
+        for b_pid, b_epoch, b_seq, b_delta in batches:
+            state.update(b_pid, b_epoch, b_seq, (b_seq + b_delta) % _SEQ_MOD, off, off + b_delta)
+            off += b_delta + 1
+    broker.purgatory.notify(handle.topic, index)
+    lat = result.log_append_time_ms if log_append_time else -1
+    return (index, _NONE, base_offset, -1 if lat is None else lat, result.log_start_offset, None)
+
+
+async def handle(ctx: RequestContext, request: Any) -> Any:
+    broker = ctx.broker
+    acks = request.acks
+    now_ms = broker.clock.now_ms()
+    results: list[tuple[str, list[PartitionResult]]] = []
+    partition = broker.partition
+    if acks not in (0, 1, -1):
+        for td in request.topic_data:
+            results.append(
+                (td.name, [(pd.index, _BAD_ACKS, -1, -1, -1, None) for pd in td.partition_data])
+            )
+    else:
+        for td in request.topic_data:
+            name = td.name
+            presults: list[PartitionResult] = []
+            for pd in td.partition_data:
+                handle_ = partition(name, pd.index)
+                if handle_ is None:
+                    if (
+                        broker.metadata.topic(name) is None
+                        and broker.config.auto_create_topics_enable
+                    ) and topic_name_error(name) is None:
+                        await broker.auto_create_topic(name)
+                        handle_ = partition(name, pd.index)
+                    if handle_ is None:
+                        presults.append((pd.index, _UNKNOWN, -1, -1, -1, None))
+                        continue
+                presults.append(_produce_partition(broker, handle_, pd.records, now_ms))
+            results.append((name, presults))
+    if acks == 0:
+        return None
+    return encode(request, results)
+
+
+def encode(request: Any, results: list[tuple[str, list[PartitionResult]]]) -> Any:
+    return encode_produce_response(request, results)
+
+
+def encode_kio(request: Any, results: list[tuple[str, list[PartitionResult]]]) -> Any:
+    """The same response built with kio (reference for tests)."""
+    types = response_types(request)
+    responses = tuple(
+        make(
+            types.TopicProduceResponse,
+            name=name,
+            partition_responses=tuple(
+                make(
+                    types.PartitionProduceResponse,
+                    index=index,
+                    error_code=code,
+                    base_offset=base,
+                    log_append_time=None if lat < 0 else _dt(lat),
+                    log_start_offset=lso,
+                    record_errors=(),
+                    error_message=msg,
+                )
+                for index, code, base, lat, lso, msg in parts
+            ),
+        )
+        for name, parts in results
+    )
+    return make(types.ProduceResponse, responses=responses, throttle_time=NO_THROTTLE)
+
+
+def _dt(ms: int) -> Any:
+    import datetime
+
+    return datetime.datetime.fromtimestamp(ms / 1000.0, tz=datetime.UTC)
+
+
+def error_response(request: Any, code: ErrorCode) -> Any:
+    results = [
+        (td.name, [(pd.index, code, -1, -1, -1, None) for pd in td.partition_data])
+        for td in request.topic_data
+    ]
+    return encode(request, results)
+
+
+API = ApiSpec(
+    key=0,
+    name="Produce",
+    min_version=0,
+    max_version=10,
+    handler=handle,
+    min_request_version=3,
+    extra={"error_response": error_response},
+)

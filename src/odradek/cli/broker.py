@@ -1,0 +1,121 @@
+"""`odradek broker`: run one broker until SIGTERM/SIGINT.
+
+    odradek broker [--config server.properties] [--set key=value ...]
+
+Without arguments: listeners=PLAINTEXT://127.0.0.1:9092, log.dirs=./odradek-data. ``--set``
+overrides the file. When the broker is ready it prints exactly one line to stdout (and flushes):
+
+    odradek broker listening on <host>:<port> (node <id>, log.dirs <path>)
+
+An unknown key or an invalid value prints ``error: <key>: <reason>`` to stderr and exits with
+code 2. The broker module is imported only after the arguments are parsed (start-up speed).
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+app = typer.Typer(add_completion=False, invoke_without_command=True)
+
+EXIT_CONFIG = 2
+
+
+@app.callback(invoke_without_command=True)
+def broker(
+    config: Annotated[
+        Path | None,
+        typer.Option(
+            "--config", "-c", help="A Java .properties file with broker settings (Kafka key names)."
+        ),
+    ] = None,
+    set_: Annotated[
+        list[str] | None,
+        typer.Option("--set", "-s", help="key=value, repeatable; overrides the config file."),
+    ] = None,
+    log_level: Annotated[
+        str, typer.Option("--log-level", help="debug, info, warning or error.")
+    ] = "warning",
+) -> None:
+    """Run a broker."""
+    from odradek.broker.config import BrokerConfig, ConfigError, load_properties_file
+
+    props: dict[str, str] = {}
+    if config is not None:
+        try:
+            props.update(load_properties_file(config))
+        except OSError as exc:
+            typer.echo(f"error: cannot read {config}: {exc.strerror or exc}", err=True)
+            raise typer.Exit(EXIT_CONFIG) from None
+    for item in set_ or []:
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip():
+            typer.echo(f"error: --set {item!r}: expected key=value", err=True)
+            raise typer.Exit(EXIT_CONFIG)
+        props[key.strip()] = value
+    try:
+        cfg = BrokerConfig.from_properties(props)
+    except ConfigError as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(EXIT_CONFIG) from None
+    code = run(cfg, log_level)
+    raise typer.Exit(code)
+
+
+def run(cfg: object, log_level: str = "warning") -> int:
+    """Run the broker in this process until SIGTERM/SIGINT; returns the exit code."""
+    import asyncio
+    import logging
+    import signal
+
+    from odradek.broker.config import BrokerConfig
+
+    assert isinstance(cfg, BrokerConfig)
+    level = getattr(logging, log_level.upper(), logging.WARNING)
+    logging.basicConfig(
+        level=level, stream=sys.stderr, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
+    )
+
+    async def main() -> int:
+        from odradek.broker.server import Broker
+
+        broker = Broker(cfg)
+        stop = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            try:
+                loop.add_signal_handler(sig, stop.set)
+            except (NotImplementedError, RuntimeError):
+                pass
+        try:
+            await broker.start()
+        except OSError as exc:
+            print(
+                f"error: cannot listen on {cfg.listeners}: {exc.strerror or exc}", file=sys.stderr
+            )
+            return 1
+        host = broker.host
+        log_dirs = (
+            "(memory)" if cfg.in_memory else ",".join(str(p.resolve()) for p in cfg.data_dirs)
+        )
+        sys.stdout.write(
+            f"odradek broker listening on {host}:{broker.bound_port} (node {broker.node_id}, log.dirs {log_dirs})\n"
+        )
+        sys.stdout.flush()
+        await stop.wait()
+        await broker.stop()
+        return 0
+
+    try:
+        import uvloop
+
+        runner = uvloop.run
+    except ImportError:
+        runner = asyncio.run
+    try:
+        return runner(main())
+    except KeyboardInterrupt:
+        return 130
