@@ -577,6 +577,8 @@ class ResourceSnapshot:
     os_threads: int
     listening_sockets: int
     thread_names: tuple[str, ...] = ()
+    fd_targets: tuple[tuple[int, str], ...] = ()
+    """(fd, what it points to: a path, ``socket:[inode]``, ``pipe:[inode]``, ...)"""
 
     @classmethod
     def take(cls) -> ResourceSnapshot:
@@ -584,6 +586,7 @@ class ResourceSnapshot:
         listening = -1
         os_threads = -1
         socket_inodes: set[str] = set()
+        targets: list[tuple[int, str]] = []
         try:
             names = os.listdir("/proc/self/fd")
             fds = len(names) - 1  # minus the fd listdir itself held open
@@ -591,7 +594,8 @@ class ResourceSnapshot:
                 try:
                     target = os.readlink(f"/proc/self/fd/{name}")
                 except OSError:
-                    continue
+                    continue  # the listdir fd, closed by now
+                targets.append((int(name), target))
                 if target.startswith("socket:["):
                     socket_inodes.add(target[8:-1])
             os_threads = len(os.listdir("/proc/self/task"))
@@ -615,6 +619,7 @@ class ResourceSnapshot:
             os_threads=os_threads,
             listening_sockets=listening,
             thread_names=tuple(sorted(t.name for t in threads)),
+            fd_targets=tuple(sorted(targets)),
         )
 
     def diff(self, later: ResourceSnapshot) -> dict[str, tuple[int, int]]:
@@ -626,12 +631,22 @@ class ResourceSnapshot:
                 out[name] = (before, after)
         return out
 
+    def new_fds(self, later: ResourceSnapshot) -> list[tuple[int, str]]:
+        """File descriptors open in ``later`` that were not open (to the same thing) in ``self``."""
+        old = set(self.fd_targets)
+        return [item for item in later.fd_targets if item not in old]
+
     @classmethod
     def wait_until_back_to(
         cls, baseline: ResourceSnapshot, timeout: float = 2.0
     ) -> dict[str, tuple[int, int]]:
         """Poll until no count is above ``baseline`` (threads and fds of clients closed
-        asynchronously take a moment to go); return what is still above after ``timeout``."""
+        asynchronously take a moment to go); return what is still above after ``timeout``.
+        Runs the garbage collector first: a client object caught in a reference cycle keeps its
+        socket until it is collected, which is not a leak."""
+        import gc
+
+        gc.collect()
         deadline = time.monotonic() + timeout
         while True:
             grown = baseline.diff(cls.take())
