@@ -14,11 +14,11 @@ from odradek.storage import FileLog, LogConfig, MemoryLog, PartitionLog
 T0 = 1_700_000_000_000
 
 
-def make_batch(count: int = 1, *, ts: int = T0, value_size: int = 10, key: bytes | None = b"k") -> bytes:
+def make_batch(
+    count: int = 1, *, ts: int = T0, value_size: int = 10, key: bytes | None = b"k"
+) -> bytes:
     """A v2 batch of ``count`` records with timestamps ts, ts+1, ..."""
-    return build_batch(
-        [(key, bytes([65 + i % 26]) * value_size, (), ts + i) for i in range(count)]
-    )
+    return build_batch([(key, bytes([65 + i % 26]) * value_size, (), ts + i) for i in range(count)])
 
 
 @pytest.fixture

@@ -22,7 +22,11 @@ def test_kafka_defaults() -> None:
 def test_topic_config_merges_over_defaults() -> None:
     defaults = LogConfig(retention_ms=1000, segment_bytes=4096)
     c = LogConfig.from_topic_config(
-        {"retention.bytes": "2048", "message.timestamp.type": "LogAppendTime", "min.insync.replicas": "2"},
+        {
+            "retention.bytes": "2048",
+            "message.timestamp.type": "LogAppendTime",
+            "min.insync.replicas": "2",
+        },
         defaults,
     )
     assert (c.retention_ms, c.segment_bytes, c.retention_bytes) == (1000, 4096, 2048)
@@ -52,15 +56,26 @@ def test_bad_topic_config_names_the_key(key: str, value: str) -> None:
 
 def test_broker_keys() -> None:
     c = LogConfig.from_broker_config(
-        {"log.retention.hours": "1", "log.roll.ms": None, "log.roll.hours": 2, "message.max.bytes": 100,
-         "log.cleanup.policy": "compact,delete", "listeners": "PLAINTEXT://:9092"}
+        {
+            "log.retention.hours": "1",
+            "log.roll.ms": None,
+            "log.roll.hours": 2,
+            "message.max.bytes": 100,
+            "log.cleanup.policy": "compact,delete",
+            "listeners": "PLAINTEXT://:9092",
+        }
     )
     assert c.retention_ms == 3_600_000
     assert c.segment_ms == 7_200_000
     assert c.max_message_bytes == 100
     assert c.delete_enabled
     assert LogConfig.from_broker_config({"log.retention.ms": -1}).retention_ms == -1
-    assert LogConfig.from_broker_config({"log.retention.minutes": 2, "log.retention.hours": 5}).retention_ms == 120_000
+    assert (
+        LogConfig.from_broker_config(
+            {"log.retention.minutes": 2, "log.retention.hours": 5}
+        ).retention_ms
+        == 120_000
+    )
     with pytest.raises(InvalidConfigError) as info:
         LogConfig.from_broker_config({"log.roll.ms": "0"})
     assert info.value.key == "log.roll.ms"

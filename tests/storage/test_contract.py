@@ -18,7 +18,9 @@ from odradek.storage import (
 from .conftest import T0, LogFactory, make_batch, read_bytes
 
 
-def batches_of(log: PartitionLog, offset: int, max_bytes: int = 1 << 30, **kw: object) -> list[RecordBatch]:
+def batches_of(
+    log: PartitionLog, offset: int, max_bytes: int = 1 << 30, **kw: object
+) -> list[RecordBatch]:
     return list(iter_batches(read_bytes(log.read(offset, max_bytes, **kw).records)))  # type: ignore[arg-type]
 
 
@@ -43,11 +45,19 @@ def test_append_assigns_offsets_and_stamps(make_log: LogFactory) -> None:
     log = make_log()
     r1 = log.append(make_batch(3), leader_epoch=7)
     r2 = log.append(bytearray(make_batch(2)), leader_epoch=7)
-    assert (r1.base_offset, r1.last_offset, r1.log_append_time_ms, r1.log_start_offset) == (0, 2, -1, 0)
+    assert (r1.base_offset, r1.last_offset, r1.log_append_time_ms, r1.log_start_offset) == (
+        0,
+        2,
+        -1,
+        0,
+    )
     assert (r2.base_offset, r2.last_offset) == (3, 4)
     assert log.log_end_offset == log.high_watermark == 5
     got = batches_of(log, 0)
-    assert [(b.base_offset, b.last_offset, b.partition_leader_epoch) for b in got] == [(0, 2, 7), (3, 4, 7)]
+    assert [(b.base_offset, b.last_offset, b.partition_leader_epoch) for b in got] == [
+        (0, 2, 7),
+        (3, 4, 7),
+    ]
     assert all(b.is_valid() for b in got)
     assert [r.offset for b in got for r in b.records()] == [0, 1, 2, 3, 4]
 
@@ -57,7 +67,12 @@ def test_append_several_batches_in_one_buffer(make_log: LogFactory) -> None:
     log.append(make_batch(1), 0)
     result = log.append(make_batch(2) + make_batch(3) + make_batch(1), 0)
     assert (result.base_offset, result.last_offset) == (1, 6)
-    assert [(b.base_offset, b.last_offset) for b in batches_of(log, 0)] == [(0, 0), (1, 2), (3, 5), (6, 6)]
+    assert [(b.base_offset, b.last_offset) for b in batches_of(log, 0)] == [
+        (0, 0),
+        (1, 2),
+        (3, 5),
+        (6, 6),
+    ]
 
 
 @pytest.mark.parametrize("damage", ["crc", "magic", "truncated", "count", "short_length"])
@@ -214,7 +229,10 @@ def test_retention_by_time(make_log: LogFactory, clock: ManualClock) -> None:
 
 
 def test_retention_unlimited_and_compact(make_log: LogFactory) -> None:
-    for config in (LogConfig(segment_bytes=300, retention_ms=-1), LogConfig(segment_bytes=300, retention_ms=1, cleanup_policy="compact")):
+    for config in (
+        LogConfig(segment_bytes=300, retention_ms=-1),
+        LogConfig(segment_bytes=300, retention_ms=1, cleanup_policy="compact"),
+    ):
         log = make_log(config)
         for _ in range(5):
             log.append(make_batch(1, value_size=150), 0)

@@ -36,7 +36,9 @@ def all_bytes(log: FileLog) -> bytes:
 
 
 def test_file_names_and_formats(tmp_path: Path, clock: ManualClock) -> None:
-    log = FileLog(tmp_path / "orders-3", LogConfig(segment_bytes=500, index_interval_bytes=100), clock)
+    log = FileLog(
+        tmp_path / "orders-3", LogConfig(segment_bytes=500, index_interval_bytes=100), clock
+    )
     assert (log.topic, log.partition) == ("orders", 3)
     written = fill(log, 10, value_size=60)
     log.flush()
@@ -59,10 +61,20 @@ def test_reopen_keeps_everything(tmp_path: Path, clock: ManualClock) -> None:
     fill(log, 50)
     log.assign_leader_epoch(4)
     before = all_bytes(log)
-    state = (log.log_end_offset, log.segment_base_offsets(), log.max_timestamp(), log.offset_for_timestamp(T0 + 20))
+    state = (
+        log.log_end_offset,
+        log.segment_base_offsets(),
+        log.max_timestamp(),
+        log.offset_for_timestamp(T0 + 20),
+    )
     log.close()
     again = FileLog(tmp_path / "t-0", config, clock, recovery_point=log.recovery_point)
-    assert (again.log_end_offset, again.segment_base_offsets(), again.max_timestamp(), again.offset_for_timestamp(T0 + 20)) == state
+    assert (
+        again.log_end_offset,
+        again.segment_base_offsets(),
+        again.max_timestamp(),
+        again.offset_for_timestamp(T0 + 20),
+    ) == state
     assert all_bytes(again) == before
     assert again.leader_epoch_entries() == [(1, 0), (4, 100)]
     assert again.append(make_batch(1), 4).base_offset == 100
@@ -88,7 +100,9 @@ def test_recovery_truncates_corrupt_byte_and_logs(
     assert path.stat().st_size == boundary
     assert all_bytes(again) == b"".join(written[:10])
     messages = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
-    assert any(str(path) in m and f"byte position {boundary}" in m and "CRC" in m for m in messages), messages
+    assert any(
+        str(path) in m and f"byte position {boundary}" in m and "CRC" in m for m in messages
+    ), messages
     # indexes were rebuilt and the log keeps working
     assert again.append(make_batch(1), 1).base_offset == 20
     assert list(iter_batches(again.read(19, 1).records.read()))[0].base_offset == 18  # type: ignore[union-attr]
@@ -108,7 +122,9 @@ def test_torn_tail_is_never_served(tmp_path: Path, clock: ManualClock) -> None:
     again.close()
 
 
-def test_recovery_deletes_segments_after_a_truncated_one(tmp_path: Path, clock: ManualClock) -> None:
+def test_recovery_deletes_segments_after_a_truncated_one(
+    tmp_path: Path, clock: ManualClock
+) -> None:
     config = LogConfig(segment_bytes=600)
     log = FileLog(tmp_path / "t-0", config, clock)
     fill(log, 30)
@@ -148,7 +164,11 @@ def test_missing_or_damaged_index_is_rebuilt(tmp_path: Path, clock: ManualClock)
 def test_leftover_files_are_removed(tmp_path: Path, clock: ManualClock) -> None:
     d = tmp_path / "t-0"
     d.mkdir()
-    for name in ("00000000000000000000.log.deleted", "leader-epoch-checkpoint.tmp", "00000000000000000007.index"):
+    for name in (
+        "00000000000000000000.log.deleted",
+        "leader-epoch-checkpoint.tmp",
+        "00000000000000000007.index",
+    ):
         (d / name).write_bytes(b"x")
     log = FileLog(d, LogConfig(), clock)
     assert sorted(p.name for p in d.iterdir()) == ["00000000000000000000.log"]

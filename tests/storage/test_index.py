@@ -45,7 +45,9 @@ def test_offset_index_truncate_and_full(tmp_path: Path) -> None:
     assert reloaded.entries() == [(10, 100), (20, 200), (25, 250)]
 
 
-@pytest.mark.parametrize("content", [b"\x00" * 7, (5).to_bytes(4, "big") * 2 + (4).to_bytes(4, "big") * 2])
+@pytest.mark.parametrize(
+    "content", [b"\x00" * 7, (5).to_bytes(4, "big") * 2 + (4).to_bytes(4, "big") * 2]
+)
 def test_offset_index_sanity_check(tmp_path: Path, content: bytes) -> None:
     path = tmp_path / "0.index"
     path.write_bytes(content)

@@ -44,7 +44,10 @@ def test_directories_and_checkpoints(tmp_path: Path, clock: ManualClock) -> None
     # reopen: every log is found again with its offsets
     again = LogManager(dirs, LogConfig(), clock)
     assert sorted((log.topic, log.partition, log.log_end_offset) for log in again.all_logs()) == [
-        ("orders", 0, 2), ("orders", 1, 4), ("orders", 2, 6), ("orders", 3, 8)
+        ("orders", 0, 2),
+        ("orders", 1, 4),
+        ("orders", 2, 6),
+        ("orders", 3, 8),
     ]
     again.close()
 

@@ -45,7 +45,10 @@ class LogMachine(RuleBasedStateMachine):
     def _open(self, recovery_point: int, log_start: int | None = None) -> PartitionLog:
         if self.engine == "file":
             return FileLog(
-                self.tmp / "sm-0", CONFIG, self.clock, recovery_point=recovery_point,
+                self.tmp / "sm-0",
+                CONFIG,
+                self.clock,
+                recovery_point=recovery_point,
                 log_start_offset=log_start,
             )
         return MemoryLog("sm", 0, CONFIG, self.clock)

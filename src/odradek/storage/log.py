@@ -537,7 +537,7 @@ class FileLog(LogBase):
         hw = end if high_watermark is None else high_watermark
         self.high_watermark = min(max(hw, self.log_start_offset), end)
         self._epochs = LeaderEpochCache(directory / LEADER_EPOCH_CHECKPOINT)
-        self._epochs.truncate_from_end(end)
+        self._epochs.truncate_from_end(end + 1)  # an epoch may start at the LEO (no data yet)
         self._epochs.truncate_from_start(self.log_start_offset)
         self._latest_epoch = self._epochs.latest_epoch
 
