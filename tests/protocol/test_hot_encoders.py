@@ -7,6 +7,7 @@ import datetime
 import sys
 from typing import Any
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from kio.schema.errors import ErrorCode
@@ -205,3 +206,12 @@ def test_fetch_records_pass_through_untouched() -> None:
     assert parts[3] is view
     assert sum(len(p) for p in parts) == size
     assert all(isinstance(p, bytes) for i, p in enumerate(parts) if i not in (1, 3))
+
+
+@pytest.mark.parametrize("length", [126, 127, 128, 16382, 16383, 16384, 2097150, 2097151, 2097152])
+def test_fetch_v12_record_length_varint_boundaries(length: int) -> None:
+    partition = FetchPartitionResponse(0, 0, 5, 5, 0, bytes(length))
+    parts, size = encode_fetch_response(12, [("t", [partition])])
+    ours = b"".join(bytes(p) for p in parts)
+    assert size == len(ours)
+    assert ours == encode_body(_kio_fetch(12, [("t", [partition])], 0, 0, 0))

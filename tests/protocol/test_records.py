@@ -78,6 +78,9 @@ def test_build_parse_round_trip(
     assert batch.max_timestamp == max(r[3] for r in records)
     assert list(batch.records()) == _expected(records, base_offset)
     assert bytes(batch.raw()) == data
+    header = batch.header()
+    assert header.base_offset == base_offset and header.record_count == len(records)
+    assert header.crc == batch.crc == batch.compute_crc()
 
 
 @FAST

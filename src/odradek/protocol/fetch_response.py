@@ -57,6 +57,10 @@ class FetchPartitionResponse(NamedTuple):
 def _uvarint(value: int) -> bytes:
     if value < 0x80:
         return _SMALL_UVARINTS[value]
+    if value < 0x4000:
+        return bytes(((value & 0x7F) | 0x80, value >> 7))
+    if value < 0x200000:
+        return bytes(((value & 0x7F) | 0x80, ((value >> 7) & 0x7F) | 0x80, value >> 14))
     out = bytearray()
     while value >= 0x80:
         out.append((value & 0x7F) | 0x80)
