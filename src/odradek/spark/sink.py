@@ -348,6 +348,7 @@ class OdradekStreamWriter(DataSourceStreamArrowWriter):
     def commit(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
         if not self.opts.exactly_once:
             return
+        _fault(f"commit-{batchId}")
         sinks = {m.sink for m in messages if isinstance(m, SinkCommitMessage) and m.sink}
         for sink in sinks:
             _append_marker(

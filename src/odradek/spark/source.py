@@ -206,10 +206,10 @@ class OdradekBatchReader(DataSourceReader):
         return _to_input_partitions(self.plan())
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:  # type: ignore[override]
-        assert isinstance(partition, RangePartition)
-        yield from read_range(
-            self.opts, partition.topic, partition.partition, partition.start, partition.end
-        )
+        if partition.value is None:  # Spark's stand-in when partitions() planned nothing
+            return
+        topic, part, start, end = partition.value
+        yield from read_range(self.opts, topic, part, start, end)
 
 
 class OdradekStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
@@ -327,10 +327,10 @@ class OdradekStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         )
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:  # type: ignore[override]
-        assert isinstance(partition, RangePartition)
-        yield from read_range(
-            self.opts, partition.topic, partition.partition, partition.start, partition.end
-        )
+        if partition.value is None:  # Spark's stand-in when partitions() planned nothing
+            return
+        topic, part, start, end = partition.value
+        yield from read_range(self.opts, topic, part, start, end)
 
     def commit(self, end: dict) -> None:
         """Nothing to do: Spark's checkpoint holds the offsets (as with Kafka's source)."""

@@ -1,0 +1,147 @@
+"""Fixtures for the Spark tests: one broker and one SparkSession per test module.
+
+The broker runs with a short retention check interval so that the failOnDataLoss tests can
+watch retention delete segments. Test data is produced with confluent-kafka (a third-party
+client, so that the data source is checked against records it did not write itself).
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+import sys
+import time
+from collections.abc import Callable, Iterable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+HERE = Path(__file__).resolve().parent
+
+BROKER_SETTINGS = {
+    "log.retention.check.interval.ms": "200",
+    "num.partitions": "1",
+    "auto.create.topics.enable": "true",
+}
+
+
+def _client_module() -> str:
+    """odradek.client when it has the columnar read path, else the confluent-kafka stand-in."""
+    try:
+        mod = importlib.import_module("odradek.client")
+        if hasattr(mod, "read_range_arrow") and hasattr(mod, "Admin"):
+            return "odradek.client"
+    except ImportError:
+        pass
+    return "_ck_client"
+
+
+@pytest.fixture(scope="module")
+def spark_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
+    data_dir = tmp_path_factory.mktemp("broker")
+    try:
+        from odradek.testing.process import BrokerProcess  # type: ignore[import-not-found]
+
+        broker = BrokerProcess(settings={**BROKER_SETTINGS, "log.dirs": str(data_dir)})
+    except ImportError:
+        from odradek.testing import EmbeddedBroker
+
+        broker = EmbeddedBroker(BROKER_SETTINGS, storage="file", data_dir=data_dir)
+    broker.start()
+    try:
+        yield broker
+    finally:
+        broker.stop()
+
+
+@pytest.fixture(scope="module")
+def faults_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return tmp_path_factory.mktemp("faults")
+
+
+@pytest.fixture(scope="module")
+def spark(faults_dir: Path) -> Iterator[Any]:
+    """One local[2] session per module; executors see ODRADEK_SPARK_* set before start."""
+    module = _client_module()
+    os.environ["ODRADEK_SPARK_CLIENT"] = module
+    os.environ["ODRADEK_SPARK_FAULTS"] = str(faults_dir)
+    if module == "_ck_client":
+        sys.path.insert(0, str(HERE))
+        os.environ["PYTHONPATH"] = os.pathsep.join(
+            p for p in (str(HERE), os.environ.get("PYTHONPATH")) if p
+        )
+    from odradek.spark.session import local_session
+
+    session = local_session(app_name="odradek-tests")
+    try:
+        yield session
+    finally:
+        session.stop()
+        os.environ.pop("ODRADEK_SPARK_FAULTS", None)
+
+
+def wait_until(cond: Callable[[], Any], timeout: float = 20.0, what: str = "condition") -> Any:
+    deadline = time.monotonic() + timeout
+    while True:
+        value = cond()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {what}")
+        time.sleep(0.05)
+
+
+def create_topic(bs: str, name: str, partitions: int, config: dict[str, str] | None = None) -> None:
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    admin = AdminClient({"bootstrap.servers": bs})
+    fut = admin.create_topics([NewTopic(name, partitions, 1, config=config or {})])[name]
+    fut.result(timeout=10)
+
+
+Rec = tuple[int, bytes | None, bytes | None, list[tuple[str, bytes]] | None, int | None]
+"""(partition, key, value, headers, timestamp ms)."""
+
+
+def produce(bs: str, topic: str, records: Iterable[Rec]) -> int:
+    from confluent_kafka import Producer
+
+    p = Producer({"bootstrap.servers": bs, "linger.ms": 5, "enable.idempotence": True})
+    errors: list[Any] = []
+    n = 0
+    for partition, key, value, headers, ts in records:
+        kw: dict[str, Any] = {}
+        if ts is not None:
+            kw["timestamp"] = ts
+        while True:
+            try:
+                p.produce(
+                    topic,
+                    value,
+                    key,
+                    partition=partition,
+                    headers=headers,
+                    on_delivery=lambda err, _m: errors.append(err) if err else None,
+                    **kw,
+                )
+                break
+            except BufferError:
+                p.poll(0.05)
+        n += 1
+    assert p.flush(30) == 0
+    assert not errors, errors
+    return n
+
+
+def latest_offsets(bs: str, topic: str, partitions: int) -> dict[int, tuple[int, int]]:
+    from confluent_kafka import Consumer, TopicPartition
+
+    c = Consumer({"bootstrap.servers": bs, "group.id": "probe", "enable.auto.commit": False})
+    try:
+        return {
+            p: c.get_watermark_offsets(TopicPartition(topic, p), timeout=10)
+            for p in range(partitions)
+        }
+    finally:
+        c.close()
