@@ -376,3 +376,28 @@ def test_high_watermark_is_separate(make_log: LogFactory) -> None:
     assert log.update_high_watermark(100) == 8
     log.truncate_to(4)
     assert log.high_watermark == 4
+
+
+def test_append_as_follower(make_log: LogFactory) -> None:
+    from odradek.protocol.records import stamp_batch
+    from odradek.storage import UnexpectedAppendOffsetError
+
+    leader = make_log()
+    leader.append(make_batch(2), 1)
+    leader.append(make_batch(3), 2)
+    fetched = read_bytes(leader.read(0, 1 << 20).records)
+    follower = make_log()
+    follower.high_watermark_follows_leo = False  # type: ignore[attr-defined]
+    result = follower.append_as_follower(fetched)
+    assert (result.base_offset, result.last_offset) == (0, 4)
+    assert follower.log_end_offset == 5 and follower.high_watermark == 0
+    assert follower.leader_epoch_entries() == [(1, 0), (2, 2)]
+    follower.update_high_watermark(5)
+    assert read_bytes(follower.read(0, 1 << 20).records) == fetched
+    with pytest.raises(UnexpectedAppendOffsetError):
+        follower.append_as_follower(fetched)  # offsets below the LEO
+    gap = bytearray(make_batch(1))
+    stamp_batch(gap, 0, 10, 3)  # a gap (compacted leader) is allowed
+    assert follower.append_as_follower(gap).base_offset == 10
+    assert follower.log_end_offset == 11
+    assert follower.leader_epoch_entries() == [(1, 0), (2, 2), (3, 10)]

@@ -13,6 +13,7 @@ from odradek.storage.errors import (
     OffsetOutOfRangeError,
     RecordBatchTooLargeError,
     RecordTooLargeError,
+    UnexpectedAppendOffsetError,
 )
 from odradek.storage.index import CorruptIndexError, OffsetIndex, TimeIndex
 from odradek.storage.log import (
@@ -52,5 +53,6 @@ __all__ = [
     "RecordBatchTooLargeError",
     "RecordTooLargeError",
     "TimeIndex",
+    "UnexpectedAppendOffsetError",
     "parse_log_dir_name",
 ]

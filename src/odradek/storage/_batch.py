@@ -17,16 +17,17 @@ from odradek.storage.errors import (
     InvalidRecordError,
     RecordBatchTooLargeError,
     RecordTooLargeError,
+    UnexpectedAppendOffsetError,
 )
 
-__all__ = ["BatchInfo", "prepare_append"]
+__all__ = ["BatchInfo", "check_follower_batches", "prepare_append", "writable"]
 
 HEADER_SIZE = 61
 LOG_OVERHEAD = 12
 _MIN_BATCH_LENGTH = HEADER_SIZE - LOG_OVERHEAD
 # batchLength @8, magic @16, crc @17, attributes @21, lastOffsetDelta @23, maxTimestamp @35,
 # recordCount @57
-_CHECK = struct.Struct(">8xi4xbIhi8xq14xi")
+_CHECK = struct.Struct(">qiibIhi8xq14xi")  # + baseOffset @0, partitionLeaderEpoch @12
 _STAMP = struct.Struct(">qii")  # baseOffset, batchLength, partitionLeaderEpoch
 _I16 = struct.Struct(">h")
 _I64 = struct.Struct(">q")
@@ -51,16 +52,48 @@ def prepare_append(
     LogAppendTime with maxTimestamp = ``append_time_ms`` and a recomputed CRC. Returns one
     ``BatchInfo`` per batch, with the offsets as assigned.
     """
+    checked = _check(buf, max_message_bytes, segment_bytes)
+    stamp = _STAMP.pack_into
+    infos: list[BatchInfo] = []
+    for pos, size, batch_length, lod, max_ts, _, _ in checked:
+        stamp(buf, pos, next_offset, batch_length, leader_epoch)
+        if append_time_ms is not None:
+            attrs = _CHECK.unpack_from(buf, pos)[5]
+            _I16.pack_into(buf, pos + 21, attrs | _TIMESTAMP_TYPE_BIT)
+            _I64.pack_into(buf, pos + 35, append_time_ms)
+            _U32.pack_into(buf, pos + 17, crc32c(buf[pos + 21 : pos + size]))
+            max_ts = append_time_ms
+        next_offset += lod + 1
+        infos.append((pos, size, next_offset - 1, max_ts))
+    return infos
+
+
+def writable(records: bytes | bytearray | memoryview) -> bytearray | memoryview:
+    """A buffer that can be stamped in place: the caller's own when writable, else a copy."""
+    if isinstance(records, bytearray):
+        return records
+    if isinstance(records, memoryview):
+        if records.readonly:
+            return bytearray(records)
+        return records.cast("B") if records.format != "B" else records
+    return bytearray(records)
+
+
+def _check(
+    buf: bytearray | memoryview | bytes, max_message_bytes: int, segment_bytes: int
+) -> list[tuple[int, int, int, int, int, int, int]]:
+    """Bounds, magic, size limits, CRC and counts of every batch:
+    ``[(position, size, batchLength, lastOffsetDelta, maxTimestamp, baseOffset, epoch)]``."""
     total = len(buf)
     if total == 0:
         raise InvalidRecordError("no record batch to append")
     unpack = _CHECK.unpack_from
-    checked: list[tuple[int, int, int, int, int]] = []
+    checked: list[tuple[int, int, int, int, int, int, int]] = []
     pos = 0
     while pos < total:
         if total - pos < HEADER_SIZE:
             raise CorruptRecordError(f"{total - pos} trailing bytes are not a whole batch header")
-        batch_length, magic, crc, _attrs, lod, max_ts, count = unpack(buf, pos)
+        base, batch_length, epoch, magic, crc, _attrs, lod, max_ts, count = unpack(buf, pos)
         size = batch_length + LOG_OVERHEAD
         if batch_length < _MIN_BATCH_LENGTH:
             raise CorruptRecordError(f"record batch length {batch_length} is below the minimum")
@@ -80,30 +113,31 @@ def prepare_append(
             raise CorruptRecordError(f"record batch CRC mismatch (stored {crc:#010x})")
         if count <= 0 or lod + 1 != count:
             raise InvalidRecordError(f"record count {count} does not match last offset delta {lod}")
-        checked.append((pos, size, batch_length, lod, max_ts))
+        checked.append((pos, size, batch_length, lod, max_ts, base, epoch))
         pos += size
 
-    stamp = _STAMP.pack_into
+    return checked
+
+
+def check_follower_batches(
+    buf: bytearray | memoryview | bytes,
+    log_end_offset: int,
+    max_message_bytes: int,
+    segment_bytes: int,
+) -> tuple[list[BatchInfo], list[tuple[int, int]]]:
+    """Validate batches replicated from a leader (offsets already assigned): the first must
+    start at or after ``log_end_offset`` and offsets must grow. Returns the batch infos and the
+    ``(leader epoch, base offset)`` of each batch."""
+    checked = _check(buf, max_message_bytes, segment_bytes)
     infos: list[BatchInfo] = []
-    for pos, size, batch_length, lod, max_ts in checked:
-        stamp(buf, pos, next_offset, batch_length, leader_epoch)
-        if append_time_ms is not None:
-            attrs = _CHECK.unpack_from(buf, pos)[3]
-            _I16.pack_into(buf, pos + 21, attrs | _TIMESTAMP_TYPE_BIT)
-            _I64.pack_into(buf, pos + 35, append_time_ms)
-            _U32.pack_into(buf, pos + 17, crc32c(buf[pos + 21 : pos + size]))
-            max_ts = append_time_ms
-        next_offset += lod + 1
+    epochs: list[tuple[int, int]] = []
+    next_offset = log_end_offset
+    for pos, size, _, lod, max_ts, base, epoch in checked:
+        if base < next_offset:
+            raise UnexpectedAppendOffsetError(
+                f"batch base offset {base} is below the expected next offset {next_offset}"
+            )
+        next_offset = base + lod + 1
         infos.append((pos, size, next_offset - 1, max_ts))
-    return infos
-
-
-def writable(records: bytes | bytearray | memoryview) -> bytearray | memoryview:
-    """A buffer that can be stamped in place: the caller's own when writable, else a copy."""
-    if isinstance(records, bytearray):
-        return records
-    if isinstance(records, memoryview):
-        if records.readonly:
-            return bytearray(records)
-        return records.cast("B") if records.format != "B" else records
-    return bytearray(records)
+        epochs.append((epoch, base))
+    return infos, epochs

@@ -91,6 +91,8 @@ class PartitionLog(Protocol):
         log_append_time: bool = False,
     ) -> AppendResult: ...
 
+    def append_as_follower(self, records: bytes | bytearray | memoryview) -> AppendResult: ...
+
     def read(
         self,
         offset: int,

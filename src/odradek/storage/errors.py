@@ -31,6 +31,7 @@ __all__ = [
     "OffsetOutOfRangeError",
     "RecordBatchTooLargeError",
     "RecordTooLargeError",
+    "UnexpectedAppendOffsetError",
 ]
 
 
@@ -57,6 +58,10 @@ class InvalidConfigError(ValueError):
     def __init__(self, key: str, message: str) -> None:
         super().__init__(f"{key}: {message}")
         self.key = key
+
+
+class UnexpectedAppendOffsetError(ValueError):
+    """A follower append does not continue the log (Kafka's UnexpectedAppendOffsetException)."""
 
 
 class KafkaStorageError(OSError):

@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from odradek.clock import Clock, SystemClock
-from odradek.storage._batch import prepare_append, writable
+from odradek.storage._batch import check_follower_batches, prepare_append, writable
 from odradek.storage.api import AppendResult, FileRegion, ReadResult
 from odradek.storage.checkpoint import LEADER_EPOCH_CHECKPOINT, LeaderEpochCache, fsync_dir
 from odradek.storage.config import LogConfig
@@ -164,15 +164,8 @@ class LogBase:
         )
         last = infos[-1][2]
         segment = self.segments[-1]
-        size = len(buf)
-        # Kafka's LogSegment.shouldRoll
-        if segment.size and (
-            segment.size + size > config.segment_bytes
-            or last - segment.base_offset > _INT32_MAX
-            or segment.is_full()
-            or self._time_waited_for_roll(segment, infos, now_ms) > config.segment_ms
-        ):
-            segment = self._roll(now_ms)
+        if segment.size and self._should_roll(segment, len(buf), infos, now_ms):
+            segment = self._roll(now_ms, base)
         segment.append(buf, infos)
         self.log_end_offset = end = last + 1
         if self.high_watermark_follows_leo:
@@ -184,6 +177,44 @@ class LogBase:
             self.flush()
         return AppendResult(
             base, last, -1 if append_time is None else append_time, self.log_start_offset
+        )
+
+    def append_as_follower(self, records: bytes | bytearray | memoryview) -> AppendResult:
+        """Append batches fetched from the leader as they are (offsets and leader epochs already
+        assigned, nothing stamped). Every batch is validated first; the first must start at or
+        after the LEO (else UnexpectedAppendOffsetError) and offsets must grow (gaps allowed).
+        Leader epochs are taken from the batches. The high watermark is not moved: a follower
+        learns it from the leader (``update_high_watermark``)."""
+        config = self.config
+        now_ms = self.clock.now_ms()
+        infos, epochs = check_follower_batches(
+            records, self.log_end_offset, config.max_message_bytes, config.segment_bytes
+        )
+        base = epochs[0][1]
+        last = infos[-1][2]
+        segment = self.segments[-1]
+        if segment.size and self._should_roll(segment, len(records), infos, now_ms):
+            segment = self._roll(now_ms, base)
+        segment.append(records, infos)
+        self.log_end_offset = end = last + 1
+        for epoch, start in epochs:
+            if epoch > self._latest_epoch:
+                self._epochs.assign(epoch, start)
+                self._latest_epoch = self._epochs.latest_epoch
+        if end - self.recovery_point >= config.flush_interval_messages:
+            self.flush()
+        return AppendResult(base, last, -1, self.log_start_offset)
+
+    def _should_roll(
+        self, segment: Any, size: int, infos: list[tuple[int, int, int, int]], now_ms: int
+    ) -> bool:
+        """Kafka's LogSegment.shouldRoll (for a non-empty active segment)."""
+        config = self.config
+        return (
+            segment.size + size > config.segment_bytes
+            or infos[-1][2] - segment.base_offset > _INT32_MAX
+            or segment.is_full()
+            or self._time_waited_for_roll(segment, infos, now_ms) > config.segment_ms
         )
 
     @staticmethod
@@ -202,9 +233,10 @@ class LogBase:
         if self.segments[-1].size:
             self._roll(self.clock.now_ms() if now_ms is None else now_ms)
 
-    def _roll(self, now_ms: int) -> Any:
+    def _roll(self, now_ms: int, base_offset: int | None = None) -> Any:
         self.segments[-1].on_become_inactive()
-        segment = self._new_segment(self.log_end_offset, now_ms)
+        base = self.log_end_offset if base_offset is None else base_offset
+        segment = self._new_segment(base, now_ms)
         self.segments.append(segment)
         self._bases.append(segment.base_offset)
         return segment
