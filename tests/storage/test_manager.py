@@ -112,3 +112,21 @@ def test_illegal_topic_names(clock: ManualClock, name: str) -> None:
     manager = LogManager(None, LogConfig(), clock, in_memory=True)
     with pytest.raises(InvalidTopicError):
         manager.get_or_create(name, 0)
+
+
+def test_delete_topic_keeps_handed_out_regions_readable(tmp_path: Path, clock: ManualClock) -> None:
+    config = LogConfig(file_delete_delay_ms=10_000)
+    manager = LogManager([tmp_path], config, clock)
+    log = manager.get_or_create("gone", 0)
+    log.append(make_batch(2), 0)
+    region = log.read(0, 1000).records
+    segment = log.segments[0]  # type: ignore[attr-defined]
+    manager.delete_topic("gone")
+    assert not (tmp_path / "gone-0").exists()
+    assert len(region.read()) == len(region) > 0  # type: ignore[union-attr]
+    manager.run_flush()
+    assert not segment.closed
+    clock.advance(10_000)
+    manager.run_flush()
+    assert segment.closed
+    manager.close()

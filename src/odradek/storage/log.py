@@ -634,11 +634,20 @@ class FileLog(LogBase):
                 segment.close()
             self._reap(everything=True)
 
-    def delete(self) -> None:
-        """Close without flushing and remove the whole directory."""
+    def delete(self, *, defer_close: bool = False) -> None:
+        """Remove the whole directory without flushing. With ``defer_close`` the segment fds stay
+        open for ``file.delete.delay.ms`` (FileRegions handed out earlier stay readable) and are
+        closed by later ``reap()`` calls; otherwise they are closed at once."""
         if not self.closed:
             self.closed = True
             for segment in self.segments:
-                segment.close_fd()
-            self._reap(everything=True)
+                self._remove_segment(segment)
+            self.segments = []
+            self._bases = []
         shutil.rmtree(self.directory, ignore_errors=True)
+        self._reap(everything=not defer_close)
+
+    def reap(self) -> bool:
+        """Close the fds of deleted segments whose delay has passed; True when none is left."""
+        self._reap()
+        return not self._graveyard

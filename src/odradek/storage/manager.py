@@ -87,6 +87,7 @@ class LogManager:
         self._logs: dict[tuple[str, int], PartitionLog] = {}
         self._log_dir_of: dict[tuple[str, int], Path] = {}
         self._locks: list[int] = []
+        self._deleted: list[FileLog] = []  # deleted logs whose fds close after file.delete.delay.ms
         self.retention_check_interval_ms = retention_check_interval_ms
         self.flush_check_interval_ms = flush_check_interval_ms
         self.checkpoint_interval_ms = checkpoint_interval_ms
@@ -202,7 +203,11 @@ class LogManager:
         for key in [k for k in self._logs if k[0] == topic]:
             log = self._logs.pop(key)
             self._log_dir_of.pop(key, None)
-            log.delete()
+            if isinstance(log, FileLog):
+                log.delete(defer_close=True)
+                self._deleted.append(log)
+            else:
+                log.delete()
         self._topic_configs.pop(topic, None)
         if not self.in_memory:
             self.checkpoint()
@@ -230,6 +235,7 @@ class LogManager:
                 log.maybe_flush(now_ms)
             except OSError:
                 logger.exception("flush failed for %s-%d", log.topic, log.partition)
+        self._deleted = [log for log in self._deleted if not log.reap()]
 
     def maintenance(self, now_ms: int | None = None) -> None:
         """Run whatever background work is due (call about once a second)."""
@@ -270,6 +276,9 @@ class LogManager:
         try:
             for log in self._logs.values():
                 log.close()
+            for deleted in self._deleted:
+                deleted.delete()  # closes the remaining fds at once
+            self._deleted.clear()
             self.checkpoint()
         finally:
             self._release_locks()
