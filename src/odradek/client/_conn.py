@@ -1,0 +1,236 @@
+"""One asyncio connection to one broker: pipelined requests matched by correlation id.
+
+``BrokerConnection.open`` connects and negotiates API versions (ApiVersions v3, falling back
+to v0 when the broker answers UNSUPPORTED_VERSION). ``request(entity)`` sends a kio request and
+awaits its decoded response; any number of requests may be in flight; responses are matched by
+correlation id (Kafka answers in order per connection, but matching does not rely on it).
+When the connection drops, every pending request fails with ``KafkaConnectionError``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import struct
+from collections.abc import Sequence
+from typing import Any
+
+from . import _protocol as proto
+from .errors import KafkaConnectionError, KafkaTimeoutError, UnsupportedVersionError
+
+__all__ = ["BrokerConnection"]
+
+_SIZE = struct.Struct(">i")
+
+
+class BrokerConnection(asyncio.Protocol):
+    def __init__(self, node_id: int, host: str, port: int, client_id: str, request_timeout_ms: int) -> None:
+        self.node_id = node_id
+        self.host = host
+        self.port = port
+        self.client_id = client_id
+        self.request_timeout = request_timeout_ms / 1000
+        self.transport: asyncio.Transport | None = None
+        self.versions: dict[int, int] = {}  # api_key -> negotiated version
+        self.broker_versions: dict[int, tuple[int, int]] = {}
+        self._buf = bytearray()
+        self._pending: dict[int, tuple[int, int, asyncio.Future[Any], bool]] = {}
+        self._next_corr = 1
+        self._closed_exc: Exception | None = None
+        self._paused = False
+        self._drain_waiters: list[asyncio.Future[None]] = []
+
+    # -- connection lifecycle ---------------------------------------------------------------
+    @classmethod
+    async def open(
+        cls,
+        node_id: int,
+        host: str,
+        port: int,
+        *,
+        client_id: str = "odradek",
+        request_timeout_ms: int = 30000,
+        connect_timeout_ms: int = 10000,
+    ) -> BrokerConnection:
+        loop = asyncio.get_running_loop()
+        conn = cls(node_id, host, port, client_id, request_timeout_ms)
+        try:
+            await asyncio.wait_for(
+                loop.create_connection(lambda: conn, host, port), connect_timeout_ms / 1000
+            )
+        except (OSError, asyncio.TimeoutError) as exc:
+            raise KafkaConnectionError(f"cannot connect to {host}:{port}: {exc}") from exc
+        try:
+            await conn._negotiate()
+        except BaseException:
+            conn.close()
+            raise
+        return conn
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        assert isinstance(transport, asyncio.Transport)
+        self.transport = transport
+        sock = transport.get_extra_info("socket")
+        if sock is not None:
+            import socket
+
+            try:
+                sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            except OSError:
+                pass
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._fail_all(KafkaConnectionError(f"connection to {self.host}:{self.port} lost: {exc or 'closed'}"))
+        self.transport = None
+
+    def pause_writing(self) -> None:
+        self._paused = True
+
+    def resume_writing(self) -> None:
+        self._paused = False
+        waiters, self._drain_waiters = self._drain_waiters, []
+        for w in waiters:
+            if not w.done():
+                w.set_result(None)
+
+    async def drain(self) -> None:
+        if self._paused and self.transport is not None:
+            fut = asyncio.get_running_loop().create_future()
+            self._drain_waiters.append(fut)
+            await fut
+
+    @property
+    def connected(self) -> bool:
+        return self.transport is not None and self._closed_exc is None
+
+    @property
+    def in_flight(self) -> int:
+        return len(self._pending)
+
+    def close(self) -> None:
+        self._fail_all(KafkaConnectionError("connection closed"))
+        if self.transport is not None:
+            self.transport.close()
+            self.transport = None
+
+    def _fail_all(self, exc: Exception) -> None:
+        if self._closed_exc is None:
+            self._closed_exc = exc
+        pending, self._pending = self._pending, {}
+        for _k, _v, fut, _raw in pending.values():
+            if not fut.done():
+                fut.set_exception(exc)
+        for w in self._drain_waiters:
+            if not w.done():
+                w.set_exception(exc)
+        self._drain_waiters = []
+
+    # -- framing ----------------------------------------------------------------------------
+    def data_received(self, data: bytes) -> None:
+        buf = self._buf
+        buf += data
+        pos = 0
+        n = len(buf)
+        pending = self._pending
+        while n - pos >= 4:
+            (size,) = _SIZE.unpack_from(buf, pos)
+            if n - pos - 4 < size:
+                break
+            frame = bytes(buf[pos + 4 : pos + 4 + size])
+            pos += 4 + size
+            (corr,) = _SIZE.unpack_from(frame, 0)
+            entry = pending.pop(corr, None)
+            if entry is None:
+                continue  # late answer to a timed-out request
+            api_key, version, fut, raw = entry
+            if fut.done():
+                continue
+            if raw:
+                fut.set_result(frame)
+                continue
+            try:
+                fut.set_result(proto.decode_response(api_key, version, frame))
+            except Exception as exc:  # malformed response
+                fut.set_exception(exc)
+        if pos:
+            del buf[:pos]
+
+    # -- requests ---------------------------------------------------------------------------
+    def version(self, api_key: int) -> int:
+        try:
+            return self.versions[api_key]
+        except KeyError:
+            raise UnsupportedVersionError(
+                f"broker {self.host}:{self.port} supports no version of API {api_key} this client speaks"
+            ) from None
+
+    def _corr(self) -> int:
+        c = self._next_corr
+        self._next_corr = c + 1 if c < 0x7FFFFFFF else 1
+        return c
+
+    def _check(self) -> asyncio.Transport:
+        if self._closed_exc is not None or self.transport is None:
+            raise self._closed_exc or KafkaConnectionError("not connected")
+        return self.transport
+
+    def send_frame(
+        self, api_key: int, version: int, parts: Sequence[bytes | memoryview], corr: int, *,
+        expect_response: bool = True, raw: bool = False,
+    ) -> asyncio.Future[Any] | None:
+        """Write an encoded frame; return a future of its response (None if no response)."""
+        transport = self._check()
+        fut: asyncio.Future[Any] | None = None
+        if expect_response:
+            fut = asyncio.get_running_loop().create_future()
+            self._pending[corr] = (api_key, version, fut, raw)
+        if len(parts) == 1:
+            transport.write(parts[0])
+        else:
+            transport.writelines(parts)
+        return fut
+
+    def next_correlation_id(self) -> int:
+        return self._corr()
+
+    async def request(self, entity: Any, *, timeout: float | None = None) -> Any:
+        """Send kio request ``entity`` and return the decoded response."""
+        corr = self._corr()
+        frame = proto.encode_request(entity, corr, self.client_id)
+        fut = self.send_frame(int(entity.__api_key__), int(entity.__version__), [frame], corr)
+        assert fut is not None
+        return await self.wait(fut, corr, timeout)
+
+    async def wait(self, fut: asyncio.Future[Any], corr: int, timeout: float | None = None) -> Any:
+        try:
+            return await asyncio.wait_for(fut, timeout or self.request_timeout)
+        except asyncio.TimeoutError:
+            self._pending.pop(corr, None)
+            raise KafkaTimeoutError(f"request to {self.host}:{self.port} timed out") from None
+
+    async def _negotiate(self) -> None:
+        mod = proto.request_module(18, 3)
+        req = proto.build(mod.ApiVersionsRequest, client_software_name="odradek", client_software_version="0.1.0")
+        corr = self._corr()
+        fut = self.send_frame(18, 3, [proto.encode_request(req, corr, self.client_id)], corr, raw=True)
+        assert fut is not None
+        frame = await self.wait(fut, corr)
+        (error,) = struct.unpack_from(">h", frame, 4)
+        if error == 35:  # UNSUPPORTED_VERSION: v0-format answer, retry with a version it has
+            resp = proto.decode_api_versions_fallback(frame)
+            ranges = {int(k.api_key): (int(k.min_version), int(k.max_version)) for k in resp.api_keys}
+            hi = min(ranges.get(18, (0, 0))[1], 2)
+            req = proto.build(proto.request_module(18, hi).ApiVersionsRequest)
+            resp = await self.request(req)
+        else:
+            resp = proto.decode_response(18, 3, frame)
+        if resp.error_code:
+            raise UnsupportedVersionError(f"ApiVersions failed with error {int(resp.error_code)}")
+        for k in resp.api_keys:
+            key, lo, hi = int(k.api_key), int(k.min_version), int(k.max_version)
+            self.broker_versions[key] = (lo, hi)
+            mine = proto.CLIENT_VERSIONS.get(key)
+            if mine is None:
+                continue
+            v = min(hi, mine[1])
+            if v >= max(lo, mine[0]):
+                self.versions[key] = v

@@ -1,0 +1,89 @@
+"""Client exceptions.
+
+Every error the broker reports carries Kafka's numeric error code (``KafkaError.code``) and
+whether Kafka classifies it as retriable. Codes and names come from kio's ``ErrorCode``
+(generated from Kafka's own error table).
+"""
+
+from __future__ import annotations
+
+from kio.schema.errors import ErrorCode
+
+__all__ = [
+    "ConfigError",
+    "ErrorCode",
+    "KafkaConnectionError",
+    "KafkaError",
+    "KafkaTimeoutError",
+    "ProducerClosedError",
+    "RebalanceInProgressError",
+    "UnsupportedVersionError",
+    "raise_for_code",
+]
+
+
+class KafkaError(Exception):
+    """An error from the client or the broker. ``code`` is Kafka's error code (-1 = unknown)."""
+
+    def __init__(self, message: str = "", code: int = -1, *, retriable: bool | None = None) -> None:
+        self.code = int(code)
+        if retriable is None:
+            try:
+                retriable = ErrorCode(code).retriable
+            except ValueError:
+                retriable = False
+        self.retriable = retriable
+        super().__init__(message or self.name)
+
+    @property
+    def name(self) -> str:
+        try:
+            return ErrorCode(self.code).name.upper()
+        except ValueError:
+            return f"ERROR_{self.code}"
+
+    def __str__(self) -> str:
+        msg = super().__str__()
+        return f"[{self.name}] {msg}" if self.code not in (-1, 0) else msg
+
+
+class ConfigError(KafkaError, ValueError):
+    """Unknown configuration key or invalid value (the message names the key)."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message, -1, retriable=False)
+
+
+class KafkaConnectionError(KafkaError, ConnectionError):
+    """A broker connection failed or closed with requests in flight (retriable)."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message, -1, retriable=True)
+
+
+class KafkaTimeoutError(KafkaError, TimeoutError):
+    """A client-side deadline passed (request.timeout.ms, max.block.ms, delivery.timeout.ms)."""
+
+    def __init__(self, message: str = "timed out") -> None:
+        super().__init__(message, int(ErrorCode.request_timed_out), retriable=True)
+
+
+class UnsupportedVersionError(KafkaError):
+    def __init__(self, message: str) -> None:
+        super().__init__(message, int(ErrorCode.unsupported_version), retriable=False)
+
+
+class ProducerClosedError(KafkaError):
+    def __init__(self, message: str = "producer is closed") -> None:
+        super().__init__(message, -1, retriable=False)
+
+
+class RebalanceInProgressError(KafkaError):
+    def __init__(self, message: str = "rebalance in progress") -> None:
+        super().__init__(message, int(ErrorCode.rebalance_in_progress), retriable=True)
+
+
+def raise_for_code(code: int, message: str = "") -> None:
+    """Raise ``KafkaError(code)`` unless ``code`` is 0 (NONE)."""
+    if code:
+        raise KafkaError(message, int(code))
