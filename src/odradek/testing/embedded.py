@@ -458,7 +458,7 @@ class EmbeddedBroker:
                     started.set_exception(exc)
                 log.exception("%s: broker loop failed", self.name)
             finally:
-                _drain_loop(loop, self.stop_timeout)
+                _drain_loop(loop, self.stop_timeout, self.name)
         finally:
             asyncio.set_event_loop(None)
             loop.close()
@@ -540,9 +540,48 @@ async def _stop_quietly(broker: Broker, timeout: float, name: str) -> None:
         log.exception("%s: Broker.stop() failed", name)
 
 
-def _drain_loop(loop: asyncio.AbstractEventLoop, timeout: float) -> None:
-    """Cancel every task left on ``loop`` and wait (bounded) for them, then shut down async
-    generators and the default executor, so that closing the loop leaks nothing."""
+def _abort_leftover_sockets(loop: asyncio.AbstractEventLoop) -> list[str]:
+    """Safety net run after ``Broker.stop()``: abort every transport and close every listening
+    socket the loop still watches, so that no socket outlives the loop whatever the broker
+    missed (a connection accepted while it was stopping, a transport whose ``close()`` waits
+    for a client that no longer reads). Works on selector loops (the default); returns what it
+    closed so the caller can report it."""
+    selector = getattr(loop, "_selector", None)
+    if selector is None:  # e.g. uvloop: nothing to inspect
+        return []
+    closed: list[str] = []
+    for key in list(selector.get_map().values()):
+        handles = key.data if isinstance(key.data, tuple) else ()
+        for handle in handles:
+            callback = getattr(handle, "_callback", None)
+            owner = getattr(callback, "__self__", None)
+            if isinstance(owner, asyncio.BaseTransport):
+                closed.append(f"transport {owner.get_extra_info('peername')}")
+                owner.abort()  # type: ignore[attr-defined]
+                break
+            if owner is loop and getattr(callback, "__name__", "") == "_accept_connection":
+                closed.append(f"listener {key.fileobj}")
+                loop.remove_reader(key.fd)
+                try:
+                    key.fileobj.close()
+                except Exception:  # pragma: no cover
+                    pass
+                break
+    return closed
+
+
+def _drain_loop(loop: asyncio.AbstractEventLoop, timeout: float, name: str = "") -> None:
+    """Abort leftover sockets, cancel every task left on ``loop`` and wait (bounded) for them,
+    then shut down async generators and the default executor, so that closing the loop leaks
+    nothing."""
+    leftovers = _abort_leftover_sockets(loop)
+    if leftovers:
+        log.warning(
+            "%s: %d socket(s) still open after Broker.stop(), aborted: %s",
+            name,
+            len(leftovers),
+            ", ".join(leftovers),
+        )
     tasks = [t for t in asyncio.all_tasks(loop) if not t.done()]
     for task in tasks:
         task.cancel()

@@ -563,10 +563,28 @@ def _decompress(codec: int, data: bytes) -> bytes:
 # ------------------------------------------------------------------- leak counting
 
 
+def _is_listening(fd: int) -> bool:
+    try:
+        dup = os.dup(fd)
+    except OSError:
+        return False  # closed meanwhile
+    try:
+        sock = socket.socket(fileno=dup)
+    except OSError:
+        os.close(dup)
+        return False
+    try:
+        return bool(sock.getsockopt(socket.SOL_SOCKET, socket.SO_ACCEPTCONN))
+    except OSError:
+        return False
+    finally:
+        sock.close()
+
+
 @dataclass(frozen=True, slots=True)
 class ResourceSnapshot:
     """What this process holds at one moment: open file descriptors, Python threads, OS threads
-    and listening TCP sockets (count of LISTEN sockets whose inode is one of our fds).
+    and listening sockets (socket fds with SO_ACCEPTCONN set).
 
     ``ResourceSnapshot.take()`` reads ``/proc/self`` (Linux); elsewhere the fd and socket
     counts are -1. ``diff(later)`` names what grew.
@@ -585,7 +603,7 @@ class ResourceSnapshot:
         fds = -1
         listening = -1
         os_threads = -1
-        socket_inodes: set[str] = set()
+        socket_fds: list[int] = []
         targets: list[tuple[int, str]] = []
         try:
             names = os.listdir("/proc/self/fd")
@@ -597,19 +615,9 @@ class ResourceSnapshot:
                     continue  # the listdir fd, closed by now
                 targets.append((int(name), target))
                 if target.startswith("socket:["):
-                    socket_inodes.add(target[8:-1])
+                    socket_fds.append(int(name))
             os_threads = len(os.listdir("/proc/self/task"))
-            listening = 0
-            for table in ("/proc/self/net/tcp", "/proc/self/net/tcp6"):
-                try:
-                    with open(table) as f:
-                        next(f)
-                        for line in f:
-                            fields = line.split()
-                            if fields[3] == "0A" and fields[9] in socket_inodes:  # TCP_LISTEN
-                                listening += 1
-                except FileNotFoundError:
-                    pass
+            listening = sum(1 for fd in socket_fds if _is_listening(fd))
         except FileNotFoundError:
             pass
         threads = threading.enumerate()
@@ -646,6 +654,8 @@ class ResourceSnapshot:
         socket until it is collected, which is not a leak."""
         import gc
 
+        if not baseline.diff(cls.take()):
+            return {}
         gc.collect()
         deadline = time.monotonic() + timeout
         while True:

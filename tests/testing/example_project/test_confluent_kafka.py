@@ -13,7 +13,7 @@ from odradek.testing import create_topic, read_all
 
 
 def _produce(bootstrap: str, topic: str, values: list[bytes], **extra: object) -> None:
-    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 0, **extra})
+    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 0, **extra})  # type: ignore[dict-item]
     for i, value in enumerate(values):
         producer.produce(topic, value=value, key=str(i).encode())
     assert producer.flush(10) == 0
@@ -41,7 +41,7 @@ def test_produce_and_read_back(odradek_broker):
 def test_consumer_group(odradek_broker):
     create_topic(odradek_broker, "events", partitions=3)
     values = [f"v{i}".encode() for i in range(30)]
-    _produce(odradek_broker.bootstrap_servers, "events", values, compression_type="zstd")
+    _produce(odradek_broker.bootstrap_servers, "events", values, **{"compression.type": "zstd"})
     consumer = Consumer(
         {
             "bootstrap.servers": odradek_broker.bootstrap_servers,
