@@ -104,10 +104,10 @@ Rec = tuple[int, bytes | None, bytes | None, list[tuple[str, bytes]] | None, int
 """(partition, key, value, headers, timestamp ms)."""
 
 
-def produce(bs: str, topic: str, records: Iterable[Rec]) -> int:
+def produce(bs: str, topic: str, records: Iterable[Rec], **config: Any) -> int:
     from confluent_kafka import Producer
 
-    p = Producer({"bootstrap.servers": bs, "linger.ms": 5, "enable.idempotence": True})
+    p = Producer({"bootstrap.servers": bs, "linger.ms": 5, "enable.idempotence": True, **config})
     errors: list[Any] = []
     n = 0
     for partition, key, value, headers, ts in records:
