@@ -87,7 +87,10 @@ def test_bad_setting_raises_in_the_caller_and_leaks_nothing():
     assert_back_to(baseline)
 
 
-def test_port_in_use_fails_start_and_leaks_nothing():
+@pytest.mark.parametrize("storage", ["memory", "file"])
+def test_port_in_use_fails_start_and_leaks_nothing(storage):
+    with EmbeddedBroker(storage=storage):
+        pass  # imports
     blocker = socket.socket()
     blocker.bind(("127.0.0.1", 0))
     blocker.listen()
@@ -95,7 +98,7 @@ def test_port_in_use_fails_start_and_leaks_nothing():
     baseline = ResourceSnapshot.take()
     try:
         with pytest.raises(OSError):
-            EmbeddedBroker({"listeners": f"PLAINTEXT://127.0.0.1:{port}"}).start()
+            EmbeddedBroker({"listeners": f"PLAINTEXT://127.0.0.1:{port}"}, storage=storage).start()
         assert_back_to(baseline)
     finally:
         blocker.close()

@@ -480,6 +480,7 @@ class EmbeddedBroker:
         except BaseException as exc:
             if broker is not None:
                 await _stop_quietly(broker, self.stop_timeout, self.name)
+                _release_partial_start(broker, self.name)
             if not started.done():
                 started.set_exception(exc)
             if not isinstance(exc, Exception):
@@ -507,6 +508,7 @@ class EmbeddedBroker:
             await asyncio.wait_for(broker.start(), self.start_timeout)
         except BaseException:
             await _stop_quietly(broker, self.stop_timeout, self.name)
+            _release_partial_start(broker, self.name)
             self._join_and_clean(0)
             raise
         self._broker = broker
@@ -538,6 +540,21 @@ async def _stop_quietly(broker: Broker, timeout: float, name: str) -> None:
         log.error("%s: Broker.stop() took more than %.1f s; cancelling what is left", name, timeout)
     except Exception:
         log.exception("%s: Broker.stop() failed", name)
+
+
+def _release_partial_start(broker: Broker, name: str) -> None:
+    """``Broker.start()`` failed (e.g. the port is taken) after it had opened its logs, and
+    ``Broker.stop()`` does nothing for a broker that never started: close the log manager
+    (it holds the data directory's lock file open) and the metadata store. Both are idempotent."""
+    for attr in ("log_manager", "metadata"):
+        part = getattr(broker, attr, None)
+        close = getattr(part, "close", None)
+        if close is None:
+            continue
+        try:
+            close()
+        except Exception:
+            log.exception("%s: closing %s after a failed start failed", name, attr)
 
 
 def _abort_leftover_sockets(loop: asyncio.AbstractEventLoop) -> list[str]:
