@@ -120,16 +120,51 @@ def bench_read(log: FileLog, max_bytes: int) -> float:
     return total / elapsed
 
 
-def bench_lookup(log: FileLog, count: int, seed: int) -> float:
-    """Microseconds per read() at a random offset (one 1 KiB batch, returned as a FileRegion)."""
+def bench_lookups(logs: list[FileLog], count: int, rounds: int, seed: int) -> list[float]:
+    """CPU microseconds per read() at a random offset (one 1 KiB batch, as a FileRegion), for
+    each log. The logs hold the same batches; they are measured in alternating rounds on the
+    same offsets, and with process CPU time, so that other processes on the machine (load from
+    parallel test runs) disturb them alike and little."""
     rng = random.Random(seed)
-    end = log.log_end_offset
-    offsets = [rng.randrange(end) for _ in range(count)]
-    read = log.read
-    start = time.perf_counter()
-    for offset in offsets:
-        read(offset, 1)
-    return (time.perf_counter() - start) / count * 1e6
+    end = min(log.log_end_offset for log in logs)
+    totals = [0.0] * len(logs)
+    per_round = max(1, count // rounds)
+    for _ in range(rounds):
+        offsets = [rng.randrange(end) for _ in range(per_round)]
+        for i, log in enumerate(logs):
+            read = log.read
+            start = time.process_time()
+            for offset in offsets:
+                read(offset, 1)
+            totals[i] += time.process_time() - start
+    return [t / (per_round * rounds) * 1e6 for t in totals]
+
+
+def bench_pread_files(total: int, files: int, count: int, size: int, root: Path) -> float:
+    """CPU microseconds per os.pread of ``size`` bytes at random positions spread over
+    ``files`` files holding ``total`` bytes together (the kernel's share of a lookup)."""
+    directory = root / f"pread-{files}"
+    directory.mkdir()
+    per_file = total // files
+    fds = []
+    block = b"x" * per_file
+    try:
+        for i in range(files):
+            fd = os.open(directory / str(i), os.O_RDWR | os.O_CREAT, 0o644)
+            os.write(fd, block)
+            fds.append(fd)
+        rng = random.Random(3)
+        spots = [rng.randrange(total - size) for _ in range(count)]
+        targets = [(fds[p // per_file], min(p % per_file, per_file - size)) for p in spots]
+        pread = os.pread
+        start = time.process_time()
+        for fd, position in targets:
+            pread(fd, size, position)
+        return (time.process_time() - start) / count * 1e6
+    finally:
+        for fd in fds:
+            os.close(fd)
+        shutil.rmtree(directory, ignore_errors=True)
 
 
 def bench_index_variants(entries: int, lookups: int) -> tuple[float, float]:
@@ -197,21 +232,34 @@ def main() -> None:
         v, runs = b.median(lambda: bench_read(log, MIB) / 1e6)
         b.report("read 1 KiB-batch log sequentially, 1 MiB reads", v, "MB/s", runs)
         many = build_log(b, n_lookup_batches, 1000)
-        # alternate the two logs so that machine noise hits both alike
+        bench_lookups([log, many], n_lookups // 4, 4, 99)  # warm-up
         ones, thousands = [], []
-        bench_lookup(log, n_lookups, 6), bench_lookup(many, n_lookups, 6)  # warm-up
         for r in range(args.repeat):
-            ones.append(bench_lookup(log, n_lookups, r))
-            thousands.append(bench_lookup(many, n_lookups, r))
+            one, thousand = bench_lookups([log, many], n_lookups, 20, r)
+            ones.append(one)
+            thousands.append(thousand)
         one, thousand = statistics.median(ones), statistics.median(thousands)
-        b.report("lookup: read() at random offset, 1 segment", one, "µs", ones, ".2f")
+        b.report("lookup: read() at random offset, 1 segment", one, "µs CPU", ones, ".2f")
         b.report(
-            "lookup: read() at random offset, 1,000 segments", thousand, "µs", thousands, ".2f"
+            "lookup: read() at random offset, 1,000 segments", thousand, "µs CPU", thousands, ".2f"
         )
+        ratios = [t / o for o, t in zip(ones, thousands, strict=True)]
+        b.report("lookup ratio 1,000 / 1 segments", statistics.median(ratios), "x", ratios, ".2f")
         log.delete()
         many.delete()
-        ratio = thousand / one
-        b.report("lookup ratio 1,000 / 1 segments", ratio, "x", [ratio], ".2f")
+        total = n_lookup_batches * KIB
+        p1 = [bench_pread_files(total, 1, n_lookups, 8192, root) for _ in range(args.repeat)]
+        p1000 = [bench_pread_files(total, 1000, n_lookups, 8192, root) for _ in range(args.repeat)]
+        b.report(
+            "os.pread 8 KiB at random positions, 1 file", statistics.median(p1), "µs CPU", p1, ".2f"
+        )
+        b.report(
+            "os.pread 8 KiB at random positions, 1,000 files",
+            statistics.median(p1000),
+            "µs CPU",
+            p1000,
+            ".2f",
+        )
 
         arr_runs, mm_runs = [], []
         for _ in range(args.repeat):

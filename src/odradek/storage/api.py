@@ -11,7 +11,7 @@ from odradek.storage.config import LogConfig
 __all__ = ["AppendResult", "FileRegion", "PartitionLog", "ReadResult"]
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)  # not frozen: a frozen dataclass costs 3.5x more to build (hot path)
 class FileRegion:
     """``length`` bytes of an open segment file starting at ``position`` (for ``os.sendfile``).
 
@@ -40,7 +40,7 @@ class FileRegion:
         return data
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)  # not frozen: a frozen dataclass costs 3.5x more to build (hot path)
 class ReadResult:
     """What ``PartitionLog.read`` returns.
 
@@ -55,7 +55,7 @@ class ReadResult:
     log_end_offset: int
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)  # not frozen: a frozen dataclass costs 3.5x more to build (hot path)
 class AppendResult:
     """What ``PartitionLog.append`` returns: the offsets assigned to the appended batches,
     the LogAppendTime used (-1 with CreateTime) and the log start offset (Produce response)."""
@@ -81,6 +81,7 @@ class PartitionLog(Protocol):
     log_end_offset: int
     high_watermark: int
     recovery_point: int
+    high_watermark_follows_leo: bool  # True on a single broker; replication sets it False
 
     def append(
         self,

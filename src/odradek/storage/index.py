@@ -63,6 +63,15 @@ class OffsetIndex:
     """
 
     ENTRY_SIZE = 8
+    __slots__ = (
+        "_offsets",
+        "_pending",
+        "_positions",
+        "_written",
+        "base_offset",
+        "max_entries",
+        "path",
+    )
 
     def __init__(self, path: Path, base_offset: int, max_entries: int) -> None:
         self.path = path
@@ -195,6 +204,15 @@ class TimeIndex:
     """
 
     ENTRY_SIZE = 12
+    __slots__ = (
+        "_offsets",
+        "_pending",
+        "_timestamps",
+        "_written",
+        "base_offset",
+        "max_entries",
+        "path",
+    )
 
     def __init__(self, path: Path, base_offset: int, max_entries: int) -> None:
         self.path = path

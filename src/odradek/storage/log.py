@@ -154,9 +154,12 @@ class LogBase:
     ) -> AppendResult:
         """Validate, assign offsets, stamp, write. See PartitionLog.append."""
         config = self.config
-        if now_ms is None:
-            now_ms = self.clock.now_ms()
-        append_time = now_ms if log_append_time or config.log_append_time else None
+        if log_append_time or config.log_append_time:
+            if now_ms is None:
+                now_ms = self.clock.now_ms()
+            append_time: int | None = now_ms
+        else:
+            append_time = None  # the clock is read only when needed (roll by time, below)
         buf = writable(records)
         base = self.log_end_offset
         infos = prepare_append(
@@ -165,7 +168,7 @@ class LogBase:
         last = infos[-1][2]
         segment = self.segments[-1]
         if segment.size and self._should_roll(segment, len(buf), infos, now_ms):
-            segment = self._roll(now_ms, base)
+            segment = self._roll(self.clock.now_ms() if now_ms is None else now_ms, base)
         segment.append(buf, infos)
         self.log_end_offset = end = last + 1
         if self.high_watermark_follows_leo:
@@ -206,7 +209,7 @@ class LogBase:
         return AppendResult(base, last, -1, self.log_start_offset)
 
     def _should_roll(
-        self, segment: Any, size: int, infos: list[tuple[int, int, int, int]], now_ms: int
+        self, segment: Any, size: int, infos: list[tuple[int, int, int, int]], now_ms: int | None
     ) -> bool:
         """Kafka's LogSegment.shouldRoll (for a non-empty active segment)."""
         config = self.config
@@ -217,16 +220,16 @@ class LogBase:
             or self._time_waited_for_roll(segment, infos, now_ms) > config.segment_ms
         )
 
-    @staticmethod
     def _time_waited_for_roll(
-        segment: Any, infos: list[tuple[int, int, int, int]], now_ms: int
+        self, segment: Any, infos: list[tuple[int, int, int, int]], now_ms: int | None
     ) -> int:
         """Kafka's timeWaitedForRoll: record time since the segment's first batch when the
         batches carry timestamps, else wall time since the segment was created."""
         first = segment.first_batch_timestamp()
         if first >= 0:
-            return max(info[3] for info in infos) - first
-        return now_ms - segment.created_ms
+            newest = infos[0][3] if len(infos) == 1 else max(info[3] for info in infos)
+            return newest - first
+        return (self.clock.now_ms() if now_ms is None else now_ms) - segment.created_ms
 
     def roll(self, now_ms: int | None = None) -> None:
         """Start a new active segment at the log end offset (no-op if the active one is empty)."""

@@ -11,7 +11,7 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
-from odradek.clock import Clock
+from odradek.clock import Clock, SystemClock
 from odradek.storage.api import PartitionLog
 from odradek.storage.checkpoint import (
     LOG_START_OFFSET_CHECKPOINT,
@@ -75,8 +75,6 @@ class LogManager:
         flush_check_interval_ms: int = 1_000,
         checkpoint_interval_ms: int = 60_000,
     ) -> None:
-        from odradek.clock import SystemClock
-
         self.default_config = default_config or LogConfig()
         self.clock: Clock = clock or SystemClock()
         self.in_memory = in_memory
