@@ -224,3 +224,42 @@ def test_segment_read_whole_batches(tmp_path: Path, clock: ManualClock) -> None:
     assert seg.truncate_to(110) == sizes[0] * 5
     assert seg.next_offset == 110 and len(seg.index) == 4
     seg.close()
+
+
+@pytest.mark.parametrize(
+    ("field", "reason"),
+    [
+        ("magic", "magic byte is 7"),
+        ("short_length", "below the minimum"),
+        ("long_length", "extends past the end of the file"),
+        ("offset_order", "out of order"),
+        ("crc", "CRC mismatch"),
+    ],
+)
+def test_recovery_checks_each_batch(
+    tmp_path: Path, clock: ManualClock, caplog: pytest.LogCaptureFixture, field: str, reason: str
+) -> None:
+    log = FileLog(tmp_path / "t-0", LogConfig(), clock)
+    written = fill(log, 6)
+    log.close()
+    path = tmp_path / "t-0" / f"{0:020d}.log"
+    data = bytearray(path.read_bytes())
+    at = sum(len(b) for b in written[:4])  # damage batch 4 (offsets 8..9)
+    if field == "magic":
+        data[at + 16] = 7
+    elif field == "short_length":
+        data[at + 8 : at + 12] = (20).to_bytes(4, "big")
+    elif field == "long_length":
+        data[at + 8 : at + 12] = (10**6).to_bytes(4, "big")
+    elif field == "offset_order":
+        data[at : at + 8] = (3).to_bytes(8, "big")  # baseOffset is outside the CRC
+    elif field == "crc":
+        data[at + 17] ^= 0xFF
+    path.write_bytes(data)
+    with caplog.at_level(logging.WARNING, logger="odradek.storage"):
+        again = FileLog(tmp_path / "t-0", LogConfig(), clock)
+    assert again.log_end_offset == 8
+    assert all_bytes(again) == b"".join(written[:4])
+    (message,) = [r.getMessage() for r in caplog.records]
+    assert f"byte position {at}" in message and reason in message, message
+    again.close()
