@@ -1,0 +1,66 @@
+"""Shared fixtures: real `odradek broker` processes (odradek.testing.process.BrokerProcess).
+
+* ``broker`` (module scope): one broker process per test module, listening on 127.0.0.1 on an
+  ephemeral port, data in a fresh temporary directory. It has ``.bootstrap_servers``,
+  ``.data_dir``, ``.settings``, ``.stop()``, ``.kill()``, ``.restart()`` (same data dir and
+  port; ``restart(kill=True)`` simulates a crash).
+* ``fresh_broker`` (function scope): the same, but a new process for each test.
+
+Settings: a test module overrides broker settings with a module-level dict::
+
+    BROKER_SETTINGS = {"num.partitions": 3, "message.max.bytes": 10000}
+
+or per test/parametrization with indirect parametrization of either fixture::
+
+    @pytest.mark.parametrize("fresh_broker", [{"storage.engine": "memory"}], indirect=True)
+
+Both are merged over ``DEFAULT_SETTINGS`` below (everything else is Kafka's default; note
+that time-based retention applies to record timestamps, so a test that writes old timestamps
+and shortens ``log.retention.check.interval.ms`` sees them deleted, as with Kafka). A test that stops or kills the
+module-scoped broker must restart it before it returns.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from odradek.testing.process import BrokerProcess
+
+DEFAULT_SETTINGS: dict[str, Any] = {
+    "listeners": "PLAINTEXT://127.0.0.1:0",
+    "group.initial.rebalance.delay.ms": 0,
+}
+
+
+def _settings(request: pytest.FixtureRequest) -> dict[str, Any]:
+    settings = dict(DEFAULT_SETTINGS)
+    module_settings = getattr(request.module, "BROKER_SETTINGS", None)
+    if module_settings:
+        settings.update(module_settings)
+    param = getattr(request, "param", None)
+    if param:
+        settings.update(param)
+    return settings
+
+
+@pytest.fixture(scope="module")
+def broker(request: pytest.FixtureRequest) -> Iterator[BrokerProcess]:
+    process = BrokerProcess(_settings(request))
+    process.start()
+    try:
+        yield process
+    finally:
+        process.close()
+
+
+@pytest.fixture
+def fresh_broker(request: pytest.FixtureRequest) -> Iterator[BrokerProcess]:
+    process = BrokerProcess(_settings(request))
+    process.start()
+    try:
+        yield process
+    finally:
+        process.close()
