@@ -97,6 +97,7 @@ def warehouse_frame(
             StructType(
                 [StructField("schema_id", IntegerType()), StructField("json", StringType())]
             ),
+            useArrow=False,  # Arrow-optimised Python UDFs need pandas
         )
         out = out.withColumn("_avro", udf(F.col("value")))
         out = out.withColumn("schema_id", F.col("_avro.schema_id")).withColumn(
