@@ -69,7 +69,7 @@ class _PartitionState:
 
 def _decode(topic: str, partition: int, data: bytes, min_offset: int, aborted: Any, read_committed: bool, check_crcs: bool) -> tuple[list[ConsumerRecord], int]:
     if _speedups is not None and not read_committed:
-        return _speedups.decode_records(topic, partition, data, min_offset, ConsumerRecord)  # type: ignore[no-any-return]
+        return _speedups.decode_records(topic, partition, data, min_offset, ConsumerRecord, _records.decompress)  # type: ignore[no-any-return]
     return _records.decode_records(topic, partition, data, min_offset=min_offset, aborted=aborted, read_committed=read_committed, check_crcs=check_crcs)
 
 

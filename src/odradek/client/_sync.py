@@ -1,0 +1,268 @@
+"""Synchronous facades: the asyncio cores run on a private event loop in a daemon thread.
+
+Every blocking method submits a coroutine to that loop and waits for its result; plain methods
+that touch loop state run on the loop thread too. ``Producer.send`` is the exception: it
+appends to the (thread-safe) accumulator directly from the caller's thread, so producing does
+not pay a thread hop per record.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import threading
+from collections.abc import Callable, Coroutine, Iterable, Iterator
+from typing import Any, TypeVar
+
+from .aio.admin import AsyncAdmin
+from .aio.consumer import AsyncConsumer, ConsumerRebalanceListener
+from .aio.producer import AsyncProducer
+from .errors import KafkaTimeoutError
+from .types import ConsumerRecord, OffsetAndMetadata, OffsetAndTimestamp, RecordMetadata, TopicPartition
+
+__all__ = ["Admin", "Consumer", "Producer"]
+
+T = TypeVar("T")
+
+
+class _LoopThread:
+    def __init__(self, name: str) -> None:
+        try:
+            import uvloop
+
+            self.loop: asyncio.AbstractEventLoop = uvloop.new_event_loop()
+        except ImportError:  # pragma: no cover
+            self.loop = asyncio.new_event_loop()
+        self.thread = threading.Thread(target=self._run, name=name, daemon=True)
+        self.thread.start()
+
+    def _run(self) -> None:
+        asyncio.set_event_loop(self.loop)
+        self.loop.run_forever()
+
+    def run(self, coro: Coroutine[Any, Any, T], timeout: float | None = None) -> T:
+        if threading.current_thread() is self.thread:
+            raise RuntimeError("blocking client call from inside a client callback")
+        fut = asyncio.run_coroutine_threadsafe(coro, self.loop)
+        try:
+            return fut.result(timeout)
+        except concurrent.futures.TimeoutError:
+            fut.cancel()
+            raise KafkaTimeoutError("operation timed out") from None
+
+    def call(self, fn: Callable[..., T], *args: Any) -> T:
+        async def wrapper() -> T:
+            return fn(*args)
+
+        return self.run(wrapper())
+
+    def stop(self) -> None:
+        if self.loop.is_closed():
+            return
+        self.loop.call_soon_threadsafe(self.loop.stop)
+        self.thread.join(5)
+        if not self.thread.is_alive():
+            self.loop.close()
+
+
+class Producer:
+    """Synchronous producer; ``send`` returns a ``RecordFuture`` (``.result(timeout)``)."""
+
+    def __init__(self, config: dict[str, Any]) -> None:
+        self._aio = AsyncProducer(config)
+        self._lt = _LoopThread("odradek-producer")
+        try:
+            self._lt.run(self._aio.start())
+        except BaseException:
+            self._lt.stop()
+            raise
+        self._closed = False
+
+    def send(
+        self,
+        topic: str,
+        value: Any = None,
+        key: Any = None,
+        headers: Any = None,
+        partition: int | None = None,
+        timestamp: int | None = None,
+        *,
+        on_delivery: Callable[[RecordMetadata | None, BaseException | None], Any] | None = None,
+    ) -> Any:
+        aio = self._aio
+        parts = aio._cluster.partitions_for(topic)
+        n = len(parts) if parts else self._lt.run(aio._ensure_topic(topic))
+        fut = aio._append(topic, value, key, headers, partition, timestamp, n, block=True)
+        assert fut is not None
+        if on_delivery is not None:
+            fut.add_callback(on_delivery)
+        return fut
+
+    produce = send
+
+    def flush(self, timeout: float | None = None) -> None:
+        self._lt.run(self._aio.flush(timeout))
+
+    def partitions_for(self, topic: str) -> list[int]:
+        if self._aio.partitions_for(topic) is None:
+            self._lt.run(self._aio._ensure_topic(topic))
+        return self._aio.partitions_for(topic) or []
+
+    def close(self, timeout: float | None = None) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        try:
+            self._lt.run(self._aio.close(timeout))
+        finally:
+            self._lt.stop()
+
+    def __enter__(self) -> Producer:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+class Consumer:
+    """Synchronous consumer: ``poll(timeout)`` returns a list of ``ConsumerRecord``;
+    ``for record in consumer`` blocks for more, forever (until ``close()``)."""
+
+    def __init__(self, config: dict[str, Any], *topics: str) -> None:
+        self._lt = _LoopThread("odradek-consumer")
+        try:
+            self._aio = self._lt.call(AsyncConsumer, config)
+            self._lt.run(self._aio.start())
+            if topics:
+                self._lt.call(self._aio.subscribe, list(topics))
+        except BaseException:
+            self._lt.stop()
+            raise
+        self._closed = False
+
+    # assignment
+    def assign(self, partitions: Iterable[TopicPartition | tuple[str, int]]) -> None:
+        self._lt.call(self._aio.assign, list(partitions))
+
+    def assignment(self) -> set[TopicPartition]:
+        return self._lt.call(self._aio.assignment)
+
+    def subscribe(self, topics: Iterable[str], listener: ConsumerRebalanceListener | None = None) -> None:
+        self._lt.call(self._aio.subscribe, list(topics), listener)
+
+    def subscription(self) -> set[str]:
+        return self._aio.subscription()
+
+    def unsubscribe(self) -> None:
+        self._lt.call(self._aio.unsubscribe)
+
+    # consuming
+    def poll(self, timeout: float = 0.0, max_records: int | None = None) -> list[ConsumerRecord]:
+        return self._lt.run(self._aio.poll(timeout, max_records))
+
+    def __iter__(self) -> Iterator[ConsumerRecord]:
+        while not self._closed:
+            yield from self.poll(1.0)
+
+    # positions
+    def seek(self, tp: TopicPartition, offset: int) -> None:
+        self._lt.call(self._aio.seek, TopicPartition(*tp), offset)
+
+    def seek_to_beginning(self, *partitions: TopicPartition) -> None:
+        self._lt.call(self._aio.seek_to_beginning, *partitions)
+
+    def seek_to_end(self, *partitions: TopicPartition) -> None:
+        self._lt.call(self._aio.seek_to_end, *partitions)
+
+    def position(self, tp: TopicPartition) -> int:
+        return self._lt.run(self._aio.position(TopicPartition(*tp)))
+
+    def highwater(self, tp: TopicPartition) -> int:
+        return self._aio.highwater(TopicPartition(*tp))
+
+    def pause(self, *partitions: TopicPartition) -> None:
+        self._lt.call(self._aio.pause, *partitions)
+
+    def resume(self, *partitions: TopicPartition) -> None:
+        self._lt.call(self._aio.resume, *partitions)
+
+    def paused(self) -> set[TopicPartition]:
+        return self._aio.paused()
+
+    def offsets_for_times(self, timestamps: dict[TopicPartition, int]) -> dict[TopicPartition, OffsetAndTimestamp | None]:
+        return self._lt.run(self._aio.offsets_for_times(timestamps))
+
+    def beginning_offsets(self, partitions: Iterable[TopicPartition]) -> dict[TopicPartition, int]:
+        return self._lt.run(self._aio.beginning_offsets(list(partitions)))
+
+    def end_offsets(self, partitions: Iterable[TopicPartition]) -> dict[TopicPartition, int]:
+        return self._lt.run(self._aio.end_offsets(list(partitions)))
+
+    def topics(self) -> dict[str, int]:
+        return self._lt.run(self._aio.topics())
+
+    def partitions_for_topic(self, topic: str) -> set[int]:
+        return self._lt.run(self._aio.partitions_for_topic(topic))
+
+    # commits
+    def committed(self, partitions: Iterable[TopicPartition]) -> dict[TopicPartition, OffsetAndMetadata | None]:
+        return self._lt.run(self._aio.committed(list(partitions)))
+
+    def commit(self, offsets: dict[TopicPartition, OffsetAndMetadata | int] | None = None) -> None:
+        self._lt.run(self._aio.commit(offsets))
+
+    def commit_async(self, offsets: dict[TopicPartition, OffsetAndMetadata | int] | None = None, callback: Any = None) -> None:
+        self._lt.call(self._aio.commit_async, offsets, callback)
+
+    def close(self, autocommit: bool = True) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        try:
+            self._lt.run(self._aio.close(autocommit), timeout=30)
+        finally:
+            self._lt.stop()
+
+    def __enter__(self) -> Consumer:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+class Admin:
+    """Synchronous admin client (same methods as ``AsyncAdmin``)."""
+
+    def __init__(self, config: dict[str, Any]) -> None:
+        self._lt = _LoopThread("odradek-admin")
+        try:
+            self._aio = self._lt.call(AsyncAdmin, config)
+            self._lt.run(self._aio.start())
+        except BaseException:
+            self._lt.stop()
+            raise
+
+    def __getattr__(self, name: str) -> Any:
+        attr = getattr(self._aio, name)
+        if not callable(attr) or name.startswith("_"):
+            return attr
+
+        def call(*args: Any, **kwargs: Any) -> Any:
+            result = attr(*args, **kwargs)
+            if asyncio.iscoroutine(result):
+                return self._lt.run(result)
+            return result
+
+        return call
+
+    def close(self) -> None:
+        try:
+            self._lt.run(self._aio.close())
+        finally:
+            self._lt.stop()
+
+    def __enter__(self) -> Admin:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
