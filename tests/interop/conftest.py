@@ -63,7 +63,16 @@ def kafka(request: pytest.FixtureRequest) -> Iterator[Target]:
         finally:
             tansu.stop()
     else:
-        yield Target("odradek", request.getfixturevalue("broker"))
+        try:
+            handle = request.getfixturevalue("broker")
+        except pytest.FixtureLookupError:
+            # tests/conftest.py's `broker` fixture not there (yet): run the process ourselves.
+            from odradek.testing.process import BrokerProcess
+
+            with BrokerProcess() as process:
+                yield Target("odradek", process)
+            return
+        yield Target("odradek", handle)
 
 
 @pytest.fixture(scope="session")

@@ -33,6 +33,7 @@ __all__ = [
     "librdkafka_partition",
     "make_records",
     "murmur2_partition",
+    "recent_ms",
     "unique_topic",
     "wait_for",
 ]
@@ -40,8 +41,16 @@ __all__ = [
 CODECS = ("none", "gzip", "snappy", "lz4", "zstd")
 """Compression codecs of the RecordBatch v2 format (attributes bits 0-2: 0..4)."""
 
-BASE_TIMESTAMP_MS = 1_700_000_000_000
-"""Produced records carry CreateTime timestamps BASE + 10*i (far from 'now', strictly increasing)."""
+
+def recent_ms(minutes_ago: float = 10.0) -> int:
+    """A timestamp `minutes_ago` minutes before now, in ms.
+
+    Produced records carry CreateTime timestamps base + 10*i (strictly increasing) with a base a
+    few minutes in the past: old enough to stay clear of any "timestamp too far in the future"
+    check, recent enough that time-based retention (log.retention.hours=168 by default, applied
+    to record timestamps as Kafka does) does not delete them during the test.
+    """
+    return int(time.time() * 1000 - minutes_ago * 60_000)
 
 
 @dataclass(frozen=True, slots=True)
@@ -79,7 +88,7 @@ def make_records(
     *,
     keys: int = 50,
     tag: str = "r",
-    base_timestamp: int = BASE_TIMESTAMP_MS,
+    base_timestamp: int | None = None,
     with_nulls: bool = True,
     headers: bool = True,
     value_size: int = 40,
@@ -91,6 +100,8 @@ def make_records(
     every byte value, an empty-valued one and a repeated key, varying per record.
     """
     out: list[Rec] = []
+    if base_timestamp is None:
+        base_timestamp = recent_ms()
     pad = b"x" * max(0, value_size - 20)
     for i in range(n):
         key = f"key-{i % keys:04d}".encode()
@@ -128,21 +139,23 @@ def assert_exactly(
     *,
     partitions: int,
     partition_of: Callable[[bytes, int], int] | None = None,
+    placement: Sequence[int] | None = None,
     start_offsets: dict[int, int] | None = None,
 ) -> None:
     """Assert that `consumed` is exactly `produced`, split over partitions, in order.
 
     * every partition's offsets are contiguous from its start offset (default 0);
-    * every key lives in one partition only (and the one `partition_of` says, if given);
-    * per partition, the consumed records equal the produced records of that partition's keys, in
-      produce order, with keys, values, headers and CreateTime timestamps intact;
+    * where records went: `placement[i]` is the partition record i was explicitly produced to;
+      without it, every key must live in one partition only (the one `partition_of` says, if
+      given) and a partition's records are those of its keys;
+    * per partition, the consumed records equal the produced records placed there, in produce
+      order, with keys, values, headers and CreateTime timestamps intact;
     * nothing is missing and nothing is extra.
     """
-    by_partition: dict[int, list[Consumed]] = {}
+    by_partition: dict[int, list[Consumed]] = {p: [] for p in range(partitions)}
     for c in consumed:
-        by_partition.setdefault(c.partition, []).append(c)
-    assert set(by_partition) <= set(range(partitions)), f"unknown partitions {sorted(by_partition)}"
-    key_partition: dict[bytes | None, int] = {}
+        assert c.partition in by_partition, f"unknown partition {c.partition}"
+        by_partition[c.partition].append(c)
     for p, items in by_partition.items():
         items.sort(key=lambda c: c.offset)
         start = (start_offsets or {}).get(p, 0)
@@ -152,25 +165,33 @@ def assert_exactly(
         )
         for c in items:
             assert c.timestamp_type == 0, f"partition {p} offset {c.offset}: not CreateTime"
-            prev = key_partition.setdefault(c.key, p)
-            assert prev == p, f"key {c.key!r} in partitions {prev} and {p}"
-    if partition_of is not None:
-        for k, p in key_partition.items():
-            assert k is not None
-            assert p == partition_of(k, partitions), f"key {k!r} in partition {p}"
-    total = sum(len(v) for v in by_partition.values())
-    for p, items in sorted(by_partition.items()):
-        expected = [r for r in produced if key_partition.get(r.key) == p]
-        got = [c.rec() for c in items]
-        if got != expected:
-            for i, (g, e) in enumerate(zip(got, expected, strict=False)):
-                assert g == e, f"partition {p}, {i}th record: got {g}, expected {e}"
-            assert len(got) == len(expected), (
-                f"partition {p}: {len(got)} records, expected {len(expected)}"
-            )
-    missing = [r for r in produced if r.key not in key_partition]
-    assert not missing, f"{len(missing)} records never consumed, first {missing[0]}"
-    assert total == len(produced), f"consumed {total}, produced {len(produced)}"
+
+    expected: dict[int, list[Rec]] = {p: [] for p in range(partitions)}
+    if placement is not None:
+        assert len(placement) == len(produced)
+        for r, p in zip(produced, placement, strict=True):
+            expected[p].append(r)
+    else:
+        key_partition: dict[bytes | None, int] = {}
+        for p, items in by_partition.items():
+            for c in items:
+                prev = key_partition.setdefault(c.key, p)
+                assert prev == p, f"key {c.key!r} in partitions {prev} and {p}"
+        if partition_of is not None:
+            for k, p in key_partition.items():
+                assert k is not None
+                assert p == partition_of(k, partitions), f"key {k!r} in partition {p}"
+        missing = [r for r in produced if r.key not in key_partition]
+        assert not missing, f"{len(missing)} records never consumed, first {missing[0]}"
+        for r in produced:
+            expected[key_partition[r.key]].append(r)
+
+    for p in range(partitions):
+        got = [c.rec() for c in by_partition[p]]
+        want = expected[p]
+        for i, (g, e) in enumerate(zip(got, want, strict=False)):
+            assert g == e, f"partition {p}, record {i}: got {g}, expected {e}"
+        assert len(got) == len(want), f"partition {p}: {len(got)} records, expected {len(want)}"
 
 
 def wait_for(

@@ -14,7 +14,7 @@ import pytest
 from odradek.protocol.records import Compression, RecordBatch, build_batch
 
 from .conftest import Target
-from .support import KafkaWire, Rec, assert_exactly, make_records, unique_topic
+from .support import KafkaWire, Rec, assert_exactly, make_records, recent_ms, unique_topic
 from .test_confluent_kafka import consume, create_topic
 
 pytestmark = [pytest.mark.interop, pytest.mark.timeout(60)]
@@ -49,11 +49,12 @@ def test_flipped_byte_is_corrupt_message_and_nothing_is_appended(
     kafka.require("crc")
     topic = unique_topic("corrupt")
     create_topic(kafka.bootstrap_servers, topic, 2)
-    first = partition_records(10, "first", 1_700_000_000_000)
-    good = partition_records(4, "good", 1_700_000_100_000)
-    bad = partition_records(5, "bad", 1_700_000_200_000)
-    other = partition_records(6, "other", 1_700_000_300_000)
-    after = partition_records(3, "after", 1_700_000_400_000)
+    base = recent_ms()
+    first = partition_records(10, "first", base)
+    good = partition_records(4, "good", base + 10_000)
+    bad = partition_records(5, "bad", base + 20_000)
+    other = partition_records(6, "other", base + 30_000)
+    after = partition_records(3, "after", base + 40_000)
     corrupt = build_batch(bad, compression=codec)
     if codec == Compression.NONE:
         corrupt = flipped(corrupt, where, b"bad-0000002")
@@ -85,5 +86,10 @@ def test_flipped_byte_is_corrupt_message_and_nothing_is_appended(
         assert (int(r[0].error_code), int(r[0].base_offset)) == (NONE, 10)
 
     got = consume(kafka.bootstrap_servers, topic, 2, 10 + 6 + 3)
-    assert_exactly(first + other + after, got, partitions=2)
+    assert_exactly(
+        first + other + after,
+        got,
+        partitions=2,
+        placement=[0] * len(first) + [1] * len(other) + [0] * len(after),
+    )
     assert [c.value for c in got if c.partition == 0] == [r.value for r in first + after]

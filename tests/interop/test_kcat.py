@@ -26,6 +26,7 @@ from .support import (
     Rec,
     assert_exactly,
     librdkafka_partition,
+    recent_ms,
     unique_topic,
 )
 from .test_confluent_kafka import create_topic
@@ -137,12 +138,13 @@ def test_roundtrip_keyed_records_with_headers(kafka: Target, kcat: str, codec: s
 def test_reads_exact_records_produced_by_another_client(kafka: Target, kcat: str) -> None:
     topic = unique_topic("kc-cross")
     create_topic(kafka.bootstrap_servers, topic, 3)
+    base = recent_ms()
     records = [
         Rec(
             f"k{i % 17}".encode(),
             f"value-{i}".encode(),
             (("seq", str(i).encode()), ("tag", b"x" * (i % 4))),
-            1_700_000_000_000 + 7 * i,
+            base + 7 * i,
         )
         for i in range(600)
     ]
@@ -155,7 +157,7 @@ def test_query_offsets(kafka: Target, kcat: str) -> None:
     kafka.require("latest_offset")
     topic = unique_topic("kc-query")
     create_topic(kafka.bootstrap_servers, topic, 2)
-    base = 1_700_000_000_000
+    base = recent_ms()
     records = [Rec(b"k", f"v{i}".encode(), (), base + 10 * i) for i in range(400)]
     ck_produce(kafka.bootstrap_servers, topic, records, partition_of=lambda i: i % 2)
     for p in (0, 1):
