@@ -130,3 +130,40 @@ def test_delete_topic_keeps_handed_out_regions_readable(tmp_path: Path, clock: M
     manager.run_flush()
     assert segment.closed
     manager.close()
+
+
+def test_clean_shutdown_skips_recovery_of_active_segments(
+    tmp_path: Path, clock: ManualClock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from odradek.storage import LogSegment
+
+    manager = LogManager([tmp_path], LogConfig(segment_bytes=400), clock)
+    for p in range(2):
+        log = manager.get_or_create("t", p)
+        for _ in range(5):
+            log.append(make_batch(2, value_size=100), 0)
+    manager.close()
+    assert (tmp_path / ".kafka_cleanshutdown").exists()
+
+    scanned: list[int] = []
+    original = LogSegment.recover
+
+    def spy(self: LogSegment) -> int:
+        scanned.append(self.base_offset)
+        return original(self)
+
+    monkeypatch.setattr(LogSegment, "recover", spy)
+    again = LogManager([tmp_path], LogConfig(segment_bytes=400), clock)
+    assert not (tmp_path / ".kafka_cleanshutdown").exists()
+    assert scanned == []
+    assert sorted(log.log_end_offset for log in again.all_logs()) == [10, 10]
+    # a crash (no close, so no marker): the active segments are scanned on the next open
+    for log in again.all_logs():
+        log.append(make_batch(1), 0)
+        for segment in log.segments:  # type: ignore[attr-defined]
+            segment.close()
+    again._release_locks()
+    third = LogManager([tmp_path], LogConfig(segment_bytes=400), clock)
+    assert len(scanned) == 2
+    assert sorted(log.log_end_offset for log in third.all_logs()) == [11, 11]
+    third.close()

@@ -183,7 +183,7 @@ class OffsetIndex:
             _write_all(self.path, self._pending)
             self._written = len(self._offsets)
             self._pending.clear()
-        elif fsync and not self.path.exists():
+        elif not self.path.exists():  # an index file always exists once flushed, as in Kafka
             _write_all(self.path, b"")
         if fsync:
             _fsync_path(self.path)
@@ -235,7 +235,7 @@ class TimeIndex:
         for i in range(0, len(data), 12):
             ts = int.from_bytes(data[i : i + 8], "big", signed=True)
             off = int.from_bytes(data[i + 8 : i + 12], "big", signed=True)
-            if timestamps and (ts <= timestamps[-1] or off < offsets[-1]):
+            if off < 0 or (timestamps and (ts <= timestamps[-1] or off < offsets[-1])):
                 raise CorruptIndexError(f"{self.path}: entries not increasing at {i // 12}")
             timestamps.append(ts)
             offsets.append(off)
@@ -309,7 +309,7 @@ class TimeIndex:
             _write_all(self.path, self._pending)
             self._written = len(self._timestamps)
             self._pending.clear()
-        elif fsync and not self.path.exists():
+        elif not self.path.exists():
             _write_all(self.path, b"")
         if fsync:
             _fsync_path(self.path)

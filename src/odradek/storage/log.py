@@ -492,7 +492,9 @@ class FileLog(LogBase):
     The recovery point, log start offset and high watermark are checkpointed per log dir by
     ``LogManager`` and passed in when the log is opened. On open every segment that may hold
     offsets at or above ``recovery_point`` is scanned and cut at the first bad byte
-    (``LogSegment.recover``); if a segment is cut, all segments after it are deleted. Leftover
+    (``LogSegment.recover``); if a segment is cut, all segments after it are deleted. The active
+    segment is always scanned unless ``clean_shutdown`` (the manager found its clean-shutdown
+    marker); its indexes are still sanity-checked and rebuilt if damaged. Leftover
     ``*.deleted``/``*.cleaned``/``*.swap``/``*.tmp`` files are removed.
     """
 
@@ -507,6 +509,7 @@ class FileLog(LogBase):
         recovery_point: int = 0,
         log_start_offset: int | None = None,
         high_watermark: int | None = None,
+        clean_shutdown: bool = False,
     ) -> None:
         directory = Path(directory)
         if topic is None or partition is None:
@@ -516,10 +519,14 @@ class FileLog(LogBase):
         self._graveyard: list[tuple[float, LogSegment]] = []
         self._dir_dirty = False
         directory.mkdir(parents=True, exist_ok=True)
-        self._load(recovery_point, log_start_offset, high_watermark)
+        self._load(recovery_point, log_start_offset, high_watermark, clean_shutdown)
 
     def _load(
-        self, recovery_point: int, log_start_offset: int | None, high_watermark: int | None
+        self,
+        recovery_point: int,
+        log_start_offset: int | None,
+        high_watermark: int | None,
+        clean_shutdown: bool,
     ) -> None:
         directory = self.directory
         now_ms = self.clock.now_ms()
@@ -538,7 +545,10 @@ class FileLog(LogBase):
         bases.sort()
         segments: list[LogSegment] = []
         for i, base in enumerate(bases):
-            needs_recovery = i + 1 == len(bases) or bases[i + 1] > recovery_point
+            if i + 1 < len(bases):
+                needs_recovery = bases[i + 1] > recovery_point
+            else:  # the active segment: trusted only after a clean shutdown (Kafka's rule)
+                needs_recovery = not clean_shutdown
             if segments and base < segments[-1].next_offset:
                 logger.warning(
                     "%s overlaps the previous segment (next offset %d); deleting it and later ones",

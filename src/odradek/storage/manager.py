@@ -18,6 +18,7 @@ from odradek.storage.checkpoint import (
     RECOVERY_POINT_CHECKPOINT,
     REPLICATION_OFFSET_CHECKPOINT,
     OffsetCheckpointFile,
+    fsync_dir,
 )
 from odradek.storage.config import LogConfig
 from odradek.storage.errors import KafkaStorageError
@@ -30,6 +31,7 @@ logger = logging.getLogger("odradek.storage")
 
 _LEGAL_TOPIC = re.compile(r"^[a-zA-Z0-9._-]{1,249}$")
 _LOCK_FILE = ".lock"
+CLEAN_SHUTDOWN_FILE = ".kafka_cleanshutdown"
 
 
 class InvalidTopicError(ValueError):
@@ -48,6 +50,8 @@ class LogManager:
     Layout of each directory of ``log.dirs`` (Kafka's)::
 
         <log.dir>/.lock                               flock held while the manager is open
+        <log.dir>/.kafka_cleanshutdown                written by close(), removed on open: the
+                                                      active segments need no recovery scan
         <log.dir>/recovery-point-offset-checkpoint    "0\\n<count>\\n<topic> <partition> <offset>\\n..."
         <log.dir>/log-start-offset-checkpoint         same format
         <log.dir>/replication-offset-checkpoint       same format (high watermarks)
@@ -117,6 +121,8 @@ class LogManager:
         recovery_points = OffsetCheckpointFile(log_dir / RECOVERY_POINT_CHECKPOINT).read()
         start_offsets = OffsetCheckpointFile(log_dir / LOG_START_OFFSET_CHECKPOINT).read()
         high_watermarks = OffsetCheckpointFile(log_dir / REPLICATION_OFFSET_CHECKPOINT).read()
+        marker = log_dir / CLEAN_SHUTDOWN_FILE
+        clean_shutdown = marker.exists()
         for path in sorted(log_dir.iterdir()):
             if not path.is_dir():
                 continue
@@ -140,8 +146,12 @@ class LogManager:
                 recovery_point=recovery_points.get(key, 0),
                 log_start_offset=start_offsets.get(key),
                 high_watermark=high_watermarks.get(key),
+                clean_shutdown=clean_shutdown,
             )
             self._log_dir_of[key] = log_dir
+        if clean_shutdown:  # from now on a crash must lead to recovery
+            marker.unlink()
+            fsync_dir(log_dir)
 
     # --- logs -----------------------------------------------------------------------------
 
@@ -278,6 +288,9 @@ class LogManager:
                 deleted.delete()  # closes the remaining fds at once
             self._deleted.clear()
             self.checkpoint()
+            for log_dir in self.log_dirs:  # every log is flushed and checkpointed
+                (log_dir / CLEAN_SHUTDOWN_FILE).touch()
+                fsync_dir(log_dir)
         finally:
             self._release_locks()
 

@@ -125,9 +125,13 @@ class LogSegment:
             last_offset, last_position = segment.index.last_entry()
             if segment.index and last_position >= segment.size:
                 raise CorruptIndexError(f"{segment.index.path}: entry past the end of the log")
-            if segment.time_index.last_entry()[1] > last_offset + (1 << 31):
-                raise CorruptIndexError(f"{segment.time_index.path}: offset out of range")
             segment._load_tail_state()
+            if segment.index and last_offset >= segment.next_offset:
+                raise CorruptIndexError(f"{segment.index.path}: offset past the end of the log")
+            if segment.time_index and segment.time_index.last_entry()[1] >= segment.next_offset:
+                raise CorruptIndexError(
+                    f"{segment.time_index.path}: offset past the end of the log"
+                )
         except (CorruptIndexError, struct.error) as exc:
             if segment.size:
                 logger.warning("rebuilding indexes of %s: %s", segment.log_path, exc)
