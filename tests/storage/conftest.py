@@ -58,4 +58,4 @@ def read_bytes(records: object) -> bytes:
     """The bytes of a ReadResult.records (FileRegion or bytes)."""
     if isinstance(records, (bytes, bytearray)):
         return bytes(records)
-    return records.read()  # type: ignore[attr-defined, no-any-return]
+    return records.read()  # type: ignore[attr-defined]

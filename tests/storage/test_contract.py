@@ -253,7 +253,7 @@ def test_retention_by_size(make_log: LogFactory) -> None:
 
 def test_retention_respects_high_watermark(make_log: LogFactory) -> None:
     log = make_log(LogConfig(segment_bytes=300, retention_ms=1))
-    log.high_watermark_follows_leo = False  # type: ignore[attr-defined]
+    log.high_watermark_follows_leo = False
     for _ in range(6):
         log.append(make_batch(1, value_size=150), 0)
     assert log.high_watermark == 0
@@ -367,7 +367,7 @@ def test_flush_rolled_segments_on_maybe_flush(make_log: LogFactory) -> None:
 
 def test_high_watermark_is_separate(make_log: LogFactory) -> None:
     log = make_log()
-    log.high_watermark_follows_leo = False  # type: ignore[attr-defined]
+    log.high_watermark_follows_leo = False
     log.append(make_batch(4), 0)
     log.append(make_batch(4), 0)
     assert (log.high_watermark, log.log_end_offset) == (0, 8)
@@ -387,7 +387,7 @@ def test_append_as_follower(make_log: LogFactory) -> None:
     leader.append(make_batch(3), 2)
     fetched = read_bytes(leader.read(0, 1 << 20).records)
     follower = make_log()
-    follower.high_watermark_follows_leo = False  # type: ignore[attr-defined]
+    follower.high_watermark_follows_leo = False
     result = follower.append_as_follower(fetched)
     assert (result.base_offset, result.last_offset) == (0, 4)
     assert follower.log_end_offset == 5 and follower.high_watermark == 0
