@@ -1,5 +1,5 @@
-"""The broker's seam to the wire format: split frames, read request headers, decode bodies
-with kio, encode response headers and kio bodies.
+"""The broker's seam to the wire format: read request headers, decode bodies with kio,
+encode response headers and kio bodies (framing is protocol.framing.FrameDecoder).
 
 Everything here is sans-IO and per-(api key, version) cached so that the per-request path does
 only what it must: one struct unpack for the header prefix, one kio native decode for the body.
@@ -25,8 +25,6 @@ from kio.index import load_request_schema
 from kio.serial import entity_reader, entity_writer
 
 __all__ = [
-    "FrameError",
-    "FrameSplitter",
     "RequestDecodeError",
     "VersionInfo",
     "encode_entity",
@@ -38,51 +36,8 @@ _HDR = struct.Struct(">hhih")
 _I32 = struct.Struct(">i")
 
 
-class FrameError(ValueError):
-    """A frame size out of bounds: the connection must be closed."""
-
-
 class RequestDecodeError(ValueError):
     """A request header or body that does not decode: log it and close the connection."""
-
-
-class FrameSplitter:
-    """Accumulates received bytes and yields whole frames (without the 4-byte size prefix).
-
-    ``feed(data)`` returns a list of frames (memoryviews over an internal buffer that stay valid
-    until the next ``feed``); raises FrameError for a size < 0 or > ``max_frame_size``.
-    """
-
-    __slots__ = ("_buf", "max_frame_size")
-
-    def __init__(self, max_frame_size: int) -> None:
-        self.max_frame_size = max_frame_size
-        self._buf = b""
-
-    def feed(self, data: bytes) -> list[memoryview]:
-        buf = self._buf + data if self._buf else data
-        n = len(buf)
-        frames: list[memoryview] = []
-        pos = 0
-        mv = memoryview(buf)
-        unpack = _I32.unpack_from
-        limit = self.max_frame_size
-        while n - pos >= 4:
-            (size,) = unpack(buf, pos)
-            if size < 0 or size > limit:
-                self._buf = b""
-                raise FrameError(f"frame size {size} out of bounds [0, {limit}]")
-            end = pos + 4 + size
-            if end > n:
-                break
-            frames.append(mv[pos + 4 : end])
-            pos = end
-        self._buf = buf[pos:] if pos < n else b""
-        return frames
-
-    @property
-    def buffered(self) -> int:
-        return len(self._buf)
 
 
 @dataclass(frozen=True, slots=True)

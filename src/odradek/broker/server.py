@@ -7,7 +7,7 @@ snapshots producer state, flushes and checkpoints the logs and closes them.
 
 Per connection (``KafkaConnection``, an asyncio Protocol):
 
-* every received chunk goes through a frame splitter; all whole frames are handled at once;
+* every received chunk goes through protocol.framing.FrameDecoder; all whole frames are handled at once;
 * a frame size < 0 or > ``socket.request.max.bytes`` closes the connection; so does a request
   whose header or body does not decode, an unknown API key or an unsupported version (except
   ApiVersions, which gets a v0 UNSUPPORTED_VERSION answer) — never the broker;
@@ -47,6 +47,8 @@ from odradek.broker.registry import (
     load_registry,
 )
 from odradek.clock import Clock, SystemClock
+from odradek.protocol.errors import FrameTooLargeError
+from odradek.protocol.framing import FrameDecoder
 
 __all__ = ["Broker", "KafkaConnection", "PartitionHandle"]
 
@@ -509,7 +511,7 @@ class KafkaConnection(asyncio.Protocol):
     def __init__(self, broker: Broker) -> None:
         self.broker = broker
         self.registry = broker.registry
-        self.splitter = _wire.FrameSplitter(broker.config.socket_request_max_bytes)
+        self.splitter = FrameDecoder(broker.config.socket_request_max_bytes)
         self.transport: asyncio.Transport | None = None
         self.connection_id = 0
         self.client_host = ""
@@ -558,7 +560,7 @@ class KafkaConnection(asyncio.Protocol):
             return
         try:
             frames = self.splitter.feed(data)
-        except _wire.FrameError as exc:
+        except FrameTooLargeError as exc:
             self.abort(str(exc))
             return
         if not frames:
