@@ -87,17 +87,25 @@ class LogMachine(RuleBasedStateMachine):
             self.batches.append(ModelBatch(base, base + len(times) - 1, stamped, times))
         assert result.last_offset == self.end - 1
 
-    @rule(data=st.data(), max_bytes=st.integers(1, 3000))
-    def read(self, data: st.DataObject, max_bytes: int) -> None:
+    @rule(data=st.data(), max_bytes=st.integers(1, 3000), limit=st.booleans())
+    def read(self, data: st.DataObject, max_bytes: int, limit: bool) -> None:
         offset = data.draw(st.integers(self.start, self.end))
-        got = list(iter_batches(read_bytes(self.log.read(offset, max_bytes).records)))
-        if offset == self.end:
+        max_offset = data.draw(st.integers(offset, self.end)) if limit else None
+        result = self.log.read(offset, max_bytes, max_offset=max_offset)
+        got = list(iter_batches(read_bytes(result.records)))
+        assert sum(b.size for b in got) == len(result.records)  # whole batches only
+        bound = self.end if max_offset is None else max_offset
+        if offset >= bound:
             assert got == []
             return
         i = next(j for j, b in enumerate(self.batches) if b.last >= offset)
+        if self.batches[i].last >= bound:  # the first batch reaches past max_offset
+            assert got == []
+            return
         assert got, offset
         expected = self.batches[i : i + len(got)]
         assert [bytes(b.raw()) for b in got] == [b.data for b in expected]
+        assert expected[-1].last < bound
         if len(got) > 1:
             assert sum(len(b.data) for b in expected) <= max_bytes
 
@@ -128,10 +136,18 @@ class LogMachine(RuleBasedStateMachine):
         if clean:
             log.close()
             self.log = self._open(log.recovery_point, log.log_start_offset)
-        else:  # as after a crash without fsync: recover everything
+        else:  # as after a kill -9: no close, recovery from the last flushed recovery point
             for segment in log.segments:  # type: ignore[attr-defined]
-                segment.close()
-            self.log = self._open(0, log.log_start_offset)
+                segment.close_fd()
+            self.log = self._open(log.recovery_point, log.log_start_offset)
+
+    @rule(partial=st.booleans())
+    def flush(self, partial: bool) -> None:
+        if partial:
+            self.log.maybe_flush(self.clock.now_ms())  # flushes rolled segments only
+        else:
+            self.log.flush()
+            assert self.log.recovery_point == self.end
 
     @rule(data=st.data())
     def timestamp_lookup(self, data: st.DataObject) -> None:
