@@ -69,7 +69,9 @@ def _read_all(
                 continue
             budget = min(fp.partition_max_bytes, remaining)
             try:
-                result = plog.read(offset, max(budget, 1), max_offset=limit)
+                result = plog.read(
+                    offset, max(budget, 1), max_offset=limit, min_one_batch=total == 0
+                )
             except Exception as exc:
                 if type(exc).__name__ == "OffsetOutOfRangeError":
                     presults.append((index, _OUT_OF_RANGE, hw, hw, plog.log_start_offset, None))
