@@ -25,12 +25,14 @@ from typing import IO, Any
 __all__ = [
     "BrokerUnderTest",
     "OdradekBroker",
+    "PySpy",
     "TansuBroker",
     "cpu_seconds",
     "free_port",
     "median",
     "percentile",
     "print_table",
+    "top_functions",
     "wait_for",
 ]
 
@@ -268,3 +270,75 @@ class OdradekBroker(BrokerUnderTest):
         if self.data_dir is not None:
             shutil.rmtree(self.data_dir, ignore_errors=True)
             self.data_dir = None
+
+
+class PySpy:
+    """`py-spy record` on a running process for the duration of a `with` block.
+
+    Writes collapsed stacks (``--format raw``: one ``frame;frame;... count`` line per stack) to
+    `out`; `top(n)` then lists the functions with the most samples, by self and inclusive count.
+    Needs the py-spy binary (``pip install py-spy``) and ptrace rights over `pid` (root here).
+    Sampling is non-blocking (the profiled broker is never paused) at `rate` Hz.
+    """
+
+    def __init__(self, pid: int, out: Path, rate: int = 200) -> None:
+        self.pid, self.out, self.rate = pid, out, rate
+        self.proc: subprocess.Popen[bytes] | None = None
+
+    def __enter__(self) -> PySpy:
+        exe = shutil.which("py-spy") or str(Path(sys.executable).parent / "py-spy")
+        self.proc = subprocess.Popen(
+            [
+                exe,
+                "record",
+                "-p",
+                str(self.pid),
+                "-o",
+                str(self.out),
+                "--format",
+                "raw",
+                "--rate",
+                str(self.rate),
+                "--nonblocking",
+            ],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            stdin=subprocess.DEVNULL,
+        )
+        time.sleep(0.3)  # let py-spy attach before the measured work starts
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGINT)  # py-spy writes its output on SIGINT
+            try:
+                self.proc.wait(20)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(5)
+
+    def top(self, n: int = 15) -> list[tuple[str, int, int, int]]:
+        """[(function, self samples, inclusive samples, total samples)] by self samples."""
+        return top_functions(self.out, n)
+
+
+def top_functions(path: Path, n: int = 15) -> list[tuple[str, int, int, int]]:
+    self_count: dict[str, int] = {}
+    incl: dict[str, int] = {}
+    total = 0
+    if not path.exists():
+        return []
+    for line in path.read_text().splitlines():
+        stack, _, count_s = line.rpartition(" ")
+        if not stack or not count_s.isdigit():
+            continue
+        count = int(count_s)
+        total += count
+        frames = stack.split(";")
+        # py-spy raw frames: "function (file:line)"; drop the line number to merge call sites.
+        names = [re.sub(r":\d+\)$", ")", f) for f in frames]
+        self_count[names[-1]] = self_count.get(names[-1], 0) + count
+        for name in set(names):
+            incl[name] = incl.get(name, 0) + count
+    ranked = sorted(self_count.items(), key=lambda kv: -kv[1])[:n]
+    return [(name, c, incl.get(name, 0), total) for name, c in ranked]

@@ -21,6 +21,15 @@ broker:
 * small requests: linger.ms=0, acks=1, batch.num.messages=1 (one record per Produce request),
   at most `--small-window` records outstanding (closed loop), bounded by count and time; requests/s
   and delivery latency (librdkafka's msg.latency()) over the whole run and in 5 time slices.
+  librdkafka + Python spend ~30-40 us of client CPU per such request, so on this 2-core machine
+  the client caps the rate near 20-30k/s whatever the broker; hence also:
+* small-raw: the same one-record Produce requests (v8, acks=1), pre-encoded and pipelined over a
+  raw socket by `--small-raw-connections` child processes (at most `--small-raw-window`
+  outstanding each): the broker's own capacity for small requests, latency per request and per
+  time slice.
+
+`--profile DIR` runs py-spy on the odradek broker during each phase (collapsed stacks in DIR) and
+prints the hottest functions of the first run.
 
 Every number is the median over `--runs` runs. The table shows odradek/Tansu ratios and the
 targets of issue 3. `--json PATH` writes all raw per-run values.
@@ -36,7 +45,7 @@ import struct
 import sys
 import time
 from collections.abc import Callable
-from contextlib import suppress
+from contextlib import nullcontext, suppress
 from pathlib import Path
 from typing import Any
 
@@ -48,14 +57,22 @@ from confluent_kafka.admin import AdminClient, NewTopic
 from common import (
     BrokerUnderTest,
     OdradekBroker,
+    PySpy,
     TansuBroker,
     median,
     percentile,
     print_table,
+    top_functions,
 )
 
 RECORD_SIZE = 100
 PHASE_TIMEOUT = 180.0  # seconds: every loop stops at this bound even if the broker stalls
+
+
+def _own_cpu() -> float:
+    """CPU seconds of this (client) process, all threads (librdkafka's included)."""
+    t = os.times()
+    return t.user + t.system
 
 
 def create_topic(bootstrap: str, topic: str, partitions: int) -> None:
@@ -100,7 +117,7 @@ def produce_phase(broker: BrokerUnderTest, topic: str, n: int) -> dict[str, floa
     # Connect and learn the topic's metadata before the clock starts.
     producer.produce(topic, value, on_delivery=on_error)
     producer.flush(30)
-    cpu0, t0 = broker.cpu(), time.perf_counter()
+    cpu0, t0, client0 = broker.cpu(), time.perf_counter(), _own_cpu()
     deadline = time.monotonic() + PHASE_TIMEOUT
     sent = 0
     while sent < n and time.monotonic() < deadline:
@@ -110,13 +127,14 @@ def produce_phase(broker: BrokerUnderTest, topic: str, n: int) -> dict[str, floa
         except BufferError:
             producer.poll(0.005)
     left = producer.flush(max(1.0, deadline - time.monotonic()))
-    t1, cpu1 = time.perf_counter(), broker.cpu()
+    t1, cpu1, client1 = time.perf_counter(), broker.cpu(), _own_cpu()
     if errors or left or sent < n:
         raise RuntimeError(f"produce: {sent} of {n} sent, {left} undelivered, errors {errors[:3]}")
     return {
         "records_s": n / (t1 - t0),
         "mb_s": n * RECORD_SIZE / (t1 - t0) / 1e6,
         "cpu_s_per_m": (cpu1 - cpu0) / n * 1e6,
+        "client_cpu_s_per_m": (client1 - client0) / n * 1e6,
     }
 
 
@@ -132,19 +150,21 @@ def consume_phase(broker: BrokerUnderTest, topic: str, partitions: int, n: int) 
     )
     try:
         consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in range(partitions)])
-        cpu0, t0 = broker.cpu(), time.perf_counter()
+        cpu0, t0, client0 = broker.cpu(), time.perf_counter(), _own_cpu()
         deadline = time.monotonic() + PHASE_TIMEOUT
         got = 0
         first_at, first_batch = 0.0, 0
         while got < total and time.monotonic() < deadline:
-            msgs = consumer.consume(num_messages=10_000, timeout=0.5)
+            # consume(n, timeout) returns only when n records are there or the timeout expires:
+            # never ask for more than are left, or the last call waits out the timeout.
+            msgs = consumer.consume(num_messages=min(10_000, total - got), timeout=0.5)
             if msgs and msgs[-1].error() is not None:
                 bad = [m.error() for m in msgs if m.error() is not None]
                 raise RuntimeError(f"consume errors: {bad[:3]}")
             if msgs and not got:
                 first_at, first_batch = time.perf_counter(), len(msgs)
             got += len(msgs)
-        t1, cpu1 = time.perf_counter(), broker.cpu()
+        t1, cpu1, client1 = time.perf_counter(), broker.cpu(), _own_cpu()
     finally:
         consumer.close()
     if got < total:
@@ -156,6 +176,7 @@ def consume_phase(broker: BrokerUnderTest, topic: str, partitions: int, n: int) 
         "records_s": steady,
         "mb_s": steady * RECORD_SIZE / 1e6,
         "cpu_s_per_m": (cpu1 - cpu0) / got * 1e6,
+        "client_cpu_s_per_m": (client1 - client0) / got * 1e6,
         "first_record_s": first_at - t0,
         "records_s_incl_start": got / (t1 - t0),
     }
@@ -182,7 +203,9 @@ def _e2e_consumer(bootstrap: str, topic: str, expected: int, timeout: float, con
     warm = False
     deadline = time.monotonic() + timeout
     while len(latencies) < expected and time.monotonic() < deadline:
-        for m in consumer.consume(num_messages=1000, timeout=0.05):
+        # poll() returns as soon as one record is there (consume(n) would wait for n of them).
+        m = consumer.poll(0.1)
+        if m is not None:
             now = time.monotonic_ns()
             if m.error() is not None:
                 continue
@@ -270,7 +293,7 @@ def small_phase(
     value = os.urandom(RECORD_SIZE)
     producer.produce(topic, value, partition=0)
     producer.flush(30)
-    cpu0 = broker.cpu()
+    cpu0, client0 = broker.cpu(), _own_cpu()
     start = time.monotonic()
     end = start + seconds
     sent = 0
@@ -281,7 +304,7 @@ def small_phase(
         producer.poll(0.0005)
     producer.flush(30)
     stop = max(t for t, _ in done) if done else time.monotonic()
-    cpu1 = broker.cpu()
+    cpu1, client1 = broker.cpu(), _own_cpu()
     if errors:
         raise RuntimeError(f"small: errors {errors[:3]}")
     duration = stop - start
@@ -290,6 +313,7 @@ def small_phase(
         "p50_ms": percentile([lat for _, lat in done], 50),
         "p99_ms": percentile([lat for _, lat in done], 99),
         "cpu_s_per_m": (cpu1 - cpu0) / max(1, len(done)) * 1e6,
+        "client_cpu_s_per_m": (client1 - client0) / max(1, len(done)) * 1e6,
         "count": len(done),
     }
     width = duration / slices
@@ -308,6 +332,164 @@ def small_phase(
     return result
 
 
+def _raw_small_client(
+    bootstrap: str, topic: str, count: int, seconds: float, window: int, conn: Any
+) -> None:
+    """Child process: pipelined Produce v8 requests (acks=1, one 100-byte record each) over one
+    socket, at most `window` outstanding; sends back [(monotonic at response, latency ms)] and the
+    number of error responses seen in the sampled decodes."""
+    import io
+    import socket
+
+    from kio.schema.produce.v8.request import PartitionProduceData, ProduceRequest, TopicProduceData
+    from kio.schema.produce.v8.response import ProduceResponse
+    from kio.schema.request_header.v1.header import RequestHeader
+    from kio.serial import entity_reader, entity_writer
+    from kio.static.primitive import i16, i32, i32Timedelta
+
+    from odradek.protocol.records import build_batch
+
+    batch = build_batch([(None, os.urandom(RECORD_SIZE), (), int(time.time() * 1000))])
+    body = io.BytesIO()
+    entity_writer(RequestHeader)(
+        body,
+        RequestHeader(
+            request_api_key=i16(0),
+            request_api_version=i16(8),
+            correlation_id=i32(0),
+            client_id="bench",
+        ),
+    )
+    import datetime
+
+    entity_writer(ProduceRequest)(
+        body,
+        ProduceRequest(
+            transactional_id=None,
+            acks=i16(1),
+            timeout=i32Timedelta.parse(datetime.timedelta(seconds=30)),
+            topic_data=(
+                TopicProduceData(
+                    name=topic,
+                    partition_data=(  # type: ignore[arg-type]
+                        PartitionProduceData(index=i32(0), records=batch),
+                    ),
+                ),
+            ),
+        ),
+    )
+    frame = bytearray(struct.pack(">i", len(body.getvalue())) + body.getvalue())
+    read_response = entity_reader(ProduceResponse)
+    host, port = bootstrap.rsplit(":", 1)
+    sock = socket.create_connection((host, int(port)))
+    sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    sent_at: list[float] = []
+    done: list[tuple[float, float]] = []
+    errors = 0
+    buf = bytearray()
+    next_id = 0
+    start = time.monotonic()
+    end = start + seconds
+    while len(done) < count and time.monotonic() < end:
+        free = min(window - (next_id - len(done)), count - next_id)
+        if free > 0:
+            out = bytearray()
+            now = time.monotonic()
+            for _ in range(free):
+                struct.pack_into(">i", frame, 8, next_id)
+                out += frame
+                sent_at.append(now)
+                next_id += 1
+            sock.sendall(out)
+        data = sock.recv(1 << 20)
+        if not data:
+            break
+        buf += data
+        now = time.monotonic()
+        pos = 0
+        while len(buf) - pos >= 4:
+            (size,) = struct.unpack_from(">i", buf, pos)
+            if len(buf) - pos - 4 < size:
+                break
+            (cid,) = struct.unpack_from(">i", buf, pos + 4)
+            if cid % 1000 == 0:  # decode a sample fully: every response must be error-free
+                resp, _ = read_response(bytes(buf[pos + 8 : pos + 4 + size]), 0)
+                errors += sum(
+                    1 for t in resp.responses for pr in t.partition_responses if pr.error_code != 0
+                )
+            done.append((now, (now - sent_at[cid]) * 1000.0))
+            pos += 4 + size
+        del buf[:pos]
+    sock.close()
+    conn.send((start, done, errors))
+    conn.close()
+
+
+def small_raw_phase(
+    broker: BrokerUnderTest,
+    topic: str,
+    count: int,
+    seconds: float,
+    window: int,
+    connections: int = 1,
+    slices: int = 5,
+) -> dict[str, Any]:
+    """Broker capacity for one-record Produce requests, without librdkafka's per-request cost:
+    `connections` child processes each pipelining pre-encoded Produce v8 requests."""
+    ctx = mp.get_context("spawn")
+    pipes, procs = [], []
+    cpu0 = broker.cpu()
+    for _ in range(connections):
+        parent, child = ctx.Pipe()
+        proc = ctx.Process(
+            target=_raw_small_client,
+            args=(broker.bootstrap_servers, topic, count // connections, seconds, window, child),
+        )
+        proc.start()
+        pipes.append(parent)
+        procs.append(proc)
+    results = []
+    try:
+        for parent in pipes:
+            if not parent.poll(seconds + 60):
+                raise RuntimeError("small-raw: no answer from a client process")
+            results.append(parent.recv())
+    finally:
+        for proc in procs:
+            proc.join(10)
+            if proc.is_alive():
+                proc.kill()
+    cpu1 = broker.cpu()
+    start = min(r[0] for r in results)
+    done = sorted(d for r in results for d in r[1])
+    errors = sum(r[2] for r in results)
+    if errors or not done:
+        raise RuntimeError(f"small-raw: {errors} error responses, {len(done)} answered")
+    stop = done[-1][0]
+    duration = stop - start
+    lats = [lat for _, lat in done]
+    width = duration / slices
+    per_slice = []
+    for k in range(slices):
+        lo, hi = start + k * width, start + (k + 1) * width
+        sl = [lat for t, lat in done if lo <= t < hi or (k == slices - 1 and t == hi)]
+        per_slice.append(
+            {
+                "requests_s": len(sl) / width,
+                "p50_ms": percentile(sl, 50),
+                "p99_ms": percentile(sl, 99),
+            }
+        )
+    return {
+        "requests_s": len(done) / duration,
+        "p50_ms": percentile(lats, 50),
+        "p99_ms": percentile(lats, 99),
+        "cpu_s_per_m": (cpu1 - cpu0) / len(done) * 1e6,
+        "count": len(done),
+        "slices": per_slice,
+    }
+
+
 # --------------------------------------------------------------------------------------------
 
 
@@ -315,24 +497,51 @@ def run_once(
     broker: BrokerUnderTest, args: argparse.Namespace, run: int, log: Callable[[str], None]
 ) -> dict[str, Any]:
     out: dict[str, Any] = {}
+
+    def profiled(phase: str) -> Any:
+        """py-spy on the odradek broker during `phase` when --profile DIR is given."""
+        if args.profile is None or broker.name != "odradek":
+            return nullcontext()
+        args.profile.mkdir(parents=True, exist_ok=True)
+        return PySpy(broker.pid, args.profile / f"{phase}-run{run + 1}.txt")
+
     with broker:
         for partitions in (1, 6):
             topic = f"bench-{partitions}p-r{run}"
             create_topic(broker.bootstrap_servers, topic, partitions)
-            out[f"produce_{partitions}p"] = produce_phase(broker, topic, args.records)
+            with profiled(f"produce-{partitions}p"):
+                out[f"produce_{partitions}p"] = produce_phase(broker, topic, args.records)
             log(f"  {broker.name} produce {partitions}p: {out[f'produce_{partitions}p']}")
-            out[f"consume_{partitions}p"] = consume_phase(broker, topic, partitions, args.records)
+            with profiled(f"consume-{partitions}p"):
+                out[f"consume_{partitions}p"] = consume_phase(
+                    broker, topic, partitions, args.records
+                )
             log(f"  {broker.name} consume {partitions}p: {out[f'consume_{partitions}p']}")
         topic = f"bench-e2e-r{run}"
         create_topic(broker.bootstrap_servers, topic, 1)
-        out["e2e"] = e2e_phase(broker, topic, args.e2e_rate, args.e2e_seconds)
+        with profiled("e2e"):
+            out["e2e"] = e2e_phase(broker, topic, args.e2e_rate, args.e2e_seconds)
         log(f"  {broker.name} e2e: {out['e2e']}")
         topic = f"bench-small-r{run}"
         create_topic(broker.bootstrap_servers, topic, 1)
-        out["small"] = small_phase(
-            broker, topic, args.small_count, args.small_seconds, args.small_window
-        )
+        with profiled("small"):
+            out["small"] = small_phase(
+                broker, topic, args.small_count, args.small_seconds, args.small_window
+            )
         log(f"  {broker.name} small: " + json.dumps(out["small"], default=float))
+        if args.small_raw_connections > 0:
+            topic = f"bench-small-raw-r{run}"
+            create_topic(broker.bootstrap_servers, topic, 1)
+            with profiled("small-raw"):
+                out["small_raw"] = small_raw_phase(
+                    broker,
+                    topic,
+                    args.small_count,
+                    args.small_seconds,
+                    args.small_raw_window,
+                    args.small_raw_connections,
+                )
+            log(f"  {broker.name} small-raw: " + json.dumps(out["small_raw"], default=float))
     return out
 
 
@@ -396,6 +605,17 @@ def summarize(results: dict[str, list[dict[str, Any]]], args: argparse.Namespace
         ("small p50 ms", "small", "p50_ms", "", None),
         ("small p99 ms", "small", "p99_ms", "", None),
         ("small broker CPU s / M requests", "small", "cpu_s_per_m", "", None),
+        ("small client CPU s / M requests", "small", "client_cpu_s_per_m", "", None),
+        (
+            "small-raw requests/s (pipelined socket)",
+            "small_raw",
+            "requests_s",
+            ">= 50,000",
+            lambda o, _t: o >= 50_000,
+        ),
+        ("small-raw p50 ms", "small_raw", "p50_ms", "", None),
+        ("small-raw p99 ms", "small_raw", "p99_ms", "", None),
+        ("small-raw broker CPU s / M requests", "small_raw", "cpu_s_per_m", "", None),
     ]
     rows = []
     for label, phase, key, target, check in metrics:
@@ -414,14 +634,14 @@ def summarize(results: dict[str, list[dict[str, Any]]], args: argparse.Namespace
     text = print_table(headers, rows)
     # Small-request flatness: per-slice medians over runs.
     slices: list[list[Any]] = []
-    for name in names:
-        runs = [r["small"]["slices"] for r in results[name] if "small" in r]
+    for name, phase in ((n, ph) for ph in ("small", "small_raw") for n in names):
+        runs = [r[phase]["slices"] for r in results[name] if phase in r]
         if not runs:
             continue
         for k in range(len(runs[0])):
             slices.append(
                 [
-                    name,
+                    f"{name} {phase}",
                     f"{k + 1}/{len(runs[0])}",
                     median(s[k]["requests_s"] for s in runs),
                     median(s[k]["p50_ms"] for s in runs),
@@ -430,7 +650,7 @@ def summarize(results: dict[str, list[dict[str, Any]]], args: argparse.Namespace
             )
     print()
     text += "\n\nSmall requests over the run (time slices, median over runs):\n\n"
-    text += print_table(["broker", "slice", "requests/s", "p50 ms", "p99 ms"], slices)
+    text += print_table(["broker, run", "slice", "requests/s", "p50 ms", "p99 ms"], slices)
     return text
 
 
@@ -447,6 +667,19 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--small-count", type=int, default=1_000_000)
     ap.add_argument("--small-seconds", type=float, default=15.0)
     ap.add_argument("--small-window", type=int, default=256)
+    ap.add_argument(
+        "--small-raw-connections",
+        type=int,
+        default=1,
+        help="raw-socket small-request clients (0: skip that run)",
+    )
+    ap.add_argument("--small-raw-window", type=int, default=64)
+    ap.add_argument(
+        "--profile",
+        type=Path,
+        default=None,
+        help="py-spy the odradek broker per phase; collapsed stacks + top lists here",
+    )
     ap.add_argument("--json", type=Path, default=None, help="write raw per-run results here")
     args = ap.parse_args(argv)
     if args.records is None:
@@ -486,6 +719,11 @@ def main(argv: list[str] | None = None) -> int:
                 default=float,
             )
         )
+    if args.profile is not None:
+        for path in sorted(args.profile.glob("*-run1.txt")):
+            print(f"\npy-spy, odradek broker, {path.stem} (self / inclusive share of samples):")
+            for name, own, incl, total in top_functions(path, 12):
+                print(f"  {100 * own / total:5.1f}% {100 * incl / total:5.1f}%  {name}")
     with suppress(Exception):
         sys.stdout.flush()
     return 0
