@@ -263,3 +263,29 @@ def test_recovery_checks_each_batch(
     (message,) = [r.getMessage() for r in caplog.records]
     assert f"byte position {at}" in message and reason in message, message
     again.close()
+
+
+def test_indexes_load_lazily_and_bad_ones_are_rebuilt_on_first_use(
+    tmp_path: Path, clock: ManualClock, caplog: pytest.LogCaptureFixture
+) -> None:
+    config = LogConfig(segment_bytes=3000, index_interval_bytes=100)
+    log = FileLog(tmp_path / "t-0", config, clock)
+    fill(log, 60)
+    bases = log.segment_base_offsets()
+    entries = log.segments[0].index.entries()
+    assert len(entries) >= 3
+    log.close()
+    # swap two entries of the first index: the size and the last entry still look fine
+    path = tmp_path / "t-0" / f"{bases[0]:020d}.index"
+    data = bytearray(path.read_bytes())
+    data[0:8], data[8:16] = data[8:16], data[0:8]
+    path.write_bytes(data)
+    again = FileLog(tmp_path / "t-0", config, clock, recovery_point=log.log_end_offset)
+    assert not again.segments[0].index._loaded  # nothing read yet
+    with caplog.at_level(logging.WARNING, logger="odradek.storage"):
+        for target in range(0, 20):
+            first = next(iter_batches(again.read(target, 1).records.read()))  # type: ignore[union-attr]
+            assert first.base_offset <= target <= first.last_offset
+    assert any("rebuilding indexes" in r.getMessage() for r in caplog.records)
+    assert again.segments[0].index.entries() == entries
+    again.close()

@@ -120,8 +120,8 @@ class LogSegment:
             segment.recover()
             return segment
         try:
-            segment.index.load()
-            segment.time_index.load()
+            segment.index.open_existing()  # entries load lazily on the first lookup
+            segment.time_index.open_existing()
             last_offset, last_position = segment.index.last_entry()
             if segment.index and last_position >= segment.size:
                 raise CorruptIndexError(f"{segment.index.path}: entry past the end of the log")
@@ -234,8 +234,10 @@ class LogSegment:
         headers after the index entry (written out rather than via ``scan``: it is ~20% faster).
         """
         index = self.index
-        i = bisect_right(index._offsets, offset - self.base_offset) - 1
-        position = index._positions[i] if i >= 0 else 0
+        if not index._loaded:
+            self.ensure_indexes_loaded()
+        i = bisect_right(index._keys, offset - self.base_offset) - 1
+        position = index._values[i] if i >= 0 else 0
         end = self.size
         fd = self.fd
         unpack = _SCAN.unpack_from
@@ -253,6 +255,17 @@ class LogSegment:
                 return None
             position += rel
         return None
+
+    def ensure_indexes_loaded(self) -> None:
+        """Load both indexes (lazily opened); rebuild them by a recovery scan if damaged."""
+        try:
+            if not self.index._loaded:
+                self.index._load()
+            if not self.time_index._loaded:
+                self.time_index._load()
+        except (CorruptIndexError, OSError) as exc:
+            logger.warning("rebuilding indexes of %s: %s", self.log_path, exc)
+            self.recover()
 
     def read(
         self, offset: int, max_bytes: int, max_position: int, min_one_batch: bool = True
@@ -295,6 +308,7 @@ class LogSegment:
         """(offset, timestamp) of the first record at or after ``starting_offset`` whose timestamp
         is >= ``timestamp``, or None. Uses the time index, then scans batch headers, then the
         records of the one matching batch."""
+        self.ensure_indexes_loaded()
         _, ts_offset = self.time_index.lookup(timestamp)
         _, position = self.index.lookup(max(ts_offset, starting_offset))
         for pos, base, size, last, max_ts in self.scan(position):
@@ -345,6 +359,7 @@ class LogSegment:
 
     def truncate_to(self, offset: int) -> int:
         """Drop the batch holding ``offset`` and everything after; returns bytes removed."""
+        self.ensure_indexes_loaded()
         found = self.translate_offset(offset)
         if found is None:
             return 0
