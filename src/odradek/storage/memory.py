@@ -164,7 +164,8 @@ class MemoryLog(LogBase):
         return MemorySegment(base_offset, now_ms, self.clock)
 
     def _region(self, segment: MemorySegment, position: int, length: int) -> bytes:
-        return bytes(segment.data[position : position + length])
+        with memoryview(segment.data) as view:  # one copy, and no export left behind
+            return view[position : position + length].tobytes()
 
     def _remove_segment(self, segment: MemorySegment) -> None:
         segment.data = bytearray()
