@@ -125,7 +125,11 @@ def parse_header(frame: memoryview) -> tuple[int, int, int, str | None, int]:
 
 
 def body_offset(frame: memoryview, pos: int, flexible: bool) -> int:
-    return _skip_tagged(frame, pos) if flexible else pos
+    if not flexible:
+        return pos
+    if pos < len(frame) and frame[pos] == 0:  # no tagged fields: the usual case
+        return pos + 1
+    return _skip_tagged(frame, pos)
 
 
 _writers: dict[type, Callable[[Any, Any], None]] = {}

@@ -195,7 +195,7 @@ class Broker:
 
     async def _start_coordinator(self) -> None:
         try:
-            from odradek.coordinator import GroupCoordinator  # type: ignore[attr-defined]
+            from odradek.coordinator import GroupCoordinator
         except ImportError:
             log.info("group coordinator not available; group APIs are not served")
             return
@@ -613,7 +613,7 @@ class KafkaConnection(asyncio.Protocol):
             return
         header = RequestHeaderInfo(api_key, version, correlation_id, client_id)
         ctx = RequestContext(self.broker, header, self.client_host, self.connection_id)
-        coro = spec.handler(ctx, request)
+        coro: Any = spec.handler(ctx, request)
         try:
             yielded = coro.send(None)
         except StopIteration as stop:

@@ -61,6 +61,7 @@ class BrokerProcess:
     ) -> None:
         self.settings: dict[str, str] = {k: _to_str(v) for k, v in (settings or {}).items()}
         self._own_dir = data_dir is None and "log.dirs" not in self.settings
+        self._tmp: Path | None
         if self._own_dir:
             self._tmp = Path(tempfile.mkdtemp(prefix="odradek-broker-"))
             self.data_dir = self._tmp / "data"

@@ -116,12 +116,43 @@ def encode_fetch_response(
     return EncodedResponse(parts, size)
 
 
+_single_heads: dict[tuple[str, int], bytes] = {}
+
+
+def _single_head(name: str, version: int) -> bytes:
+    key = (name, version)
+    head = _single_heads.get(key)
+    if head is None:
+        flexible = version >= 9
+        one = b"\x02" if flexible else _I32.pack(1)
+        head = one + _name(name, flexible) + one
+        if len(_single_heads) < 100_000:
+            _single_heads[key] = head
+    return head
+
+
+def _single_tail(version: int) -> bytes:
+    """After the partition's fixed fields: record_errors, error_message (v8+), tags, throttle."""
+    if version >= 9:
+        return b"\x01\x00\x00" + b"\x00" + _ZERO32 + b"\x00"
+    if version == 8:
+        return _ZERO32 + b"\xff\xff" + _ZERO32
+    return _ZERO32
+
+
 def encode_produce_response(
     request: Any, results: list[tuple[str, list[tuple[int, Any, int, int, int, str | None]]]]
 ) -> EncodedResponse:
     """``results``: [(topic, [(partition, error_code, base_offset, log_append_time_ms, log_start_offset, error_message)])]."""
     version = int(request.__version__)
     flexible = version >= 9
+    if len(results) == 1 and len(results[0][1]) == 1 and version >= 5:
+        # the common case: one topic, one partition, no error message
+        name, ((index, code, base, lat, start, msg),) = results[0]
+        if msg is None:
+            head = _single_head(name, version)
+            body = head + _PRODUCE_PART.pack(index, code, base, lat, start) + _single_tail(version)
+            return EncodedResponse((body,), len(body))
     out = bytearray()
     out += uvarint(len(results) + 1) if flexible else _I32.pack(len(results))
     pack = _PRODUCE_PART.pack

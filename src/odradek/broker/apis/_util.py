@@ -44,12 +44,12 @@ def response_types(request: Any) -> ModuleType:
 
 @cache
 def _fields(cls: type) -> frozenset[str]:
-    return frozenset(cls.__dataclass_fields__)
+    return frozenset(getattr(cls, "__dataclass_fields__", ()))
 
 
 def make(cls: type, **kwargs: Any) -> Any:
     """Build ``cls`` from the keyword arguments it knows; others are dropped."""
-    known = _fields(cls)
+    known = _fields(cls)  # kio entities are dataclasses
     return cls(**{k: v for k, v in kwargs.items() if k in known})
 
 

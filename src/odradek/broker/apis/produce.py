@@ -229,7 +229,7 @@ def _dt(ms: int) -> Any:
 
 
 def error_response(request: Any, code: ErrorCode) -> Any:
-    results = [
+    results: list[tuple[str, list[PartitionResult]]] = [
         (td.name, [(pd.index, code, -1, -1, -1, None) for pd in td.partition_data])
         for td in request.topic_data
     ]
