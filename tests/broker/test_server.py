@@ -1,0 +1,163 @@
+"""The embeddable Broker in-process: lifecycle, handler failures, purgatory, metadata store,
+producer state."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import uuid
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from odradek.broker.config import BrokerConfig
+from odradek.broker.metadata import (
+    FILE_NAME,
+    InvalidPartitionsError,
+    MetadataStore,
+    TopicExistsError,
+    UnknownTopicError,
+)
+from odradek.broker.producer_state import (
+    DUPLICATE,
+    INVALID_PRODUCER_EPOCH,
+    OK,
+    OUT_OF_ORDER,
+    ProducerStateManager,
+)
+from odradek.broker.purgatory import Purgatory
+from odradek.broker.registry import ApiSpec, RequestContext
+from odradek.broker.server import Broker
+from odradek.protocol.records import build_batch
+
+from .wire import Wire, create, fetch_request, produce_request, req
+
+pytestmark = pytest.mark.timeout(60)
+
+
+def _config(tmp_path: Path, **extra: str) -> BrokerConfig:
+    props = {"listeners": "PLAINTEXT://127.0.0.1:0", "log.dirs": str(tmp_path / "data")}
+    props.update(extra)
+    return BrokerConfig.from_properties(props)
+
+
+async def test_embedded_broker_lifecycle(tmp_path: Path) -> None:
+    broker = Broker(_config(tmp_path))
+    async with broker:
+        assert broker.bound_port > 0
+        assert broker.metadata is not None and broker.log_manager is not None
+
+        def client() -> int:
+            with Wire(f"127.0.0.1:{broker.bound_port}") as w:
+                create(w, "embedded")
+                r = w.call(produce_request("embedded", 0, build_batch([(None, b"x", (), None)])))
+                return int(r.responses[0].partition_responses[0].error_code)
+
+        assert await asyncio.to_thread(client) == 0
+    assert (tmp_path / "data" / FILE_NAME).exists()
+    # a second broker on the same data dir sees the topic
+    async with Broker(_config(tmp_path)) as again:
+        handle = again.partition("embedded", 0)
+        assert handle is not None and handle.log.log_end_offset == 1
+
+
+async def test_handler_exception_answers_unknown_server_error_or_closes(tmp_path: Path) -> None:
+    broker = Broker(_config(tmp_path, **{"storage.engine": "memory"}))
+    async with broker:
+        original = broker.registry[0]
+
+        async def failing(ctx: RequestContext, request: Any) -> Any:
+            raise RuntimeError("boom")
+
+        # Produce defines error_response: the client gets UNKNOWN_SERVER_ERROR (-1)
+        broker.registry[0] = ApiSpec(0, "Produce", 0, 10, failing, 3, dict(original.extra))
+        # ApiVersions does not: the connection is closed
+        broker.registry[18] = ApiSpec(18, "ApiVersions", 0, 4, failing)
+
+        def client() -> tuple[int, bool, bool]:
+            with Wire(f"127.0.0.1:{broker.bound_port}") as w:
+                r = w.call(produce_request("t", 0, build_batch([(None, b"x", (), None)])))
+                code = int(r.responses[0].partition_responses[0].error_code)
+                w.send(req(18, 3, client_software_name="x", client_software_version="1"))
+                closed = w.is_closed_by_peer(5)
+            with Wire(f"127.0.0.1:{broker.bound_port}") as w2:
+                r2 = w2.call(fetch_request("t", {0: 0}))
+                alive = r2 is not None
+            return code, closed, alive
+
+        assert await asyncio.to_thread(client) == (-1, True, True)
+
+
+async def test_purgatory_wakes_and_expires() -> None:
+    p = Purgatory()
+    waiter = asyncio.ensure_future(p.wait([("t", 0), ("t", 1)], 10))
+    await asyncio.sleep(0)
+    assert p.watching() == 2
+    p.notify("t", 1)
+    assert await waiter is True
+    assert p.watching() == 0
+    assert await p.wait([("t", 0)], 0.01) is False
+    assert p.watching() == 0
+    late = asyncio.ensure_future(p.wait([("t", 0)], 10))
+    await asyncio.sleep(0)
+    p.close()
+    assert await late is True
+
+
+def test_metadata_store_persists_atomically(tmp_path: Path) -> None:
+    store = MetadataStore(1, tmp_path)
+    t = store.create_topic("a", 2, {"retention.ms": "5"})
+    assert isinstance(t.topic_id, uuid.UUID)
+    assert [(p.partition, p.leader, p.leader_epoch, p.isr) for p in t.partitions] == [(0, 1, 0, [1]), (1, 1, 0, [1])]
+    with pytest.raises(TopicExistsError):
+        store.create_topic("a", 1)
+    with pytest.raises(InvalidPartitionsError):
+        store.add_partitions("a", 2)
+    store.add_partitions("a", 4)
+    store.alter_configs("a", {"segment.bytes": "1048576"})
+    store.create_topic("__consumer_offsets", 3, internal=True)
+    data = json.loads((tmp_path / FILE_NAME).read_text())
+    assert data["topics"]["a"]["topic_id"] == str(t.topic_id)
+    assert not (tmp_path / (FILE_NAME + ".tmp")).exists()
+    again = MetadataStore(1, tmp_path)
+    a = again.topic("a")
+    assert a is not None and a.num_partitions == 4 and a.configs == {"segment.bytes": "1048576"}
+    assert a.topic_id == t.topic_id and again.topic_by_id(t.topic_id) is a
+    assert again.cluster_id == store.cluster_id
+    offsets = again.topic("__consumer_offsets")
+    assert offsets is not None and offsets.internal
+    again.delete_topic("a")
+    with pytest.raises(UnknownTopicError):
+        again.delete_topic("a")
+    assert MetadataStore(1, tmp_path).topic("a") is None
+    mem = MetadataStore(0, None)
+    mem.create_topic("m", 1)
+    assert mem.topic("m") is not None
+
+
+def test_producer_state_rules_and_snapshot() -> None:
+    s = ProducerStateManager()
+    assert s.check(7, 0, 0, 4) == (OK, -1)
+    s.update(7, 0, 0, 4, 100, 104)
+    assert s.check(7, 0, 0, 4) == (DUPLICATE, 100)
+    assert s.check(7, 0, 6, 6)[0] == OUT_OF_ORDER
+    assert s.check(7, 0, 5, 9) == (OK, -1)
+    for i in range(1, 7):
+        s.update(7, 0, 5 * i, 5 * i + 4, 100 + 5 * i, 104 + 5 * i)
+    # only the last 5 batches are remembered
+    assert s.check(7, 0, 0, 4)[0] == OUT_OF_ORDER
+    assert s.check(7, 0, 30, 34) == (DUPLICATE, 130)
+    assert s.check(7, 1, 0, 0) == (OK, -1)
+    assert s.check(7, 1, 3, 3)[0] == OUT_OF_ORDER
+    s.update(7, 1, 0, 0, 200, 200)
+    assert s.check(7, 0, 35, 35)[0] == INVALID_PRODUCER_EPOCH
+    restored = ProducerStateManager.from_snapshot(json.loads(json.dumps(s.snapshot())))
+    assert restored.check(7, 1, 0, 0) == (DUPLICATE, 200)
+    assert restored.offset == 201
+    restored.truncate_before(201)
+    assert len(restored) == 0
+    # sequence numbers wrap at 2^31 - 1
+    w = ProducerStateManager()
+    w.update(1, 0, 2**31 - 2, 2**31 - 1, 0, 1)
+    assert w.check(1, 0, 0, 3) == (OK, -1)
