@@ -133,3 +133,29 @@ def test_client_disconnects_mid_request_and_mid_long_poll(
     with socket.create_connection(("127.0.0.1", broker.port), timeout=5) as s:
         s.sendall(struct.pack(">i", 1000) + b"partial")
     _still_fine(broker, bystander)
+
+
+def test_client_that_never_reads_is_throttled_not_fatal(
+    broker: BrokerProcess, bystander: Wire
+) -> None:
+    from odradek.protocol.messages import encode_request
+    from odradek.protocol.records import build_batch
+
+    from .wire import create, fetch_request, produce_request
+
+    with Wire(broker.bootstrap_servers) as w:
+        create(w, "never-reads")
+        w.call(produce_request("never-reads", 0, build_batch([(None, b"x" * 200_000, (), None)])))
+        frame = encode_request(
+            fetch_request("never-reads", {0: 0}), correlation_id=1, client_id="greedy"
+        )
+        w.sock.setblocking(False)
+        sent = 0
+        try:
+            for _ in range(2000):  # ~400 MB of responses if the broker buffered them all
+                w.sock.send(frame)
+                sent += 1
+        except BlockingIOError:
+            pass
+        assert sent > 10
+        _still_fine(broker, bystander)

@@ -109,7 +109,10 @@ def test_metadata_store_persists_atomically(tmp_path: Path) -> None:
     store = MetadataStore(1, tmp_path)
     t = store.create_topic("a", 2, {"retention.ms": "5"})
     assert isinstance(t.topic_id, uuid.UUID)
-    assert [(p.partition, p.leader, p.leader_epoch, p.isr) for p in t.partitions] == [(0, 1, 0, [1]), (1, 1, 0, [1])]
+    assert [(p.partition, p.leader, p.leader_epoch, p.isr) for p in t.partitions] == [
+        (0, 1, 0, [1]),
+        (1, 1, 0, [1]),
+    ]
     with pytest.raises(TopicExistsError):
         store.create_topic("a", 1)
     with pytest.raises(InvalidPartitionsError):

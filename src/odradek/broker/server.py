@@ -17,6 +17,8 @@ Per connection (``KafkaConnection``, an asyncio Protocol):
   written with a single ``transport.writelines``;
 * a handler exception is logged; the API's ``error_response`` (``ApiSpec.extra``) answers with
   UNKNOWN_SERVER_ERROR when the API defines one, else the connection is closed;
+* a client that does not read its responses is not read from either: above 4 MiB of unsent
+  responses the transport pauses reading (pause_writing / resume_writing);
 * FileRegion parts (record bytes in segment files) go out with ``os.sendfile`` when the
   transport's buffer is empty, else they are read into bytes and written.
 """
@@ -528,6 +530,8 @@ class KafkaConnection(asyncio.Protocol):
         self.connection_id = self.broker._register(self)
         peer = transport.get_extra_info("peername")
         self.client_host = peer[0] if peer else ""
+        with contextlib.suppress(Exception):
+            transport.set_write_buffer_limits(high=4 * 1024 * 1024)  # type: ignore[attr-defined]
         sock = transport.get_extra_info("socket")
         if sock is not None:
             try:
@@ -541,6 +545,17 @@ class KafkaConnection(asyncio.Protocol):
         for task in list(self._tasks):
             task.cancel()
         self._pending.clear()
+
+    def pause_writing(self) -> None:
+        # the client does not read its responses fast enough: stop reading its requests
+        self._paused = True
+        if self.transport is not None and not self._closing:
+            self.transport.pause_reading()
+
+    def resume_writing(self) -> None:
+        self._paused = False
+        if self.transport is not None and not self._closing:
+            self.transport.resume_reading()
 
     def close(self) -> None:
         if self.transport is not None and not self._closing:
