@@ -9,10 +9,17 @@ import io
 from typing import Any
 
 import pytest
-from kio.serial import entity_writer
+from kio.index import load_response_schema
+from kio.serial import entity_reader, entity_writer
 
+from odradek.broker.apis import offset_commit
 from odradek.broker.apis._util import make
-from odradek.broker.registry import RequestContext, RequestHeaderInfo, load_registry
+from odradek.broker.registry import (
+    EncodedResponse,
+    RequestContext,
+    RequestHeaderInfo,
+    load_registry,
+)
 from odradek.testing import EmbeddedBroker
 
 pytestmark = pytest.mark.timeout(30)
@@ -71,6 +78,12 @@ async def call(b: Any, api_key: int, version: int, **fields: Any) -> Any:
     request = make(req_cls, **fields)
     ctx = RequestContext(b.broker, RequestHeaderInfo(api_key, version, 1, "unit"), "127.0.0.1", 1)
     response = await spec.handler(ctx, request)
+    if isinstance(response, EncodedResponse):  # a hand-written encoder: decode it with kio
+        body = b"".join(bytes(p) for p in response.parts)
+        assert len(body) == response.size
+        decoded, used = entity_reader(load_response_schema(api_key, version))(body, 0)
+        assert used == len(body)
+        return decoded
     assert type(response).__version__ == version
     _encode(response)
     return response
@@ -368,3 +381,43 @@ async def test_list_describe_delete_offset_delete(broker: Any) -> None:
     assert dg.results[0].error_code == 0
     lg = await call(broker, 16, 3)
     assert [g.group_id for g in lg.groups] == ["busy"]
+
+
+@pytest.mark.parametrize("v", range(2, 10))
+def test_offset_commit_encoder_matches_kio(v: int) -> None:
+    mod = _mod("offset_commit", v)
+    topics = tuple(
+        mod.OffsetCommitRequestTopic(
+            name=name,
+            partitions=tuple(
+                make(
+                    mod.OffsetCommitRequestPartition,
+                    partition_index=p,
+                    committed_offset=1,
+                    committed_leader_epoch=-1,
+                    committed_metadata="",
+                )
+                for p in parts
+            ),
+        )
+        for name, parts in (("t", (0, 1, 2)), ("other-topic-\u00e9", (7,)), ("empty", ()))
+    )
+    request = make(
+        mod.OffsetCommitRequest,
+        group_id="g",
+        generation_id_or_member_epoch=-1,
+        member_id="",
+        group_instance_id=None,
+        retention_time=-1 * MS,
+        topics=topics,
+    )
+    errors = [0, 12, 25, 3]
+    expected = _encode(offset_commit.kio_response(request, errors))
+    got = offset_commit.encode_response(
+        v,
+        [
+            (t.name, list(zip([p.partition_index for p in t.partitions], errors[i:], strict=False)))
+            for i, t in ((0, topics[0]), (3, topics[1]), (4, topics[2]))
+        ],
+    )
+    assert got == expected

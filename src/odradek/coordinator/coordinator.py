@@ -48,6 +48,7 @@ from odradek.coordinator.records import (
     partition_for,
 )
 from odradek.coordinator.state import Errors, GroupConfig, JoinResult, SyncResult, Waiter
+from odradek.protocol.records import build_batch, iter_batches
 
 __all__ = ["OFFSETS_TOPIC", "GroupCoordinator"]
 
@@ -115,6 +116,7 @@ class GroupCoordinator:
         self._writer_wake: asyncio.Event | None = None
         self._pending_writes: list[tuple[list[Record], asyncio.Future[None]]] = []
         self._loaded_event: asyncio.Event | None = None
+        self._partition_cache: dict[str, int] = {}
         self.commits_persisted = 0
         self.fsyncs = 0
 
@@ -180,9 +182,15 @@ class GroupCoordinator:
             )
         else:
             self.num_partitions = meta.num_partitions
+        self._partition_cache.clear()
 
     def partition_for(self, group_id: str) -> int:
-        return partition_for(group_id, self.num_partitions)
+        p = self._partition_cache.get(group_id)
+        if p is None:
+            if len(self._partition_cache) > 100_000:
+                self._partition_cache.clear()
+            p = self._partition_cache[group_id] = partition_for(group_id, self.num_partitions)
+        return p
 
     def _group_error(self, group_id: str) -> Errors | None:
         """COORDINATOR_NOT_AVAILABLE when stopped, LOAD_IN_PROGRESS while the group's
@@ -210,8 +218,6 @@ class GroupCoordinator:
             self._loaded_event.set()
 
     async def _load_partition(self, p: int) -> None:
-        from odradek.protocol.records import iter_batches
-
         handle = self.broker.partition(OFFSETS_TOPIC, p)
         touched: set[str] = set()
         if handle is not None:
@@ -268,8 +274,6 @@ class GroupCoordinator:
 
     def _append(self, records: Sequence[Record]) -> set[int]:
         """Append records, one batch per partition, each with one write call."""
-        from odradek.protocol.records import build_batch
-
         now = self.clock.now_ms()
         by_partition: dict[int, list[tuple[bytes, bytes | None, tuple[()], int]]] = {}
         for r in records:
@@ -463,19 +467,17 @@ class GroupCoordinator:
         error = self._group_error(group_id)
         if error is not None:
             return [error] * len(entries)
-        known = [e for e in entries if self._topic_partition_exists(e.topic, e.partition)]
+        exists = [self._topic_partition_exists(e.topic, e.partition) for e in entries]
+        known = [e for e, ok in zip(entries, exists, strict=True) if ok]
         outcome = self.manager.commit_offsets(
             group_id, generation_id, member_id, group_instance_id, known, self.clock.now_ms()
         )
         errors: list[Errors] = await self._apply(outcome)
         self.commits_persisted += 1
+        if len(known) == len(entries):
+            return errors
         it = iter(errors)
-        return [
-            next(it)
-            if self._topic_partition_exists(e.topic, e.partition)
-            else Errors.UNKNOWN_TOPIC_OR_PARTITION
-            for e in entries
-        ]
+        return [next(it) if ok else Errors.UNKNOWN_TOPIC_OR_PARTITION for ok in exists]
 
     def fetch_offsets(
         self, group_id: str, topics: Sequence[tuple[str, Sequence[int]]] | None

@@ -9,19 +9,59 @@ starts at v2); v2-v4 retention_time is ignored (offsets.retention.minutes applie
 
 from __future__ import annotations
 
+import struct
+from collections.abc import Sequence
 from typing import Any
 
 from odradek.broker.apis._util import NO_THROTTLE, make, response_types
-from odradek.broker.registry import ApiSpec, RequestContext
+from odradek.broker.registry import ApiSpec, EncodedResponse, RequestContext
 from odradek.coordinator._api import code, coordinator
 from odradek.coordinator.group_manager import OffsetCommitEntry
 from odradek.coordinator.state import Errors
 
-__all__ = ["API", "handle"]
+__all__ = ["API", "encode_response", "handle"]
+
+_I32 = struct.Struct(">i")
+_PARTITION = struct.Struct(">ih")  # partition_index int32, error_code int16
+_FLEXIBLE_FROM = 8
+
+
+def _uvarint(n: int) -> bytes:
+    out = bytearray()
+    while n >= 0x80:
+        out.append((n & 0x7F) | 0x80)
+        n >>= 7
+    out.append(n)
+    return bytes(out)
+
+
+def encode_response(version: int, topics: Sequence[tuple[str, Sequence[tuple[int, int]]]]) -> bytes:
+    """OffsetCommitResponse body, hand-encoded (commits are hot; kio's encoder is slow).
+
+    v2: topics; v3+: throttle_time_ms int32 (0) first. v8+ is flexible: compact arrays and
+    strings (uvarint length + 1) and an empty tagged-field section after each partition, topic
+    and the body. No tagged field is ever written (DESIGN.md §4).
+    """
+    flexible = version >= _FLEXIBLE_FROM
+    parts = [] if version < 3 else [b"\x00\x00\x00\x00"]
+    parts.append(_uvarint(len(topics) + 1) if flexible else _I32.pack(len(topics)))
+    for name, partitions in topics:
+        raw = name.encode()
+        parts.append(_uvarint(len(raw) + 1) if flexible else struct.pack(">h", len(raw)))
+        parts.append(raw)
+        parts.append(_uvarint(len(partitions) + 1) if flexible else _I32.pack(len(partitions)))
+        for index, error in partitions:
+            parts.append(_PARTITION.pack(index, error))
+            if flexible:
+                parts.append(b"\x00")
+        if flexible:
+            parts.append(b"\x00")
+    if flexible:
+        parts.append(b"\x00")
+    return b"".join(parts)
 
 
 async def handle(ctx: RequestContext, request: Any) -> Any:
-    types = response_types(request)
     coord = coordinator(ctx)
     entries = [
         OffsetCommitEntry(
@@ -44,6 +84,20 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
             getattr(request, "group_instance_id", None),
             entries,
         )
+    it = iter(errors)
+    body = encode_response(
+        int(request.__version__),
+        [
+            (t.name, [(int(p.partition_index), int(next(it))) for p in t.partitions])
+            for t in request.topics
+        ],
+    )
+    return EncodedResponse((body,), len(body))
+
+
+def kio_response(request: Any, errors: Sequence[int]) -> Any:
+    """The same response as a kio entity (the reference the hand-written encoder is tested against)."""
+    types = response_types(request)
     it = iter(errors)
     topics = tuple(
         make(
