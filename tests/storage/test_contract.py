@@ -401,3 +401,20 @@ def test_append_as_follower(make_log: LogFactory) -> None:
     assert follower.append_as_follower(gap).base_offset == 10
     assert follower.log_end_offset == 11
     assert follower.leader_epoch_entries() == [(1, 0), (2, 2), (3, 10)]
+
+
+def test_increment_log_start_offset(make_log: LogFactory) -> None:
+    log = make_log(LogConfig(segment_bytes=300, retention_ms=-1))
+    for _ in range(6):
+        log.append(make_batch(1, value_size=150), 2)
+    assert log.increment_log_start_offset(3)
+    assert not log.increment_log_start_offset(2)
+    assert log.log_start_offset == 3
+    with pytest.raises(OffsetOutOfRangeError):
+        log.read(2, 100)
+    assert batches_of(log, 3)[0].base_offset == 3
+    assert log.delete_old_segments() == 3  # segments 0, 1, 2 lie wholly below the start
+    assert log.segment_base_offsets()[0] == 3
+    assert log.leader_epoch_entries() == [(2, 3)]
+    with pytest.raises(OffsetOutOfRangeError):
+        log.increment_log_start_offset(7)

@@ -323,6 +323,24 @@ class LogBase:
                 best = segment
         return None if best is None else best.record_of_max_timestamp()
 
+    def increment_log_start_offset(self, offset: int) -> bool:
+        """DeleteRecords: move the log start offset up to ``offset`` (at most the high
+        watermark). Reads below it fail from now on; the segments wholly below it are deleted
+        by the next ``delete_old_segments``. Returns whether it moved."""
+        if offset > self.high_watermark:
+            raise OffsetOutOfRangeError(
+                f"cannot move the log start offset of {self.topic}-{self.partition} to {offset}, "
+                f"past the high watermark {self.high_watermark}",
+                log_start_offset=self.log_start_offset,
+                log_end_offset=self.log_end_offset,
+            )
+        if offset <= self.log_start_offset:
+            return False
+        self.log_start_offset = offset
+        self.recovery_point = max(self.recovery_point, min(offset, self.log_end_offset))
+        self._epochs.truncate_from_start(offset)
+        return True
+
     def update_high_watermark(self, offset: int) -> int:
         """Set the high watermark (clamped to [log start, LEO]); returns the value set."""
         self.high_watermark = min(max(offset, self.log_start_offset), self.log_end_offset)
