@@ -413,3 +413,20 @@ def test_static_member_session_expiry() -> None:
         h.heartbeat(ids[0], 1, instance="i0")
     g = h.m.groups["g"]
     assert ids[1] not in g.members and "i1" not in g.static_members
+
+
+def test_next_deadline_ignores_members_kept_alive_by_parked_requests() -> None:
+    h = Harness()
+    leader, follower = h.stable_group(2, session=1000, rebalance=60_000)
+    g = h.m.groups["g"]
+    assert g.next_deadline_ms() == min(m.heartbeat_deadline_ms for m in g.members.values())
+    # the leader rejoins (parked until the follower rejoins or 60 s pass)
+    h.join(member_id=leader, session=1000, rebalance=60_000)
+    h.advance(900)
+    assert h.heartbeat(follower, 1) is Errors.REBALANCE_IN_PROGRESS
+    h.advance(900)
+    # the leader's heartbeat deadline passed, but its parked join keeps it alive: not a timer
+    assert g.members[leader].heartbeat_deadline_ms < h.now
+    deadline = g.next_deadline_ms()
+    assert deadline is not None and deadline >= h.now
+    assert h.m.next_deadline_ms() == deadline

@@ -389,7 +389,7 @@ class GroupCoordinator:
             deadline = self.manager.next_deadline_ms()
             sleep = _MAX_TIMER_SLEEP_S
             if deadline is not None:
-                sleep = min(max((deadline - self.clock.now_ms()) / 1000, 0.0005), sleep)
+                sleep = min(max((deadline - self.clock.now_ms()) / 1000, 0.002), sleep)
             self._wake.clear()
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._wake.wait(), sleep)

@@ -413,9 +413,19 @@ class ClassicGroup:
     # -- timers ----------------------------------------------------------------------------
 
     def next_deadline_ms(self) -> int | None:
-        deadlines = [m.heartbeat_deadline_ms for m in self.members.values()]
+        """The earliest timer that ``tick`` would act on (None: nothing to wait for).
+
+        A member with a parked SyncGroup, or a parked JoinGroup once it has been a member, is
+        kept alive whatever its heartbeat deadline (``Member.is_alive``), so that deadline is
+        left out: the timer task would otherwise wake again and again for nothing.
+        """
+        deadlines = [
+            m.heartbeat_deadline_ms
+            for m in self.members.values()
+            if m.sync_waiter is None and (m.join_waiter is None or m.is_new)
+        ]
         deadlines.extend(self.pending_members.values())
-        if self.rebalance_deadline_ms is not None:
+        if self.rebalance_deadline_ms is not None and self.state is GroupState.PREPARING_REBALANCE:
             deadlines.append(self.rebalance_deadline_ms)
         if self.sync_deadline_ms is not None:
             deadlines.append(self.sync_deadline_ms)
