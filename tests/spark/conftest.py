@@ -7,9 +7,7 @@ client, so that the data source is checked against records it did not write itse
 
 from __future__ import annotations
 
-import importlib
 import os
-import sys
 import time
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
@@ -17,60 +15,30 @@ from typing import Any
 
 import pytest
 
-HERE = Path(__file__).resolve().parent
-
 BROKER_SETTINGS = {
-    "log.retention.check.interval.ms": "200",
-    "num.partitions": "1",
-    "auto.create.topics.enable": "true",
+    "log.retention.check.interval.ms": 200,
+    "num.partitions": 1,
 }
 
 
-def _client_module() -> str:
-    """odradek.client when it has the columnar read path, else the confluent-kafka stand-in."""
-    try:
-        mod = importlib.import_module("odradek.client")
-        if hasattr(mod, "read_range_arrow") and hasattr(mod, "Admin"):
-            return "odradek.client"
-    except ImportError:
-        pass
-    return "_ck_client"
-
-
 @pytest.fixture(scope="module")
-def spark_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
-    data_dir = tmp_path_factory.mktemp("broker")
-    try:
-        from odradek.testing.process import BrokerProcess  # type: ignore[import-not-found]
-
-        broker = BrokerProcess(settings={**BROKER_SETTINGS, "log.dirs": str(data_dir)})
-    except ImportError:
-        from odradek.testing import EmbeddedBroker
-
-        broker = EmbeddedBroker(BROKER_SETTINGS, storage="file", data_dir=data_dir)
-    broker.start()
-    try:
-        yield broker
-    finally:
-        broker.stop()
+def spark_broker(broker: Any) -> Any:
+    """The shared module-scoped ``broker`` (a real broker process, tests/conftest.py); test
+    modules import ``BROKER_SETTINGS`` from here (short retention check interval)."""
+    return broker
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def faults_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Fault-injection directory (ODRADEK_SPARK_FAULTS): one per pytest session, because the
+    JVM and its Python workers outlive a SparkSession and keep the environment they began with."""
     return tmp_path_factory.mktemp("faults")
 
 
 @pytest.fixture(scope="module")
 def spark(faults_dir: Path) -> Iterator[Any]:
-    """One local[2] session per module; executors see ODRADEK_SPARK_* set before start."""
-    module = _client_module()
-    os.environ["ODRADEK_SPARK_CLIENT"] = module
+    """One local[2] session per module; executors see ODRADEK_SPARK_FAULTS set before start."""
     os.environ["ODRADEK_SPARK_FAULTS"] = str(faults_dir)
-    if module == "_ck_client":
-        sys.path.insert(0, str(HERE))
-        os.environ["PYTHONPATH"] = os.pathsep.join(
-            p for p in (str(HERE), os.environ.get("PYTHONPATH")) if p
-        )
     from odradek.spark.session import local_session
 
     session = local_session(app_name="odradek-tests")
@@ -78,7 +46,6 @@ def spark(faults_dir: Path) -> Iterator[Any]:
         yield session
     finally:
         session.stop()
-        os.environ.pop("ODRADEK_SPARK_FAULTS", None)
 
 
 def wait_until(cond: Callable[[], Any], timeout: float = 20.0, what: str = "condition") -> Any:

@@ -12,9 +12,10 @@ from typing import Any
 
 import pytest
 
+from .conftest import BROKER_SETTINGS as BROKER_SETTINGS
 from .conftest import create_topic, produce
 
-pytestmark = [pytest.mark.spark, pytest.mark.timeout(300)]
+pytestmark = [pytest.mark.spark, pytest.mark.timeout(120)]
 
 MINUTE = 60_000
 HOUR = 3_600_000
@@ -58,7 +59,6 @@ def test_warehouse_json_partitioned_by_date_and_hour_exactly_once(
             subscribe="wh-json",
             value_format="json",
             value_schema="page string, n long",
-            max_offsets_per_trigger=15,
         )
         q.awaitTermination(120)
         assert q.exception() is None

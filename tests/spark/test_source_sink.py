@@ -13,9 +13,10 @@ from typing import Any
 
 import pytest
 
+from .conftest import BROKER_SETTINGS as BROKER_SETTINGS
 from .conftest import create_topic, latest_offsets, produce, wait_until
 
-pytestmark = [pytest.mark.spark, pytest.mark.timeout(240)]
+pytestmark = [pytest.mark.spark, pytest.mark.timeout(120)]
 
 # Record timestamps T0 + i seconds: recent, or retention (7 days) would delete them.
 T0 = (int(time.time()) - 3600) * 1000

@@ -4,17 +4,14 @@ Driver-side metadata calls (partitions of a subscription, ListOffsets) go throug
 per-process cache of ``Admin`` clients keyed by the client configuration; nothing holding a
 socket is ever stored on a reader or writer (they are pickled to executors).
 
-``ODRADEK_SPARK_CLIENT`` (environment; default ``odradek.client``) names a module with the
-same four names (``Admin``, ``Producer``, ``read_range_arrow``, ``columnar.records_to_arrow``).
-It exists to run the data source against another implementation of the client contract; the
-shipped default is odradek.client.
+Used from odradek.client: ``Admin`` (list_topics, describe_topics, list_offsets,
+create_topics), ``Producer`` (send, flush, close; idempotent) and ``read_range_arrow``.
 """
 
 from __future__ import annotations
 
 import atexit
 import importlib
-import os
 import re
 import threading
 from collections.abc import Iterable, Mapping
@@ -36,7 +33,7 @@ _admins: dict[tuple[tuple[str, str], ...], Any] = {}
 
 
 def client_module() -> ModuleType:
-    return importlib.import_module(os.environ.get("ODRADEK_SPARK_CLIENT", "odradek.client"))
+    return importlib.import_module("odradek.client")
 
 
 def admin(config: Mapping[str, str]) -> Any:

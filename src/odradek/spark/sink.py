@@ -214,10 +214,11 @@ def ensure_commit_topic(opts: SinkOptions) -> None:
 
 
 def _create_topic(admin: Any, name: str, partitions: int) -> None:
-    try:
+    new_topic = getattr(_client.client_module(), "NewTopic", None)
+    if new_topic is not None:
+        admin.create_topics([new_topic(name, partitions)], raise_on_exists=False)
+    else:
         admin.create_topics([(name, partitions)])
-    except TypeError:
-        admin.create_topics({name: partitions})
 
 
 def _task_identity() -> tuple[str, int, int, int]:
