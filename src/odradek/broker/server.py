@@ -638,7 +638,12 @@ class KafkaConnection(asyncio.Protocol):
         try:
             yielded = coro.send(None)
         except StopIteration as stop:
-            self._emit(out, self._encode(spec, info, correlation_id, stop.value, request))
+            try:
+                parts = self._encode(spec, info, correlation_id, stop.value, request)
+            except Exception:
+                log.exception("%s v%d response encoding failed", spec.name, version)
+                parts = self._error(spec, info, correlation_id, request)
+            self._emit(out, parts)
             return
         except Exception:
             log.exception("%s v%d handler failed", spec.name, version)

@@ -77,6 +77,7 @@ def _skip_optional_imports() -> None:
 def run(cfg: object, log_level: str = "warning") -> int:
     """Run the broker in this process until SIGTERM/SIGINT; returns the exit code."""
     import asyncio
+    import gc
     import logging
     import signal
 
@@ -106,6 +107,10 @@ def run(cfg: object, log_level: str = "warning") -> int:
                 f"error: cannot listen on {cfg.listeners}: {exc.strerror or exc}", file=sys.stderr
             )
             return 1
+        # what exists now (modules, kio schemas, logs) lives as long as the process: keep it
+        # out of the cyclic GC's full collections (shorter pauses, less CPU)
+        gc.collect()
+        gc.freeze()
         host = broker.host
         log_dirs = (
             "(memory)" if cfg.in_memory else ",".join(str(p.resolve()) for p in cfg.data_dirs)
