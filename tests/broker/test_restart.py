@@ -126,3 +126,21 @@ def test_memory_engine_starts_empty_after_restart() -> None:
         with Wire(b.bootstrap_servers) as w:
             r = w.call(metadata_request(["mem"], allow_auto=False))
             assert int(r.topics[0].error_code) == 3
+
+
+def test_sigint_is_graceful(fresh_broker: BrokerProcess) -> None:
+    import signal
+
+    with Wire(fresh_broker.bootstrap_servers) as w:
+        create(w, "int")
+        assert _produce(w, "int", build_batch([(None, b"x", (), None)])) == (0, 0)
+    assert fresh_broker.proc is not None
+    fresh_broker.proc.send_signal(signal.SIGINT)
+    assert fresh_broker.proc.wait(20) == 0
+    fresh_broker.stop()
+    # a graceful stop wrote the checkpoints: the recovery point covers the record
+    checkpoint = (fresh_broker.data_dir / "recovery-point-offset-checkpoint").read_text().split("\n")
+    assert "int 0 1" in checkpoint
+    fresh_broker.restart()
+    with Wire(fresh_broker.bootstrap_servers) as w:
+        assert _values(w, "int") == [b"x"]
