@@ -33,6 +33,7 @@ _I16 = struct.Struct(">h")
 _I64 = struct.Struct(">q")
 _U32 = struct.Struct(">I")
 _TIMESTAMP_TYPE_BIT = 0x08
+_VIEW_THRESHOLD = 64 * 1024
 
 # (position in the buffer, size, last offset, max timestamp)
 BatchInfo = tuple[int, int, int, int]
@@ -61,7 +62,8 @@ def prepare_append(
             attrs = _CHECK.unpack_from(buf, pos)[5]
             _I16.pack_into(buf, pos + 21, attrs | _TIMESTAMP_TYPE_BIT)
             _I64.pack_into(buf, pos + 35, append_time_ms)
-            _U32.pack_into(buf, pos + 17, crc32c(buf[pos + 21 : pos + size]))
+            with memoryview(buf) as view:
+                _U32.pack_into(buf, pos + 17, crc32c(view[pos + 21 : pos + size]))
             max_ts = append_time_ms
         next_offset += lod + 1
         infos.append((pos, size, next_offset - 1, max_ts))
@@ -84,7 +86,19 @@ def _check(
 ) -> list[tuple[int, int, int, int, int, int, int]]:
     """Bounds, magic, size limits, CRC and counts of every batch:
     ``[(position, size, batchLength, lastOffsetDelta, maxTimestamp, baseOffset, epoch)]``."""
-    total = len(buf)
+    if len(buf) < _VIEW_THRESHOLD:  # copying a small slice is cheaper than making a view
+        return _check_view(buf, buf, max_message_bytes, segment_bytes)
+    with memoryview(buf) as view:  # slices of a view cost no copy (a bytearray slice would)
+        return _check_view(view, buf, max_message_bytes, segment_bytes)
+
+
+def _check_view(
+    view: memoryview | bytearray | bytes,
+    buf: bytearray | memoryview | bytes,
+    max_message_bytes: int,
+    segment_bytes: int,
+) -> list[tuple[int, int, int, int, int, int, int]]:
+    total = len(view)
     if total == 0:
         raise InvalidRecordError("no record batch to append")
     unpack = _CHECK.unpack_from
@@ -109,7 +123,7 @@ def _check(
             raise RecordBatchTooLargeError(
                 f"record batch of {size} bytes exceeds segment.bytes {segment_bytes}"
             )
-        if crc32c(buf[pos + 21 : pos + size]) != crc:
+        if crc32c(view[pos + 21 : pos + size]) != crc:
             raise CorruptRecordError(f"record batch CRC mismatch (stored {crc:#010x})")
         if count <= 0 or lod + 1 != count:
             raise InvalidRecordError(f"record count {count} does not match last offset delta {lod}")
