@@ -12,6 +12,7 @@ from odradek.coordinator.records import (
     MemberMetadataValue,
     OffsetAndMetadata,
     OffsetCommitRecord,
+    build_batch,
     decode_record,
     encode_record,
     java_string_hash,
@@ -129,3 +130,20 @@ def test_partition_for_uses_kafka_abs() -> None:
     # Integer.MIN_VALUE: Kafka's Utils.abs gives 0, not a negative number
     assert partition_for("polygenelubricants", 50) == 0
     assert all(0 <= partition_for(f"group-{i}", 7) < 7 for i in range(200))
+
+
+def test_build_batch_is_a_valid_v2_batch() -> None:
+    from odradek.protocol.records import RecordBatch, iter_batches
+
+    pairs = [(b"k1", b"v1"), (b"key-two" * 30, None), (b"", b"x" * 300)]
+    raw = build_batch(pairs, 1_700_000_000_123)
+    (batch,) = list(iter_batches(bytes(raw)))
+    assert isinstance(batch, RecordBatch)
+    batch.validate()
+    assert batch.is_valid() and batch.magic == 2 and batch.record_count == 3
+    assert (batch.producer_id, batch.base_sequence, batch.partition_leader_epoch) == (-1, -1, -1)
+    assert batch.last_offset_delta == 2 and batch.max_timestamp == 1_700_000_000_123
+    recs = list(batch.records())
+    assert [(r.offset, r.key, r.value, r.timestamp, r.headers) for r in recs] == [
+        (i, k, v, 1_700_000_000_123, ()) for i, (k, v) in enumerate(pairs)
+    ]

@@ -42,13 +42,17 @@ from odradek.coordinator.group_manager import (
 )
 from odradek.coordinator.records import (
     OffsetAndMetadata,
+    OffsetCommitRecord,
     Record,
+    build_batch,
     decode_record,
+    encode_offset_commit_key,
+    encode_offset_commit_value,
     encode_record,
     partition_for,
 )
 from odradek.coordinator.state import Errors, GroupConfig, JoinResult, SyncResult, Waiter
-from odradek.protocol.records import build_batch, iter_batches
+from odradek.protocol.records import iter_batches
 
 __all__ = ["OFFSETS_TOPIC", "GroupCoordinator"]
 
@@ -117,6 +121,7 @@ class GroupCoordinator:
         self._pending_writes: list[tuple[list[Record], asyncio.Future[None]]] = []
         self._loaded_event: asyncio.Event | None = None
         self._partition_cache: dict[str, int] = {}
+        self._key_cache: dict[tuple[str, str, int], bytes] = {}
         self.commits_persisted = 0
         self.fsyncs = 0
 
@@ -272,21 +277,28 @@ class GroupCoordinator:
         meta = self.broker.metadata.topic(OFFSETS_TOPIC)
         return meta is not None and str(meta.configs.get("flush.messages", "")) == "1"
 
+    def _encode(self, r: Record) -> tuple[bytes, bytes | None]:
+        if isinstance(r, OffsetCommitRecord) and r.value is not None:
+            ck = (r.group_id, r.topic, r.partition)
+            key = self._key_cache.get(ck)
+            if key is None:
+                if len(self._key_cache) > 100_000:
+                    self._key_cache.clear()
+                key = self._key_cache[ck] = encode_offset_commit_key(*ck)
+            return key, encode_offset_commit_value(r.value)
+        return encode_record(r)
+
     def _append(self, records: Sequence[Record]) -> set[int]:
         """Append records, one batch per partition, each with one write call."""
         now = self.clock.now_ms()
-        by_partition: dict[int, list[tuple[bytes, bytes | None, tuple[()], int]]] = {}
+        by_partition: dict[int, list[tuple[bytes, bytes | None]]] = {}
         for r in records:
-            key, value = encode_record(r)
-            by_partition.setdefault(self.partition_for(r.group_id), []).append(
-                (key, value, (), now)
-            )
-        for p, entries in by_partition.items():
+            by_partition.setdefault(self.partition_for(r.group_id), []).append(self._encode(r))
+        for p, pairs in by_partition.items():
             handle = self.broker.partition(OFFSETS_TOPIC, p)
             if handle is None:
                 raise RuntimeError(f"{OFFSETS_TOPIC}-{p} does not exist")
-            batch = bytearray(build_batch(entries, base_timestamp=now))
-            handle.log.append(batch, handle.leader_epoch)
+            handle.log.append(build_batch(pairs, now), handle.leader_epoch)
         return set(by_partition)
 
     async def _persist(self, records: list[Record]) -> None:
