@@ -31,7 +31,6 @@ logger = logging.getLogger("odradek.storage")
 LATEST_TIMESTAMP = -1
 EARLIEST_TIMESTAMP = -2
 MAX_TIMESTAMP = -3
-_INT32_MAX = 2**31 - 1
 _LEFTOVER_SUFFIXES = (".deleted", ".cleaned", ".swap", ".tmp")
 
 
@@ -63,11 +62,18 @@ class _Segment(Protocol):
     ) -> tuple[int, int] | None: ...
     def record_of_max_timestamp(self) -> tuple[int, int] | None: ...
     def first_batch_timestamp(self) -> int: ...
+    def should_roll(
+        self,
+        size: int,
+        infos: list[tuple[int, int, int, int]],
+        now_ms: int | None,
+        clock: Clock,
+        config: LogConfig,
+    ) -> bool: ...
     def largest_timestamp(self) -> int: ...
     def truncate_to(self, offset: int) -> int: ...
     def on_become_inactive(self) -> None: ...
     def flush(self) -> None: ...
-    def is_full(self) -> bool: ...
 
 
 class LogBase:
@@ -167,7 +173,7 @@ class LogBase:
         )
         last = infos[-1][2]
         segment = self.segments[-1]
-        if segment.size and self._should_roll(segment, len(buf), infos, now_ms):
+        if segment.size and segment.should_roll(len(buf), infos, now_ms, self.clock, config):
             segment = self._roll(self.clock.now_ms() if now_ms is None else now_ms, base)
         segment.append(buf, infos)
         self.log_end_offset = end = last + 1
@@ -196,7 +202,7 @@ class LogBase:
         base = epochs[0][1]
         last = infos[-1][2]
         segment = self.segments[-1]
-        if segment.size and self._should_roll(segment, len(records), infos, now_ms):
+        if segment.size and segment.should_roll(len(records), infos, now_ms, self.clock, config):
             segment = self._roll(now_ms, base)
         segment.append(records, infos)
         self.log_end_offset = end = last + 1
@@ -207,29 +213,6 @@ class LogBase:
         if end - self.recovery_point >= config.flush_interval_messages:
             self.flush()
         return AppendResult(base, last, -1, self.log_start_offset)
-
-    def _should_roll(
-        self, segment: Any, size: int, infos: list[tuple[int, int, int, int]], now_ms: int | None
-    ) -> bool:
-        """Kafka's LogSegment.shouldRoll (for a non-empty active segment)."""
-        config = self.config
-        return (
-            segment.size + size > config.segment_bytes
-            or infos[-1][2] - segment.base_offset > _INT32_MAX
-            or segment.is_full()
-            or self._time_waited_for_roll(segment, infos, now_ms) > config.segment_ms
-        )
-
-    def _time_waited_for_roll(
-        self, segment: Any, infos: list[tuple[int, int, int, int]], now_ms: int | None
-    ) -> int:
-        """Kafka's timeWaitedForRoll: record time since the segment's first batch when the
-        batches carry timestamps, else wall time since the segment was created."""
-        first = segment.first_batch_timestamp()
-        if first >= 0:
-            newest = infos[0][3] if len(infos) == 1 else max(info[3] for info in infos)
-            return newest - first
-        return (self.clock.now_ms() if now_ms is None else now_ms) - segment.created_ms
 
     def roll(self, now_ms: int | None = None) -> None:
         """Start a new active segment at the log end offset (no-op if the active one is empty)."""
