@@ -139,7 +139,9 @@ def test_sigint_is_graceful(fresh_broker: BrokerProcess) -> None:
     assert fresh_broker.proc.wait(20) == 0
     fresh_broker.stop()
     # a graceful stop wrote the checkpoints: the recovery point covers the record
-    checkpoint = (fresh_broker.data_dir / "recovery-point-offset-checkpoint").read_text().split("\n")
+    checkpoint = (
+        (fresh_broker.data_dir / "recovery-point-offset-checkpoint").read_text().split("\n")
+    )
     assert "int 0 1" in checkpoint
     fresh_broker.restart()
     with Wire(fresh_broker.bootstrap_servers) as w:

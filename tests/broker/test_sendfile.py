@@ -25,5 +25,7 @@ def test_large_fetch_bytes_identical(sendfile: str) -> None:
             assert int(r.responses[0].partition_responses[0].error_code) == 0
         for _ in range(3):
             r = w.call(fetch_request("big", {0: 0, 1: 0}, partition_max_bytes=10_000_000))
-            got = {int(p.partition_index): fetched_values(p.records) for p in r.responses[0].partitions}
+            got = {
+                int(p.partition_index): fetched_values(p.records) for p in r.responses[0].partitions
+            }
             assert got == {0: values[0::2], 1: values[1::2]}

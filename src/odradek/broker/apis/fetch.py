@@ -22,8 +22,8 @@ from typing import Any
 
 from kio.schema.errors import ErrorCode
 
-from odradek.broker.apis._encoders import encode_fetch_response
-from odradek.broker.registry import ApiSpec, RequestContext
+from odradek.broker.registry import ApiSpec, EncodedResponse, RequestContext
+from odradek.protocol.fetch_response import FetchPartitionResponse, encode_fetch_response
 
 __all__ = ["API", "handle"]
 
@@ -120,8 +120,12 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
     return encode(request, results)
 
 
-def encode(request: Any, results: list[tuple[str, list[PartitionResult]]]) -> Any:
-    return encode_fetch_response(request, results)
+def encode(request: Any, results: list[tuple[str, list[PartitionResult]]]) -> EncodedResponse:
+    responses = [
+        (name, [FetchPartitionResponse(*p) for p in partitions]) for name, partitions in results
+    ]
+    parts, size = encode_fetch_response(int(request.__version__), responses)
+    return EncodedResponse(parts, size)
 
 
 def error_response(request: Any, code: ErrorCode) -> Any:
