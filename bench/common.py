@@ -228,9 +228,12 @@ class OdradekBroker(BrokerUnderTest):
 
     name = "odradek"
 
-    def __init__(self, settings: dict[str, str] | None = None) -> None:
+    def __init__(
+        self, settings: dict[str, str] | None = None, env: dict[str, str] | None = None
+    ) -> None:
         super().__init__()
         self.settings = settings or {}
+        self.env = env or {}
         self.data_dir: Path | None = None
 
     def start(self) -> OdradekBroker:
@@ -249,6 +252,7 @@ class OdradekBroker(BrokerUnderTest):
             stdout=subprocess.PIPE,
             stderr=open(self.log_path, "ab"),  # noqa: SIM115
             stdin=subprocess.DEVNULL,
+            env={**os.environ, **self.env},
         )
         ready = threading.Event()
         assert self.proc.stdout is not None

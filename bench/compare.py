@@ -545,8 +545,14 @@ def run_once(
     return out
 
 
-def make_broker(name: str) -> BrokerUnderTest:
-    return OdradekBroker() if name == "odradek" else TansuBroker()
+def _pairs(items: list[str]) -> dict[str, str]:
+    return dict(item.split("=", 1) for item in items)
+
+
+def make_broker(name: str, args: argparse.Namespace) -> BrokerUnderTest:
+    if name == "odradek":
+        return OdradekBroker(_pairs(args.odradek_set), _pairs(args.odradek_env))
+    return TansuBroker()
 
 
 def summarize(results: dict[str, list[dict[str, Any]]], args: argparse.Namespace) -> str:
@@ -680,6 +686,20 @@ def main(argv: list[str] | None = None) -> int:
         default=None,
         help="py-spy the odradek broker per phase; collapsed stacks + top lists here",
     )
+    ap.add_argument(
+        "--odradek-set",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="extra odradek broker setting (repeatable)",
+    )
+    ap.add_argument(
+        "--odradek-env",
+        action="append",
+        default=[],
+        metavar="NAME=VALUE",
+        help="extra environment variable for the odradek broker (repeatable)",
+    )
     ap.add_argument("--json", type=Path, default=None, help="write raw per-run results here")
     args = ap.parse_args(argv)
     if args.records is None:
@@ -698,7 +718,7 @@ def main(argv: list[str] | None = None) -> int:
         for name in names:  # alternate brokers within a run so drift hits both alike
             log(f"run {run + 1}/{args.runs}: {name}")
             try:
-                results[name].append(run_once(make_broker(name), args, run, log))
+                results[name].append(run_once(make_broker(name, args), args, run, log))
             except Exception as exc:
                 log(f"  {name} run {run + 1} FAILED: {exc!r}")
                 results[name].append({"error": repr(exc)})
