@@ -57,7 +57,7 @@ class BrokerConnection(asyncio.Protocol):
             await asyncio.wait_for(
                 loop.create_connection(lambda: conn, host, port), connect_timeout_ms / 1000
             )
-        except (OSError, asyncio.TimeoutError) as exc:
+        except (TimeoutError, OSError) as exc:
             raise KafkaConnectionError(f"cannot connect to {host}:{port}: {exc}") from exc
         try:
             await conn._negotiate()
@@ -202,7 +202,7 @@ class BrokerConnection(asyncio.Protocol):
     async def wait(self, fut: asyncio.Future[Any], corr: int, timeout: float | None = None) -> Any:
         try:
             return await asyncio.wait_for(fut, timeout or self.request_timeout)
-        except asyncio.TimeoutError:
+        except TimeoutError:
             self._pending.pop(corr, None)
             raise KafkaTimeoutError(f"request to {self.host}:{self.port} timed out") from None
 

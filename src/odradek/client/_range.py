@@ -77,7 +77,7 @@ async def _pump(cluster: Cluster, tp: TopicPartition, start: int, end: int, out:
     try:
         while offset < end and not stop.is_set():
             try:
-                data, err, hw = await _fetch(cluster, tp, offset, max_bytes, 500)
+                data, err, _hw = await _fetch(cluster, tp, offset, max_bytes, 500)
             except (KafkaConnectionError, KafkaTimeoutError):
                 retries += 1
                 if retries > 10:

@@ -18,7 +18,13 @@ from .aio.admin import AsyncAdmin
 from .aio.consumer import AsyncConsumer, ConsumerRebalanceListener
 from .aio.producer import AsyncProducer
 from .errors import KafkaTimeoutError
-from .types import ConsumerRecord, OffsetAndMetadata, OffsetAndTimestamp, RecordMetadata, TopicPartition
+from .types import (
+    ConsumerRecord,
+    OffsetAndMetadata,
+    OffsetAndTimestamp,
+    RecordMetadata,
+    TopicPartition,
+)
 
 __all__ = ["Admin", "Consumer", "Producer"]
 

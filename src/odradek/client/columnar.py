@@ -161,7 +161,7 @@ def _columnar_python(data: bytes | memoryview, start: int, end: int, include_hea
     return out
 
 
-def _binary(col: dict[str, Any], typ: pa.DataType = pa.binary()) -> pa.Array:  # noqa: B008
+def _binary(col: dict[str, Any], typ: pa.DataType = pa.binary()) -> pa.Array:
     n = col["length"]
     validity = pa.py_buffer(col["validity"]) if col["null_count"] else None
     return pa.Array.from_buffers(

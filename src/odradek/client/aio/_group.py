@@ -266,7 +266,7 @@ class GroupMembership:
                 try:
                     await asyncio.wait_for(self._rejoin.wait(), self.heartbeat_interval)
                     continue
-                except asyncio.TimeoutError:
+                except TimeoutError:
                     pass
                 await self._heartbeat()
             except asyncio.CancelledError:
@@ -435,7 +435,7 @@ class GroupMembership:
                             members=[proto.nested(mod, "MemberIdentity", member_id=self.member_id, group_instance_id=None, reason=None)]),
                 timeout=5,
             )
-        except (KafkaError, asyncio.TimeoutError, OSError) as exc:
+        except (TimeoutError, KafkaError, OSError) as exc:
             log.debug("LeaveGroup failed: %s", exc)
         self.member_id = ""
         self.generation_id = -1

@@ -129,7 +129,7 @@ class AsyncConsumer:
             if self._started and self._group_id and autocommit and self.config["enable.auto.commit"]:
                 try:
                     await asyncio.wait_for(self.commit(), 5)
-                except (KafkaError, asyncio.TimeoutError) as exc:
+                except (TimeoutError, KafkaError) as exc:
                     log.debug("final commit failed: %s", exc)
             if self._group is not None:
                 await self._group.leave()
@@ -583,7 +583,7 @@ class AsyncConsumer:
                 continue
             try:
                 await asyncio.wait_for(self._data_ready.wait(), left)
-            except asyncio.TimeoutError:
+            except TimeoutError:
                 pass
 
     getmany = poll

@@ -169,7 +169,7 @@ class AsyncProducer:
         try:
             if self._started:
                 await asyncio.wait_for(self.flush(), timeout)
-        except (asyncio.TimeoutError, KafkaError):
+        except (TimeoutError, KafkaError):
             pass
         finally:
             self._closed = True
@@ -194,7 +194,7 @@ class AsyncProducer:
                 raise KafkaError("broker does not support InitProducerId: set enable.idempotence=false", 35) from None
             mod = proto.request_module(22, version)
             resp = await conn.request(
-                proto.build(mod.InitProducerIdRequest, transactional_id=None, transaction_timeout_ms=60000,
+                proto.build(mod.InitProducerIdRequest, transactional_id=None, transaction_timeout=60000,
                             producer_id=-1, producer_epoch=-1)
             )
             err = int(resp.error_code)
@@ -288,7 +288,7 @@ class AsyncProducer:
             if q is None:
                 q = acc.queues[tp] = deque()
             batch = q[-1] if q else None
-            if batch is None or batch.encoded is not None or batch.size + size > acc.batch_size and batch.records:
+            if batch is None or batch.encoded is not None or (batch.size + size > acc.batch_size and batch.records):
                 if batch is not None and batch.encoded is None:
                     wake = True  # the previous batch is full
                     if kb is None and partition == self._sticky.get(topic):
@@ -386,7 +386,7 @@ class AsyncProducer:
                 left = None if deadline is None else max(0.0, deadline - time.monotonic())
                 try:
                     await asyncio.wait_for(af, left)
-                except asyncio.TimeoutError:
+                except TimeoutError:
                     raise KafkaTimeoutError("flush timed out") from None
         finally:
             self._flushing -= 1
@@ -409,7 +409,7 @@ class AsyncProducer:
             elif delay > 0:
                 try:
                     await asyncio.wait_for(self._wakeup.wait(), delay)
-                except asyncio.TimeoutError:
+                except TimeoutError:
                     pass
             else:
                 await asyncio.sleep(0)

@@ -1,0 +1,134 @@
+"""`odradek topics`: create, list, describe, alter and delete topics (like kafka-topics.sh).
+
+    odradek topics create T --partitions 3 [--replication-factor 1] [--config k=v ...] [--if-not-exists]
+    odradek topics list
+    odradek topics describe [T ...]
+    odradek topics alter T [--partitions N] [--config k=v ...] [--delete-config k ...]
+    odradek topics delete T [T ...]
+"""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+
+from ._clientopts import BOOTSTRAP_HELP, DEFAULT_BOOTSTRAP, fail, parse_props
+
+__all__ = ["app"]
+
+app = typer.Typer(no_args_is_help=True, add_completion=False)
+
+Bootstrap = Annotated[str, typer.Option("--bootstrap-server", "-b", help=BOOTSTRAP_HELP)]
+
+
+def _admin(bootstrap: str):  # type: ignore[no-untyped-def]
+    from odradek.client import Admin, KafkaError
+
+    try:
+        return Admin({"bootstrap.servers": bootstrap, "client.id": "odradek-topics"})
+    except KafkaError as exc:
+        fail(f"cannot reach {bootstrap}: {exc}")
+
+
+@app.command()
+def create(
+    topic: Annotated[str, typer.Argument(help="Topic name.")],
+    partitions: Annotated[int, typer.Option("--partitions", "-p", help="Number of partitions.")] = 1,
+    replication_factor: Annotated[int, typer.Option("--replication-factor", "-r")] = 1,
+    config: Annotated[list[str] | None, typer.Option("--config", "-c", help="Topic config key=value, repeatable.")] = None,
+    if_not_exists: Annotated[bool, typer.Option("--if-not-exists", help="No error if the topic exists.")] = False,
+    bootstrap_server: Bootstrap = DEFAULT_BOOTSTRAP,
+) -> None:
+    """Create a topic."""
+    from odradek.client import KafkaError, NewTopic
+
+    cfg = parse_props(config)
+    with _admin(bootstrap_server) as admin:
+        try:
+            result = admin.create_topics([NewTopic(topic, partitions, replication_factor, cfg)], raise_on_exists=not if_not_exists)
+        except KafkaError as exc:
+            fail(str(exc))
+    if result.get(topic) == 36:
+        typer.echo(f"Topic {topic} already exists.")
+    else:
+        typer.echo(f"Created topic {topic}.")
+
+
+@app.command("list")
+def list_(
+    internal: Annotated[bool, typer.Option("--internal", help="Include internal topics.")] = False,
+    bootstrap_server: Bootstrap = DEFAULT_BOOTSTRAP,
+) -> None:
+    """List topic names."""
+    with _admin(bootstrap_server) as admin:
+        for name in admin.list_topics(include_internal=internal):
+            typer.echo(name)
+
+
+@app.command()
+def describe(
+    topics: Annotated[list[str] | None, typer.Argument(help="Topics (default: all).")] = None,
+    bootstrap_server: Bootstrap = DEFAULT_BOOTSTRAP,
+) -> None:
+    """Describe topics: partitions, leaders, replicas, ISR and non-default configs."""
+    from odradek.client import KafkaError
+
+    with _admin(bootstrap_server) as admin:
+        try:
+            descs = admin.describe_topics(topics) if topics else admin.list_topics()
+            configs = admin.describe_configs(list(descs)) if descs else {}
+        except KafkaError as exc:
+            fail(str(exc))
+        for name, d in descs.items():
+            cfg = ",".join(f"{k}={e.value}" for k, e in sorted(configs.get(name, {}).items()) if not e.is_default and e.value is not None)
+            typer.echo(f"Topic: {name}\tTopicId: {d.topic_id or '-'}\tPartitionCount: {d.partition_count}\tConfigs: {cfg}")
+            for p in d.partitions:
+                replicas = ",".join(map(str, p.replicas))
+                isr = ",".join(map(str, p.isr))
+                typer.echo(f"\tTopic: {name}\tPartition: {p.partition}\tLeader: {p.leader}\tReplicas: {replicas}\tIsr: {isr}")
+
+
+@app.command()
+def alter(
+    topic: Annotated[str, typer.Argument(help="Topic name.")],
+    partitions: Annotated[int | None, typer.Option("--partitions", "-p", help="New total partition count.")] = None,
+    config: Annotated[list[str] | None, typer.Option("--config", "-c", help="Set topic config key=value, repeatable.")] = None,
+    delete_config: Annotated[list[str] | None, typer.Option("--delete-config", help="Revert a topic config to its default.")] = None,
+    bootstrap_server: Bootstrap = DEFAULT_BOOTSTRAP,
+) -> None:
+    """Add partitions and/or change topic configs."""
+    from odradek.client import KafkaError
+
+    changes: dict[str, str | None] = dict(parse_props(config))
+    for key in delete_config or []:
+        changes[key] = None
+    if partitions is None and not changes:
+        fail("nothing to alter: give --partitions, --config or --delete-config", 2)
+    with _admin(bootstrap_server) as admin:
+        try:
+            if partitions is not None:
+                admin.create_partitions({topic: partitions})
+                typer.echo(f"Topic {topic} now has {partitions} partitions.")
+            if changes:
+                admin.alter_configs({topic: changes})
+                typer.echo(f"Updated configs of topic {topic}.")
+        except KafkaError as exc:
+            fail(str(exc))
+
+
+@app.command()
+def delete(
+    topics: Annotated[list[str], typer.Argument(help="Topics to delete.")],
+    bootstrap_server: Bootstrap = DEFAULT_BOOTSTRAP,
+) -> None:
+    """Delete topics."""
+    from odradek.client import KafkaError
+
+    with _admin(bootstrap_server) as admin:
+        try:
+            admin.delete_topics(topics)
+        except KafkaError as exc:
+            fail(str(exc))
+    for t in topics:
+        typer.echo(f"Deleted topic {t}.")
