@@ -209,7 +209,7 @@ def _e2e_consumer(bootstrap: str, topic: str, expected: int, timeout: float, con
             now = time.monotonic_ns()
             if m.error() is not None:
                 continue
-            seq, sent = E2E_HEADER.unpack_from(m.value())
+            seq, sent = E2E_HEADER.unpack_from(m.value() or b"")
             if seq < 0:
                 if not warm:
                     warm = True
@@ -344,8 +344,9 @@ def _raw_small_client(
     from kio.schema.produce.v8.request import PartitionProduceData, ProduceRequest, TopicProduceData
     from kio.schema.produce.v8.response import ProduceResponse
     from kio.schema.request_header.v1.header import RequestHeader
+    from kio.schema.types import TopicName
     from kio.serial import entity_reader, entity_writer
-    from kio.static.primitive import i16, i32, i32Timedelta
+    from kio.static.primitive import Records, i16, i32, i32Timedelta
 
     from odradek.protocol.records import build_batch
 
@@ -370,10 +371,8 @@ def _raw_small_client(
             timeout=i32Timedelta.parse(datetime.timedelta(seconds=30)),
             topic_data=(
                 TopicProduceData(
-                    name=topic,
-                    partition_data=(  # type: ignore[arg-type]
-                        PartitionProduceData(index=i32(0), records=batch),
-                    ),
+                    name=TopicName(topic),
+                    partition_data=(PartitionProduceData(index=i32(0), records=Records(batch)),),
                 ),
             ),
         ),

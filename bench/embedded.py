@@ -26,10 +26,12 @@ import gc
 import os
 import platform
 import re
+import shutil
 import signal
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -74,7 +76,10 @@ def bench_start_stop(runs: int, storage: str) -> tuple[list[float], list[float],
     return starts, readies, stops
 
 
-def bench_cold(runs: int) -> tuple[list[float], list[float]]:
+def bench_cold(runs: int, *, cached_bytecode: bool) -> tuple[list[float], list[float]]:
+    """Fresh interpreters. With ``cached_bytecode`` the .pyc files come from a private
+    PYTHONPYCACHEPREFIX warmed by one extra run (what an installed package does); without it
+    the environment decides (PYTHONDONTWRITEBYTECODE=1 compiles every module every time)."""
     code = (
         "import time; t0 = time.perf_counter()\n"
         "from odradek.testing import EmbeddedBroker, api_versions\n"
@@ -83,16 +88,66 @@ def bench_cold(runs: int) -> tuple[list[float], list[float]]:
         "t2 = time.perf_counter(); b.stop()\n"
         "print(t1 - t0, t2 - t0)\n"
     )
+    env = dict(os.environ)
+    extra = 0
+    if cached_bytecode:
+        env.pop("PYTHONDONTWRITEBYTECODE", None)
+        env["PYTHONPYCACHEPREFIX"] = tempfile.mkdtemp(prefix="odradek-bench-pycache-")
+        extra = 1
     imports: list[float] = []
     totals: list[float] = []
-    for _ in range(runs):
-        out = subprocess.run(
-            [sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True
-        )
-        a, b = (float(x) for x in out.stdout.split())
-        imports.append(a)
-        totals.append(b)
+    try:
+        for i in range(runs + extra):
+            out = subprocess.run(
+                [sys.executable, "-c", code],
+                capture_output=True,
+                text=True,
+                timeout=60,
+                check=True,
+                env=env,
+            )
+            if i < extra:
+                continue  # warms the bytecode cache
+            a, b = (float(x) for x in out.stdout.split())
+            imports.append(a)
+            totals.append(b)
+    finally:
+        if cached_bytecode:
+            shutil.rmtree(env["PYTHONPYCACHEPREFIX"], ignore_errors=True)
     return imports, totals
+
+
+def bench_stop_with_members(runs: int, storage: str) -> list[float]:
+    """stop() while a confluent-kafka consumer (45 s session timeout) and a producer are
+    connected and the consumer owns its partition."""
+    from confluent_kafka import Consumer, Producer
+
+    stops: list[float] = []
+    for _ in range(runs):
+        broker = EmbeddedBroker(storage=storage).start()  # type: ignore[arg-type]
+        create_topic(broker, "t")
+        producer = Producer({"bootstrap.servers": broker.bootstrap_servers, "log_level": 0})
+        producer.produce("t", b"x")
+        producer.flush(10)
+        consumer = Consumer(
+            {
+                "bootstrap.servers": broker.bootstrap_servers,
+                "group.id": "g",
+                "session.timeout.ms": 45000,
+                "auto.offset.reset": "earliest",
+                "log_level": 0,
+            }
+        )
+        consumer.subscribe(["t"])
+        deadline = time.monotonic() + 20
+        while consumer.poll(0.05) is None and time.monotonic() < deadline:
+            pass
+        t0 = time.perf_counter()
+        broker.stop()
+        stops.append(time.perf_counter() - t0)
+        consumer.close()
+        del producer
+    return stops
 
 
 def bench_memory(n: int, storage: str) -> tuple[float, int]:
@@ -191,10 +246,20 @@ def main() -> None:
     print(f"  start -> ApiVersions   {summary(readies)}   (target < 50 ms)")
     print(f"  stop()                 {summary(stops)}   (target < 100 ms)")
 
-    imports, totals = bench_cold(args.cold_runs)
-    print(f"\ncold, fresh interpreter, {len(totals)} runs")
-    print(f"  import odradek.testing {summary(imports)}")
-    print(f"  import + start + ApiVersions {summary(totals)}")
+    members = bench_stop_with_members(max(1, args.runs // 10), args.storage)
+    print(f"  stop() with a consumer group member and a producer connected, {len(members)} runs")
+    print(f"                         {summary(members)}")
+
+    for cached in (False, True):
+        imports, totals = bench_cold(args.cold_runs, cached_bytecode=cached)
+        label = (
+            "cached .pyc"
+            if cached
+            else f"PYTHONDONTWRITEBYTECODE={os.environ.get('PYTHONDONTWRITEBYTECODE', '')}"
+        )
+        print(f"\ncold, fresh interpreter ({label}), {len(totals)} runs")
+        print(f"  import odradek.testing       {summary(imports)}")
+        print(f"  import + start + ApiVersions {summary(totals)}")
 
     per, total = bench_memory(args.brokers, args.storage)
     print(

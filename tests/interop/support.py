@@ -286,7 +286,8 @@ class KafkaWire:
             TopicProduceData,
         )
         from kio.schema.produce.v8.response import ProduceResponse
-        from kio.static.primitive import i16, i32, i32Timedelta
+        from kio.schema.types import TopicName
+        from kio.static.primitive import Records, i16, i32, i32Timedelta
 
         req = ProduceRequest(
             transactional_id=None,
@@ -294,9 +295,9 @@ class KafkaWire:
             timeout=i32Timedelta.parse(__import__("datetime").timedelta(seconds=10)),
             topic_data=(
                 TopicProduceData(
-                    name=topic,  # type: ignore[arg-type]
+                    name=TopicName(topic),
                     partition_data=tuple(
-                        PartitionProduceData(index=i32(p), records=data)
+                        PartitionProduceData(index=i32(p), records=Records(data))
                         for p, data in partitions.items()
                     ),
                 ),

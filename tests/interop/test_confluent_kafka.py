@@ -126,18 +126,23 @@ def consume(
                 if time.monotonic() > extra_until:
                     break
             for m in c.consume(num_messages=1000, timeout=0.1):
-                if m.error() is not None:
-                    if m.error().code() == KafkaError._PARTITION_EOF:
+                err = m.error()
+                if err is not None:
+                    if err.code() == KafkaError._PARTITION_EOF:
                         continue
-                    raise AssertionError(f"consume error: {m.error()}")
+                    raise AssertionError(f"consume error: {err}")
                 ts_type, ts = m.timestamp()
+                partition, offset = m.partition(), m.offset()
+                assert partition is not None and offset is not None
+                headers = m.headers() or []
+                assert isinstance(headers, list)
                 out.append(
                     Consumed(
-                        m.partition(),
-                        m.offset(),
+                        partition,
+                        offset,
                         m.key(),
                         m.value(),
-                        tuple(m.headers() or ()),
+                        tuple((k, v) for k, v in headers),  # type: ignore[misc]
                         ts,
                         ts_type - 1,  # TIMESTAMP_CREATE_TIME == 1
                     )
