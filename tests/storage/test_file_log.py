@@ -290,3 +290,27 @@ def test_indexes_load_lazily_and_bad_ones_are_rebuilt_on_first_use(
     assert any("rebuilding indexes" in r.getMessage() for r in caplog.records)
     assert again.segments[0].index.entries() == entries
     again.close()
+
+
+def test_dump_tool(tmp_path: Path, clock: ManualClock, capsys: pytest.CaptureFixture[str]) -> None:
+    from odradek.storage.dump import main
+
+    log = FileLog(tmp_path / "t-0", LogConfig(index_interval_bytes=50), clock)
+    fill(log, 4)
+    log.close()
+    d = tmp_path / "t-0"
+    path = d / f"{0:020d}.log"
+    with open(path, "ab") as f:
+        f.write(b"\x00" * 20)
+    assert (
+        main(
+            [str(path), "--records", str(d / f"{0:020d}.index"), str(d / "leader-epoch-checkpoint")]
+        )
+        == 0
+    )
+    out = capsys.readouterr().out
+    assert out.count("isvalid: True") == 4
+    assert "| offset: 7 " in out
+    assert "torn tail: 20 bytes" in out
+    assert "offset: 3 position:" in out
+    assert out.rstrip().endswith("1 0")

@@ -1,0 +1,119 @@
+"""Print the content of segment and checkpoint files, like Kafka's ``kafka-dump-log.sh``.
+
+    python -m odradek.storage.dump 00000000000000000000.log [--records]
+    python -m odradek.storage.dump 00000000000000000000.index
+    python -m odradek.storage.dump 00000000000000000000.timeindex
+    python -m odradek.storage.dump leader-epoch-checkpoint
+
+For a ``.log`` file every batch is listed with its position, offsets, sizes, timestamps and
+whether its CRC is valid; a damaged or torn tail is reported where it starts. Read-only.
+"""
+
+from __future__ import annotations
+
+import argparse
+import struct
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+from crc32c import crc32c
+
+from odradek.protocol.records import RecordBatch
+
+__all__ = ["dump_file", "main"]
+
+_HEADER = struct.Struct(">qiibIhiqqqhii")
+_HEADER_SIZE = 61
+
+
+def _dump_log(path: Path, records: bool) -> Iterator[str]:
+    data = path.read_bytes()
+    base = int(path.stem) if path.stem.isdigit() else 0
+    yield f"Dumping {path} (base offset {base}, {len(data)} bytes)"
+    position = 0
+    while position < len(data):
+        if len(data) - position < _HEADER_SIZE:
+            yield f"position: {position} torn tail: {len(data) - position} bytes"
+            return
+        (
+            base_offset,
+            batch_length,
+            epoch,
+            magic,
+            crc,
+            attributes,
+            lod,
+            base_ts,
+            max_ts,
+            pid,
+            pepoch,
+            bseq,
+            count,
+        ) = _HEADER.unpack_from(data, position)
+        size = batch_length + 12
+        if batch_length < _HEADER_SIZE - 12 or position + size > len(data):
+            yield f"position: {position} bad batch length {batch_length} (file ends at {len(data)})"
+            return
+        valid = crc32c(memoryview(data)[position + 21 : position + size]) == crc
+        yield (
+            f"baseOffset: {base_offset} lastOffset: {base_offset + lod} count: {count} "
+            f"baseSequence: {bseq} producerId: {pid} producerEpoch: {pepoch} "
+            f"partitionLeaderEpoch: {epoch} isTransactional: {bool(attributes & 0x10)} "
+            f"isControl: {bool(attributes & 0x20)} position: {position} "
+            f"CreateTime: {max_ts if not attributes & 0x08 else -1} "
+            f"LogAppendTime: {max_ts if attributes & 0x08 else -1} baseTimestamp: {base_ts} "
+            f"size: {size} magic: {magic} compresscodec: {attributes & 0x07} crc: {crc} "
+            f"isvalid: {valid}"
+        )
+        if records and valid:
+            try:
+                for record in RecordBatch(data, position).records():
+                    yield (
+                        f"| offset: {record.offset} timestamp: {record.timestamp} "
+                        f"key: {record.key!r} value: {record.value!r} headers: {record.headers!r}"
+                    )
+            except ValueError as exc:
+                yield f"| records unreadable: {exc}"
+        position += size
+
+
+def _dump_index(path: Path, entry: struct.Struct, names: tuple[str, str]) -> Iterator[str]:
+    data = path.read_bytes()
+    base = int(path.stem) if path.stem.isdigit() else 0
+    yield f"Dumping {path} (base offset {base}, {len(data) // entry.size} entries)"
+    if len(data) % entry.size:
+        yield f"size {len(data)} is not a multiple of {entry.size}: damaged"
+    for a, b in entry.iter_unpack(data[: len(data) - len(data) % entry.size]):
+        if names[0] == "offset":
+            yield f"offset: {base + a} position: {b}"
+        else:
+            yield f"timestamp: {a} offset: {base + b}"
+
+
+def dump_file(path: Path, *, records: bool = False) -> Iterator[str]:
+    """Lines describing ``path`` (a .log, .index, .timeindex or checkpoint file)."""
+    if path.suffix == ".log":
+        return _dump_log(path, records)
+    if path.suffix == ".index":
+        return _dump_index(path, struct.Struct(">ii"), ("offset", "position"))
+    if path.suffix == ".timeindex":
+        return _dump_index(path, struct.Struct(">qi"), ("timestamp", "offset"))
+    return iter(path.read_text().splitlines())
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m odradek.storage.dump", description=__doc__.splitlines()[0]
+    )
+    parser.add_argument("files", nargs="+", type=Path)
+    parser.add_argument("--records", action="store_true", help="also print every record")
+    args = parser.parse_intermixed_args(argv)
+    for path in args.files:
+        for line in dump_file(path, records=args.records):
+            sys.stdout.write(line + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
