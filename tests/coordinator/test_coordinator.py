@@ -6,11 +6,18 @@ from __future__ import annotations
 
 import asyncio
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from odradek.clock import ManualClock
-from odradek.coordinator import OFFSETS_TOPIC, GroupCoordinator, JoinParams, OffsetCommitEntry
+from odradek.coordinator import (
+    OFFSETS_TOPIC,
+    GroupCoordinator,
+    GroupMetadataManager,
+    JoinParams,
+    OffsetCommitEntry,
+)
 from odradek.coordinator.records import partition_for
 from odradek.coordinator.state import Errors, GroupState
 from odradek.testing import EmbeddedBroker
@@ -183,3 +190,82 @@ async def test_parked_join_is_answered_by_the_timer_task() -> None:
         assert loop.time() - t0 >= 0.045
     finally:
         await broker.astop()
+
+
+def _full_replay(broker: EmbeddedBroker, partitions: int) -> GroupMetadataManager:
+    """The persisted state from replaying every record of __consumer_offsets from the start."""
+    from odradek.coordinator.records import decode_record
+    from odradek.protocol.records import iter_batches
+
+    manager = GroupMetadataManager()
+    for p in range(partitions):
+        plog = broker.broker.partition(OFFSETS_TOPIC, p).log
+        offset = plog.log_start_offset
+        while offset < plog.log_end_offset:
+            data = plog.read(offset, 1 << 20).records
+            data = data.read() if hasattr(data, "read") else bytes(data)
+            for batch in iter_batches(data):
+                for rec in batch.records():
+                    if rec.offset >= offset:
+                        r = decode_record(rec.key, rec.value)
+                        if r is not None:
+                            manager.replay(r, loading=True)
+                offset = batch.last_offset + 1
+    return manager
+
+
+def _persisted_state(manager: GroupMetadataManager) -> dict[str, Any]:
+    return {
+        gid: (g.persisted, dict(g.offsets), g.generation_id, g.state)
+        for gid, g in manager.groups.items()
+    }
+
+
+async def test_snapshots_bound_what_is_replayed_at_start(tmp_path: Path) -> None:
+    clock = ManualClock()
+    broker = EmbeddedBroker(SETTINGS, storage="file", data_dir=tmp_path, clock=clock, thread=False)
+    await broker.astart()
+    try:
+        coord: GroupCoordinator = broker.broker.group_coordinator
+        await coord.wait_loaded()
+        coord.snapshot_min_records = 100
+        member, gen = await _stable_member(coord, "members")
+        for i in range(300):
+            for group in ("busy", "other"):
+                errors = await coord.commit_offsets(
+                    group, -1, "", None, [OffsetCommitEntry(OFFSETS_TOPIC, i % 3, i, -1, f"m{i}")]
+                )
+                assert errors == [Errors.NONE]
+            if i == 150:
+                assert (
+                    coord.maybe_snapshot()
+                )  # the partitions of busy and other outgrew their state
+        await coord.commit_offsets(
+            "members", gen, member, None, [OffsetCommitEntry(OFFSETS_TOPIC, 0, 7)]
+        )
+        await coord.commit_offsets("gone", -1, "", None, [OffsetCommitEntry(OFFSETS_TOPIC, 0, 1)])
+        assert await coord.delete_groups(["gone"]) == [Errors.NONE]
+        coord.maybe_snapshot()
+        assert coord.snapshots_written >= 2
+        live_state = _persisted_state(coord.manager)
+        snapshot_offsets = dict(coord._snapshot_offsets)
+        assert (tmp_path / "coordinator-snapshot-checkpoint").exists()
+    finally:
+        await broker.astop()
+
+    again = EmbeddedBroker(SETTINGS, storage="file", data_dir=tmp_path, clock=clock, thread=False)
+    await again.astart()
+    try:
+        coord = again.broker.group_coordinator
+        await coord.wait_loaded()
+        for p, offset in snapshot_offsets.items():
+            assert coord.loaded_from[p] == offset > 0
+        # loading from the snapshots == replaying everything == the state before the restart
+        assert _persisted_state(coord.manager) == live_state
+        assert _persisted_state(_full_replay(again, 4)) == live_state
+        om = coord.fetch_offsets("busy", [(OFFSETS_TOPIC, [2])])[1][0][1][0][1]
+        assert (om.offset, om.metadata) == (299, "m299")
+        assert "gone" not in coord.manager.groups
+        assert coord.manager.groups["members"].generation_id == gen
+    finally:
+        await again.astop()

@@ -16,6 +16,16 @@ config ``flush.messages`` on ``__consumer_offsets``: with ``flush.messages=1`` e
 is also fsynced before it is acknowledged. Then commits that arrive together are grouped
 (group commit): one append per partition and one fsync per log for all of them.
 
+Snapshots. Storage does not compact ``__consumer_offsets``, so without help every commit
+would be replayed at every start. When a partition has had many more records appended than
+its live state holds (``snapshot_min_records``, ``snapshot_live_factor``), the coordinator
+appends its live state again (each group's last GroupMetadataValue and its offsets: a
+snapshot), fsyncs, and records the snapshot's first offset in
+``<data dir>/coordinator-snapshot-checkpoint`` (JSON, written with fsync + rename). Loading
+replays a partition from its latest snapshot (or from the log start offset when there is
+none), which gives the same state as replaying everything. Disk space is reclaimed only once
+storage can drop a log's prefix (compaction, or deleting records below an offset).
+
 Broker contract used: ``broker.config`` (``offsets_topic_num_partitions``,
 ``group_initial_rebalance_delay_ms``, ``group_min_session_timeout_ms``,
 ``group_max_session_timeout_ms``, ``group_max_size``, ``offsets_retention_minutes``,
@@ -29,7 +39,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import logging
+import os
 from collections.abc import Sequence
 from typing import Any
 
@@ -59,6 +71,8 @@ __all__ = ["OFFSETS_TOPIC", "GroupCoordinator"]
 log = logging.getLogger(__name__)
 
 OFFSETS_TOPIC = "__consumer_offsets"
+SNAPSHOT_CHECKPOINT = "coordinator-snapshot-checkpoint"
+_SNAPSHOT_BATCH = 2000
 _READ_CHUNK = 4 << 20
 _MAX_TIMER_SLEEP_S = 0.25
 
@@ -120,6 +134,16 @@ class GroupCoordinator:
         self._writer_wake: asyncio.Event | None = None
         self._pending_writes: list[tuple[list[Record], asyncio.Future[None]]] = []
         self._loaded_event: asyncio.Event | None = None
+        # Snapshots: a partition that has had more than snapshot_min_records appended since its
+        # last snapshot, and more than snapshot_live_factor times the records of its live state,
+        # gets its live state appended again; loading starts from the latest snapshot.
+        self.snapshot_min_records = 10_000
+        self.snapshot_live_factor = 2
+        self._since_snapshot: dict[int, int] = {}
+        self._next_snapshot_check: dict[int, int] = {}
+        self._snapshot_offsets: dict[int, int] = {}
+        self.loaded_from: dict[int, int] = {}
+        self.snapshots_written = 0
         self._partition_cache: dict[str, int] = {}
         self._key_cache: dict[tuple[str, str, int], bytes] = {}
         self.commits_persisted = 0
@@ -214,8 +238,46 @@ class GroupCoordinator:
 
     # -- loading ------------------------------------------------------------------------------
 
+    def _checkpoint_path(self) -> Any:
+        data_dir = getattr(self.broker, "data_dir", None)
+        return None if data_dir is None else data_dir / SNAPSHOT_CHECKPOINT
+
+    def _read_checkpoint(self) -> dict[int, int]:
+        path = self._checkpoint_path()
+        if path is None or not path.exists():
+            return {}
+        try:
+            data = json.loads(path.read_text())
+            return {int(p): int(o) for p, o in data["partitions"].items()}
+        except (OSError, ValueError, KeyError, TypeError) as exc:
+            log.warning("ignoring %s: %s", path, exc)
+            return {}
+
+    def _write_checkpoint(self) -> None:
+        path = self._checkpoint_path()
+        if path is None:
+            return
+        tmp = path.with_name(path.name + ".tmp")
+        payload = json.dumps(
+            {
+                "version": 1,
+                "partitions": {str(p): o for p, o in sorted(self._snapshot_offsets.items())},
+            }
+        )
+        with open(tmp, "w") as f:
+            f.write(payload)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+        fd = os.open(path.parent, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+
     async def _load_all(self) -> None:
         assert self._loaded_event is not None
+        self._snapshot_offsets = self._read_checkpoint()
         try:
             for p in range(self.num_partitions):
                 await self._load_partition(p)
@@ -228,6 +290,13 @@ class GroupCoordinator:
         if handle is not None:
             plog = handle.log
             offset = plog.log_start_offset
+            snapshot = self._snapshot_offsets.get(p)
+            if snapshot is not None and offset <= snapshot <= plog.log_end_offset:
+                offset = snapshot
+            else:
+                self._snapshot_offsets.pop(p, None)
+            self.loaded_from[p] = offset
+            self._since_snapshot[p] = plog.log_end_offset - offset
             count = 0
             while offset < plog.log_end_offset:
                 result = plog.read(offset, _READ_CHUNK)
@@ -299,7 +368,42 @@ class GroupCoordinator:
             if handle is None:
                 raise RuntimeError(f"{OFFSETS_TOPIC}-{p} does not exist")
             handle.log.append(build_batch(pairs, now), handle.leader_epoch)
+            self._since_snapshot[p] = self._since_snapshot.get(p, 0) + len(pairs)
         return set(by_partition)
+
+    def maybe_snapshot(self) -> list[int]:
+        """Snapshot every partition whose log has outgrown its live state; returns them."""
+        done = []
+        for p, n in list(self._since_snapshot.items()):
+            if n < max(self.snapshot_min_records, self._next_snapshot_check.get(p, 0)):
+                continue
+            gids = [gid for gid in self.manager.groups if self.partition_for(gid) == p]
+            live = sum(1 + len(self.manager.groups[gid].offsets) for gid in gids)
+            if n <= self.snapshot_live_factor * live:
+                self._next_snapshot_check[p] = self.snapshot_live_factor * live + 1
+                continue
+            self._snapshot(p, gids)
+            done.append(p)
+        return done
+
+    def _snapshot(self, p: int, group_ids: list[str]) -> None:
+        handle = self.broker.partition(OFFSETS_TOPIC, p)
+        if handle is None:
+            return
+        plog = handle.log
+        base = plog.log_end_offset
+        records = self.manager.snapshot(group_ids)
+        now = self.clock.now_ms()
+        for i in range(0, len(records), _SNAPSHOT_BATCH):
+            pairs = [self._encode(r) for r in records[i : i + _SNAPSHOT_BATCH]]
+            plog.append(build_batch(pairs, now), handle.leader_epoch)
+        plog.flush()
+        self._snapshot_offsets[p] = base
+        self._since_snapshot[p] = 0
+        self._next_snapshot_check.pop(p, None)
+        self._write_checkpoint()
+        self.snapshots_written += 1
+        log.info("%s-%d: snapshot of %d records at offset %d", OFFSETS_TOPIC, p, len(records), base)
 
     async def _persist(self, records: list[Record]) -> None:
         """Make ``records`` durable (see module docstring), then replay them."""
@@ -389,6 +493,7 @@ class GroupCoordinator:
             try:
                 if not self.is_loading:
                     await self.run_timers()
+                    self.maybe_snapshot()
                     if self.clock.monotonic() >= next_expiry:
                         next_expiry = (
                             self.clock.monotonic() + self.retention_check_interval_ms / 1000

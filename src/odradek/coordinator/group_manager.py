@@ -780,9 +780,11 @@ class GroupMetadataManager:
             group.state = S.DEAD
             del self.groups[gid]
             return
+        if group is not None:
+            group.persisted = value
         if loading or group is None:
             if group is None:
-                group = ClassicGroup(gid)
+                group = ClassicGroup(gid, persisted=value)
                 self.groups[gid] = group
             group.generation_id = value.generation
             group.protocol_type = value.protocol_type or None
@@ -822,6 +824,21 @@ class GroupMetadataManager:
                 m.complete_sync(
                     SyncResult(Errors.NONE, group.protocol_type, group.protocol_name, m.assignment)
                 )
+
+    def snapshot(self, group_ids: Iterable[str]) -> list[Record]:
+        """Records that rebuild the persisted state of these groups when replayed on their own:
+        each group's last GroupMetadataValue and its committed offsets. Replaying the log from
+        the first of them gives the same persisted state as replaying it from the start."""
+        out: list[Record] = []
+        for gid in sorted(group_ids):
+            group = self.groups.get(gid)
+            if group is None:
+                continue
+            if group.persisted is not None:
+                out.append(GroupMetadataRecord(gid, group.persisted))
+            for (topic, partition), om in sorted(group.offsets.items()):
+                out.append(OffsetCommitRecord(gid, topic, partition, om))
+        return out
 
     def finish_loading(self, group_ids: Iterable[str], now_ms: int) -> None:
         """After replaying a partition: loaded members must heartbeat within their session."""

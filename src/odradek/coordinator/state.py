@@ -64,7 +64,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Generic, TypeVar
 
-from odradek.coordinator.records import OffsetAndMetadata
+from odradek.coordinator.records import GroupMetadataValue, OffsetAndMetadata
 
 __all__ = [
     "VALID_PREVIOUS_STATES",
@@ -276,6 +276,7 @@ class ClassicGroup:
     static_members: dict[str, str] = field(default_factory=dict)  # instance id -> member id
     pending_members: dict[str, int] = field(default_factory=dict)  # member id -> deadline ms
     offsets: dict[tuple[str, int], OffsetAndMetadata] = field(default_factory=dict)
+    persisted: GroupMetadataValue | None = None  # the last GroupMetadataValue replayed
     # rebalance timers (live)
     rebalance_deadline_ms: int | None = None
     initial_delay_remaining_ms: int | None = None  # set while the initial delayed join runs
