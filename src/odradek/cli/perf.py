@@ -30,7 +30,7 @@ Props = Annotated[list[str] | None, typer.Option("--property", "-X", help="Clien
 def percentile(sorted_values: list[float], q: float) -> float:
     if not sorted_values:
         return 0.0
-    i = min(len(sorted_values) - 1, max(0, int(round(q / 100 * (len(sorted_values) - 1)))))
+    i = min(len(sorted_values) - 1, max(0, round(q / 100 * (len(sorted_values) - 1))))
     return sorted_values[i]
 
 
