@@ -414,7 +414,7 @@ def test_increment_log_start_offset(make_log: LogFactory) -> None:
         log.read(2, 100)
     assert batches_of(log, 3)[0].base_offset == 3
     assert log.delete_old_segments() == 3  # segments 0, 1, 2 lie wholly below the start
-    assert log.segment_base_offsets()[0] == 3
+    assert log.segment_base_offsets()[0] == 3  # type: ignore[attr-defined]
     assert log.leader_epoch_entries() == [(2, 3)]
     with pytest.raises(OffsetOutOfRangeError):
         log.increment_log_start_offset(7)

@@ -519,7 +519,9 @@ class FileLog(LogBase):
         self.directory = directory
         self._graveyard: list[tuple[float, LogSegment]] = []
         self._dir_dirty = False
-        directory.mkdir(parents=True, exist_ok=True)
+        if not directory.is_dir():
+            directory.mkdir(parents=True)
+            fsync_dir(directory.parent)  # the new partition directory's name must be durable
         self._load(recovery_point, log_start_offset, high_watermark, clean_shutdown)
 
     def _load(
