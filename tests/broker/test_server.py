@@ -164,3 +164,18 @@ def test_producer_state_rules_and_snapshot() -> None:
     w = ProducerStateManager()
     w.update(1, 0, 2**31 - 2, 2**31 - 1, 0, 1)
     assert w.check(1, 0, 0, 3) == (OK, -1)
+
+
+async def test_failed_start_releases_the_data_dir(tmp_path: Path) -> None:
+    async with Broker(_config(tmp_path)) as first:
+        port = first.bound_port
+        clash = Broker(
+            BrokerConfig.from_properties(
+                {"listeners": f"PLAINTEXT://127.0.0.1:{port}", "log.dirs": str(tmp_path / "other")}
+            )
+        )
+        with pytest.raises(OSError):
+            await clash.start()
+    # the failed broker released its log dir lock: a new broker can use it
+    async with Broker(_config(tmp_path, **{"log.dirs": str(tmp_path / "other")})) as again:
+        assert again.bound_port > 0

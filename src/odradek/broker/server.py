@@ -181,22 +181,33 @@ class Broker:
             retention_check_interval_ms=cfg.log_retention_check_interval_ms,
             flush_check_interval_ms=max(1, min(1000, cfg.log_flush_scheduler_interval_ms)),
         )
-        # open every partition log now (recovery happens here, not on the first request)
-        for topic in self.metadata.topics():
-            for p in topic.partitions:
-                self.partition(topic.name, p.partition)
-        loop = asyncio.get_running_loop()
-        self._server = await loop.create_server(
-            lambda: KafkaConnection(self),
-            host=self.host or None,
-            port=self.port,
-            reuse_address=True,
-            backlog=1024,
-        )
-        sockets = self._server.sockets
-        if sockets:
-            self.bound_port = sockets[0].getsockname()[1]
-        await self._start_coordinator()
+        try:
+            # open every partition log now (recovery happens here, not on the first request)
+            for topic in self.metadata.topics():
+                for p in topic.partitions:
+                    self.partition(topic.name, p.partition)
+            loop = asyncio.get_running_loop()
+            # bind first (the port is known, e.g. for FindCoordinator), serve once the
+            # coordinator has loaded its state
+            self._server = await loop.create_server(
+                lambda: KafkaConnection(self),
+                host=self.host or None,
+                port=self.port,
+                reuse_address=True,
+                backlog=1024,
+                start_serving=False,
+            )
+            sockets = self._server.sockets
+            if sockets:
+                self.bound_port = sockets[0].getsockname()[1]
+            await self._start_coordinator()
+            await self._server.start_serving()
+        except BaseException:
+            if self._server is not None:
+                self._server.close()
+                self._server = None
+            self.log_manager.close()
+            raise
         self._tasks.append(loop.create_task(self._maintenance_loop()))
         self._started = True
         log.info("broker %s listening on %s:%s", self.node_id, self.host, self.bound_port)
