@@ -57,7 +57,10 @@ def produce(
         bootstrap_servers=kafka.bootstrap_servers, **{**producer_config(kafka), **config}
     )
     try:
-        assert producer.config["acks"] in ("all", -1, 1)
+        if kafka.name != "tansu":  # default settings: idempotent, acks=all, InitProducerId used
+            assert producer.config["enable_idempotence"] is True
+            assert producer.config["acks"] in ("all", -1)
+            assert producer._transaction_manager is not None
         futures = [
             producer.send(
                 topic,
@@ -74,6 +77,8 @@ def produce(
         for f in futures:
             md = f.get(timeout=10)
             out.append((md.partition, md.offset))
+        if kafka.name != "tansu":
+            assert producer._transaction_manager.producer_id_and_epoch.producer_id >= 0
         return out
     finally:
         producer.close(timeout=5)
