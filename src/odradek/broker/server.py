@@ -58,6 +58,7 @@ __all__ = ["Broker", "KafkaConnection", "PartitionHandle"]
 log = logging.getLogger("odradek.broker")
 
 _I32 = struct.Struct(">i")
+_HEADER = struct.Struct(">hhih")  # api_key, api_version, correlation_id, client_id length
 _BATCH_HEAD = struct.Struct(">qi")
 _PRODUCER_FIELDS = struct.Struct(
     ">qhii"
@@ -132,6 +133,8 @@ class Broker:
         self._connections: dict[int, KafkaConnection] = {}
         self._next_connection_id = 0
         self._partitions: dict[tuple[str, int], PartitionHandle] = {}
+        self._routes: dict[tuple[int, int], Any] = {}
+        """(api key, version) -> (ApiSpec, VersionInfo) or the reason to close (a cache)."""
         self._tasks: list[asyncio.Task[None]] = []
         self._started = False
         self.data_dir: Path | None = None if self.config.in_memory else self.config.data_dirs[0]
@@ -614,32 +617,56 @@ class KafkaConnection(asyncio.Protocol):
 
     # request handling --------------------------------------------------------------------
 
-    def _handle_frame(self, frame: memoryview, out: list[Any]) -> None:
-        try:
-            api_key, version, correlation_id, client_id, pos = _wire.parse_header(frame)
-        except _wire.RequestDecodeError as exc:
-            self.abort(f"bad request header: {exc}")
-            return
+    def _route(self, api_key: int, version: int) -> tuple[ApiSpec, _wire.VersionInfo] | str:
+        """(spec, decoding info) for a request, or why the connection must be closed."""
         spec = self.registry.get(api_key)
         if spec is None:
-            self.abort(f"unknown api key {api_key}")
-            return
+            return f"unknown api key {api_key}"
         if version > spec.max_version or version < spec.oldest_served:
-            if api_key == 18:
+            return f"unsupported version {version} of api key {api_key} ({spec.name})"
+        info = _wire.version_info(api_key, version)
+        if info is None:
+            return f"cannot decode version {version} of api key {api_key} ({spec.name})"
+        return spec, info
+
+    def _handle_frame(self, frame: memoryview, out: list[Any]) -> None:
+        n = len(frame)
+        if n < 10:
+            self.abort(f"request header too short ({n} bytes)")
+            return
+        api_key, version, correlation_id, cid_len = _HEADER.unpack_from(frame, 0)
+        routes = self.broker._routes
+        route = routes.get((api_key, version))
+        if route is None:
+            route = self._route(api_key, version)
+            if isinstance(route, str) and api_key == 18 and api_key in self.registry:
                 from odradek.broker.apis.api_versions import unsupported_version_body
 
                 body = unsupported_version_body(self.registry)
                 self._emit(out, [_I32.pack(len(body) + 4) + _I32.pack(correlation_id), body])
                 return
-            self.abort(f"unsupported version {version} of api key {api_key} ({spec.name})")
+            if len(routes) < 4096 and self.registry is self.broker.registry:
+                routes[(api_key, version)] = route
+        if isinstance(route, str):
+            self.abort(route)
             return
-        info = _wire.version_info(api_key, version)
-        if info is None:
-            self.abort(f"cannot decode version {version} of api key {api_key} ({spec.name})")
-            return
+        spec, info = route
+        pos = 10
+        client_id: str | None = None
+        if cid_len >= 0:
+            pos = 10 + cid_len
+            if pos > n:
+                self.abort("bad request header: truncated client_id")
+                return
+            try:
+                client_id = str(frame[10:pos], "utf-8")
+            except UnicodeDecodeError:
+                self.abort("bad request header: client_id is not UTF-8")
+                return
         try:
-            offset = _wire.body_offset(frame, pos, info.flexible)
-            request, _size = info.reader(frame, offset)
+            if info.flexible:
+                pos = pos + 1 if pos < n and frame[pos] == 0 else _wire.body_offset(frame, pos, True)
+            request, _size = info.reader(frame, pos)
         except Exception as exc:
             self.abort(f"malformed {spec.name} v{version} request: {exc!r}")
             return
