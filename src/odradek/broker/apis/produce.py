@@ -25,7 +25,7 @@ from typing import Any
 from kio.schema.errors import ErrorCode
 
 from odradek.broker.apis._encoders import encode_produce_response
-from odradek.broker.apis._util import NO_THROTTLE, make, response_types, topic_name_error
+from odradek.broker.apis._util import topic_name_error
 from odradek.broker.producer_state import DUPLICATE, OK
 from odradek.broker.registry import ApiSpec, RequestContext
 from odradek.protocol.records import CorruptRecordError, InvalidRecordError
@@ -194,38 +194,6 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
 
 def encode(request: Any, results: list[tuple[str, list[PartitionResult]]]) -> Any:
     return encode_produce_response(request, results)
-
-
-def encode_kio(request: Any, results: list[tuple[str, list[PartitionResult]]]) -> Any:
-    """The same response built with kio (reference for tests)."""
-    types = response_types(request)
-    responses = tuple(
-        make(
-            types.TopicProduceResponse,
-            name=name,
-            partition_responses=tuple(
-                make(
-                    types.PartitionProduceResponse,
-                    index=index,
-                    error_code=code,
-                    base_offset=base,
-                    log_append_time=None if lat < 0 else _dt(lat),
-                    log_start_offset=lso,
-                    record_errors=(),
-                    error_message=msg,
-                )
-                for index, code, base, lat, lso, msg in parts
-            ),
-        )
-        for name, parts in results
-    )
-    return make(types.ProduceResponse, responses=responses, throttle_time=NO_THROTTLE)
-
-
-def _dt(ms: int) -> Any:
-    import datetime
-
-    return datetime.datetime.fromtimestamp(ms / 1000.0, tz=datetime.UTC)
 
 
 def error_response(request: Any, code: ErrorCode) -> Any:
