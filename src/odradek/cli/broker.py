@@ -103,9 +103,8 @@ def run(cfg: object, log_level: str = "warning") -> int:
         try:
             await broker.start()
         except OSError as exc:
-            print(
-                f"error: cannot listen on {cfg.listeners}: {exc.strerror or exc}", file=sys.stderr
-            )
+            # the log dir is locked by another broker, or the listener cannot bind
+            print(f"error: {exc}", file=sys.stderr)
             return 1
         # what exists now (modules, kio schemas, logs) lives as long as the process: keep it
         # out of the cyclic GC's full collections (shorter pauses, less CPU)
