@@ -578,3 +578,67 @@ def test_describe_cluster(wire: Wire, broker: BrokerProcess) -> None:
     (b,) = r.brokers
     assert (b.host, int(b.port)) == ("127.0.0.1", broker.port)
     assert int(r.controller_id) == int(b.broker_id)
+
+
+def test_current_leader_epoch_is_checked(wire: Wire) -> None:
+    FENCED_LEADER_EPOCH, UNKNOWN_LEADER_EPOCH = 74, 75
+    t = topic_name("epoch")
+    create(wire, t)
+    produce(wire, t, batch(b"x"))
+
+    def fetch_code(epoch: int, version: int = 12) -> int:
+        e = fetch_request(t, {0: 0}, version=version)
+        part = e.topics[0].partitions[0]
+        fp = req(
+            1,
+            version,
+            "FetchPartition",
+            partition=0,
+            current_leader_epoch=epoch,
+            fetch_offset=0,
+            last_fetched_epoch=-1,
+            log_start_offset=-1,
+            partition_max_bytes=part.partition_max_bytes,
+        )
+        ft = req(1, version, "FetchTopic", topic=t, partitions=(fp,))
+        e = req(
+            1,
+            version,
+            replica_id=-1,
+            max_wait=ms(0),
+            min_bytes=1,
+            max_bytes=1 << 20,
+            isolation_level=0,
+            session_id=0,
+            session_epoch=-1,
+            topics=(ft,),
+            forgotten_topics_data=(),
+            rack_id="",
+        )
+        return int(wire.call(e).responses[0].partitions[0].error_code)
+
+    assert fetch_code(0) == NONE  # the leader epoch starts at 0
+    assert fetch_code(-1) == NONE  # not given
+    assert fetch_code(5) == UNKNOWN_LEADER_EPOCH
+    assert fetch_code(5, version=8) == NONE  # not checked before v9
+
+    def list_code(epoch: int) -> int:
+        p = req(
+            2,
+            7,
+            "ListOffsetsPartition",
+            partition_index=0,
+            current_leader_epoch=epoch,
+            timestamp=-1,
+        )
+        lt = req(2, 7, "ListOffsetsTopic", name=t, partitions=(p,))
+        return int(
+            wire.call(req(2, 7, replica_id=-1, isolation_level=0, topics=(lt,)))
+            .topics[0]
+            .partitions[0]
+            .error_code
+        )
+
+    assert list_code(0) == NONE
+    assert list_code(3) == UNKNOWN_LEADER_EPOCH
+    assert FENCED_LEADER_EPOCH != UNKNOWN_LEADER_EPOCH

@@ -36,8 +36,13 @@ def test_retention_by_size_and_time(fresh_broker: BrokerProcess) -> None:
         assert int(r.responses[0].partitions[0].error_code) == 1  # OFFSET_OUT_OF_RANGE
         # time-based retention switched on for the live log with IncrementalAlterConfigs
         cfg = req(44, 1, "AlterableConfig", name="retention.ms", config_operation=0, value="1")
-        res = req(44, 1, "AlterConfigsResource", resource_type=2, resource_name="ret", configs=(cfg,))
-        assert int(w.call(req(44, 1, resources=(res,), validate_only=False)).responses[0].error_code) == 0
+        res = req(
+            44, 1, "AlterConfigsResource", resource_type=2, resource_name="ret", configs=(cfg,)
+        )
+        assert (
+            int(w.call(req(44, 1, resources=(res,), validate_only=False)).responses[0].error_code)
+            == 0
+        )
         deadline = time.monotonic() + 20
         while earliest() < 39 and time.monotonic() < deadline:
             time.sleep(0.1)

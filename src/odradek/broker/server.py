@@ -665,7 +665,9 @@ class KafkaConnection(asyncio.Protocol):
                 return
         try:
             if info.flexible:
-                pos = pos + 1 if pos < n and frame[pos] == 0 else _wire.body_offset(frame, pos, True)
+                pos = (
+                    pos + 1 if pos < n and frame[pos] == 0 else _wire.body_offset(frame, pos, True)
+                )
             request, _size = info.reader(frame, pos)
         except Exception as exc:
             self.abort(f"malformed {spec.name} v{version} request: {exc!r}")

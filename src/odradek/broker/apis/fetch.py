@@ -12,7 +12,8 @@ except that the first partition with data always returns at least one batch (Kaf
 Long polling: when fewer than ``min_bytes`` are available and no partition has an error, the
 request parks in the purgatory watching its partitions and is answered as soon as an append
 to one of them brings the total to ``min_bytes``, or at ``max_wait_ms`` with what there is.
-Fetch sessions (KIP-227) are declined: the response's session_id is always 0, so clients send
+From v9 a request's current_leader_epoch (when ≥ 0) must be the partition's: older →
+FENCED_LEADER_EPOCH, newer → UNKNOWN_LEADER_EPOCH. Fetch sessions (KIP-227) are declined: the response's session_id is always 0, so clients send
 full fetch requests.
 """
 
@@ -31,6 +32,8 @@ _NONE = ErrorCode.none
 _UNKNOWN = ErrorCode.unknown_topic_or_partition
 _OUT_OF_RANGE = ErrorCode.offset_out_of_range
 _STORAGE = ErrorCode.kafka_storage_error
+_FENCED = ErrorCode.fenced_leader_epoch
+_UNKNOWN_EPOCH = ErrorCode.unknown_leader_epoch
 
 # (partition, error, high_watermark, last_stable_offset, log_start_offset, records or None)
 PartitionResult = tuple[int, ErrorCode, int, int, int, Any]
@@ -44,6 +47,7 @@ def _read_all(
     error = False
     out: list[tuple[str, list[PartitionResult]]] = []
     partition = broker.partition
+    check_epoch = int(request.__version__) >= 9
     for ft in request.topics:
         name = ft.topic
         presults: list[PartitionResult] = []
@@ -52,6 +56,12 @@ def _read_all(
             handle = partition(name, index)
             if handle is None:
                 presults.append((index, _UNKNOWN, -1, -1, -1, None))
+                error = True
+                continue
+            current_epoch = fp.current_leader_epoch if check_epoch else -1
+            if current_epoch >= 0 and current_epoch != handle.state.leader_epoch:
+                code = _FENCED if current_epoch < handle.state.leader_epoch else _UNKNOWN_EPOCH
+                presults.append((index, code, -1, -1, -1, None))
                 error = True
                 continue
             plog = handle.log

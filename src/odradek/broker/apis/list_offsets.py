@@ -4,7 +4,8 @@ timestamp -2 (earliest) → log start offset; -1 (latest) → high watermark (co
 end offset for a follower); -3 (max timestamp, v7+) → offset and timestamp of the record with
 the largest timestamp; -4 (earliest local) → log start offset; t ≥ 0 → the first offset whose
 timestamp is ≥ t (offset -1 and timestamp -1 when there is none).
-Advertised from v0, served from v1 (kio's oldest).
+From v4 a request's current_leader_epoch (when ≥ 0) must be the partition's (older →
+FENCED_LEADER_EPOCH, newer → UNKNOWN_LEADER_EPOCH). Advertised from v0, served from v1.
 """
 
 from __future__ import annotations
@@ -25,13 +26,20 @@ EARLIEST_LOCAL = -4
 
 
 def _lookup(
-    broker: Any, name: str, index: int, timestamp: int, follower: bool
+    broker: Any, name: str, index: int, timestamp: int, follower: bool, current_epoch: int = -1
 ) -> tuple[ErrorCode, int, int, int]:
     handle = broker.partition(name, index)
     if handle is None:
         return ErrorCode.unknown_topic_or_partition, -1, -1, -1
     plog = handle.log
     epoch = handle.leader_epoch
+    if current_epoch >= 0 and current_epoch != epoch:
+        code = (
+            ErrorCode.fenced_leader_epoch
+            if current_epoch < epoch
+            else ErrorCode.unknown_leader_epoch
+        )
+        return code, -1, -1, -1
     if timestamp in (EARLIEST, EARLIEST_LOCAL):
         return ErrorCode.none, -1, plog.log_start_offset, epoch
     if timestamp == LATEST:
@@ -59,7 +67,12 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
         parts = []
         for p in t.partitions:
             code, ts, offset, epoch = _lookup(
-                broker, t.name, p.partition_index, p.timestamp, follower
+                broker,
+                t.name,
+                p.partition_index,
+                p.timestamp,
+                follower,
+                getattr(p, "current_leader_epoch", -1),
             )
             parts.append(
                 make(
