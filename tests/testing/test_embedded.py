@@ -199,6 +199,9 @@ def test_stop_is_prompt_with_group_members_connected(caplog):
         took = time.monotonic() - started
         assert took < 1.0, f"stop took {took:.2f} s with members connected"
         assert not broker.running
+        # librdkafka's consumer close() waits for its group coordinator, without a bound, once
+        # the broker is gone: bring one back on the same port so that the clients close cleanly.
+        broker.restart()
     finally:
         kp.close(autocommit=False)
         ck.close()
@@ -264,3 +267,33 @@ def test_forgotten_broker_does_not_hang_interpreter_exit():
     assert out.returncode == 0, out.stderr
     assert out.stdout.startswith("127.0.0.1:")
     assert time.monotonic() - started < 20
+
+
+@pytest.mark.parametrize("storage", ["memory", "file"])
+def test_restart_keeps_the_port_and_file_data(storage):
+    baseline = ResourceSnapshot.take()
+    from confluent_kafka import Producer
+
+    with EmbeddedBroker(storage=storage) as broker:
+        create_topic(broker, "kept")
+        producer = Producer({"bootstrap.servers": broker.bootstrap_servers, "linger.ms": 0})
+        producer.produce("kept", b"before")
+        assert producer.flush(10) == 0
+        port, data_dir = broker.port, broker.data_dir
+        assert broker.restart() is broker
+        assert broker.port == port and broker.data_dir == data_dir
+        from odradek.testing import list_topics
+
+        if storage == "file":
+            assert [r.value for r in read_all(broker, "kept")] == [b"before"]
+        else:
+            assert "kept" not in list_topics(broker)
+            create_topic(broker, "kept")
+        # The same producer reconnects to the same address.
+        producer.produce("kept", b"after")
+        assert producer.flush(10) == 0
+        assert read_all(broker, "kept")[-1].value == b"after"
+        del producer
+    if data_dir is not None:
+        assert not data_dir.exists()
+    assert_back_to(baseline)

@@ -8,7 +8,8 @@ ephemeral 127.0.0.1 port::
         producer = confluent_kafka.Producer({"bootstrap.servers": broker.bootstrap_servers})
 
 Lifecycle (``start()``/``stop()`` are idempotent; a stopped broker can be started again, it
-then starts empty on a new port unless ``data_dir`` was given with ``storage="file"``):
+then starts empty on a new port unless ``data_dir`` was given with ``storage="file"``;
+``restart()`` stops and starts on the same port, keeping file data):
 
 * ``start()`` parses the settings in the calling thread (a bad key raises ``ConfigError`` there),
   starts a non-daemon thread that creates a fresh event loop, awaits ``Broker.start()`` and
@@ -179,6 +180,7 @@ class EmbeddedBroker:
         self._started: concurrent.futures.Future[int] | None = None
         self._finished: concurrent.futures.Future[None] | None = None
         self._temp_dir: Path | None = None
+        self._pinned_port: int | None = None  # set by restart(): start on the same port
         self.settings: dict[str, str] = {}
         """The effective settings the broker was started with (after ``TEST_DEFAULTS``)."""
         self.port: int | None = None
@@ -259,6 +261,24 @@ class EmbeddedBroker:
 
     def stop(self) -> None:
         """Stop the broker, close every connection and release every resource (idempotent)."""
+        self._stop_sync(keep_data=False)
+
+    def restart(self) -> EmbeddedBroker:
+        """Stop and start again on the same port (clients reconnect to the same address).
+
+        With ``storage="file"`` the data survives, the temporary directory included; in memory
+        the restarted broker is empty. Handy to test client reconnection, and to let clients
+        whose ``close()`` needs a broker (librdkafka's consumer close waits for its group
+        coordinator) close cleanly after a stop."""
+        port = self.port
+        self._stop_sync(keep_data=True)
+        self._pinned_port = port
+        try:
+            return self.start()
+        finally:
+            self._pinned_port = None
+
+    def _stop_sync(self, keep_data: bool) -> None:
         if not self._use_thread:
             raise RuntimeError("thread=False brokers run on the caller's loop: use astop()")
         with self._lock:
@@ -273,7 +293,7 @@ class EmbeddedBroker:
                 except concurrent.futures.TimeoutError:
                     log.error("%s: broker thread did not finish in time", self.name)
         finally:
-            self._join_and_clean(2 * self.stop_timeout + 5)
+            self._join_and_clean(2 * self.stop_timeout + 5, keep_data=keep_data)
 
     def __enter__(self) -> EmbeddedBroker:
         return self.start()
@@ -306,8 +326,21 @@ class EmbeddedBroker:
 
     async def astop(self) -> None:
         """``stop()`` for code already inside an event loop: never blocks that loop."""
+        await self._astop(keep_data=False)
+
+    async def arestart(self) -> EmbeddedBroker:
+        """``restart()`` for code already inside an event loop."""
+        port = self.port
+        await self._astop(keep_data=True)
+        self._pinned_port = port
+        try:
+            return await self.astart()
+        finally:
+            self._pinned_port = None
+
+    async def _astop(self, keep_data: bool) -> None:
         if not self._use_thread:
-            await self._astop_in_loop()
+            await self._astop_in_loop(keep_data)
             return
         with self._lock:
             if self._state != _STATE_RUNNING:
@@ -324,7 +357,7 @@ class EmbeddedBroker:
                     log.error("%s: broker thread did not finish in time", self.name)
         finally:
             # The thread has set `finished` as its very last action: joining is immediate.
-            self._join_and_clean(2 * self.stop_timeout + 5)
+            self._join_and_clean(2 * self.stop_timeout + 5, keep_data=keep_data)
 
     async def __aenter__(self) -> EmbeddedBroker:
         return await self.astart()
@@ -355,15 +388,18 @@ class EmbeddedBroker:
                 props["log.dirs"] = str(data_dir)
             elif self._data_dir_arg is not None:
                 props["log.dirs"] = str(self._data_dir_arg)
+        if self._pinned_port is not None and "listeners" not in self._user_settings:
+            props["listeners"] = f"PLAINTEXT://127.0.0.1:{self._pinned_port}"
         props.update(self._user_settings)
         return props
 
     def _prepare_config(self) -> BrokerConfig:
         from odradek.broker.config import BrokerConfig
 
-        temp_dir: Path | None = None
+        temp_dir: Path | None = self._temp_dir  # kept by restart()
         if (
-            self.storage == "file"
+            temp_dir is None
+            and self.storage == "file"
             and self._data_dir_arg is None
             and "log.dirs" not in self._user_settings
             and "log.dir" not in self._user_settings
@@ -375,6 +411,7 @@ class EmbeddedBroker:
         except BaseException:
             if temp_dir is not None:
                 shutil.rmtree(temp_dir, ignore_errors=True)
+            self._temp_dir = None
             raise
         self._temp_dir = temp_dir
         self.settings = props
@@ -424,7 +461,7 @@ class EmbeddedBroker:
             self._started.cancel()
         return self._finished
 
-    def _join_and_clean(self, timeout: float) -> None:
+    def _join_and_clean(self, timeout: float, keep_data: bool = False) -> None:
         thread, self._thread = self._thread, None
         if thread is not None and thread is not threading.current_thread():
             thread.join(timeout)
@@ -435,6 +472,8 @@ class EmbeddedBroker:
         self._stop_event = None
         self.port = None
         _live.discard(self)
+        if keep_data:
+            return
         temp_dir, self._temp_dir = self._temp_dir, None
         if temp_dir is not None:
             shutil.rmtree(temp_dir, ignore_errors=True)
@@ -516,7 +555,7 @@ class EmbeddedBroker:
         self._mark_running(int(broker.bound_port))
         return self
 
-    async def _astop_in_loop(self) -> None:
+    async def _astop_in_loop(self, keep_data: bool = False) -> None:
         with self._lock:
             if self._state != _STATE_RUNNING:
                 return
@@ -526,7 +565,7 @@ class EmbeddedBroker:
             if broker is not None:
                 await _stop_quietly(broker, self.stop_timeout, self.name)
         finally:
-            self._join_and_clean(0)
+            self._join_and_clean(0, keep_data=keep_data)
 
     def __repr__(self) -> str:
         where = f" {self.bootstrap_servers}" if self.port is not None else ""
