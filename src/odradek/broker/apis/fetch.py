@@ -43,6 +43,8 @@ def _read_all(
     broker: Any, request: Any, follower: bool
 ) -> tuple[list[tuple[str, list[PartitionResult]]], int, bool]:
     remaining = request.max_bytes if request.max_bytes > 0 else 0x7FFFFFFF
+    if not follower:
+        remaining = min(remaining, broker.config.fetch_max_bytes)  # Kafka's fetch.max.bytes cap
     total = 0
     error = False
     out: list[tuple[str, list[PartitionResult]]] = []
