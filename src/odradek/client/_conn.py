@@ -200,11 +200,20 @@ class BrokerConnection(asyncio.Protocol):
         return await self.wait(fut, corr, timeout)
 
     async def wait(self, fut: asyncio.Future[Any], corr: int, timeout: float | None = None) -> Any:
+        """Await a response future, failing it with KafkaTimeoutError after ``timeout``."""
+        loop = asyncio.get_running_loop()
+        handle = loop.call_later(timeout or self.request_timeout, self._expire, fut, corr)
         try:
-            return await asyncio.wait_for(fut, timeout or self.request_timeout)
-        except TimeoutError:
-            self._pending.pop(corr, None)
-            raise KafkaTimeoutError(f"request to {self.host}:{self.port} timed out") from None
+            return await fut
+        finally:
+            handle.cancel()
+            if not fut.done() or fut.cancelled():
+                self._pending.pop(corr, None)
+
+    def _expire(self, fut: asyncio.Future[Any], corr: int) -> None:
+        self._pending.pop(corr, None)
+        if not fut.done():
+            fut.set_exception(KafkaTimeoutError(f"request to {self.host}:{self.port} timed out"))
 
     async def _negotiate(self) -> None:
         mod = proto.request_module(18, 3)

@@ -22,6 +22,7 @@ from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
 from .. import _protocol as proto
+from .._signal import Signal
 from ..errors import KafkaConnectionError, KafkaError, KafkaTimeoutError
 from ..types import TopicPartition
 
@@ -225,9 +226,9 @@ class GroupMembership:
         self.stable = False
         self.assigned: set[TopicPartition] = set()
         self._task: asyncio.Task[None] | None = None
-        self._rejoin = asyncio.Event()
+        self._rejoin = Signal()
         self._error: BaseException | None = None
-        self.joined = asyncio.Event()
+        self.joined = Signal()
 
     def start(self, topics: set[str]) -> None:
         self.topics = set(topics)
@@ -263,11 +264,8 @@ class GroupMembership:
                     await self._join_and_sync()
                     continue
                 self._rejoin.clear()
-                try:
-                    await asyncio.wait_for(self._rejoin.wait(), self.heartbeat_interval)
+                if await self._rejoin.wait(self.heartbeat_interval):
                     continue
-                except TimeoutError:
-                    pass
                 await self._heartbeat()
             except asyncio.CancelledError:
                 raise

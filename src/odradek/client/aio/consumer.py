@@ -24,6 +24,7 @@ from .. import _protocol as proto
 from .. import _records
 from .._cluster import Cluster
 from .._config import CONSUMER, parse_config
+from .._signal import Signal
 from ..errors import KafkaConnectionError, KafkaError, KafkaTimeoutError
 from ..types import ConsumerRecord, OffsetAndMetadata, OffsetAndTimestamp, TopicPartition
 
@@ -88,8 +89,8 @@ class AsyncConsumer:
         self._max_poll_records: int = c["max.poll.records"]
         self._started = False
         self._closed = False
-        self._data_ready: asyncio.Event | None = None
-        self._wakeup: asyncio.Event | None = None
+        self._data_ready: Signal | None = None
+        self._wakeup: Signal | None = None
         self._fetcher: asyncio.Task[None] | None = None
         self._tasks: set[asyncio.Task[Any]] = set()
         self._ready_records: deque[ConsumerRecord] = deque()
@@ -106,8 +107,8 @@ class AsyncConsumer:
         if self._started:
             return
         self._started = True
-        self._data_ready = asyncio.Event()
-        self._wakeup = asyncio.Event()
+        self._data_ready = Signal()
+        self._wakeup = Signal()
         await self._cluster.refresh([])
         self._fetcher = asyncio.ensure_future(self._fetch_loop())
         if self._group_id and self.config["enable.auto.commit"]:
@@ -581,10 +582,7 @@ class AsyncConsumer:
             self._data_ready.clear()
             if any(st.buffered for st in self._states.values() if not st.paused):
                 continue
-            try:
-                await asyncio.wait_for(self._data_ready.wait(), left)
-            except TimeoutError:
-                pass
+            await self._data_ready.wait(left)
 
     getmany = poll
 

@@ -29,6 +29,7 @@ from .. import _records
 from .._cluster import Cluster
 from .._config import PRODUCER, parse_config
 from .._futures import BatchResult, RecordFuture
+from .._signal import Signal
 from ..errors import KafkaConnectionError, KafkaError, KafkaTimeoutError, ProducerClosedError
 from ..types import RecordMetadata, TopicPartition
 
@@ -134,7 +135,7 @@ class AsyncProducer:
         self._in_flight_tp: dict[TopicPartition, int] = {}
         self._in_flight_node: dict[int, int] = {}
         self._loop: asyncio.AbstractEventLoop | None = None
-        self._wakeup: asyncio.Event | None = None
+        self._wakeup: Signal | None = None
         self._sender: asyncio.Task[None] | None = None
         self._flushing = 0
         self._closed = False
@@ -148,7 +149,7 @@ class AsyncProducer:
         if self._started:
             return
         self._loop = asyncio.get_running_loop()
-        self._wakeup = asyncio.Event()
+        self._wakeup = Signal()
         await self._cluster.refresh([])
         if self._idempotent:
             await self._init_producer_id()
@@ -407,10 +408,7 @@ class AsyncProducer:
             if delay is None:
                 await self._wakeup.wait()
             elif delay > 0:
-                try:
-                    await asyncio.wait_for(self._wakeup.wait(), delay)
-                except TimeoutError:
-                    pass
+                await self._wakeup.wait(delay)
             else:
                 await asyncio.sleep(0)
 
