@@ -146,3 +146,34 @@ def test_sigint_is_graceful(fresh_broker: BrokerProcess) -> None:
     fresh_broker.restart()
     with Wire(fresh_broker.bootstrap_servers) as w:
         assert _values(w, "int") == [b"x"]
+
+
+@pytest.mark.parametrize(
+    "fresh_broker", [{"log.flush.offset.checkpoint.interval.ms": 200}], indirect=True
+)
+def test_periodic_checkpoints_and_producer_snapshots(fresh_broker: BrokerProcess) -> None:
+    import json
+    import time
+
+    with Wire(fresh_broker.bootstrap_servers) as w:
+        create(w, "snap")
+        r = w.call(init_producer_id_request())
+        pid = int(r.producer_id)
+        b0 = build_batch(
+            [(None, b"a", (), None)], producer_id=pid, producer_epoch=0, base_sequence=0
+        )
+        assert _produce(w, "snap", b0) == (0, 0)
+        assert _produce(w, "snap", build_batch([(None, b"plain", (), None)])) == (0, 1)
+    snapshot = fresh_broker.data_dir / "odradek-producer-state" / "snap-0.json"
+    checkpoint = fresh_broker.data_dir / "replication-offset-checkpoint"
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline:
+        if snapshot.exists() and checkpoint.exists() and "snap 0 2" in checkpoint.read_text():
+            break
+        time.sleep(0.05)
+    state = json.loads(snapshot.read_text())
+    assert state["offset"] == 2 and str(pid) in state["producers"]
+    assert "snap 0 2" in checkpoint.read_text().split("\n")
+    fresh_broker.restart(kill=True)
+    with Wire(fresh_broker.bootstrap_servers) as w:
+        assert _produce(w, "snap", b0) == (0, 0)  # still a duplicate

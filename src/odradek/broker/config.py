@@ -198,6 +198,8 @@ BROKER_KEYS: dict[str, ConfigKey] = {
         _k("log.flush.interval.ms", _int(0, _LONG_MAX), None),
         _k("log.flush.scheduler.interval.ms", _int(0, _LONG_MAX), _LONG_MAX),
         _k("log.retention.check.interval.ms", _int(1, _LONG_MAX), 300000),
+        _k("log.flush.offset.checkpoint.interval.ms", _int(0, _INT_MAX), 60000),
+        _k("log.flush.start.offset.checkpoint.interval.ms", _int(0, _INT_MAX), 60000),
         _k("log.cleanup.policy", _cleanup_policy, "delete"),
         _k("log.message.timestamp.type", _enum("CreateTime", "LogAppendTime"), "CreateTime"),
         _k("compression.type", _compression, "producer"),
@@ -261,6 +263,8 @@ class BrokerConfig:
     log_flush_interval_ms: int | None
     log_flush_scheduler_interval_ms: int
     log_retention_check_interval_ms: int
+    log_flush_offset_checkpoint_interval_ms: int
+    log_flush_start_offset_checkpoint_interval_ms: int
     log_cleanup_policy: str
     log_message_timestamp_type: str
     compression_type: str
