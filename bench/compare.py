@@ -46,6 +46,7 @@ import sys
 import time
 from collections.abc import Callable
 from contextlib import nullcontext, suppress
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -200,6 +201,7 @@ def _e2e_consumer(bootstrap: str, topic: str, expected: int, timeout: float, con
     )
     consumer.assign([TopicPartition(topic, 0, OFFSET_BEGINNING)])
     latencies: list[float] = []
+    sent_times: list[float] = []  # CLOCK_MONOTONIC seconds at produce, same order
     warm = False
     deadline = time.monotonic() + timeout
     while len(latencies) < expected and time.monotonic() < deadline:
@@ -216,8 +218,9 @@ def _e2e_consumer(bootstrap: str, topic: str, expected: int, timeout: float, con
                     conn.send("warm")
                 continue
             latencies.append((now - sent) / 1e6)
+            sent_times.append(sent / 1e9)
     consumer.close()
-    conn.send(latencies)
+    conn.send((latencies, sent_times))
     conn.close()
 
 
@@ -252,7 +255,7 @@ def e2e_phase(broker: BrokerUnderTest, topic: str, rate: int, seconds: float) ->
         producer.flush(30)
         if not parent.poll(seconds + 60):
             raise RuntimeError("e2e: no answer from the consumer process")
-        latencies: list[float] = parent.recv()
+        latencies, sent_times = parent.recv()
     finally:
         proc.join(10)
         if proc.is_alive():
@@ -263,7 +266,28 @@ def e2e_phase(broker: BrokerUnderTest, topic: str, rate: int, seconds: float) ->
         "p50_ms": percentile(latencies, 50),
         "p99_ms": percentile(latencies, 99),
         "max_ms": max(latencies),
+        "over_5ms": sum(1 for lat in latencies if lat > 5.0),
+        "stalls": _stalls(sent_times, latencies, start),
     }
+
+
+def _stalls(
+    sent: list[float], latencies: list[float], start: float, threshold_ms: float = 20.0
+) -> list[tuple[float, float, int]]:
+    """Episodes of latency above `threshold_ms`: (seconds into the run, worst ms, records),
+    records closer than 0.2 s joined into one episode. Regular spacing points at a timer in the
+    broker (checkpoints, flushes); irregular ones at CPU or disk contention."""
+    out: list[list[float]] = []
+    for t, lat in zip(sent, latencies, strict=True):
+        if lat <= threshold_ms:
+            continue
+        if out and t - start - out[-1][0] - out[-1][3] < 0.2:
+            out[-1][1] = max(out[-1][1], lat)
+            out[-1][2] += 1
+            out[-1][3] = t - start - out[-1][0]
+        else:
+            out.append([t - start, lat, 1, 0.0])
+    return [(round(a, 2), round(b, 1), int(c)) for a, b, c, _ in out]
 
 
 # --------------------------------------------------------------------------------------------
@@ -504,43 +528,52 @@ def run_once(
         args.profile.mkdir(parents=True, exist_ok=True)
         return PySpy(broker.pid, args.profile / f"{phase}-run{run + 1}.txt")
 
+    def phase(key: str, fn: Callable[[], dict[str, Any]]) -> None:
+        """Run one phase; a failure is recorded for that phase only (e.g. Tansu's consumer
+        sometimes stalls in the e2e phase) and the other phases still run."""
+        with profiled(key.replace("_", "-")):
+            try:
+                out[key] = fn()
+            except Exception as exc:
+                out.setdefault("errors", {})[key] = repr(exc)
+                log(f"  {broker.name} {key} FAILED: {exc!r}")
+                return
+        log(f"  {broker.name} {key}: " + json.dumps(out[key], default=float))
+
     with broker:
         for partitions in (1, 6):
             topic = f"bench-{partitions}p-r{run}"
             create_topic(broker.bootstrap_servers, topic, partitions)
-            with profiled(f"produce-{partitions}p"):
-                out[f"produce_{partitions}p"] = produce_phase(broker, topic, args.records)
-            log(f"  {broker.name} produce {partitions}p: {out[f'produce_{partitions}p']}")
-            with profiled(f"consume-{partitions}p"):
-                out[f"consume_{partitions}p"] = consume_phase(
-                    broker, topic, partitions, args.records
-                )
-            log(f"  {broker.name} consume {partitions}p: {out[f'consume_{partitions}p']}")
+            phase(f"produce_{partitions}p", partial(produce_phase, broker, topic, args.records))
+            phase(
+                f"consume_{partitions}p",
+                partial(consume_phase, broker, topic, partitions, args.records),
+            )
         topic = f"bench-e2e-r{run}"
         create_topic(broker.bootstrap_servers, topic, 1)
-        with profiled("e2e"):
-            out["e2e"] = e2e_phase(broker, topic, args.e2e_rate, args.e2e_seconds)
-        log(f"  {broker.name} e2e: {out['e2e']}")
-        topic = f"bench-small-r{run}"
-        create_topic(broker.bootstrap_servers, topic, 1)
-        with profiled("small"):
-            out["small"] = small_phase(
-                broker, topic, args.small_count, args.small_seconds, args.small_window
-            )
-        log(f"  {broker.name} small: " + json.dumps(out["small"], default=float))
+        phase("e2e", lambda: e2e_phase(broker, topic, args.e2e_rate, args.e2e_seconds))
+        small_topic = f"bench-small-r{run}"
+        create_topic(broker.bootstrap_servers, small_topic, 1)
+        phase(
+            "small",
+            lambda: small_phase(
+                broker, small_topic, args.small_count, args.small_seconds, args.small_window
+            ),
+        )
         if args.small_raw_connections > 0:
-            topic = f"bench-small-raw-r{run}"
-            create_topic(broker.bootstrap_servers, topic, 1)
-            with profiled("small-raw"):
-                out["small_raw"] = small_raw_phase(
+            raw_topic = f"bench-small-raw-r{run}"
+            create_topic(broker.bootstrap_servers, raw_topic, 1)
+            phase(
+                "small_raw",
+                lambda: small_raw_phase(
                     broker,
-                    topic,
+                    raw_topic,
                     args.small_count,
                     args.small_seconds,
                     args.small_raw_window,
                     args.small_raw_connections,
-                )
-            log(f"  {broker.name} small-raw: " + json.dumps(out["small_raw"], default=float))
+                ),
+            )
     return out
 
 
@@ -559,6 +592,15 @@ def summarize(results: dict[str, list[dict[str, Any]]], args: argparse.Namespace
 
     def med(name: str, phase: str, key: str) -> float:
         return median(r[phase][key] for r in results[name] if phase in r)
+
+    failures = [
+        f"{name} run {i + 1}: {err}"
+        for name in names
+        for i, r in enumerate(results[name])
+        for err in (
+            [r["error"]] if "error" in r else [f"{k}: {v}" for k, v in r.get("errors", {}).items()]
+        )
+    ]
 
     def ratio(a: float, b: float) -> float:
         return a / b if b else float("nan")
@@ -637,6 +679,12 @@ def summarize(results: dict[str, list[dict[str, Any]]], args: argparse.Namespace
         headers += ["odradek/Tansu", "target", "met"]
     print()
     text = print_table(headers, rows)
+    if failures:
+        note = "\nFailed phases (left out of the medians):\n" + "\n".join(
+            f"  {f}" for f in failures
+        )
+        print(note)
+        text += "\n" + note
     # Small-request flatness: per-slice medians over runs.
     slices: list[list[Any]] = []
     for name, phase in ((n, ph) for ph in ("small", "small_raw") for n in names):
