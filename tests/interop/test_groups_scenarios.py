@@ -101,6 +101,7 @@ def _member_kafka_python(cfg: dict[str, Any], stop: threading.Event) -> None:
     every = cfg["commit_every"]
     while not stop.is_set():
         batch = c.poll(timeout_ms=100)
+        _unstick_kafka_python(c)
         for tp, msgs in batch.items():
             for m in msgs:
                 _emit(event="record", p=tp.partition, o=m.offset, v=(m.value or b"").decode())
@@ -110,6 +111,23 @@ def _member_kafka_python(cfg: dict[str, Any], stop: threading.Event) -> None:
                     _emit(event="committed", p=tp.partition, o=m.offset + 1)
     c.close()
     _emit(event="closed")
+
+
+def _unstick_kafka_python(c: Any) -> None:
+    """Work around a kafka-python 3.0 race (client side; the broker's answers are correct).
+
+    ``join_group_async`` waits for its JoinGroup+SyncGroup task only as long as ``poll``'s
+    timeout; when that expires the task stays in flight. If, by the time it finishes, the
+    reason to rejoin has gone (the leader's assignment refreshed ``_assignment_snapshot`` so it
+    equals the metadata snapshot again), ``need_rejoin()`` is False, the finished task's
+    result is never read and ``_on_join_complete`` never runs: the member stays in the group
+    with no partitions and fetches nothing, forever. Seen when a just-created topic's metadata
+    arrives during the first rebalance. Ask for a rejoin in that state.
+    """
+    coordinator = getattr(c, "_coordinator", None)
+    task = getattr(coordinator, "_join_task", None)
+    if task is not None and task.is_done and not coordinator.need_rejoin():
+        coordinator.rejoin_needed = True
 
 
 def _member_aiokafka(cfg: dict[str, Any], stop: threading.Event) -> None:
@@ -168,6 +186,12 @@ _MEMBERS: dict[str, Callable[[dict[str, Any], threading.Event], None]] = {
 
 def _member_main(config_json: str) -> None:
     cfg = json.loads(config_json)
+    if os.environ.get("GROUPS_MEMBER_DEBUG"):  # the client's own logs on stderr (see _diagnose)
+        import logging
+
+        logging.basicConfig(
+            level=logging.DEBUG, stream=sys.stderr, format="%(asctime)s %(name)s %(message)s"
+        )
     stop = threading.Event()
 
     def watch_stdin() -> None:
@@ -324,7 +348,17 @@ class Member:
         self._stderr.seek(0)
         text = self._stderr.read()
         self._stderr.seek(0, 2)
-        return text[-4000:]
+        if os.environ.get("GROUPS_MEMBER_DEBUG"):  # the group protocol lines of the client's log
+            with open(
+                os.path.join(tempfile.gettempdir(), f"groups-member-{self.client_id}.log"), "w"
+            ) as f:
+                f.write(text)
+            keep = re.compile(
+                r"JoinGroup|SyncGroup|LeaveGroup|Heartbeat failed|rror_code=[1-9]|Exception"
+                r"|newly assigned|Revoking|rejoin: True|Traceback"
+            )
+            text = "\n".join(line[:300] for line in text.splitlines() if keep.search(line))
+        return text[-6000:]
 
     # -- lifecycle ------------------------------------------------------------------------------
 
@@ -428,9 +462,13 @@ def _stop_all(members: list[Member]) -> None:
     assert not errors, errors
 
 
-def _diagnose(members: list[Member]) -> str:
-    return "\n".join(
-        f"--- {m.client_id}: assignment={sorted(m.assignment)} records={len(m.records)} events={m.snapshot()[-6:]}\n{m.stderr()[-1500:]}"
+def _diagnose(members: list[Member], kafka: Any = None) -> str:
+    broker_log = ""
+    handle = getattr(kafka, "handle", None)
+    if handle is not None and hasattr(handle, "stderr_tail"):
+        broker_log = f"\n--- broker stderr:\n{handle.stderr_tail(3000)}"
+    return broker_log + "\n".join(
+        f"--- {m.client_id}: assignment={sorted(m.assignment)} records={len(m.records)} events={m.snapshot()[-6:]}\n{m.stderr()}"
         for m in members
     )
 
@@ -463,7 +501,7 @@ class GroupScenarios:
             time.sleep(0.3)  # anything extra (a duplicate) would show up now
             owned = [m.assignment for m in members]
         except TimeoutError:
-            raise AssertionError(_diagnose(members)) from None
+            raise AssertionError(_diagnose(members, kafka)) from None
         finally:
             _stop_all(members)
         seen = Counter((p, o) for m in members for p, o, _ in m.records)
@@ -508,7 +546,7 @@ class GroupScenarios:
                 "the survivors to read the killed member's partitions to the end",
             )
         except TimeoutError:
-            raise AssertionError(_diagnose(members)) from None
+            raise AssertionError(_diagnose(members, kafka)) from None
         finally:
             _stop_all(survivors)
         # the group noticed only when the session timed out (no LeaveGroup from a killed process)
@@ -538,7 +576,7 @@ class GroupScenarios:
         try:
             wait_for(lambda: len(m.records) >= 90, 45, "90 records consumed")
         except TimeoutError:
-            raise AssertionError(_diagnose([m])) from None
+            raise AssertionError(_diagnose([m], kafka)) from None
         finally:
             m.stop()
         assert {(p, v) for p, _, v in m.records} == first_batch
@@ -556,7 +594,7 @@ class GroupScenarios:
             wait_for(lambda: len(m2.records) >= 30, 45, "the 30 new records consumed")
             time.sleep(0.3)
         except TimeoutError:
-            raise AssertionError(_diagnose([m2])) from None
+            raise AssertionError(_diagnose([m2], kafka)) from None
         finally:
             m2.stop()
         # resumed at the committed offsets: only the new records, each once
@@ -576,7 +614,7 @@ class GroupScenarios:
             )
             time.sleep(0.3)
         except TimeoutError:
-            raise AssertionError(_diagnose([a, b])) from None
+            raise AssertionError(_diagnose([a, b], kafka)) from None
         finally:
             _stop_all([a, b])
         for m in (a, b):
@@ -609,7 +647,7 @@ class GroupScenarios:
                 lambda: {(p, v) for p, _, v in late.records} >= new, 30, "latest: the new records"
             )
         except TimeoutError:
-            raise AssertionError(_diagnose([early, late])) from None
+            raise AssertionError(_diagnose([early, late], kafka)) from None
         finally:
             _stop_all([early, late])
         assert {(p, v) for p, _, v in early.records} >= old
@@ -652,7 +690,7 @@ class GroupScenarios:
             )
             assert busy.exit_code == 1 and "stop its consumers" in busy.output
         except TimeoutError:
-            raise AssertionError(_diagnose([m])) from None
+            raise AssertionError(_diagnose([m], kafka)) from None
         finally:
             m.stop()
         described = runner.invoke(app, ["describe", group, "--bootstrap-server", bs])
@@ -694,7 +732,7 @@ class GroupScenarios:
             wait_for(lambda: len(m2.records) >= 10, 45, "the 10 records after the reset")
             time.sleep(0.3)
         except TimeoutError:
-            raise AssertionError(_diagnose([m2])) from None
+            raise AssertionError(_diagnose([m2], kafka)) from None
         finally:
             m2.stop()
         assert sorted((p, o) for p, o, _ in m2.records) == [
