@@ -21,6 +21,8 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from odradek.protocol.headers import RequestHeaderInfo
+
 if TYPE_CHECKING:
     from odradek.broker.server import Broker
 
@@ -33,14 +35,6 @@ __all__ = [
     "Response",
     "load_registry",
 ]
-
-
-@dataclass(frozen=True, slots=True)
-class RequestHeaderInfo:
-    api_key: int
-    api_version: int
-    correlation_id: int
-    client_id: str | None
 
 
 @dataclass(slots=True)

@@ -37,7 +37,6 @@ from collections import deque
 from pathlib import Path
 from typing import Any
 
-from odradek.broker import _wire
 from odradek.broker.config import BrokerConfig, effective_topic_configs
 from odradek.broker.metadata import MetadataStore, PartitionState, TopicMetadata
 from odradek.broker.producer_state import ProducerStateManager
@@ -46,19 +45,20 @@ from odradek.broker.registry import (
     ApiSpec,
     EncodedResponse,
     RequestContext,
-    RequestHeaderInfo,
     load_registry,
 )
 from odradek.clock import Clock, SystemClock
-from odradek.protocol.errors import FrameTooLargeError
+from odradek.protocol.errors import FrameTooLargeError, InvalidRequestError
 from odradek.protocol.framing import FrameDecoder
+from odradek.protocol.headers import encode_response_header, parse_request_header
+from odradek.protocol.messages import RequestCodec, encode_body, request_codec
 
 __all__ = ["Broker", "KafkaConnection", "PartitionHandle"]
 
 log = logging.getLogger("odradek.broker")
 
 _I32 = struct.Struct(">i")
-_HEADER = struct.Struct(">hhih")  # api_key, api_version, correlation_id, client_id length
+_HEADER = struct.Struct(">hhi")  # api_key, api_version, correlation_id
 _BATCH_HEAD = struct.Struct(">qi")
 _PRODUCER_FIELDS = struct.Struct(
     ">qhii"
@@ -134,7 +134,7 @@ class Broker:
         self._next_connection_id = 0
         self._partitions: dict[tuple[str, int], PartitionHandle] = {}
         self._routes: dict[tuple[int, int], Any] = {}
-        """(api key, version) -> (ApiSpec, VersionInfo) or the reason to close (a cache)."""
+        """(api key, version) -> (ApiSpec, RequestCodec) or the reason to close (a cache)."""
         self._tasks: list[asyncio.Task[None]] = []
         self._background: asyncio.Future[None] | None = None
         self._started = False
@@ -670,14 +670,14 @@ class KafkaConnection(asyncio.Protocol):
 
     # request handling --------------------------------------------------------------------
 
-    def _route(self, api_key: int, version: int) -> tuple[ApiSpec, _wire.VersionInfo] | str:
+    def _route(self, api_key: int, version: int) -> tuple[ApiSpec, RequestCodec] | str:
         """(spec, decoding info) for a request, or why the connection must be closed."""
         spec = self.registry.get(api_key)
         if spec is None:
             return f"unknown api key {api_key}"
         if version > spec.max_version or version < spec.oldest_served:
             return f"unsupported version {version} of api key {api_key} ({spec.name})"
-        info = _wire.version_info(api_key, version)
+        info = request_codec(api_key, version)
         if info is None:
             return f"cannot decode version {version} of api key {api_key} ({spec.name})"
         return spec, info
@@ -687,7 +687,7 @@ class KafkaConnection(asyncio.Protocol):
         if n < 10:
             self.abort(f"request header too short ({n} bytes)")
             return
-        api_key, version, correlation_id, cid_len = _HEADER.unpack_from(frame, 0)
+        api_key, version, correlation_id = _HEADER.unpack_from(frame, 0)
         routes = self.broker._routes
         route = routes.get((api_key, version))
         if route is None:
@@ -704,28 +704,16 @@ class KafkaConnection(asyncio.Protocol):
             self.abort(route)
             return
         spec, info = route
-        pos = 10
-        client_id: str | None = None
-        if cid_len >= 0:
-            pos = 10 + cid_len
-            if pos > n:
-                self.abort("bad request header: truncated client_id")
-                return
-            try:
-                client_id = str(frame[10:pos], "utf-8")
-            except UnicodeDecodeError:
-                self.abort("bad request header: client_id is not UTF-8")
-                return
         try:
-            if info.flexible:
-                pos = (
-                    pos + 1 if pos < n and frame[pos] == 0 else _wire.body_offset(frame, pos, True)
-                )
+            header, pos = parse_request_header(frame, info.header_version)
+        except InvalidRequestError as exc:
+            self.abort(f"bad request header: {exc}")
+            return
+        try:
             request, _size = info.reader(frame, pos)
         except Exception as exc:
             self.abort(f"malformed {spec.name} v{version} request: {exc!r}")
             return
-        header = RequestHeaderInfo(api_key, version, correlation_id, client_id)
         ctx = RequestContext(self.broker, header, self.client_host, self.connection_id)
         coro: Any = spec.handler(ctx, request)
         try:
@@ -756,7 +744,7 @@ class KafkaConnection(asyncio.Protocol):
         task: asyncio.Task[Any],
         slot: _Slot,
         spec: ApiSpec,
-        info: _wire.VersionInfo,
+        info: RequestCodec,
         correlation_id: int,
         request: Any,
     ) -> None:
@@ -815,22 +803,21 @@ class KafkaConnection(asyncio.Protocol):
     def _encode(
         self,
         spec: ApiSpec,
-        info: _wire.VersionInfo,
+        info: RequestCodec,
         correlation_id: int,
         response: Any,
         request: Any,
     ) -> list[Any] | None:
         if response is None:
             return None
+        header = encode_response_header(correlation_id, info.response_header_version)
         if isinstance(response, EncodedResponse):
-            header = _I32.pack(correlation_id) + info.response_header
             return [_I32.pack(len(header) + response.size) + header, *response.parts]
-        body = _wire.encode_entity(response)
-        header = _I32.pack(correlation_id) + info.response_header
+        body = encode_body(response)
         return [_I32.pack(len(header) + len(body)) + header + body]
 
     def _error(
-        self, spec: ApiSpec, info: _wire.VersionInfo, correlation_id: int, request: Any
+        self, spec: ApiSpec, info: RequestCodec, correlation_id: int, request: Any
     ) -> list[Any]:
         make_error = spec.extra.get("error_response")
         if make_error is not None:

@@ -107,7 +107,7 @@ def parse_request_header(
                 correlation_id=correlation_id,
             )
         try:
-            client_id = bytes(frame[pos:end]).decode()
+            client_id = str(frame[pos:end], "utf-8")  # no intermediate bytes copy
         except UnicodeDecodeError:
             raise InvalidRequestError(
                 "request header client_id is not UTF-8",
@@ -125,6 +125,8 @@ def parse_request_header(
         )
     header = RequestHeaderInfo(api_key, api_version, correlation_id, client_id)
     if header_version >= 2:
+        if pos < len(frame) and frame[pos] == 0:  # no tagged fields: the usual case
+            return header, pos + 1
         try:
             pos = skip_tagged_fields(frame, pos)
         except ValueError as exc:

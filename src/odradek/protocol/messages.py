@@ -27,7 +27,7 @@ from __future__ import annotations
 import io
 import struct
 from collections.abc import Callable, Iterable
-from typing import Any
+from typing import Any, NamedTuple
 
 from kio.index import KioIndexError, load_request_schema, load_response_schema
 from kio.serial import entity_reader, entity_writer
@@ -39,6 +39,7 @@ from odradek.protocol.errors import (
     UnsupportedVersionError,
 )
 from odradek.protocol.headers import (
+    API_VERSIONS_KEY,
     RequestHeaderInfo,
     encode_request_header,
     parse_request_header,
@@ -47,6 +48,7 @@ from odradek.protocol.headers import (
 )
 
 __all__ = [
+    "RequestCodec",
     "decode_request",
     "decode_response",
     "encode_api_versions_error",
@@ -55,6 +57,7 @@ __all__ = [
     "encode_response",
     "read_correlation_id",
     "request_class",
+    "request_codec",
     "response_class",
 ]
 
@@ -62,8 +65,8 @@ _SIZE = struct.Struct(">i")
 _KEY_VERSION = struct.Struct(">hh")
 _UNSUPPORTED_VERSION = 35
 
-# (api_key, version) -> (reader, header version) or None when kio has no schema.
-_request_readers: dict[tuple[int, int], tuple[Callable[..., Any], int] | None] = {}
+# (api_key, version) -> RequestCodec or None when kio has no schema.
+_request_codecs: dict[tuple[int, int], RequestCodec | None] = {}
 _response_readers: dict[tuple[int, int], Callable[..., Any] | None] = {}
 _CACHE_LIMIT = 4096  # keys come from peers: keep misses bounded
 
@@ -84,18 +87,37 @@ def response_class(api_key: int, api_version: int) -> type[Any] | None:
         return None
 
 
-def _request_reader(api_key: int, api_version: int) -> tuple[Callable[..., Any], int] | None:
+class RequestCodec(NamedTuple):
+    """What a server needs per (api key, version): decode the body, frame the response.
+
+    ``reader(frame, pos) -> (request entity, bytes read)`` is kio's native decoder;
+    ``header_version`` is the request header version (2 flexible, else 1);
+    ``response_header_version`` 1 for flexible responses, 0 otherwise and for ApiVersions.
+    """
+
+    reader: Callable[..., tuple[Any, int]]
+    header_version: int
+    response_header_version: int
+
+
+def request_codec(api_key: int, api_version: int) -> RequestCodec | None:
+    """The (cached) RequestCodec of (api_key, api_version), or None when kio has no schema."""
     key = (api_key, api_version)
     try:
-        return _request_readers[key]
+        return _request_codecs[key]
     except KeyError:
         pass
     cls = request_class(api_key, api_version)
     entry = None
     if cls is not None:
-        entry = (entity_reader(cls), 2 if cls.__flexible__ else 1)
-    if len(_request_readers) < _CACHE_LIMIT:
-        _request_readers[key] = entry
+        flexible = bool(cls.__flexible__)
+        entry = RequestCodec(
+            entity_reader(cls),
+            2 if flexible else 1,
+            1 if flexible and api_key != API_VERSIONS_KEY else 0,
+        )
+    if len(_request_codecs) < _CACHE_LIMIT:
+        _request_codecs[key] = entry
     return entry
 
 
@@ -108,9 +130,7 @@ def decode_request(frame: bytes | bytearray | memoryview) -> tuple[RequestHeader
         if len(frame) < 10:
             raise InvalidRequestError(f"request of {len(frame)} bytes is shorter than a header")
         api_key, api_version = _KEY_VERSION.unpack_from(frame, 0)
-        entry = _request_readers.get((api_key, api_version)) or _request_reader(
-            api_key, api_version
-        )
+        entry = _request_codecs.get((api_key, api_version)) or request_codec(api_key, api_version)
         if entry is None:
             try:
                 header, _ = parse_request_header(frame, 1)
@@ -121,7 +141,7 @@ def decode_request(frame: bytes | bytearray | memoryview) -> tuple[RequestHeader
             raise UnsupportedVersionError(
                 api_key, api_version, correlation_id=correlation_id, client_id=client_id
             )
-        reader, header_version = entry
+        reader, header_version, _ = entry
         header, pos = parse_request_header(frame, header_version)
         try:
             request, size = reader(frame, pos)
