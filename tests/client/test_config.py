@@ -2,19 +2,19 @@ from __future__ import annotations
 
 import pytest
 
-from odradek.client._config import CONSUMER, PRODUCER, parse_config, parse_bootstrap
+from odradek.client._config import CONSUMER, PRODUCER, parse_bootstrap, parse_config
 from odradek.client.errors import ConfigError
 
 
 def test_unknown_key_is_named() -> None:
-    with pytest.raises(ConfigError, match="'linger.mss'"):
+    with pytest.raises(ConfigError, match=r"'linger\.mss'"):
         parse_config({"bootstrap.servers": "x:1", "linger.mss": 5}, PRODUCER, "producer")
 
 
 def test_bad_value_is_named() -> None:
     with pytest.raises(ConfigError, match="'acks'"):
         parse_config({"bootstrap.servers": "x:1", "acks": "2"}, PRODUCER, "producer")
-    with pytest.raises(ConfigError, match="auto.offset.reset"):
+    with pytest.raises(ConfigError, match=r"auto\.offset\.reset"):
         parse_config({"bootstrap.servers": "x:1", "auto.offset.reset": "middle"}, CONSUMER, "consumer")
 
 
@@ -39,7 +39,7 @@ def test_assignor_names() -> None:
 
 
 def test_bootstrap_required_and_parsed() -> None:
-    with pytest.raises(ConfigError, match="bootstrap.servers"):
+    with pytest.raises(ConfigError, match=r"bootstrap\.servers"):
         parse_config({}, PRODUCER, "producer")
     assert parse_bootstrap(["PLAINTEXT://h:9093", "[::1]:9094", "host"]) == [("h", 9093), ("::1", 9094), ("host", 9092)]
 

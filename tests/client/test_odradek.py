@@ -295,7 +295,7 @@ def test_group_rebalance_and_commits(broker: Any, strategy: str) -> None:
             assert sorted(tp for m in desc.members for tp in m.assignment) == [TopicPartition(name, p) for p in range(4)]
         c2.close()
         c2 = None
-        _wait(lambda: len(c1.assignment()) == 4 or bool(c1.poll(0.05)) and len(c1.assignment()) == 4)
+        _wait(lambda: len(c1.assignment()) == 4 or (bool(c1.poll(0.05)) and len(c1.assignment()) == 4))
     finally:
         c1.close()
         if c2 is not None:

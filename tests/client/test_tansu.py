@@ -76,7 +76,7 @@ def test_compression(tansu, codec: str) -> None:  # type: ignore[no-untyped-def]
         for i in range(50):
             p.send(name, b"x%d" % i * 20, partition=0)
         p.flush()
-    rows = sum((b.column("value").to_pylist() for b in read_range_arrow({"bootstrap.servers": tansu.bootstrap_servers}, name, 0, 0, 50)), [])
+    rows = [v for b in read_range_arrow({"bootstrap.servers": tansu.bootstrap_servers}, name, 0, 0, 50) for v in b.column("value").to_pylist()]
     assert rows == [b"x%d" % i * 20 for i in range(50)]
 
 

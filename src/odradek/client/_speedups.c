@@ -293,6 +293,11 @@ static PyObject *py_decode_records(PyObject *self, PyObject *args) {
             PyTuple_SET_ITEM(rec, 7, headers);
             Py_INCREF(py_ep); PyTuple_SET_ITEM(rec, 8, py_ep);
             for (int f = 2; f < 7; f++) if (!PyTuple_GET_ITEM(rec, f)) { Py_DECREF(rec); Py_DECREF(py_ep); goto fail; }
+            /* Records hold only str/int/bytes and a list of (str, bytes) pairs: they cannot form
+             * reference cycles, so keep them out of the cyclic GC (it would otherwise traverse
+             * every buffered record on each collection: 4 us/record instead of 0.6). */
+            PyObject_GC_UnTrack(headers);
+            PyObject_GC_UnTrack(rec);
             int rc = PyList_Append(out, rec);
             Py_DECREF(rec);
             if (rc < 0) { Py_DECREF(py_ep); goto fail; }

@@ -96,7 +96,7 @@ class Producer:
         on_delivery: Callable[[RecordMetadata | None, BaseException | None], Any] | None = None,
     ) -> Any:
         aio = self._aio
-        parts = aio._cluster.partitions_for(topic)
+        parts = aio._cluster.topics.get(topic)
         n = len(parts) if parts else self._lt.run(aio._ensure_topic(topic))
         fut = aio._append(topic, value, key, headers, partition, timestamp, n, block=True)
         assert fut is not None

@@ -93,7 +93,8 @@ class AsyncConsumer:
         self._wakeup: Signal | None = None
         self._fetcher: asyncio.Task[None] | None = None
         self._tasks: set[asyncio.Task[Any]] = set()
-        self._ready_records: deque[ConsumerRecord] = deque()
+        self._ready_records: list[ConsumerRecord] = []
+        self._ready_index = 0
         self._ready_tp: TopicPartition | None = None
         self._group: Any = None
         self._auto_commit_task: asyncio.Task[None] | None = None
@@ -166,7 +167,9 @@ class AsyncConsumer:
             if tp not in self._states:
                 self._states[tp] = _PartitionState()
         self._cluster.want_topics(tp.topic for tp in tps)
-        self._ready_records = deque(r for r in self._ready_records if TopicPartition(r.topic, r.partition) in tps)
+        if self._ready_tp is not None and self._ready_tp not in tps:
+            self._ready_records = []
+            self._ready_index = 0
         self._kick()
 
     def assignment(self) -> set[TopicPartition]:
@@ -216,8 +219,9 @@ class AsyncConsumer:
         self._kick()
 
     def _drop_ready(self, tp: TopicPartition) -> None:
-        if self._ready_records and self._ready_tp == tp:
-            self._ready_records.clear()
+        if self._ready_tp == tp:
+            self._ready_records = []
+            self._ready_index = 0
 
     def seek_to_beginning(self, *partitions: TopicPartition) -> None:
         for tp in partitions or list(self._states):
@@ -519,16 +523,22 @@ class AsyncConsumer:
     def _take_records(self, max_records: int) -> list[ConsumerRecord]:
         out: list[ConsumerRecord] = []
         while len(out) < max_records:
-            if self._ready_records:
+            ready = self._ready_records
+            if self._ready_index < len(ready):
                 tp = self._ready_tp
                 assert tp is not None
                 st = self._states.get(tp)
                 if st is None or st.paused:
-                    self._ready_records.clear()
+                    self._ready_records = []
+                    self._ready_index = 0
                     continue
-                n = min(max_records - len(out), len(self._ready_records))
-                for _ in range(n):
-                    out.append(self._ready_records.popleft())
+                i = self._ready_index
+                j = min(len(ready), i + max_records - len(out))
+                if not out and i == 0 and j == len(ready):
+                    out = ready
+                else:
+                    out.extend(ready[i:j])
+                self._ready_index = j
                 st.position = out[-1].offset + 1
                 continue
             found = False
@@ -546,7 +556,8 @@ class AsyncConsumer:
                     if nxt > st.position:
                         st.position = nxt
                     continue
-                self._ready_records = deque(records)
+                self._ready_records = records
+                self._ready_index = 0
                 self._ready_tp = tp
                 found = True
                 break

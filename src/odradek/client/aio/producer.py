@@ -128,6 +128,8 @@ class AsyncProducer:
         self._value_serializer = c["value.serializer"]
         self._acc = _Accumulator(c["batch.size"], c["buffer.memory"])
         self._sticky: dict[str, int] = {}
+        self._tps: dict[str, list[TopicPartition]] = {}
+        self._plain_sticky = c["partitioner.class"] in ("default", "sticky", "murmur2")
         self._round_robin: dict[str, int] = {}
         self._producer_id = -1
         self._producer_epoch = -1
@@ -256,29 +258,37 @@ class AsyncProducer:
         """Append one record. Returns None when the buffer is full and ``block`` is False."""
         if self._closed:
             raise ProducerClosedError()
-        kb = _to_bytes(key, self._key_serializer)
-        vb = _to_bytes(value, self._value_serializer)
+        # fast paths for the common types; _to_bytes handles the rest
+        kb = None if key is None else key if type(key) is bytes and self._key_serializer is None else _to_bytes(key, self._key_serializer)
+        vb = value if type(value) is bytes and self._value_serializer is None else _to_bytes(value, self._value_serializer)
         hdrs = None
-        size = _RECORD_OVERHEAD + (len(kb) if kb else 0) + (len(vb) if vb else 0)
+        size = _RECORD_OVERHEAD + (0 if kb is None else len(kb)) + (0 if vb is None else len(vb))
         if headers:
             hdrs = [(k, _to_bytes(v, None)) for k, v in (headers.items() if isinstance(headers, dict) else headers)]
             size += sum(len(k) + (len(v) if v else 0) + 4 for k, v in hdrs)
         if size > self._max_request_size:
             raise KafkaError(f"record of {size} bytes exceeds max.request.size", 10)
         if partition is None:
-            partition = self._choose_partition(topic, kb, num_partitions)
+            if kb is None and self._plain_sticky:
+                partition = self._sticky.get(topic)
+                if partition is None or partition >= num_partitions:
+                    partition = self._choose_partition(topic, kb, num_partitions)
+            else:
+                partition = self._choose_partition(topic, kb, num_partitions)
         elif not 0 <= partition < num_partitions:
             raise KafkaError(f"partition {partition} of topic {topic!r} does not exist", 3)
         ts = timestamp if timestamp is not None else time.time_ns() // 1_000_000
-        tp = TopicPartition(topic, partition)
+        tps = self._tps.get(topic)
+        if tps is None or len(tps) < num_partitions:
+            tps = self._tps[topic] = [TopicPartition(topic, p) for p in range(num_partitions)]
+        tp = tps[partition]
         acc = self._acc
-        now = time.monotonic()
         wake = False
         with acc.lock:
             if acc.used + size > acc.buffer_memory:
                 if not block:
                     return None
-                deadline = now + self._max_block
+                deadline = time.monotonic() + self._max_block
                 while acc.used + size > acc.buffer_memory:
                     left = deadline - time.monotonic()
                     if left <= 0 or self._closed:
@@ -294,6 +304,7 @@ class AsyncProducer:
                     wake = True  # the previous batch is full
                     if kb is None and partition == self._sticky.get(topic):
                         self._next_sticky(topic, partition, num_partitions)
+                now = time.monotonic()
                 batch = _Batch(tp, now, now + self._delivery_timeout)
                 q.append(batch)
                 acc.incomplete.add(batch.result)
