@@ -97,13 +97,41 @@ def _kio_produce(version: int, responses: list, throttle: int) -> Any:
 )
 def test_produce_response_matches_kio(version: int, responses: list, throttle: int) -> None:
     if version < 8:  # record_errors/error_message do not exist before v8
-        for _, partitions in responses:
-            for p in partitions:
-                p.record_errors, p.error_message = (), None
+        responses = [
+            (name, [p._replace(record_errors=(), error_message=None) for p in partitions])
+            for name, partitions in responses
+        ]
     ours = encode_produce_response(version, responses, throttle_time_ms=throttle)
     expected = _kio_produce(version, responses, throttle)
     assert ours == encode_body(expected)
     assert decode_response(0, version, ours) == expected
+
+
+@pytest.mark.parametrize("version", list(PRODUCE_VERSIONS))
+@pytest.mark.parametrize(
+    "responses",
+    [
+        # the cached one-partition fast path (twice: the second call hits the cache)
+        [("topic-a", [ProducePartitionResponse(0, 0, 123, -1, 0)])],
+        [("topic-a", [ProducePartitionResponse(7, 0, 2**40, 1_700_000_000_000, 5)])],
+        [("ü", [ProducePartitionResponse(1, 10, -1, -1, -1)])],
+        # the general loop
+        [
+            ("t", [ProducePartitionResponse(0, 2, error_message="corrupt")]),
+            ("t2", [ProducePartitionResponse(0), ProducePartitionResponse(1, 0, 5, -1, 3)]),
+        ],
+        [],
+    ],
+)
+def test_produce_response_fast_path_matches_kio(version: int, responses: list) -> None:
+    if version < 8:
+        responses = [
+            (name, [p._replace(error_message=None) for p in partitions])
+            for name, partitions in responses
+        ]
+    for throttle in (0, 0, 25):
+        ours = encode_produce_response(version, responses, throttle_time_ms=throttle)
+        assert ours == encode_body(_kio_produce(version, responses, throttle))
 
 
 fetch_partitions = st.builds(

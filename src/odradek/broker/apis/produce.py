@@ -24,10 +24,15 @@ from typing import Any
 
 from kio.schema.errors import ErrorCode
 
-from odradek.broker.apis._encoders import encode_produce_response
 from odradek.broker.apis._util import topic_name_error
 from odradek.broker.producer_state import DUPLICATE, OK
-from odradek.broker.registry import ApiSpec, RequestContext
+from odradek.broker.registry import ApiSpec, EncodedResponse, RequestContext
+from odradek.protocol.produce_response import (
+    ProducePartitionResponse as PartitionResult,
+)
+from odradek.protocol.produce_response import (
+    encode_produce_response,
+)
 from odradek.protocol.records import CorruptRecordError, InvalidRecordError
 
 __all__ = ["API", "handle"]
@@ -48,8 +53,11 @@ _BAD_EPOCH = ErrorCode.invalid_producer_epoch
 _UNKNOWN_SERVER = ErrorCode.unknown_server_error
 _STORAGE = ErrorCode.kafka_storage_error
 
-# (partition, error_code, base_offset, log_append_time_ms, log_start_offset, error_message)
-PartitionResult = tuple[int, ErrorCode, int, int, int, str | None]
+
+def _failed(
+    index: int, code: ErrorCode, message: str | None = None, log_start_offset: int = -1
+) -> PartitionResult:
+    return PartitionResult(index, code, -1, -1, log_start_offset, (), message)
 
 
 def _produce_partition(
@@ -57,7 +65,7 @@ def _produce_partition(
 ) -> PartitionResult:
     index = handle.partition
     if not data:
-        return (index, _INVALID_RECORD, -1, -1, -1, "no record batches")
+        return _failed(index, _INVALID_RECORD, "no record batches")
     n = len(data)
     max_size = handle.config.max_message_bytes
     pos = 0
@@ -67,7 +75,7 @@ def _produce_partition(
     ] = []  # (producer_id, epoch, base_seq, last_offset_delta)
     while pos < n:
         if n - pos < 61:
-            return (index, _CORRUPT, -1, -1, -1, "truncated record batch header")
+            return _failed(index, _CORRUPT, "truncated record batch header")
         (
             _bo,
             length,
@@ -85,23 +93,15 @@ def _produce_partition(
         ) = unpack(data, pos)
         size = length + 12
         if magic != 2:
-            return (
-                index,
-                _INVALID_RECORD,
-                -1,
-                -1,
-                -1,
-                f"record batch magic {magic}; only v2 (magic 2) is accepted",
+            return _failed(
+                index, _INVALID_RECORD, f"record batch magic {magic}; only v2 (magic 2) is accepted"
             )
         if length < 49 or pos + size > n:
-            return (index, _CORRUPT, -1, -1, -1, "record batch length out of bounds")
+            return _failed(index, _CORRUPT, "record batch length out of bounds")
         if size > max_size:
-            return (
+            return _failed(
                 index,
                 _TOO_LARGE,
-                -1,
-                -1,
-                -1,
                 f"record batch of {size} bytes exceeds max.message.bytes {max_size}",
             )
         batches.append((pid, epoch, base_seq, last_delta))
@@ -118,9 +118,11 @@ def _produce_partition(
             )
             if verdict != OK:
                 if verdict == DUPLICATE:
-                    return (index, _NONE, dup_offset, -1, plog.log_start_offset, None)
+                    return PartitionResult(
+                        index, _NONE, dup_offset, -1, plog.log_start_offset, (), None
+                    )
                 code = _OUT_OF_ORDER if verdict == _OUT_OF_ORDER.value else _BAD_EPOCH
-                return (index, code, -1, -1, plog.log_start_offset, None)
+                return _failed(index, code, None, plog.log_start_offset)
         else:
             for b_pid, b_epoch, b_seq, b_delta in batches:
                 verdict, _ = state.check(b_pid, b_epoch, b_seq, (b_seq + b_delta) % _SEQ_MOD)
@@ -128,24 +130,24 @@ def _produce_partition(
                     code = (
                         _OUT_OF_ORDER if verdict in (DUPLICATE, _OUT_OF_ORDER.value) else _BAD_EPOCH
                     )
-                    return (index, code, -1, -1, plog.log_start_offset, None)
+                    return _failed(index, code, None, plog.log_start_offset)
     log_append_time = handle.config.message_timestamp_type == "LogAppendTime"
     try:
         result = plog.append(
             data, handle.state.leader_epoch, now_ms=now_ms, log_append_time=log_append_time
         )
     except CorruptRecordError as exc:
-        return (index, _CORRUPT, -1, -1, -1, str(exc) or "corrupt record batch")
+        return _failed(index, _CORRUPT, str(exc) or "corrupt record batch")
     except InvalidRecordError as exc:
-        return (index, _INVALID_RECORD, -1, -1, -1, str(exc) or "invalid record batch")
+        return _failed(index, _INVALID_RECORD, str(exc) or "invalid record batch")
     except Exception as exc:
         name = type(exc).__name__
         if name == "RecordTooLargeError":
-            return (index, _TOO_LARGE, -1, -1, -1, str(exc))
+            return _failed(index, _TOO_LARGE, str(exc))
         if name == "RecordBatchTooLargeError":
-            return (index, ErrorCode.record_list_too_large, -1, -1, -1, str(exc))
+            return _failed(index, ErrorCode.record_list_too_large, str(exc))
         if isinstance(exc, OSError):
-            return (index, _STORAGE, -1, -1, -1, str(exc))
+            return _failed(index, _STORAGE, str(exc))
         raise
     base_offset = result.base_offset
     if idempotent:
@@ -155,7 +157,9 @@ def _produce_partition(
             off += b_delta + 1
     broker.purgatory.notify(handle.topic, index)
     lat = result.log_append_time_ms if log_append_time else -1
-    return (index, _NONE, base_offset, -1 if lat is None else lat, result.log_start_offset, None)
+    return PartitionResult(
+        index, _NONE, base_offset, -1 if lat is None else lat, result.log_start_offset, (), None
+    )
 
 
 async def handle(ctx: RequestContext, request: Any) -> Any:
@@ -166,9 +170,7 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
     partition = broker.partition
     if acks not in (0, 1, -1):
         for td in request.topic_data:
-            results.append(
-                (td.name, [(pd.index, _BAD_ACKS, -1, -1, -1, None) for pd in td.partition_data])
-            )
+            results.append((td.name, [_failed(pd.index, _BAD_ACKS) for pd in td.partition_data]))
     else:
         for td in request.topic_data:
             name = td.name
@@ -183,7 +185,7 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
                         await broker.auto_create_topic(name)
                         handle_ = partition(name, pd.index)
                     if handle_ is None:
-                        presults.append((pd.index, _UNKNOWN, -1, -1, -1, None))
+                        presults.append(_failed(pd.index, _UNKNOWN))
                         continue
                 presults.append(_produce_partition(broker, handle_, pd.records, now_ms))
             results.append((name, presults))
@@ -192,13 +194,14 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
     return encode(request, results)
 
 
-def encode(request: Any, results: list[tuple[str, list[PartitionResult]]]) -> Any:
-    return encode_produce_response(request, results)
+def encode(request: Any, results: list[tuple[str, list[PartitionResult]]]) -> EncodedResponse:
+    body = encode_produce_response(request.__version__, results)
+    return EncodedResponse((body,), len(body))
 
 
 def error_response(request: Any, code: ErrorCode) -> Any:
     results: list[tuple[str, list[PartitionResult]]] = [
-        (td.name, [(pd.index, code, -1, -1, -1, None) for pd in td.partition_data])
+        (td.name, [_failed(pd.index, code) for pd in td.partition_data])
         for td in request.topic_data
     ]
     return encode(request, results)
