@@ -58,9 +58,10 @@ def test_clients_through_the_fixtures(example, monkeypatch, tmp_path):
         "test_confluent_kafka.py",
         "test_kafka_python.py",
         "test_aiokafka.py",
+        "test_odradek_client.py",
     )
     print(f"client tests: {elapsed:.1f} s")
-    result.assert_outcomes(passed=12)
+    result.assert_outcomes(passed=13)
     _assert_nothing_left(resources)
 
 

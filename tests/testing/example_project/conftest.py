@@ -20,8 +20,19 @@ REPORT = os.environ.get("ODRADEK_EXAMPLE_REPORT")
 _session_before: ResourceSnapshot | None = None
 
 
+def _warm_up_process_wide_allocations() -> None:
+    """Some libraries allocate once per process on first use; that is not a per-test leak.
+    uvloop (odradek.client's loops) opens a process-wide pipe when its first loop is made."""
+    try:
+        import uvloop
+    except ImportError:
+        return
+    uvloop.new_event_loop().close()
+
+
 def pytest_sessionstart(session: pytest.Session) -> None:
     global _session_before
+    _warm_up_process_wide_allocations()
     _session_before = ResourceSnapshot.take()
 
 
