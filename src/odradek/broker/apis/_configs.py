@@ -3,17 +3,19 @@ config sources and applying topic config changes to the live logs."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from kio.schema.errors import ErrorCode
 
+from odradek.broker.apis._util import make, response_types
 from odradek.broker.config import BROKER_KEYS, TOPIC_KEYS, ConfigError, validate_topic_configs
 
 __all__ = [
     "BROKER",
     "BROKER_LOGGER",
     "TOPIC",
+    "alter_resources",
     "alter_topic",
     "broker_entries",
     "check_broker_resource",
@@ -100,3 +102,38 @@ def alter_topic(
     if not validate_only:
         broker.alter_topic_configs(name, configs)
     return ErrorCode.none, None
+
+
+def alter_resources(
+    request: Any, alter: Callable[[str, Any], tuple[ErrorCode, str | None]]
+) -> tuple[Any, ...]:
+    """The per-resource answers of AlterConfigs / IncrementalAlterConfigs.
+
+    ``alter(topic name, the resource's configs)`` changes one topic; broker resources are
+    refused (broker configs are static), other resource types too.
+    """
+    types = response_types(request)
+    out = []
+    for res in request.resources:
+        if res.resource_type == TOPIC:
+            code, message = alter(res.resource_name, res.configs)
+        elif res.resource_type == BROKER:
+            code, message = (
+                ErrorCode.invalid_request,
+                "broker configs are static in odradek; restart with --set",
+            )
+        else:
+            code, message = (
+                ErrorCode.invalid_request,
+                f"unsupported resource type {res.resource_type}",
+            )
+        out.append(
+            make(
+                types.AlterConfigsResourceResponse,
+                error_code=code,
+                error_message=message,
+                resource_type=res.resource_type,
+                resource_name=res.resource_name,
+            )
+        )
+    return tuple(out)

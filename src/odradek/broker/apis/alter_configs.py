@@ -5,9 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from kio.schema.errors import ErrorCode
-
-from odradek.broker.apis._configs import BROKER, TOPIC, alter_topic
+from odradek.broker.apis._configs import alter_resources, alter_topic
 from odradek.broker.apis._util import NO_THROTTLE, make, response_types
 from odradek.broker.registry import ApiSpec, RequestContext
 
@@ -16,36 +14,17 @@ __all__ = ["API", "handle"]
 
 async def handle(ctx: RequestContext, request: Any) -> Any:
     broker = ctx.broker
-    types = response_types(request)
-    out = []
-    for res in request.resources:
-        if res.resource_type == TOPIC:
-            code, message = alter_topic(
-                broker,
-                res.resource_name,
-                {c.name: c.value for c in res.configs},
-                request.validate_only,
-            )
-        elif res.resource_type == BROKER:
-            code, message = (
-                ErrorCode.invalid_request,
-                "broker configs are static in odradek; restart with --set",
-            )
-        else:
-            code, message = (
-                ErrorCode.invalid_request,
-                f"unsupported resource type {res.resource_type}",
-            )
-        out.append(
-            make(
-                types.AlterConfigsResourceResponse,
-                error_code=code,
-                error_message=message,
-                resource_type=res.resource_type,
-                resource_name=res.resource_name,
-            )
-        )
-    return make(types.AlterConfigsResponse, throttle_time=NO_THROTTLE, responses=tuple(out))
+    responses = alter_resources(
+        request,
+        lambda name, configs: alter_topic(
+            broker, name, {c.name: c.value for c in configs}, request.validate_only
+        ),
+    )
+    return make(
+        response_types(request).AlterConfigsResponse,
+        throttle_time=NO_THROTTLE,
+        responses=responses,
+    )
 
 
 API = ApiSpec(key=33, name="AlterConfigs", min_version=0, max_version=2, handler=handle)

@@ -8,7 +8,7 @@ from typing import Any
 
 from kio.schema.errors import ErrorCode
 
-from odradek.broker.apis._configs import BROKER, TOPIC, alter_topic
+from odradek.broker.apis._configs import alter_resources, alter_topic
 from odradek.broker.apis._util import NO_THROTTLE, make, response_types
 from odradek.broker.registry import ApiSpec, RequestContext
 
@@ -54,32 +54,13 @@ def _apply(broker: Any, name: str, ops: Any, validate_only: bool) -> tuple[Error
 
 async def handle(ctx: RequestContext, request: Any) -> Any:
     broker = ctx.broker
-    types = response_types(request)
-    out = []
-    for res in request.resources:
-        if res.resource_type == TOPIC:
-            code, message = _apply(broker, res.resource_name, res.configs, request.validate_only)
-        elif res.resource_type == BROKER:
-            code, message = (
-                ErrorCode.invalid_request,
-                "broker configs are static in odradek; restart with --set",
-            )
-        else:
-            code, message = (
-                ErrorCode.invalid_request,
-                f"unsupported resource type {res.resource_type}",
-            )
-        out.append(
-            make(
-                types.AlterConfigsResourceResponse,
-                error_code=code,
-                error_message=message,
-                resource_type=res.resource_type,
-                resource_name=res.resource_name,
-            )
-        )
+    responses = alter_resources(
+        request, lambda name, ops: _apply(broker, name, ops, request.validate_only)
+    )
     return make(
-        types.IncrementalAlterConfigsResponse, throttle_time=NO_THROTTLE, responses=tuple(out)
+        response_types(request).IncrementalAlterConfigsResponse,
+        throttle_time=NO_THROTTLE,
+        responses=responses,
     )
 
 
