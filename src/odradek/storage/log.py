@@ -42,6 +42,10 @@ def parse_log_dir_name(name: str) -> tuple[str, int]:
     return topic, int(partition)
 
 
+_INT32_MAX = 2**31 - 1
+"""Offsets in a segment are stored relative to its base offset as int32."""
+
+
 class _Segment(Protocol):
     """What the shared log logic needs from a segment (LogSegment, MemorySegment)."""
 
@@ -62,14 +66,7 @@ class _Segment(Protocol):
     ) -> tuple[int, int] | None: ...
     def record_of_max_timestamp(self) -> tuple[int, int] | None: ...
     def first_batch_timestamp(self) -> int: ...
-    def should_roll(
-        self,
-        size: int,
-        infos: list[tuple[int, int, int, int]],
-        now_ms: int | None,
-        clock: Clock,
-        config: LogConfig,
-    ) -> bool: ...
+    def index_full(self) -> bool: ...
     def largest_timestamp(self) -> int: ...
     def truncate_to(self, offset: int) -> int: ...
     def on_become_inactive(self) -> None: ...
@@ -173,7 +170,7 @@ class LogBase:
         )
         last = infos[-1][2]
         segment = self.segments[-1]
-        if segment.size and segment.should_roll(len(buf), infos, now_ms, self.clock, config):
+        if segment.size and self._should_roll(segment, len(buf), infos, now_ms):
             segment = self._roll(self.clock.now_ms() if now_ms is None else now_ms, base)
         segment.append(buf, infos)
         self.log_end_offset = end = last + 1
@@ -202,7 +199,7 @@ class LogBase:
         base = epochs[0][1]
         last = infos[-1][2]
         segment = self.segments[-1]
-        if segment.size and segment.should_roll(len(records), infos, now_ms, self.clock, config):
+        if segment.size and self._should_roll(segment, len(records), infos, now_ms):
             segment = self._roll(now_ms, base)
         segment.append(records, infos)
         self.log_end_offset = end = last + 1
@@ -213,6 +210,32 @@ class LogBase:
         if end - self.recovery_point >= config.flush_interval_messages:
             self.flush()
         return AppendResult(base, last, -1, self.log_start_offset)
+
+    def _should_roll(
+        self,
+        segment: Any,
+        size: int,
+        infos: list[tuple[int, int, int, int]],
+        now_ms: int | None,
+    ) -> bool:
+        """Kafka's LogSegment.shouldRoll, for a non-empty segment about to receive ``size`` bytes:
+        it would exceed segment.bytes, an offset would not fit the 32-bit relative offset, an
+        index is full (files only), or segment.ms has passed: by record time since the segment's
+        first batch when batches carry timestamps (Kafka's timeWaitedForRoll), else by wall time
+        since the segment was created. Runs on every append."""
+        config = self.config
+        if (
+            segment.size + size > config.segment_bytes
+            or infos[-1][2] - segment.base_offset > _INT32_MAX
+            or segment.index_full()
+        ):
+            return True
+        first = segment.first_batch_timestamp()
+        if first >= 0:
+            newest = infos[0][3] if len(infos) == 1 else max(info[3] for info in infos)
+            return bool(newest - first > config.segment_ms)
+        now = self.clock.now_ms() if now_ms is None else now_ms
+        return bool(now - segment.created_ms > config.segment_ms)
 
     def roll(self, now_ms: int | None = None) -> None:
         """Start a new active segment at the log end offset (no-op if the active one is empty)."""

@@ -11,8 +11,6 @@ from odradek.protocol.records import RecordBatch
 from odradek.storage.config import LogConfig
 from odradek.storage.log import LogBase
 
-_INT32_MAX = 2**31 - 1
-
 __all__ = ["MemoryLog", "MemorySegment"]
 
 
@@ -132,26 +130,8 @@ class MemorySegment:
                 self.max_timestamp, self.offset_of_max_timestamp = ts, last
         return removed
 
-    def should_roll(
-        self,
-        size: int,
-        infos: list[tuple[int, int, int, int]],
-        now_ms: int | None,
-        clock: Clock,
-        config: LogConfig,
-    ) -> bool:
-        """Kafka's LogSegment.shouldRoll, for a non-empty segment about to receive ``size`` bytes:
-        it would exceed segment.bytes, an offset would not fit the 32-bit relative offset, an
-        index is full, or segment.ms has passed: by record time since the segment's first batch
-        when batches carry timestamps (Kafka's timeWaitedForRoll), else by wall time since the
-        segment was created. No index limits in memory."""
-        if self.size + size > config.segment_bytes or infos[-1][2] - self.base_offset > _INT32_MAX:
-            return True
-        first = self.first_batch_timestamp()
-        if first >= 0:
-            newest = infos[0][3] if len(infos) == 1 else max(info[3] for info in infos)
-            return newest - first > config.segment_ms
-        return (clock.now_ms() if now_ms is None else now_ms) - self.created_ms > config.segment_ms
+    def index_full(self) -> bool:
+        return False  # no index limits in memory
 
     def on_become_inactive(self) -> None:
         pass

@@ -11,7 +11,6 @@ from pathlib import Path
 
 from crc32c import crc32c
 
-from odradek.clock import Clock
 from odradek.protocol.records import RecordBatch
 from odradek.storage.config import LogConfig
 from odradek.storage.errors import KafkaStorageError
@@ -450,31 +449,10 @@ class LogSegment:
         self.truncated_bytes = file_size - position
         return self.truncated_bytes
 
-    def should_roll(
-        self,
-        size: int,
-        infos: list[tuple[int, int, int, int]],
-        now_ms: int | None,
-        clock: Clock,
-        config: LogConfig,
-    ) -> bool:
-        """Kafka's LogSegment.shouldRoll, for a non-empty segment about to receive ``size`` bytes:
-        it would exceed segment.bytes, an offset would not fit the 32-bit relative offset, an
-        index is full, or segment.ms has passed: by record time since the segment's first batch
-        when batches carry timestamps (Kafka's timeWaitedForRoll), else by wall time since the
-        segment was created. One method with inlined checks: it runs on every append."""
-        if self.size + size > config.segment_bytes or infos[-1][2] - self.base_offset > _INT32_MAX:
-            return True
+    def index_full(self) -> bool:
+        """The offset or time index has no room for another entry (then the log rolls)."""
         index, time_index = self.index, self.time_index
-        if index._count >= index.max_entries or time_index._count >= time_index.max_entries:
-            return True
-        first = self._first_batch_timestamp
-        if first is None:
-            first = self.first_batch_timestamp()
-        if first >= 0:
-            newest = infos[0][3] if len(infos) == 1 else max(info[3] for info in infos)
-            return newest - first > config.segment_ms
-        return (clock.now_ms() if now_ms is None else now_ms) - self.created_ms > config.segment_ms
+        return index._count >= index.max_entries or time_index._count >= time_index.max_entries
 
     # --- life cycle ---------------------------------------------------------------------------
 
