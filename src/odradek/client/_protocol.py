@@ -174,7 +174,7 @@ def encode_request(entity: Any, correlation_id: int, client_id: str | None) -> b
     buf = io.BytesIO()
     buf.write(b"\x00\x00\x00\x00")
     buf.write(_header(api_key, version, correlation_id, cid))
-    _writer(type(entity))(buf, entity)
+    _writer(type(entity))(buf, entity)  # type: ignore[arg-type]
     data = buf.getbuffer()
     struct.pack_into(">i", data, 0, len(data) - 4)
     del data

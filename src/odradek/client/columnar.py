@@ -209,7 +209,7 @@ def decode_columns(
     """The raw column buffers (see module docstring) plus ``rows`` and ``next_offset``."""
     end = _MAX if end_offset is None else end_offset
     if _speedups is not None and not python:
-        return _speedups.columnar(data, start_offset, end, include_headers, _records.decompress)  # type: ignore[no-any-return]
+        return _speedups.columnar(data, start_offset, end, include_headers, _records.decompress)  # type: ignore[no-any-return,unused-ignore]
     return _columnar_python(data, start_offset, end, include_headers)
 
 

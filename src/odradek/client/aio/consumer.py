@@ -17,7 +17,7 @@ import asyncio
 import logging
 import time
 from collections import deque
-from collections.abc import AsyncIterator, Callable, Iterable
+from collections.abc import AsyncIterator, Callable, Iterable, Mapping
 from typing import Any
 
 from .. import _protocol as proto
@@ -70,7 +70,7 @@ class _PartitionState:
 
 def _decode(topic: str, partition: int, data: bytes, min_offset: int, aborted: Any, read_committed: bool, check_crcs: bool) -> tuple[list[ConsumerRecord], int]:
     if _speedups is not None and not read_committed:
-        return _speedups.decode_records(topic, partition, data, min_offset, ConsumerRecord, _records.decompress)  # type: ignore[no-any-return]
+        return _speedups.decode_records(topic, partition, data, min_offset, ConsumerRecord, _records.decompress)  # type: ignore[no-any-return,unused-ignore]
     return _records.decode_records(topic, partition, data, min_offset=min_offset, aborted=aborted, read_committed=read_committed, check_crcs=check_crcs)
 
 
@@ -334,7 +334,7 @@ class AsyncConsumer:
     def _consumed_offsets(self) -> dict[TopicPartition, OffsetAndMetadata]:
         return {tp: OffsetAndMetadata(st.position) for tp, st in self._states.items() if st.position is not None}
 
-    async def commit(self, offsets: dict[TopicPartition, OffsetAndMetadata | int] | None = None) -> None:
+    async def commit(self, offsets: Mapping[TopicPartition, OffsetAndMetadata | int] | None = None) -> None:
         """Commit ``offsets`` (default: the current positions) for ``group.id`` and wait."""
         if not self._group_id:
             raise KafkaError("commit() needs 'group.id'")
@@ -356,8 +356,8 @@ class AsyncConsumer:
 
     def commit_async(
         self,
-        offsets: dict[TopicPartition, OffsetAndMetadata | int] | None = None,
-        callback: Callable[[dict[TopicPartition, OffsetAndMetadata | int] | None, BaseException | None], Any] | None = None,
+        offsets: Mapping[TopicPartition, OffsetAndMetadata | int] | None = None,
+        callback: Callable[[Mapping[TopicPartition, OffsetAndMetadata | int] | None, BaseException | None], Any] | None = None,
     ) -> asyncio.Task[None]:
         if offsets is None:
             offsets = dict(self._consumed_offsets())
@@ -471,9 +471,10 @@ class AsyncConsumer:
             for t in resp.responses:
                 for p in t.partitions:
                     tp = TopicPartition(str(t.topic), int(p.partition_index))
-                    st = self._states.get(tp)
-                    if st is None or st.epoch != epochs.get(tp):
+                    pst = self._states.get(tp)
+                    if pst is None or pst.epoch != epochs.get(tp):
                         continue
+                    st = pst
                     perr = int(p.error_code)
                     if perr == 1:  # OFFSET_OUT_OF_RANGE
                         if c["auto.offset.reset"] == "none":
@@ -515,9 +516,9 @@ class AsyncConsumer:
         finally:
             in_flight_nodes.discard(node)
             for tp in tps:
-                st = self._states.get(tp)
-                if st is not None:
-                    st.in_flight = False
+                done_st = self._states.get(tp)
+                if done_st is not None:
+                    done_st.in_flight = False
             self._kick()
 
     def _take_records(self, max_records: int) -> list[ConsumerRecord]:

@@ -220,8 +220,9 @@ class AsyncProducer:
             if _speedups is not None:
                 return (_speedups.murmur2(key) & 0x7FFFFFFF) % num_partitions
             return _records.murmur2_partition(key, num_partitions)
-        p = self._sticky.get(topic)
-        if p is None or p >= num_partitions:
+        sticky = self._sticky.get(topic)
+        p = -1 if sticky is None else sticky
+        if p < 0 or p >= num_partitions:
             p = random.randrange(num_partitions)
             self._sticky[topic] = p
         return p
@@ -529,7 +530,7 @@ class AsyncProducer:
         try:
             conn = await self._cluster.connection(node)
             version = conn.version(0)
-            topic_data: dict[str, list[tuple[int, bytes]]] = {}
+            topic_data: dict[str, list[tuple[int, bytes | memoryview]]] = {}
             for b in batches:
                 assert b.encoded is not None
                 topic_data.setdefault(b.tp.topic, []).append((b.tp.partition, b.encoded))
