@@ -14,7 +14,7 @@ import threading
 from collections.abc import Callable, Coroutine, Iterable, Iterator
 from typing import Any, TypeVar
 
-from .aio.admin import AsyncAdmin
+from .aio.admin import AsyncAdmin, ConfigEntry, GroupDescription, NewTopic
 from .aio.consumer import AsyncConsumer, ConsumerRebalanceListener
 from .aio.producer import AsyncProducer
 from .errors import KafkaTimeoutError
@@ -23,6 +23,7 @@ from .types import (
     OffsetAndMetadata,
     OffsetAndTimestamp,
     RecordMetadata,
+    TopicDescription,
     TopicPartition,
 )
 
@@ -248,18 +249,59 @@ class Admin:
             self._lt.stop()
             raise
 
-    def __getattr__(self, name: str) -> Any:
-        attr = getattr(self._aio, name)
-        if not callable(attr) or name.startswith("_"):
-            return attr
+    # topics
+    def create_topics(self, topics: Iterable[NewTopic | str], *, validate_only: bool = False, raise_on_exists: bool = True) -> dict[str, int]:
+        return self._lt.run(self._aio.create_topics(topics, validate_only=validate_only, raise_on_exists=raise_on_exists))
 
-        def call(*args: Any, **kwargs: Any) -> Any:
-            result = attr(*args, **kwargs)
-            if asyncio.iscoroutine(result):
-                return self._lt.run(result)
-            return result
+    def delete_topics(self, names: Iterable[str]) -> dict[str, int]:
+        return self._lt.run(self._aio.delete_topics(list(names)))
 
-        return call
+    def list_topics(self, *, include_internal: bool = False) -> dict[str, TopicDescription]:
+        return self._lt.run(self._aio.list_topics(include_internal=include_internal))
+
+    def describe_topics(self, names: Iterable[str]) -> dict[str, TopicDescription]:
+        return self._lt.run(self._aio.describe_topics(list(names)))
+
+    def create_partitions(self, new_counts: dict[str, int], *, validate_only: bool = False) -> None:
+        self._lt.run(self._aio.create_partitions(new_counts, validate_only=validate_only))
+
+    # configs
+    def describe_configs(self, topics: Iterable[str], keys: list[str] | None = None) -> dict[str, dict[str, ConfigEntry]]:
+        return self._lt.run(self._aio.describe_configs(list(topics), keys))
+
+    def alter_configs(self, changes: dict[str, dict[str, str | None]]) -> None:
+        self._lt.run(self._aio.alter_configs(changes))
+
+    incremental_alter_configs = alter_configs
+
+    # offsets
+    def list_offsets(self, query: dict[TopicPartition | tuple[str, int], Any], *, read_committed: bool = False) -> dict[TopicPartition, tuple[int, int]]:
+        """{(topic, partition): "earliest" | "latest" | "max_timestamp" | timestamp_ms}
+        -> {TopicPartition: (offset, timestamp)}."""
+        return self._lt.run(self._aio.list_offsets(query, read_committed=read_committed))
+
+    # groups
+    def list_groups(self) -> list[tuple[str, str, str]]:
+        return self._lt.run(self._aio.list_groups())
+
+    def describe_groups(self, group_ids: Iterable[str]) -> dict[str, GroupDescription]:
+        return self._lt.run(self._aio.describe_groups(list(group_ids)))
+
+    def delete_groups(self, group_ids: Iterable[str]) -> dict[str, int]:
+        return self._lt.run(self._aio.delete_groups(list(group_ids)))
+
+    def list_group_offsets(self, group_id: str, partitions: Iterable[TopicPartition] | None = None) -> dict[TopicPartition, OffsetAndMetadata | None]:
+        return self._lt.run(self._aio.list_group_offsets(group_id, None if partitions is None else list(partitions)))
+
+    list_consumer_group_offsets = list_group_offsets
+
+    def alter_group_offsets(self, group_id: str, offsets: dict[TopicPartition, int | OffsetAndMetadata]) -> None:
+        self._lt.run(self._aio.alter_group_offsets(group_id, offsets))
+
+    alter_consumer_group_offsets = alter_group_offsets
+
+    def describe_cluster(self) -> dict[str, Any]:
+        return self._lt.run(self._aio.describe_cluster())
 
     def close(self) -> None:
         try:
