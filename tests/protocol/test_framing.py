@@ -68,3 +68,26 @@ def test_bytearray_and_memoryview_input() -> None:
     data = bytearray(frame(b"one") + frame(b"two"))
     assert [bytes(f) for f in decoder.feed(memoryview(data))] == [b"one", b"two"]
     assert [bytes(f) for f in decoder.feed(data)] == [b"one", b"two"]
+
+
+def test_frame_spanning_chunks_is_writable_and_owned() -> None:
+    body = bytes(range(256)) * 40
+    data = frame(body) + frame(b"next")
+    decoder = FrameDecoder()
+    got: list[memoryview] = []
+    for i in range(0, len(data), 1000):  # the size prefix of the second frame is split too
+        got += decoder.feed(data[i : i + 1000])
+    assert [bytes(f) for f in got] == [body, b"next"]
+    assert not got[0].readonly  # gathered into its own bytearray: the caller may stamp it
+    assert decoder.buffered == 0
+
+
+def test_split_size_prefix_then_empty_frame() -> None:
+    decoder = FrameDecoder()
+    assert decoder.feed(b"\x00\x00") == []
+    assert decoder.buffered == 2
+    assert [bytes(f) for f in decoder.feed(b"\x00\x00" + frame(b"x"))] == [b"", b"x"]
+    small = FrameDecoder(10)
+    assert small.feed(b"\x00\x00\x00") == []
+    with pytest.raises(FrameTooLargeError):
+        small.feed(b"\x0b")  # the split prefix says 11 > 10

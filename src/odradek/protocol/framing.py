@@ -1,10 +1,10 @@
 """Kafka framing: every request and response is ``int32 size`` followed by ``size`` bytes.
 
 :class:`FrameDecoder` splits a byte stream into frames. It is zero-copy where it can be:
-when no partial frame is pending, the frames it returns are memoryviews into the very object
-passed to :meth:`FrameDecoder.feed`, so a buffer holding many small pipelined requests costs
-one slice per frame. Only a trailing partial frame is copied (and kept until it completes;
-its chunks are joined once, when enough bytes have arrived).
+frames lying wholly inside the object passed to :meth:`FrameDecoder.feed` are memoryviews into
+it, so a buffer holding many small pipelined requests costs one slice per frame. A frame that
+spans chunks is copied once, chunk by chunk, into a ``bytearray`` of its own: its memoryview is
+writable and belongs to the caller.
 
 Invariant for callers: do not mutate an object passed to ``feed`` while frames from it are in
 use (asyncio's ``data_received`` hands over fresh ``bytes``, which is always safe).
@@ -34,53 +34,73 @@ class FrameDecoder:
 
     A size prefix below 0 or above ``max_frame_size`` raises FrameTooLargeError; the decoder
     is then unusable (the connection must be closed).
+
+    A frame that spans chunks is gathered into a ``bytearray`` of its own (each byte copied
+    once, no join at the end), so the memoryview returned for it is writable and owned by the
+    caller: the broker stamps offsets into a Produce request's record batches in place and
+    writes them to the log without another copy. Frames lying wholly inside one chunk are
+    read-only views into that chunk.
     """
 
-    __slots__ = ("_needed", "_pending", "_pending_size", "max_frame_size")
+    __slots__ = ("_body", "_head", "_needed", "max_frame_size")
 
     def __init__(self, max_frame_size: int = DEFAULT_MAX_FRAME_SIZE) -> None:
         self.max_frame_size = max_frame_size
-        self._pending: list[bytes] = []  # chunks of an incomplete frame (with its prefix)
-        self._pending_size = 0
-        self._needed = 4  # bytes the pending frame needs in total (prefix included)
+        self._head = b""  # 1-3 bytes of a size prefix not yet complete
+        self._body: bytearray | None = None  # the incomplete frame's body (size known)
+        self._needed = 0  # the incomplete frame's body size
 
     @property
     def buffered(self) -> int:
-        """Bytes held for an incomplete frame."""
-        return self._pending_size
+        """Bytes held for an incomplete frame (its size prefix included)."""
+        if self._body is not None:
+            return 4 + len(self._body)
+        return len(self._head)
+
+    def _start(self, size: int) -> None:
+        if size < 0 or size > self.max_frame_size:
+            raise FrameTooLargeError(size, self.max_frame_size)
+        self._body = bytearray()
+        self._needed = size
 
     def feed(self, data: bytes | bytearray | memoryview) -> list[memoryview]:
         """Add ``data``; return every frame it completes, in order, without the size prefix."""
-        if self._pending:
-            self._pending.append(bytes(data))
-            self._pending_size += len(data)
-            if self._pending_size < self._needed:
-                return []
-            data = b"".join(self._pending)
-            self._pending = []
-            self._pending_size = 0
         view = memoryview(data)
         if view.ndim != 1 or view.itemsize != 1:
             view = view.cast("B")
         end = len(view)
+        frames: list[memoryview] = []
+        pos = 0
+        if self._head:
+            pos = 4 - len(self._head)
+            head = self._head + bytes(view[:pos])
+            if len(head) < 4:
+                self._head = head
+                return frames
+            self._head = b""
+            self._start(_SIZE.unpack(head)[0])
+        body = self._body
+        if body is not None:
+            take = min(self._needed - len(body), end - pos)
+            body += view[pos : pos + take]
+            pos += take
+            if len(body) < self._needed:
+                return frames
+            frames.append(memoryview(body))
+            self._body = None
         max_size = self.max_frame_size
         unpack_from = _SIZE.unpack_from
-        frames = []
-        pos = 0
         while end - pos >= 4:
             (size,) = unpack_from(view, pos)
             if size < 0 or size > max_size:
                 raise FrameTooLargeError(size, max_size)
             frame_end = pos + 4 + size
             if frame_end > end:
-                self._needed = 4 + size
-                break
+                self._start(size)
+                self._body += view[pos + 4 :]  # type: ignore[operator]
+                return frames
             frames.append(view[pos + 4 : frame_end])
             pos = frame_end
-        else:
-            self._needed = 4
         if pos < end:
-            rest = bytes(view[pos:])
-            self._pending = [rest]
-            self._pending_size = len(rest)
+            self._head = bytes(view[pos:])
         return frames
