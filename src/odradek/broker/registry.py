@@ -12,6 +12,10 @@ from this registry, so what is advertised and what is served cannot drift apart.
 ``min_version``/``max_version`` are what ApiVersions advertises. Versions below
 ``min_request_version`` (the oldest kio can decode, or the oldest we accept) are refused at
 request time with UNSUPPORTED_VERSION (DESIGN.md §4: old librdkafka probes exact versions).
+
+``extra`` keys the server reads: ``"error_response"`` (``(request, ErrorCode) -> Response``,
+the UNKNOWN_SERVER_ERROR answer when a handler fails) and ``"decoder"`` (``(frame, pos,
+version=v) -> (request, bytes read)``, used instead of kio's decoder, e.g. Produce's zero-copy one).
 """
 
 from __future__ import annotations

@@ -29,6 +29,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import errno
+import functools
 import json
 import logging
 import os
@@ -680,6 +681,9 @@ class KafkaConnection(asyncio.Protocol):
         info = request_codec(api_key, version)
         if info is None:
             return f"cannot decode version {version} of api key {api_key} ({spec.name})"
+        decoder = spec.extra.get("decoder")
+        if decoder is not None:  # the API's own body decoder (frame, pos, version)
+            info = info._replace(reader=functools.partial(decoder, version=version))
         return spec, info
 
     def _handle_frame(self, frame: memoryview, out: list[Any]) -> None:

@@ -15,6 +15,9 @@ partition's data:
 
 acks must be 0, 1 or -1 (else INVALID_REQUIRED_ACKS for every partition). acks=0 gets no
 response. acks=-1 alone is acks=1: the high watermark follows the log end offset.
+
+Requests are decoded by ``odradek.protocol.produce_request`` (``ApiSpec.extra["decoder"]``), not
+kio: ``records`` are views of the request frame, stamped in place and written without a copy.
 """
 
 from __future__ import annotations
@@ -27,6 +30,7 @@ from kio.schema.errors import ErrorCode
 from odradek.broker.apis._util import topic_name_error
 from odradek.broker.producer_state import DUPLICATE, OK
 from odradek.broker.registry import ApiSpec, EncodedResponse, RequestContext
+from odradek.protocol.produce_request import ProduceRequest, decode_produce_request
 from odradek.protocol.produce_response import (
     ProducePartitionResponse as PartitionResult,
 )
@@ -61,7 +65,7 @@ def _failed(
 
 
 def _produce_partition(
-    broker: Any, handle: Any, data: bytes | None, now_ms: int
+    broker: Any, handle: Any, data: bytes | memoryview | None, now_ms: int
 ) -> PartitionResult:
     index = handle.partition
     if not data:
@@ -162,7 +166,7 @@ def _produce_partition(
     )
 
 
-async def handle(ctx: RequestContext, request: Any) -> Any:
+async def handle(ctx: RequestContext, request: ProduceRequest) -> Any:
     broker = ctx.broker
     acks = request.acks
     now_ms = broker.clock.now_ms()
@@ -194,12 +198,14 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
     return encode(request, results)
 
 
-def encode(request: Any, results: list[tuple[str, list[PartitionResult]]]) -> EncodedResponse:
-    body = encode_produce_response(request.__version__, results)
+def encode(
+    request: ProduceRequest, results: list[tuple[str, list[PartitionResult]]]
+) -> EncodedResponse:
+    body = encode_produce_response(request.api_version, results)
     return EncodedResponse((body,), len(body))
 
 
-def error_response(request: Any, code: ErrorCode) -> Any:
+def error_response(request: ProduceRequest, code: ErrorCode) -> Any:
     results: list[tuple[str, list[PartitionResult]]] = [
         (td.name, [_failed(pd.index, code) for pd in td.partition_data])
         for td in request.topic_data
@@ -214,5 +220,5 @@ API = ApiSpec(
     max_version=10,
     handler=handle,
     min_request_version=3,
-    extra={"error_response": error_response},
+    extra={"error_response": error_response, "decoder": decode_produce_request},
 )
