@@ -186,3 +186,20 @@ def test_read_committed_skips_aborted() -> None:
     assert [r.value for r in rows] == [b"committed", b"plain"] and nxt == 4
     rows, _ = _records.decode_records("t", 0, data)
     assert [r.value for r in rows] == [b"aborted", b"committed", b"plain"]
+
+
+def test_consumer_checks_crcs_before_the_compiled_decoder() -> None:
+    from odradek.client.aio.consumer import _check_crcs, _decode
+    from odradek.client.errors import KafkaError
+
+    good = _records.encode_batch([(None, b"abc", None, 1)])
+    _check_crcs(good)
+    bad = bytearray(good)
+    bad[-1] ^= 0xFF
+    for check in (True, False):
+        if check:
+            with pytest.raises(KafkaError):
+                _decode("t", 0, bytes(bad), 0, None, False, True)
+        else:
+            rows, _n = _decode("t", 0, bytes(bad), 0, None, False, False)
+            assert len(rows) == 1
