@@ -297,3 +297,27 @@ def test_restart_keeps_the_port_and_file_data(storage):
     if data_dir is not None:
         assert not data_dir.exists()
     assert_back_to(baseline)
+
+
+def test_concurrent_start_and_stop_from_several_threads():
+    import threading
+
+    baseline = ResourceSnapshot.take()
+    broker = EmbeddedBroker()
+    ports: list[int] = []
+    threads = [
+        threading.Thread(target=lambda: ports.append(broker.start().port or 0)) for _ in range(4)
+    ]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(30)
+    assert len(ports) == 4 and len(set(ports)) == 1
+    assert [t for t in threading.enumerate() if t.name == broker.name]
+    stoppers = [threading.Thread(target=broker.stop) for _ in range(4)]
+    for t in stoppers:
+        t.start()
+    for t in stoppers:
+        t.join(30)
+    assert not broker.running
+    assert_back_to(baseline)

@@ -171,7 +171,9 @@ class EmbeddedBroker:
         self.stop_timeout = stop_timeout
         self.name = f"odradek-embedded-{next(_ids)}"
 
-        self._lock = threading.Lock()
+        self._lock = threading.Lock()  # guards the state fields
+        # Serialises the synchronous start()/stop()/restart() of callers in several threads.
+        self._lifecycle = threading.RLock()
         self._state = _STATE_NEW
         self._thread: threading.Thread | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -247,17 +249,18 @@ class EmbeddedBroker:
         """Start the broker and return once it accepts connections (idempotent)."""
         if not self._use_thread:
             raise RuntimeError("thread=False brokers run on the caller's loop: use astart()")
-        with self._lock:
-            if self._state == _STATE_RUNNING:
-                return self
-            started, _finished = self._launch()
-        try:
-            port = started.result(self.start_timeout)
-        except BaseException:
-            self._abort_start()
-            raise
-        self._mark_running(port)
-        return self
+        with self._lifecycle:
+            with self._lock:
+                if self._state == _STATE_RUNNING:
+                    return self
+                started, _finished = self._launch()
+            try:
+                port = started.result(self.start_timeout)
+            except BaseException:
+                self._abort_start()
+                raise
+            self._mark_running(port)
+            return self
 
     def stop(self) -> None:
         """Stop the broker, close every connection and release every resource (idempotent)."""
@@ -270,17 +273,22 @@ class EmbeddedBroker:
         the restarted broker is empty. Handy to test client reconnection, and to let clients
         whose ``close()`` needs a broker (librdkafka's consumer close waits for its group
         coordinator) close cleanly after a stop."""
-        port = self.port
-        self._stop_sync(keep_data=True)
-        self._pinned_port = port
-        try:
-            return self.start()
-        finally:
-            self._pinned_port = None
+        with self._lifecycle:
+            port = self.port
+            self._stop_sync(keep_data=True)
+            self._pinned_port = port
+            try:
+                return self.start()
+            finally:
+                self._pinned_port = None
 
     def _stop_sync(self, keep_data: bool) -> None:
         if not self._use_thread:
             raise RuntimeError("thread=False brokers run on the caller's loop: use astop()")
+        with self._lifecycle:
+            self._stop_sync_locked(keep_data)
+
+    def _stop_sync_locked(self, keep_data: bool) -> None:
         with self._lock:
             if self._state != _STATE_RUNNING:
                 return
