@@ -203,3 +203,20 @@ def test_consumer_checks_crcs_before_the_compiled_decoder() -> None:
         else:
             rows, _n = _decode("t", 0, bytes(bad), 0, None, False, False)
             assert len(rows) == 1
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.lists(record, min_size=1, max_size=20), st.integers(0, 4))
+def test_agrees_with_protocol_records(recs: list, codec: int) -> None:
+    """The client's codec and odradek.protocol.records (written independently) read each
+    other's batches identically."""
+    from odradek.protocol import records as protocol_records
+
+    ours = _records.encode_batch(recs, codec=codec, base_offset=3)
+    theirs = protocol_records.build_batch([(k, v, h or (), ts) for k, v, h, ts in recs], compression=codec, base_offset=3)
+    for data in (ours, theirs):
+        (batch,) = list(protocol_records.iter_batches(data))
+        batch.validate()
+        proto_rows = [(r.offset, r.timestamp, r.key, r.value, [tuple(h) for h in r.headers]) for r in batch.records()]
+        rows, _n = _records.decode_records("t", 0, data, check_crcs=True)
+        assert [(r.offset, r.timestamp, r.key, r.value, r.headers) for r in rows] == proto_rows
