@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import collections
 import json
-import os
 import socket
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
@@ -42,6 +41,7 @@ from pyspark.sql.datasource import (
 from pyspark.sql.types import ArrayType, BinaryType, IntegerType, StringType, StructType
 
 from odradek.spark import _client
+from odradek.spark._faults import fault
 from odradek.spark.options import OptionError, SinkOptions
 
 __all__ = ["OdradekBatchWriter", "OdradekStreamWriter", "SinkCommitMessage", "validate_sink_schema"]
@@ -172,7 +172,7 @@ def produce_batches(opts: SinkOptions, batches: Iterable[pa.RecordBatch]) -> dic
             _check(pending.popleft())
     finally:
         if hasattr(producer, "close"):
-            producer.close()
+            producer.close(30)
     return dict(counts)
 
 
@@ -291,20 +291,7 @@ def _append_marker(opts: SinkOptions, sink: str, marker: dict[str, Any]) -> None
             fut.result()
     finally:
         if hasattr(producer, "close"):
-            producer.close()
-
-
-def _fault(name: str) -> None:
-    """Fault injection for tests: if $ODRADEK_SPARK_FAULTS/<name> exists, remove it and fail."""
-    directory = os.environ.get("ODRADEK_SPARK_FAULTS")
-    if not directory:
-        return
-    path = os.path.join(directory, name)
-    try:
-        os.remove(path)
-    except FileNotFoundError:
-        return
-    raise RuntimeError(f"injected fault {name!r}")
+            producer.close(30)
 
 
 class OdradekStreamWriter(DataSourceStreamArrowWriter):
@@ -328,7 +315,7 @@ class OdradekStreamWriter(DataSourceStreamArrowWriter):
                 pass
             return SinkCommitMessage(skipped=True, sink=sink, batch=batch, task=task)
         counts = produce_batches(opts, iterator)
-        _fault(f"after-flush-{batch}-{task}")
+        fault(f"after-flush-{batch}-{task}")
         _append_marker(
             opts,
             sink,
@@ -349,7 +336,7 @@ class OdradekStreamWriter(DataSourceStreamArrowWriter):
     def commit(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
         if not self.opts.exactly_once:
             return
-        _fault(f"commit-{batchId}")
+        fault(f"commit-{batchId}")
         sinks = {m.sink for m in messages if isinstance(m, SinkCommitMessage) and m.sink}
         for sink in sinks:
             _append_marker(

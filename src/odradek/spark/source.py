@@ -34,6 +34,7 @@ from pyspark.sql.streaming.datasource import (
 from pyspark.sql.types import StructType
 
 from odradek.spark import _client
+from odradek.spark._faults import fault
 from odradek.spark.options import (
     OffsetSpec,
     OptionError,
@@ -132,6 +133,7 @@ def read_range(
     opts: SourceOptions, topic: str, partition: int, start: int, end: int
 ) -> Iterator[pa.RecordBatch]:
     """Yield Arrow batches of ``[start, end)``; handles records deleted while reading."""
+    fault(f"read-{topic}-{partition}-{start}")
     client = _client.client_module()
     schema = arrow_schema(opts.include_headers)
     position = start
@@ -205,7 +207,7 @@ class OdradekBatchReader(DataSourceReader):
     def partitions(self) -> Sequence[InputPartition]:
         return _to_input_partitions(self.plan())
 
-    def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:  # type: ignore[override]
+    def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         if partition.value is None:  # Spark's stand-in when partitions() planned nothing
             return
         topic, part, start, end = partition.value
@@ -326,7 +328,7 @@ class OdradekStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             split_ranges(ranges, opts.min_partitions, opts.max_records_per_partition)
         )
 
-    def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:  # type: ignore[override]
+    def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         if partition.value is None:  # Spark's stand-in when partitions() planned nothing
             return
         topic, part, start, end = partition.value
