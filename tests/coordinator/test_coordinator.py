@@ -66,8 +66,10 @@ async def test_offsets_and_groups_survive_a_restart(tmp_path: Path) -> None:
     try:
         coord: GroupCoordinator = broker.broker.group_coordinator
         await coord.wait_loaded()
-        assert broker.broker.metadata.topic(OFFSETS_TOPIC).num_partitions == 4
+        # created on the first group request, as Kafka does
+        assert broker.broker.metadata.topic(OFFSETS_TOPIC) is None
         member, gen = await _stable_member(coord, "live")
+        assert broker.broker.metadata.topic(OFFSETS_TOPIC).num_partitions == 4
         errors = await coord.commit_offsets(
             "live", gen, member, None, [OffsetCommitEntry(OFFSETS_TOPIC, 0, 42, 1, "meta")]
         )
@@ -136,6 +138,7 @@ async def test_group_commit_with_fsync(tmp_path: Path) -> None:
         b = broker.broker
         coord: GroupCoordinator = b.group_coordinator
         await coord.wait_loaded()
+        assert coord.coordinator_for("g")[0] is Errors.NONE  # creates __consumer_offsets
         b.alter_topic_configs(OFFSETS_TOPIC, {"flush.messages": "1", "cleanup.policy": "compact"})
         before = coord.fsyncs
         results = await asyncio.gather(
@@ -158,6 +161,9 @@ async def test_load_in_progress_until_replayed() -> None:
     broker = EmbeddedBroker(SETTINGS, thread=False)
     await broker.astart()
     try:
+        assert (
+            broker.broker.group_coordinator.coordinator_for("g")[0] is Errors.NONE
+        )  # creates the topic
         coord = GroupCoordinator(broker.broker)
         await coord.start()
         try:

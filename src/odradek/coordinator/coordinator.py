@@ -145,6 +145,7 @@ class GroupCoordinator:
         self.loaded_from: dict[int, int] = {}
         self.snapshots_written = 0
         self._partition_cache: dict[str, int] = {}
+        self._topic_ready = False
         self._key_cache: dict[tuple[str, str, int], bytes] = {}
         self.commits_persisted = 0
         self.fsyncs = 0
@@ -155,10 +156,18 @@ class GroupCoordinator:
         self._wake = asyncio.Event()
         self._writer_wake = asyncio.Event()
         self._loaded_event = asyncio.Event()
-        self._ensure_topic()
+        meta = self.broker.metadata.topic(OFFSETS_TOPIC)
         self._running = True
         loop = asyncio.get_running_loop()
-        self._tasks.append(loop.create_task(self._load_all(), name="coordinator-load"))
+        if meta is not None:
+            self.num_partitions = meta.num_partitions
+            self._topic_ready = True
+            self._tasks.append(loop.create_task(self._load_all(), name="coordinator-load"))
+        else:
+            # Created on first use, as Kafka does: creating 50 partition logs would cost a
+            # first `odradek broker` start most of its one-second budget. Nothing to load.
+            self._loaded = set(range(self.num_partitions))
+            self._loaded_event.set()
         self._tasks.append(loop.create_task(self._timer_loop(), name="coordinator-timers"))
         self._tasks.append(loop.create_task(self._writer_loop(), name="coordinator-writer"))
 
@@ -193,8 +202,12 @@ class GroupCoordinator:
         return len(self._loaded) < self.num_partitions
 
     def _ensure_topic(self) -> None:
+        """Create ``__consumer_offsets`` if it does not exist yet (first group request)."""
+        if self._topic_ready:
+            return
         meta = self.broker.metadata.topic(OFFSETS_TOPIC)
         if meta is None:
+            log.info("creating %s with %d partitions", OFFSETS_TOPIC, self.num_partitions)
             segment_bytes = int(
                 _cfg(
                     self.broker.config,
@@ -209,9 +222,9 @@ class GroupCoordinator:
                 {"cleanup.policy": "compact", "segment.bytes": str(segment_bytes)},
                 internal=True,
             )
-        else:
-            self.num_partitions = meta.num_partitions
-        self._partition_cache.clear()
+        elif meta.num_partitions != self.num_partitions:
+            raise RuntimeError(f"{OFFSETS_TOPIC} appeared with {meta.num_partitions} partitions")
+        self._topic_ready = True
 
     def partition_for(self, group_id: str) -> int:
         p = self._partition_cache.get(group_id)
@@ -228,6 +241,8 @@ class GroupCoordinator:
             return Errors.COORDINATOR_NOT_AVAILABLE
         if self.partition_for(group_id) not in self._loaded:
             return Errors.COORDINATOR_LOAD_IN_PROGRESS
+        if not self._topic_ready:
+            self._ensure_topic()
         return None
 
     def coordinator_for(self, key: str) -> tuple[Errors, int, str, int]:
