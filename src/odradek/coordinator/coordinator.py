@@ -1,7 +1,7 @@
 """GroupCoordinator: the I/O around ``GroupMetadataManager``.
 
 It owns the internal topic ``__consumer_offsets`` (``offsets.topic.num.partitions``
-partitions, compacted, created at start), decides which partition holds a group
+partitions, compacted, created on the first group request, as Kafka does), decides which partition holds a group
 (``partition_for``: abs(Java hashCode(group id)) % n), loads every partition at start by
 replaying its records (groups of a partition not loaded yet answer
 COORDINATOR_LOAD_IN_PROGRESS), persists the records each handler returns before answering,
