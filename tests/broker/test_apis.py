@@ -642,3 +642,62 @@ def test_current_leader_epoch_is_checked(wire: Wire) -> None:
     assert list_code(0) == NONE
     assert list_code(3) == UNKNOWN_LEADER_EPOCH
     assert FENCED_LEADER_EPOCH != UNKNOWN_LEADER_EPOCH
+
+
+# -- frames split across reads; large (zero-copy) Produce requests ---------------------------------
+
+
+def _send_in_pieces(wire: Wire, entity: object, pieces: int = 3) -> int:
+    """Send one request in ``pieces`` writes with pauses, so the broker reads it in chunks (its
+    frame is then gathered into a writable buffer)."""
+    from odradek.protocol.messages import encode_request
+
+    wire.correlation_id += 1
+    data = encode_request(entity, correlation_id=wire.correlation_id, client_id="wire")
+    step = max(1, len(data) // pieces)
+    for i in range(0, len(data), step):
+        wire.send_raw(data[i : i + step])
+        time.sleep(0.02)  # let the broker read this piece on its own (not an await-able event)
+    return wire.correlation_id
+
+
+def test_request_split_across_reads_decodes(wire: Wire) -> None:
+    t = topic_name("split")
+    create(wire, t)
+    request = metadata_request([t], allow_auto=False)
+    r = wire.receive(request, _send_in_pieces(wire, request, pieces=4))
+    assert [x.name for x in r.topics] == [t]
+    small = produce_request(t, 0, batch(b"s"))
+    r = wire.receive(small, _send_in_pieces(wire, small))
+    assert int(r.responses[0].partition_responses[0].error_code) == NONE
+
+
+@pytest.mark.parametrize("version", [3, 8, 9, 10])
+def test_large_produce_zero_copy_roundtrip(wire: Wire, version: int) -> None:
+    t = topic_name("big")
+    create(wire, t)
+    values = [bytes([i % 251]) * 1000 for i in range(300)]  # ~300 KB: many reads, zero-copy path
+    first = batch(*values[:150])
+    second = batch(*values[150:])
+    request = produce_request(t, 0, first + second, version=version)
+    r = wire.receive(request, _send_in_pieces(wire, request))
+    assert (int(r.responses[0].partition_responses[0].error_code), latest(wire, t)) == (NONE, 300)
+    got: list[bytes | None] = []
+    while len(got) < 300:
+        got += fetch_all(wire, t, offset=len(got))
+    assert got == values
+    # a corrupt batch in a large request: nothing written
+    bad = bytearray(batch(*values[:100]))
+    bad[-3] ^= 0xFF
+    assert produce(wire, t, first + bytes(bad), version=version)[0] == CORRUPT_MESSAGE
+    assert latest(wire, t) == 300
+
+
+def test_large_produce_log_append_time(wire: Wire) -> None:
+    t = topic_name("biglat")
+    create(wire, t, 1, {"message.timestamp.type": "LogAppendTime"})
+    before = int(time.time() * 1000)
+    data = batch(*[b"v" * 1000 for _ in range(40)], ts=1000)
+    assert produce(wire, t, data)[0] == NONE
+    (b,) = fetched_batches(wire.call(fetch_request(t, {0: 0})).responses[0].partitions[0].records)
+    assert b.timestamp_type == 1 and b.max_timestamp >= before - 1000 and b.is_valid()

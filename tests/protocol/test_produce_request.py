@@ -16,7 +16,12 @@ from hypothesis import strategies as st
 from odradek.protocol.errors import InvalidRequestError, ProtocolError
 from odradek.protocol.headers import parse_request_header
 from odradek.protocol.messages import decode_request, encode_request, request_class
-from odradek.protocol.produce_request import PRODUCE_REQUEST_VERSIONS, decode_produce_request
+from odradek.protocol.produce_request import (
+    PRODUCE_REQUEST_VERSIONS,
+    ZERO_COPY_MIN,
+    decode_produce_request,
+    decode_produce_request_zero_copy,
+)
 
 GOLDEN = Path(__file__).parent / "golden"
 MANIFEST: dict[str, dict[str, Any]] = json.loads((GOLDEN / "manifest.json").read_text())
@@ -28,7 +33,7 @@ FRAMES = {
 def _same(ours: Any, kio: Any) -> None:
     assert ours.acks == kio.acks
     assert ours.transactional_id == kio.transactional_id
-    assert ours.timeout_ms == kio.timeout.total_seconds() * 1000
+    assert ours.timeout_ms == kio.timeout // datetime.timedelta(milliseconds=1)
     assert [t.name for t in ours.topic_data] == [t.name for t in kio.topic_data]
     for t_ours, t_kio in zip(ours.topic_data, kio.topic_data, strict=True):
         assert [p.index for p in t_ours.partition_data] == [p.index for p in t_kio.partition_data]
@@ -43,7 +48,7 @@ def _same(ours: Any, kio: Any) -> None:
 def _decode_both(frame: bytes | bytearray) -> tuple[Any, Any]:
     header, kio_request = decode_request(bytes(frame))
     _, pos = parse_request_header(frame)
-    ours, size = decode_produce_request(memoryview(frame), pos, header.api_version)
+    ours, size = decode_produce_request_zero_copy(memoryview(frame), pos, header.api_version)
     assert pos + size == len(frame)
     assert ours.api_version == header.api_version
     return ours, kio_request
@@ -117,15 +122,41 @@ def test_fuzz_only_invalid_request_error(name: str, cut: int, flips: list[tuple[
     del frame[cut % (len(frame) + 1) :]
     try:
         _, pos = parse_request_header(frame, 2 if frame[3:4] >= b"\x09" else 1)
-        decode_produce_request(memoryview(frame), pos, MANIFEST[name]["api_version"])
+        decode_produce_request_zero_copy(memoryview(frame), pos, MANIFEST[name]["api_version"])
     except ProtocolError:
         pass
 
 
 def test_truncated_and_bad_lengths() -> None:
-    with pytest.raises(InvalidRequestError):
-        decode_produce_request(b"\xff\xff\x00\x01", 0, 7)
-    with pytest.raises(InvalidRequestError):  # topic count -5
-        decode_produce_request(b"\xff\xff\x00\x01\x00\x00\x00\x00\xff\xff\xff\xfb", 0, 7)
-    with pytest.raises(InvalidRequestError):
-        decode_produce_request(b"", 0, 2)
+    for decode in (decode_produce_request, decode_produce_request_zero_copy):
+        with pytest.raises(InvalidRequestError):
+            decode(b"\xff\xff\x00\x01", 0, 7)
+        with pytest.raises(InvalidRequestError):  # topic count -5
+            decode(b"\xff\xff\x00\x01\x00\x00\x00\x00\xff\xff\xff\xfb", 0, 7)
+        with pytest.raises(InvalidRequestError):
+            decode(b"", 0, 2)
+
+
+@pytest.mark.parametrize("version", [3, 8, 9, 10])
+def test_small_bodies_go_to_kio_large_ones_are_zero_copy(version: int) -> None:
+    module, cls = _module(version)
+    for size, zero_copy in ((100, False), (ZERO_COPY_MIN, True)):
+        request = cls(
+            transactional_id=None,
+            acks=1,
+            timeout=datetime.timedelta(seconds=1),
+            topic_data=(
+                module.TopicProduceData(
+                    name="t",
+                    partition_data=(module.PartitionProduceData(index=0, records=b"r" * size),),
+                ),
+            ),
+        )
+        frame = bytearray(encode_request(request, correlation_id=1, client_id=None)[4:])
+        _, pos = parse_request_header(frame)
+        decoded, used = decode_produce_request(memoryview(frame), pos, version)
+        assert pos + used == len(frame)
+        assert decoded.__version__ == version
+        records = decoded.topic_data[0].partition_data[0].records
+        assert bytes(records) == b"r" * size
+        assert isinstance(records, memoryview) is zero_copy

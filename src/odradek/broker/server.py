@@ -135,7 +135,7 @@ class Broker:
         self._next_connection_id = 0
         self._partitions: dict[tuple[str, int], PartitionHandle] = {}
         self._routes: dict[tuple[int, int], Any] = {}
-        """(api key, version) -> (ApiSpec, RequestCodec) or the reason to close (a cache)."""
+        """(api key, version) -> (ApiSpec, RequestCodec, kio reader?) or the reason to close."""
         self._tasks: list[asyncio.Task[None]] = []
         self._background: asyncio.Future[None] | None = None
         self._started = False
@@ -671,8 +671,9 @@ class KafkaConnection(asyncio.Protocol):
 
     # request handling --------------------------------------------------------------------
 
-    def _route(self, api_key: int, version: int) -> tuple[ApiSpec, RequestCodec] | str:
-        """(spec, decoding info) for a request, or why the connection must be closed."""
+    def _route(self, api_key: int, version: int) -> tuple[ApiSpec, RequestCodec, bool] | str:
+        """(spec, decoding info, whether the reader is kio's) for a request, or why the
+        connection must be closed."""
         spec = self.registry.get(api_key)
         if spec is None:
             return f"unknown api key {api_key}"
@@ -683,8 +684,8 @@ class KafkaConnection(asyncio.Protocol):
             return f"cannot decode version {version} of api key {api_key} ({spec.name})"
         decoder = spec.extra.get("decoder")
         if decoder is not None:  # the API's own body decoder (frame, pos, version)
-            info = info._replace(reader=functools.partial(decoder, version=version))
-        return spec, info
+            return spec, info._replace(reader=functools.partial(decoder, version=version)), False
+        return spec, info, True
 
     def _handle_frame(self, frame: memoryview, out: list[Any]) -> None:
         n = len(frame)
@@ -707,7 +708,9 @@ class KafkaConnection(asyncio.Protocol):
         if isinstance(route, str):
             self.abort(route)
             return
-        spec, info = route
+        spec, info, kio_reader = route
+        if kio_reader and not frame.readonly:  # kio decodes read-only buffers only
+            frame = frame.toreadonly()
         try:
             header, pos = parse_request_header(frame, info.header_version)
         except InvalidRequestError as exc:

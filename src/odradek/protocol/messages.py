@@ -56,6 +56,7 @@ __all__ = [
     "encode_request",
     "encode_response",
     "read_correlation_id",
+    "readonly",
     "request_class",
     "request_codec",
     "response_class",
@@ -90,7 +91,8 @@ def response_class(api_key: int, api_version: int) -> type[Any] | None:
 class RequestCodec(NamedTuple):
     """What a server needs per (api key, version): decode the body, frame the response.
 
-    ``reader(frame, pos) -> (request entity, bytes read)`` is kio's native decoder;
+    ``reader(frame, pos) -> (request entity, bytes read)`` is kio's native decoder, which
+    accepts only read-only buffers (pass ``readonly(frame)``);
     ``header_version`` is the request header version (2 flexible, else 1);
     ``response_header_version`` 1 for flexible responses, 0 otherwise and for ApiVersions.
     """
@@ -98,6 +100,15 @@ class RequestCodec(NamedTuple):
     reader: Callable[..., tuple[Any, int]]
     header_version: int
     response_header_version: int
+
+
+def readonly(data: bytes | bytearray | memoryview) -> bytes | memoryview:
+    """``data`` as kio's decoders want it: read-only (a read-only view of a writable buffer,
+    no copy)."""
+    if isinstance(data, bytes):
+        return data
+    view = data if isinstance(data, memoryview) else memoryview(data)
+    return view if view.readonly else view.toreadonly()
 
 
 def request_codec(api_key: int, api_version: int) -> RequestCodec | None:
@@ -144,7 +155,7 @@ def decode_request(frame: bytes | bytearray | memoryview) -> tuple[RequestHeader
         reader, header_version, _ = entry
         header, pos = parse_request_header(frame, header_version)
         try:
-            request, size = reader(frame, pos)
+            request, size = reader(readonly(frame), pos)
         except Exception as exc:
             raise InvalidRequestError(
                 f"cannot parse api key {api_key} version {api_version}: "
@@ -249,7 +260,7 @@ def decode_response(
         if header:
             _, pos = parse_response_header(body, response_header_version(api_key, api_version))
         try:
-            response, size = reader(body, pos)
+            response, size = reader(readonly(body), pos)
         except Exception as exc:
             raise InvalidResponseError(
                 f"cannot parse response api key {api_key} version {api_version}: "

@@ -12,26 +12,39 @@ length+1, 0 = null, and a tagged-field section after every struct)::
     topic_data [name string ·
                 partition_data [index int32 · records nullable bytes (int32 length, -1 = null)]]
 
-Field names are kio's (``request.topic_data[i].partition_data[j].records``), so handlers read
-either form. Anything malformed raises :class:`InvalidRequestError`.
+Field names are kio's (``request.topic_data[i].partition_data[j].records``, ``__version__``),
+so handlers read either form. Anything malformed raises :class:`InvalidRequestError`.
+
+kio's native decoder is faster for small requests (~0.7 µs against ~3 µs here for a one-batch
+request, measured), where the copy is cheap and the frame is a read-only view anyway; so
+:func:`decode_produce_request` hands a body below ``ZERO_COPY_MIN`` bytes to kio.
 """
 
 from __future__ import annotations
 
 import struct
-from typing import NamedTuple
+from collections.abc import Callable
+from typing import Any, NamedTuple
+
+from kio.index import load_request_schema
+from kio.serial import entity_reader
 
 from odradek.protocol.errors import InvalidRequestError
+from odradek.protocol.messages import readonly
 
 __all__ = [
     "PRODUCE_REQUEST_VERSIONS",
+    "ZERO_COPY_MIN",
     "PartitionProduceData",
     "ProduceRequest",
     "TopicProduceData",
     "decode_produce_request",
+    "decode_produce_request_zero_copy",
 ]
 
 PRODUCE_REQUEST_VERSIONS = range(3, 11)
+ZERO_COPY_MIN = 16384
+"""Bodies at least this large are decoded here; smaller ones by kio (see the module docstring)."""
 
 _I16 = struct.Struct(">h")
 _I32 = struct.Struct(">i")
@@ -67,6 +80,11 @@ class ProduceRequest(NamedTuple):
     timeout_ms: int
     topic_data: tuple[TopicProduceData, ...]
 
+    @property
+    def __version__(self) -> int:
+        """kio's spelling of the version, so code reads either form the same way."""
+        return self.api_version
+
 
 def _uvarint(buf: memoryview, pos: int) -> tuple[int, int]:
     result = shift = 0
@@ -96,7 +114,11 @@ def _skip_tags(buf: memoryview, pos: int) -> int:
 
 def _string(buf: memoryview, pos: int, flexible: bool, nullable: bool) -> tuple[str | None, int]:
     if flexible:
-        n, pos = _uvarint(buf, pos)
+        n = buf[pos]
+        if n < 0x80:
+            pos += 1
+        else:
+            n, pos = _uvarint(buf, pos)
         n -= 1
     else:
         (n,) = _I16.unpack_from(buf, pos)
@@ -113,7 +135,11 @@ def _string(buf: memoryview, pos: int, flexible: bool, nullable: bool) -> tuple[
 
 def _count(buf: memoryview, pos: int, flexible: bool) -> tuple[int, int]:
     if flexible:
-        n, pos = _uvarint(buf, pos)
+        n = buf[pos]
+        if n < 0x80:
+            pos += 1
+        else:
+            n, pos = _uvarint(buf, pos)
         n -= 1
     else:
         (n,) = _I32.unpack_from(buf, pos)
@@ -125,17 +151,48 @@ def _count(buf: memoryview, pos: int, flexible: bool) -> tuple[int, int]:
 
 def decode_produce_request(
     frame: bytes | bytearray | memoryview, pos: int, version: int
-) -> tuple[ProduceRequest, int]:
+) -> tuple[Any, int]:
     """Decode the Produce body at ``frame[pos:]``; return it and the number of bytes read
-    (as kio's readers do). ``records`` are slices of ``frame`` (no copy)."""
+    (as kio's readers do): a :class:`ProduceRequest` whose ``records`` are slices of ``frame``
+    (no copy), or kio's ProduceRequest when the body is smaller than ``ZERO_COPY_MIN``."""
+    if len(frame) - pos < ZERO_COPY_MIN:
+        reader = _kio_readers.get(version) or _kio_reader(version)
+        try:
+            return reader(readonly(frame), pos)
+        except Exception as exc:
+            raise InvalidRequestError(
+                f"cannot parse Produce v{version}: {type(exc).__name__}: {exc}"
+            ) from exc
+    return decode_produce_request_zero_copy(frame, pos, version)
+
+
+_kio_readers: dict[int, Callable[..., tuple[Any, int]]] = {}
+
+
+def _kio_reader(version: int) -> Callable[..., tuple[Any, int]]:
+    if version not in PRODUCE_REQUEST_VERSIONS:
+        raise InvalidRequestError(f"Produce v{version} is not decoded here")
+    reader = entity_reader(load_request_schema(0, version))
+    _kio_readers[version] = reader
+    return reader
+
+
+def decode_produce_request_zero_copy(
+    frame: bytes | bytearray | memoryview, pos: int, version: int
+) -> tuple[ProduceRequest, int]:
+    """:func:`decode_produce_request` without the kio detour, whatever the size."""
     if version not in PRODUCE_REQUEST_VERSIONS:
         raise InvalidRequestError(f"Produce v{version} is not decoded here")
     buf = frame if isinstance(frame, memoryview) else memoryview(frame)
     start = pos
     flexible = version >= 9
     unpack_i32 = _I32.unpack_from
+    # one-byte uvarints (< 0x80) are read inline: they are nearly all of them
     try:
-        transactional_id, pos = _string(buf, pos, flexible, True)
+        if flexible and buf[pos] == 0:
+            transactional_id, pos = None, pos + 1
+        else:
+            transactional_id, pos = _string(buf, pos, flexible, True)
         acks, timeout_ms = _ACKS_TIMEOUT.unpack_from(buf, pos)
         pos += 6
         topic_count, pos = _count(buf, pos, flexible)
@@ -149,7 +206,11 @@ def decode_produce_request(
                 (index,) = unpack_i32(buf, pos)
                 pos += 4
                 if flexible:
-                    size, pos = _uvarint(buf, pos)
+                    size = buf[pos]
+                    if size < 0x80:
+                        pos += 1
+                    else:
+                        size, pos = _uvarint(buf, pos)
                     size -= 1
                 else:
                     (size,) = unpack_i32(buf, pos)
@@ -165,13 +226,13 @@ def decode_produce_request(
                     records = buf[pos:end]
                     pos = end
                 if flexible:
-                    pos = _skip_tags(buf, pos)
+                    pos = pos + 1 if buf[pos] == 0 else _skip_tags(buf, pos)
                 partitions.append(PartitionProduceData(index, records))
             if flexible:
-                pos = _skip_tags(buf, pos)
+                pos = pos + 1 if buf[pos] == 0 else _skip_tags(buf, pos)
             topics.append(TopicProduceData(name, tuple(partitions)))
         if flexible:
-            pos = _skip_tags(buf, pos)
+            pos = pos + 1 if buf[pos] == 0 else _skip_tags(buf, pos)
     except (IndexError, struct.error):
         raise InvalidRequestError(f"truncated Produce v{version} request") from None
     except UnicodeDecodeError:
