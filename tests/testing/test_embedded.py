@@ -294,6 +294,10 @@ def test_restart_keeps_the_port_and_file_data(storage):
         assert producer.flush(10) == 0
         assert read_all(broker, "kept")[-1].value == b"after"
         del producer
+        # restart() after stop(): the port of the last run again.
+        broker.stop()
+        broker.restart()
+        assert broker.port == port
     if data_dir is not None:
         assert not data_dir.exists()
     assert_back_to(baseline)

@@ -183,6 +183,7 @@ class EmbeddedBroker:
         self._finished: concurrent.futures.Future[None] | None = None
         self._temp_dir: Path | None = None
         self._pinned_port: int | None = None  # set by restart(): start on the same port
+        self._last_port: int | None = None  # the port of the last run, for restart()
         self.settings: dict[str, str] = {}
         """The effective settings the broker was started with (after ``TEST_DEFAULTS``)."""
         self.port: int | None = None
@@ -267,16 +268,16 @@ class EmbeddedBroker:
         self._stop_sync(keep_data=False)
 
     def restart(self) -> EmbeddedBroker:
-        """Stop and start again on the same port (clients reconnect to the same address).
+        """Stop (if running) and start again on the port of the last run, so that clients
+        reconnect to the same address.
 
         With ``storage="file"`` the data survives, the temporary directory included; in memory
         the restarted broker is empty. Handy to test client reconnection, and to let clients
         whose ``close()`` needs a broker (librdkafka's consumer close waits for its group
         coordinator) close cleanly after a stop."""
         with self._lifecycle:
-            port = self.port
             self._stop_sync(keep_data=True)
-            self._pinned_port = port
+            self._pinned_port = self._last_port
             try:
                 return self.start()
             finally:
@@ -338,9 +339,8 @@ class EmbeddedBroker:
 
     async def arestart(self) -> EmbeddedBroker:
         """``restart()`` for code already inside an event loop."""
-        port = self.port
         await self._astop(keep_data=True)
-        self._pinned_port = port
+        self._pinned_port = self._last_port
         try:
             return await self.astart()
         finally:
@@ -442,6 +442,7 @@ class EmbeddedBroker:
     def _mark_running(self, port: int) -> None:
         with self._lock:
             self.port = port
+            self._last_port = port
             self._state = _STATE_RUNNING
             _live.add(self)
 
