@@ -74,17 +74,18 @@ def test_confluent_to_odradek(broker: Any) -> None:
                 assert ours.send(name, b"", key=r.key).result(10).partition == r.partition
 
 
-def test_shared_group_with_confluent(broker: Any) -> None:
+@pytest.mark.parametrize("strategy", ["range", "roundrobin", "cooperative-sticky"])
+def test_shared_group_with_confluent(broker: Any, strategy: str) -> None:
     name = _topic(broker, 4)
     group = f"g-{uuid.uuid4().hex[:6]}"
     with Producer({"bootstrap.servers": broker.bootstrap_servers}) as p:
         for i in range(80):
             p.send(name, b"%d" % i, partition=i % 4)
     theirs = confluent_kafka.Consumer({"bootstrap.servers": broker.bootstrap_servers, "group.id": group, "auto.offset.reset": "earliest",
-                                       "partition.assignment.strategy": "range", "fetch.queue.backoff.ms": 10, "session.timeout.ms": 6000,
+                                       "partition.assignment.strategy": strategy, "fetch.queue.backoff.ms": 10, "session.timeout.ms": 6000,
                                        "heartbeat.interval.ms": 200})
     ours = Consumer({"bootstrap.servers": broker.bootstrap_servers, "group.id": group, "auto.offset.reset": "earliest",
-                     "partition.assignment.strategy": "range", "heartbeat.interval.ms": 200, "session.timeout.ms": 6000})
+                     "partition.assignment.strategy": strategy, "heartbeat.interval.ms": 200, "session.timeout.ms": 6000})
     try:
         theirs.subscribe([name])
         ours.subscribe([name])
@@ -103,6 +104,42 @@ def test_shared_group_with_confluent(broker: Any) -> None:
         a_theirs = {TopicPartition(tp.topic, tp.partition) for tp in theirs.assignment()}
         assert len(a_ours) == 2 and len(a_theirs) == 2 and a_ours.isdisjoint(a_theirs)
         assert len(set(seen_ours) | set(seen_theirs)) == 80
+    finally:
+        theirs.close()
+        ours.close()
+
+
+@pytest.mark.parametrize("strategy", ["range", "roundrobin"])
+def test_shared_group_with_kafka_python(broker: Any, strategy: str) -> None:
+    from kafka import KafkaConsumer
+    from kafka.coordinator.assignors.range import RangePartitionAssignor
+    from kafka.coordinator.assignors.roundrobin import RoundRobinPartitionAssignor
+
+    name = _topic(broker, 4)
+    group = f"g-{uuid.uuid4().hex[:6]}"
+    with Producer({"bootstrap.servers": broker.bootstrap_servers}) as p:
+        for i in range(40):
+            p.send(name, b"%d" % i, partition=i % 4)
+    assignor = RangePartitionAssignor if strategy == "range" else RoundRobinPartitionAssignor
+    theirs = KafkaConsumer(name, bootstrap_servers=broker.bootstrap_servers, group_id=group, auto_offset_reset="earliest",
+                           partition_assignment_strategy=[assignor], heartbeat_interval_ms=200, session_timeout_ms=6000)
+    ours = Consumer({"bootstrap.servers": broker.bootstrap_servers, "group.id": group, "auto.offset.reset": "earliest",
+                     "partition.assignment.strategy": strategy, "heartbeat.interval.ms": 200, "session.timeout.ms": 6000})
+    try:
+        ours.subscribe([name])
+        seen: set[tuple[int, int]] = set()
+        deadline = time.monotonic() + 45
+
+        def balanced() -> bool:
+            return len(ours.assignment()) == 2 and len(theirs.assignment()) == 2
+
+        while (len(seen) < 40 or not balanced()) and time.monotonic() < deadline:
+            for recs in theirs.poll(100).values():
+                seen |= {(r.partition, r.offset) for r in recs}
+            seen |= {(r.partition, r.offset) for r in ours.poll(0.1)}
+        a_theirs = {TopicPartition(tp.topic, tp.partition) for tp in theirs.assignment()}
+        assert len(seen) == 40
+        assert len(ours.assignment()) == 2 and len(a_theirs) == 2 and ours.assignment().isdisjoint(a_theirs)
     finally:
         theirs.close()
         ours.close()
