@@ -52,8 +52,8 @@ def find_tansu_binary() -> str:
 
 
 def _die_with_parent() -> None:  # pragma: no cover - runs in the child before exec
-    """Linux: SIGTERM the broker when the process that started it dies (no orphans when a
-    test run is killed)."""
+    """Linux: SIGTERM the broker when the thread that started it exits (no orphans when a
+    test run is killed). Start TansuProcess from a thread that outlives it (e.g. the main one)."""
     try:
         import ctypes
         import signal
