@@ -17,7 +17,7 @@ first offset, last offset). A new batch from producer P with epoch E and sequenc
 Persistence: ``snapshot()`` returns a JSON-able dict {"offset": next offset covered, "producers":
 {pid: [epoch, [[f, l, first_offset, last_offset], ...]]}}; on open the broker loads the last
 snapshot and replays the batch headers between its offset and the log end offset
-(``apply_batch``), so the state survives a restart and a kill -9.
+(``update``), so the state survives a restart and a kill -9.
 """
 
 from __future__ import annotations
@@ -91,28 +91,17 @@ class ProducerStateManager:
         first_offset: int,
         last_offset: int,
     ) -> None:
-        entry = self._producers.get(producer_id)
-        if entry is None or epoch != entry.epoch:
-            entry = _Entry(epoch)
-            self._producers[producer_id] = entry
-        entry.batches.append((first_seq, last_seq, first_offset, last_offset))
-        if last_offset + 1 > self.offset:
-            self.offset = last_offset + 1
-        self.dirty = True
-
-    def apply_batch(
-        self,
-        producer_id: int,
-        epoch: int,
-        first_seq: int,
-        last_seq: int,
-        first_offset: int,
-        last_offset: int,
-    ) -> None:
-        """Replay one batch header read from the log (recovery)."""
+        """Record one appended batch: on the produce path and when replaying the log's batch
+        headers. A batch without a producer id or sequence (-1: not idempotent, or a control
+        batch replayed as such) only moves ``offset``."""
         if producer_id >= 0 and first_seq >= 0:
-            self.update(producer_id, epoch, first_seq, last_seq, first_offset, last_offset)
-        elif last_offset + 1 > self.offset:
+            entry = self._producers.get(producer_id)
+            if entry is None or epoch != entry.epoch:
+                entry = _Entry(epoch)
+                self._producers[producer_id] = entry
+            entry.batches.append((first_seq, last_seq, first_offset, last_offset))
+            self.dirty = True
+        if last_offset + 1 > self.offset:
             self.offset = last_offset + 1
 
     def producer_epoch(self, producer_id: int) -> int | None:

@@ -534,11 +534,10 @@ def _replay_producer_state(state: ProducerStateManager, plog: Any) -> None:
             pid, epoch, base_seq, _count = _PRODUCER_FIELDS.unpack_from(data, pos + 43)
             last = base_offset + last_delta
             if last >= offset:
-                if attrs & 0x20 or pid < 0 or base_seq < 0:
-                    state.apply_batch(-1, 0, -1, -1, base_offset, last)
-                else:
-                    last_seq = (base_seq + last_delta) % (2**31)
-                    state.apply_batch(pid, epoch, base_seq, last_seq, base_offset, last)
+                if attrs & 0x20:  # control batches carry no sequence
+                    pid = base_seq = -1
+                last_seq = (base_seq + last_delta) % (2**31) if base_seq >= 0 else -1
+                state.update(pid, epoch, base_seq, last_seq, base_offset, last)
                 offset = last + 1
                 progressed = True
             pos += size
