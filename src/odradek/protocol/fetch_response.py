@@ -26,6 +26,8 @@ import struct
 from collections.abc import Sequence
 from typing import Any, NamedTuple
 
+from odradek.protocol._primitives import uvarint
+
 __all__ = ["FETCH_VERSIONS", "FetchPartitionResponse", "encode_fetch_response"]
 
 FETCH_VERSIONS = range(4, 13)
@@ -52,24 +54,6 @@ class FetchPartitionResponse(NamedTuple):
     aborted_transactions: Sequence[tuple[int, int]] | None = None
     """(producer_id, first_offset) pairs; None (the default) is written as a null array."""
     preferred_read_replica: int = -1
-
-
-def _uvarint(value: int) -> bytes:
-    if value < 0x80:
-        return _SMALL_UVARINTS[value]
-    if value < 0x4000:
-        return bytes(((value & 0x7F) | 0x80, value >> 7))
-    if value < 0x200000:
-        return bytes(((value & 0x7F) | 0x80, ((value >> 7) & 0x7F) | 0x80, value >> 14))
-    out = bytearray()
-    while value >= 0x80:
-        out.append((value & 0x7F) | 0x80)
-        value >>= 7
-    out.append(value)
-    return bytes(out)
-
-
-_SMALL_UVARINTS = [bytes((i,)) for i in range(128)]
 
 
 def encode_fetch_response(
@@ -99,13 +83,13 @@ def encode_fetch_response(
     partition_struct = _PARTITION_V5 if version >= 5 else _PARTITION_V4
     with_log_start = version >= 5
     with_replica = version >= 11
-    out += _uvarint(len(responses) + 1) if flexible else _I32.pack(len(responses))
+    out += uvarint(len(responses) + 1) if flexible else _I32.pack(len(responses))
     for topic, partitions in responses:
         name = topic.encode()
         if flexible:
-            out += _uvarint(len(name) + 1)
+            out += uvarint(len(name) + 1)
             out += name
-            out += _uvarint(len(partitions) + 1)
+            out += uvarint(len(partitions) + 1)
         else:
             out += _I16.pack(len(name))
             out += name
@@ -127,7 +111,7 @@ def encode_fetch_response(
             if aborted is None:
                 out += b"\x00" if flexible else _NULL_ARRAY
             else:
-                out += _uvarint(len(aborted) + 1) if flexible else _I32.pack(len(aborted))
+                out += uvarint(len(aborted) + 1) if flexible else _I32.pack(len(aborted))
                 for producer_id, first_offset in aborted:
                     out += _ABORTED.pack(producer_id, first_offset)
                     if flexible:
@@ -136,7 +120,7 @@ def encode_fetch_response(
                 out += _I32.pack(p.preferred_read_replica)
             records = p.records
             length = 0 if records is None else len(records)
-            out += _uvarint(length + 1) if flexible else _I32.pack(length)
+            out += uvarint(length + 1) if flexible else _I32.pack(length)
             if length:
                 parts.append(bytes(out))
                 size += len(out)

@@ -22,6 +22,7 @@ from typing import NamedTuple
 
 from kio.index import KioIndexError, load_request_schema
 
+from odradek.protocol._primitives import skip_tagged_fields
 from odradek.protocol.errors import InvalidRequestError, InvalidResponseError
 
 __all__ = [
@@ -126,7 +127,7 @@ def parse_request_header(
     header = RequestHeaderInfo(api_key, api_version, correlation_id, client_id)
     if header_version >= 2:
         if pos < len(frame) and frame[pos] == 0:  # no tagged fields: the usual case
-            return header, pos + 1
+            return header, pos + 1  # (skip_tagged_fields checks this too; saves a call)
         try:
             pos = skip_tagged_fields(frame, pos)
         except ValueError as exc:
@@ -137,35 +138,6 @@ def parse_request_header(
                 correlation_id=correlation_id,
             ) from None
     return header, pos
-
-
-def _read_uvarint(data: bytes | bytearray | memoryview, pos: int) -> tuple[int, int]:
-    result = 0
-    shift = 0
-    end = len(data)
-    while True:
-        if pos >= end:
-            raise ValueError("truncated unsigned varint")
-        b = data[pos]
-        pos += 1
-        result |= (b & 0x7F) << shift
-        if b < 0x80:
-            return result, pos
-        shift += 7
-        if shift > 28:
-            raise ValueError("unsigned varint is too long")
-
-
-def skip_tagged_fields(data: bytes | bytearray | memoryview, pos: int) -> int:
-    """Skip a tagged-field section at ``pos``; return the position after it (ValueError if bad)."""
-    count, pos = _read_uvarint(data, pos)
-    for _ in range(count):
-        _tag, pos = _read_uvarint(data, pos)
-        size, pos = _read_uvarint(data, pos)
-        pos += size
-        if pos > len(data):
-            raise ValueError("truncated tagged field")
-    return pos
 
 
 def encode_request_header(

@@ -29,6 +29,7 @@ from typing import Any, NamedTuple
 from kio.index import load_request_schema
 from kio.serial import entity_reader
 
+from odradek.protocol._primitives import read_uvarint, skip_tagged_fields
 from odradek.protocol.errors import InvalidRequestError
 from odradek.protocol.messages import readonly
 
@@ -86,39 +87,13 @@ class ProduceRequest(NamedTuple):
         return self.api_version
 
 
-def _uvarint(buf: memoryview, pos: int) -> tuple[int, int]:
-    result = shift = 0
-    while True:
-        b = buf[pos]  # IndexError past the end: reported as truncated
-        pos += 1
-        result |= (b & 0x7F) << shift
-        if b < 0x80:
-            return result, pos
-        shift += 7
-        if shift > 28:
-            raise InvalidRequestError("unsigned varint is too long")
-
-
-def _skip_tags(buf: memoryview, pos: int) -> int:
-    if buf[pos] == 0:
-        return pos + 1
-    count, pos = _uvarint(buf, pos)
-    for _ in range(count):
-        _tag, pos = _uvarint(buf, pos)
-        size, pos = _uvarint(buf, pos)
-        pos += size
-    if pos > len(buf):
-        raise InvalidRequestError("truncated tagged field")
-    return pos
-
-
 def _string(buf: memoryview, pos: int, flexible: bool, nullable: bool) -> tuple[str | None, int]:
     if flexible:
         n = buf[pos]
         if n < 0x80:
             pos += 1
         else:
-            n, pos = _uvarint(buf, pos)
+            n, pos = read_uvarint(buf, pos)
         n -= 1
     else:
         (n,) = _I16.unpack_from(buf, pos)
@@ -139,7 +114,7 @@ def _count(buf: memoryview, pos: int, flexible: bool) -> tuple[int, int]:
         if n < 0x80:
             pos += 1
         else:
-            n, pos = _uvarint(buf, pos)
+            n, pos = read_uvarint(buf, pos)
         n -= 1
     else:
         (n,) = _I32.unpack_from(buf, pos)
@@ -212,7 +187,7 @@ def decode_produce_request_zero_copy(
                     if size < 0x80:
                         pos += 1
                     else:
-                        size, pos = _uvarint(buf, pos)
+                        size, pos = read_uvarint(buf, pos)
                     size -= 1
                 else:
                     (size,) = unpack_i32(buf, pos)
@@ -228,15 +203,15 @@ def decode_produce_request_zero_copy(
                     records = buf[pos:end]
                     pos = end
                 if flexible:
-                    pos = pos + 1 if buf[pos] == 0 else _skip_tags(buf, pos)
+                    pos = pos + 1 if buf[pos] == 0 else skip_tagged_fields(buf, pos)
                 partitions.append(PartitionProduceData(index, records))
             if flexible:
-                pos = pos + 1 if buf[pos] == 0 else _skip_tags(buf, pos)
+                pos = pos + 1 if buf[pos] == 0 else skip_tagged_fields(buf, pos)
             topics.append(TopicProduceData(name, tuple(partitions)))
         if flexible:
-            pos = pos + 1 if buf[pos] == 0 else _skip_tags(buf, pos)
-    except (IndexError, struct.error):
-        raise InvalidRequestError(f"truncated Produce v{version} request") from None
+            pos = pos + 1 if buf[pos] == 0 else skip_tagged_fields(buf, pos)
     except UnicodeDecodeError:
         raise InvalidRequestError("string is not UTF-8") from None
+    except (IndexError, struct.error, ValueError) as exc:
+        raise InvalidRequestError(f"truncated Produce v{version} request ({exc})") from None
     return ProduceRequest(version, transactional_id, acks, timeout_ms, tuple(topics)), pos - start

@@ -26,6 +26,8 @@ import struct
 from collections.abc import Sequence
 from typing import NamedTuple
 
+from odradek.protocol._primitives import uvarint
+
 __all__ = ["PRODUCE_VERSIONS", "ProducePartitionResponse", "encode_produce_response"]
 
 PRODUCE_VERSIONS = range(3, 11)
@@ -51,26 +53,12 @@ class ProducePartitionResponse(NamedTuple):
     error_message: str | None = None
 
 
-_SMALL_UVARINTS = [bytes([i]) for i in range(128)]
-
-
-def _uvarint(value: int) -> bytes:
-    if value < 128:
-        return _SMALL_UVARINTS[value]
-    out = bytearray()
-    while value >= 0x80:
-        out.append((value & 0x7F) | 0x80)
-        value >>= 7
-    out.append(value)
-    return bytes(out)
-
-
 def _string(value: str | None, flexible: bool) -> bytes:
     """Nullable string: int16 length (-1 = null) or compact (uvarint length+1, 0 = null)."""
     if value is None:
         return b"\x00" if flexible else b"\xff\xff"
     raw = value.encode()
-    return (_uvarint(len(raw) + 1) if flexible else _I16.pack(len(raw))) + raw
+    return (uvarint(len(raw) + 1) if flexible else _I16.pack(len(raw))) + raw
 
 
 _single: dict[tuple[str, int], tuple[bytes, bytes]] = {}
@@ -121,10 +109,10 @@ def encode_produce_response(
     with_log_start = version >= 5
     with_errors = version >= 8
     out = bytearray()
-    out += _uvarint(len(responses) + 1) if flexible else _I32.pack(len(responses))
+    out += uvarint(len(responses) + 1) if flexible else _I32.pack(len(responses))
     for topic, partitions in responses:
         out += _string(topic, flexible)
-        out += _uvarint(len(partitions) + 1) if flexible else _I32.pack(len(partitions))
+        out += uvarint(len(partitions) + 1) if flexible else _I32.pack(len(partitions))
         for index, code, base, lat, start, record_errors, message in partitions:
             if with_log_start:
                 out += _PARTITION_V5.pack(index, code, base, lat, start)
@@ -132,7 +120,7 @@ def encode_produce_response(
                 out += _PARTITION_V3.pack(index, code, base, lat)
             if with_errors:
                 out += (
-                    _uvarint(len(record_errors) + 1) if flexible else _I32.pack(len(record_errors))
+                    uvarint(len(record_errors) + 1) if flexible else _I32.pack(len(record_errors))
                 )
                 for batch_index, batch_message in record_errors:
                     out += _I32.pack(batch_index)
