@@ -400,3 +400,17 @@ async def test_async_twins(broker: Any) -> None:
         tp = TopicPartition(name, mds[0].partition)
         assert (await c.committed([tp]))[tp].offset == 5
     assert got == [b"%d" % i for i in range(5)]
+
+
+def test_metadata_max_age_refresh_sees_new_partitions(broker: Any) -> None:
+    name = _create(broker, 1)
+    with Producer(_cfg(broker, **{"metadata.max.age.ms": 200})) as p:
+        assert p.send(name, b"a").result(10).partition == 0
+        with Admin(_cfg(broker)) as admin:
+            admin.create_partitions({name: 3})
+        deadline = time.monotonic() + 10
+        while len(p.partitions_for(name)) < 3:
+            p.send(name, b"tick").result(10)  # the sender refreshes stale metadata on its own
+            assert time.monotonic() < deadline
+            time.sleep(0.05)
+        assert p.send(name, b"c", partition=2).result(10).partition == 2

@@ -421,6 +421,8 @@ class AsyncConsumer:
                 missing = {tp.topic for tp in self._states if self._cluster.leader_for(tp) < 0}
                 if missing:
                     await self._cluster.wait_for_topics(missing, 5.0, auto_create=self.config["allow.auto.create.topics"])
+                elif self._cluster.metadata_stale():  # metadata.max.age.ms
+                    await self._cluster.refresh()
             except KafkaError as exc:
                 if exc.retriable or isinstance(exc, KafkaTimeoutError):
                     log.debug("fetch preparation failed: %s", exc)

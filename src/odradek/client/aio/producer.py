@@ -145,6 +145,7 @@ class AsyncProducer:
         self._pending_wakeup = False
         self._tasks: set[asyncio.Task[Any]] = set()
         self._metadata_needed = False
+        self._refreshing = False
 
     # -- lifecycle --------------------------------------------------------------------------
     async def start(self) -> None:
@@ -413,8 +414,9 @@ class AsyncProducer:
             except Exception:  # keep the sender alive
                 log.exception("producer sender failed")
                 delay = 0.1
-            if self._metadata_needed:
+            if (self._metadata_needed or self._cluster.metadata_stale()) and not self._refreshing:
                 self._metadata_needed = False
+                self._refreshing = True
                 self._spawn(self._refresh_metadata())
             self._wakeup.clear()
             if delay is None:
@@ -435,6 +437,8 @@ class AsyncProducer:
         except KafkaError as exc:
             log.debug("metadata refresh failed: %s", exc)
             await asyncio.sleep(self.config["retry.backoff.ms"] / 1000)
+        finally:
+            self._refreshing = False
         self._wake_threadsafe()
 
     def _send_ready(self) -> float | None:
