@@ -87,17 +87,19 @@ class ProduceRequest(NamedTuple):
         return self.api_version
 
 
-def _string(buf: memoryview, pos: int, flexible: bool, nullable: bool) -> tuple[str | None, int]:
+def _length(buf: memoryview, pos: int, flexible: bool, fixed: struct.Struct) -> tuple[int, int]:
+    """A length: compact (uvarint length + 1, so -1 = null) when flexible, else ``fixed``."""
     if flexible:
         n = buf[pos]
-        if n < 0x80:
-            pos += 1
-        else:
-            n, pos = read_uvarint(buf, pos)
-        n -= 1
-    else:
-        (n,) = _I16.unpack_from(buf, pos)
-        pos += 2
+        if n < 0x80:  # one byte: nearly always
+            return n - 1, pos + 1
+        n, pos = read_uvarint(buf, pos)
+        return n - 1, pos
+    return fixed.unpack_from(buf, pos)[0], pos + fixed.size
+
+
+def _string(buf: memoryview, pos: int, flexible: bool, nullable: bool) -> tuple[str | None, int]:
+    n, pos = _length(buf, pos, flexible, _I16)
     if n < 0:
         if n == -1 and nullable:
             return None, pos
@@ -109,16 +111,7 @@ def _string(buf: memoryview, pos: int, flexible: bool, nullable: bool) -> tuple[
 
 
 def _count(buf: memoryview, pos: int, flexible: bool) -> tuple[int, int]:
-    if flexible:
-        n = buf[pos]
-        if n < 0x80:
-            pos += 1
-        else:
-            n, pos = read_uvarint(buf, pos)
-        n -= 1
-    else:
-        (n,) = _I32.unpack_from(buf, pos)
-        pos += 4
+    n, pos = _length(buf, pos, flexible, _I32)
     if n < 0 or n > _MAX_COUNT:
         raise InvalidRequestError(f"invalid array length {n}")
     return n, pos
@@ -164,7 +157,6 @@ def decode_produce_request_zero_copy(
     start = pos
     flexible = version >= 9
     unpack_i32 = _I32.unpack_from
-    # one-byte uvarints (< 0x80) are read inline: they are nearly all of them
     try:
         if flexible and buf[pos] == 0:
             transactional_id, pos = None, pos + 1
@@ -182,16 +174,7 @@ def decode_produce_request_zero_copy(
             for _ in range(partition_count):
                 (index,) = unpack_i32(buf, pos)
                 pos += 4
-                if flexible:
-                    size = buf[pos]
-                    if size < 0x80:
-                        pos += 1
-                    else:
-                        size, pos = read_uvarint(buf, pos)
-                    size -= 1
-                else:
-                    (size,) = unpack_i32(buf, pos)
-                    pos += 4
+                size, pos = _length(buf, pos, flexible, _I32)
                 if size < 0:
                     if size != -1:
                         raise InvalidRequestError(f"invalid records length {size}")
