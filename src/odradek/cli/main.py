@@ -1,7 +1,8 @@
 """The `odradek` command.
 
 Each command group lives in its own module under ``odradek.cli`` and exposes a
-``typer.Typer`` named ``app`` (or, for single commands, a function registered here).
+``typer.Typer`` named ``app``; a module whose app has only a callback is one command
+(``odradek broker``), any other is a command group (``odradek topics create``).
 Sub-apps are imported lazily so that `odradek broker` starts fast.
 """
 
@@ -39,7 +40,13 @@ def _register() -> None:
                 raise
             continue
         sub: typer.Typer = module.app
-        app.add_typer(sub, name=name, help=help_text)
+        single = sub.registered_callback
+        if not sub.registered_commands and single is not None and single.callback is not None:
+            # A module that is one command (broker, produce, consume): register the function
+            # itself, so its usage line reads `odradek produce TOPIC`, not `... COMMAND [ARGS]`.
+            app.command(name=name, help=help_text)(single.callback)
+        else:
+            app.add_typer(sub, name=name, help=help_text)
 
 
 def main() -> None:
