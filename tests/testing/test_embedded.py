@@ -30,7 +30,7 @@ pytestmark = pytest.mark.timeout(60)
 
 
 def assert_back_to(baseline: ResourceSnapshot) -> None:
-    grown = ResourceSnapshot.wait_until_back_to(baseline, timeout=3.0)
+    grown = ResourceSnapshot.wait_until_back_to(baseline, timeout=10.0)
     now = ResourceSnapshot.take()
     assert not grown, f"leaked {grown}; fds {baseline.new_fds(now)}; threads {now.thread_names}"
 

@@ -42,6 +42,14 @@ def _run(example: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, tmp_path: Pa
     return result, resources, elapsed
 
 
+def _assert_outcomes(result: pytest.RunResult, **outcomes: int) -> None:
+    try:
+        result.assert_outcomes(**outcomes)
+    except AssertionError:
+        print("\n".join(result.outlines[-200:]))
+        raise
+
+
 def _assert_nothing_left(resources: dict) -> None:
     before, after = resources["before"], resources["after"]
     assert after["listening"] == before["listening"] == 0, resources
@@ -61,14 +69,14 @@ def test_clients_through_the_fixtures(example, monkeypatch, tmp_path):
         "test_odradek_client.py",
     )
     print(f"client tests: {elapsed:.1f} s")
-    result.assert_outcomes(passed=13)
+    _assert_outcomes(result, passed=13)
     _assert_nothing_left(resources)
 
 
 @pytest.mark.timeout(300)
 def test_200_fresh_brokers(example, monkeypatch, tmp_path):
     result, resources, elapsed = _run(example, monkeypatch, tmp_path, "test_many_fresh_brokers.py")
-    result.assert_outcomes(passed=N_FRESH)
+    _assert_outcomes(result, passed=N_FRESH)
     durations = re.search(r"passed in ([0-9.]+)s", result.stdout.str())
     print(
         f"{N_FRESH} fresh brokers: {elapsed:.1f} s wall, pytest says {durations and durations[1]} s"

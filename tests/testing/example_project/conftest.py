@@ -38,6 +38,8 @@ def pytest_sessionstart(session: pytest.Session) -> None:
 
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     if REPORT and _session_before is not None:
+        # Client threads (librdkafka, kafka-python) may still be winding down: wait, bounded.
+        ResourceSnapshot.wait_until_back_to(_session_before, timeout=10.0)
         after = ResourceSnapshot.take()
         with open(REPORT, "w") as f:
             json.dump(
@@ -67,5 +69,5 @@ def _no_leaks(request: pytest.FixtureRequest) -> Iterator[None]:
         return
     before = ResourceSnapshot.take()
     yield
-    grown = ResourceSnapshot.wait_until_back_to(before, timeout=2.0)
+    grown = ResourceSnapshot.wait_until_back_to(before, timeout=10.0)
     assert not grown, f"leaked: {grown} threads now {ResourceSnapshot.take().thread_names}"
