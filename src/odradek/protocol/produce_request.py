@@ -125,7 +125,10 @@ def decode_produce_request(
     (no copy), or kio's ProduceRequest when the body is smaller than ``ZERO_COPY_MIN``."""
     if len(frame) - pos < ZERO_COPY_MIN:
         reader = _kio_readers.get(version) or _kio_reader(version)
-        if not isinstance(frame, bytes):
+        if isinstance(frame, memoryview):
+            if not frame.readonly:
+                frame = frame.toreadonly()
+        elif not isinstance(frame, bytes):
             frame = readonly(frame)
         try:
             return reader(frame, pos)

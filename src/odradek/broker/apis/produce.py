@@ -32,12 +32,8 @@ from odradek.broker.apis._util import topic_name_error
 from odradek.broker.producer_state import DUPLICATE, OK
 from odradek.broker.registry import ApiSpec, EncodedResponse, RequestContext
 from odradek.protocol.produce_request import decode_produce_request
-from odradek.protocol.produce_response import (
-    ProducePartitionResponse as PartitionResult,
-)
-from odradek.protocol.produce_response import (
-    encode_produce_response,
-)
+from odradek.protocol.produce_response import PartitionTuple as PartitionResult
+from odradek.protocol.produce_response import encode_produce_response
 from odradek.protocol.records import CorruptRecordError, InvalidRecordError
 
 __all__ = ["API", "handle"]
@@ -62,7 +58,7 @@ _STORAGE = ErrorCode.kafka_storage_error
 def _failed(
     index: int, code: ErrorCode, message: str | None = None, log_start_offset: int = -1
 ) -> PartitionResult:
-    return PartitionResult(index, code, -1, -1, log_start_offset, (), message)
+    return (index, code, -1, -1, log_start_offset, (), message)
 
 
 def _produce_partition(
@@ -123,9 +119,7 @@ def _produce_partition(
             )
             if verdict != OK:
                 if verdict == DUPLICATE:
-                    return PartitionResult(
-                        index, _NONE, dup_offset, -1, plog.log_start_offset, (), None
-                    )
+                    return (index, _NONE, dup_offset, -1, plog.log_start_offset, (), None)
                 code = _OUT_OF_ORDER if verdict == _OUT_OF_ORDER.value else _BAD_EPOCH
                 return _failed(index, code, None, plog.log_start_offset)
         else:
@@ -162,8 +156,14 @@ def _produce_partition(
             off += b_delta + 1
     broker.purgatory.notify(handle.topic, index)
     lat = result.log_append_time_ms if log_append_time else -1
-    return PartitionResult(
-        index, _NONE, base_offset, -1 if lat is None else lat, result.log_start_offset, (), None
+    return (
+        index,
+        _NONE,
+        base_offset,
+        -1 if lat is None else lat,
+        result.log_start_offset,
+        (),
+        None,
     )
 
 
