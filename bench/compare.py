@@ -70,6 +70,17 @@ RECORD_SIZE = 100
 PHASE_TIMEOUT = 180.0  # seconds: every loop stops at this bound even if the broker stalls
 
 
+def _split(
+    before: tuple[float, float, int], after: tuple[float, float, int], n: int
+) -> dict[str, float]:
+    """Broker user s, system s and minor page faults per million records between two samples."""
+    return {
+        "user_s_per_m": (after[0] - before[0]) / n * 1e6,
+        "sys_s_per_m": (after[1] - before[1]) / n * 1e6,
+        "minflt_per_m": (after[2] - before[2]) / n * 1e6,
+    }
+
+
 def _own_cpu() -> float:
     """CPU seconds of this (client) process, all threads (librdkafka's included)."""
     t = os.times()
@@ -118,6 +129,7 @@ def produce_phase(broker: BrokerUnderTest, topic: str, n: int) -> dict[str, floa
     # Connect and learn the topic's metadata before the clock starts.
     producer.produce(topic, value, on_delivery=on_error)
     producer.flush(30)
+    st0 = broker.stat()
     cpu0, t0, client0 = broker.cpu(), time.perf_counter(), _own_cpu()
     deadline = time.monotonic() + PHASE_TIMEOUT
     sent = 0
@@ -129,6 +141,7 @@ def produce_phase(broker: BrokerUnderTest, topic: str, n: int) -> dict[str, floa
             producer.poll(0.005)
     left = producer.flush(max(1.0, deadline - time.monotonic()))
     t1, cpu1, client1 = time.perf_counter(), broker.cpu(), _own_cpu()
+    st1 = broker.stat()
     if errors or left or sent < n:
         raise RuntimeError(f"produce: {sent} of {n} sent, {left} undelivered, errors {errors[:3]}")
     return {
@@ -136,6 +149,7 @@ def produce_phase(broker: BrokerUnderTest, topic: str, n: int) -> dict[str, floa
         "mb_s": n * RECORD_SIZE / (t1 - t0) / 1e6,
         "cpu_s_per_m": (cpu1 - cpu0) / n * 1e6,
         "client_cpu_s_per_m": (client1 - client0) / n * 1e6,
+        **_split(st0, st1, n),
     }
 
 
@@ -151,6 +165,7 @@ def consume_phase(broker: BrokerUnderTest, topic: str, partitions: int, n: int) 
     )
     try:
         consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in range(partitions)])
+        st0 = broker.stat()
         cpu0, t0, client0 = broker.cpu(), time.perf_counter(), _own_cpu()
         deadline = time.monotonic() + PHASE_TIMEOUT
         got = 0
@@ -166,6 +181,7 @@ def consume_phase(broker: BrokerUnderTest, topic: str, partitions: int, n: int) 
                 first_at, first_batch = time.perf_counter(), len(msgs)
             got += len(msgs)
         t1, cpu1, client1 = time.perf_counter(), broker.cpu(), _own_cpu()
+        st1 = broker.stat()
     finally:
         consumer.close()
     if got < total:
@@ -180,6 +196,7 @@ def consume_phase(broker: BrokerUnderTest, topic: str, partitions: int, n: int) 
         "client_cpu_s_per_m": (client1 - client0) / got * 1e6,
         "first_record_s": first_at - t0,
         "records_s_incl_start": got / (t1 - t0),
+        **_split(st0, st1, got),
     }
 
 
@@ -623,6 +640,9 @@ def summarize(results: dict[str, list[dict[str, Any]]], args: argparse.Namespace
                 "<= 0.5 x Tansu",
                 lambda o, t: o <= 0.5 * t,
             ),
+            (f"produce {p}p broker user s / M", f"produce_{p}p", "user_s_per_m", "", None),
+            (f"produce {p}p broker system s / M", f"produce_{p}p", "sys_s_per_m", "", None),
+            (f"produce {p}p broker minor faults / M", f"produce_{p}p", "minflt_per_m", "", None),
             (
                 f"consume {p}p records/s",
                 f"consume_{p}p",
