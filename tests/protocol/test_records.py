@@ -22,7 +22,11 @@ from odradek.protocol.records import (
     build_batch,
     compress,
     decompress,
+    encode_records,
+    finish_batch,
+    iter_batch_headers,
     iter_batches,
+    iter_records,
     set_log_append_time,
     stamp_batch,
 )
@@ -305,3 +309,56 @@ def test_flags_and_empty_builder() -> None:
     with pytest.raises(ValueError):
         BatchBuilder().build()
     assert "RecordBatch(" in repr(batch)
+
+
+@FAST
+@given(st.lists(record_tuples, min_size=1, max_size=20), codecs, st.integers(-1, 2**40))
+def test_builder_build_batch_and_encode_records_agree(
+    records: list[tuple], codec: Compression, base_timestamp: int
+) -> None:
+    """BatchBuilder, build_batch and encode_records + finish_batch write the same bytes."""
+    builder = BatchBuilder(base_offset=4, compression=codec, base_timestamp=base_timestamp)
+    for key, value, hdrs, ts in records:
+        builder.append(key, value, hdrs, ts)
+    built = builder.build()
+    assert built == build_batch(
+        records, base_offset=4, compression=codec, base_timestamp=base_timestamp
+    )
+    data, count, _max = encode_records(records, base_timestamp)
+    assert count == len(records)
+    max_ts = max(r[3] for r in records)
+    assert built == finish_batch(
+        data, count, base_timestamp, max_ts, compression=codec, base_offset=4
+    )
+    assert list(iter_records(data, count, 4, base_timestamp, None)) == _expected(records, 4)
+
+
+def test_xerial_snappy_roundtrip() -> None:
+    payload = bytes(range(256)) * 500  # > one 32 KiB xerial block
+    framed = compress(Compression.SNAPPY, payload, xerial=True)
+    assert framed[:8] == b"\x82SNAPPY\x00"
+    assert decompress(Compression.SNAPPY, framed) == payload
+    batch = finish_batch(
+        *encode_records([(None, payload, None, 5)], 5)[:2],
+        5,
+        5,
+        compression=Compression.SNAPPY,
+        xerial=True,
+    )
+    (rb,) = iter_batches(batch)
+    rb.validate()
+    assert [r.value for r in rb] == [payload]
+
+
+def test_iter_batch_headers() -> None:
+    one = build_batch([(b"k", b"v", (), 1)], base_offset=3)
+    two = build_batch([(None, b"a", (), 2), (None, b"b", (), 3)], base_offset=4)
+    data = one + two + two[:30]
+    found = list(iter_batch_headers(data))
+    assert [pos for pos, _h in found] == [0, len(one)]
+    assert [h[0] for _p, h in found] == [3, 4]
+    assert [h[12] for _p, h in found] == [1, 2]
+    bad = bytearray(one)
+    struct.pack_into(">i", bad, 8, 0)
+    with pytest.raises(CorruptRecordError):
+        list(iter_batch_headers(bytes(bad)))

@@ -22,7 +22,7 @@ from typing import Any
 
 import pyarrow as pa
 
-from . import _records
+from odradek.protocol.records import BATCH_HEADER_SIZE, decompress, iter_batch_headers, iter_records
 
 try:
     from . import _speedups  # type: ignore[attr-defined]
@@ -78,10 +78,6 @@ class _BinCol:
         }
 
 
-def _read_varint(buf: bytes | memoryview, pos: int) -> tuple[int, int]:
-    return _records._read_varint(buf, pos)  # type: ignore[arg-type]
-
-
 def _columnar_python(data: bytes | memoryview, start: int, end: int, include_headers: bool) -> dict[str, Any]:
     """Pure-Python twin of ``_speedups.columnar``: same dict of buffers."""
     buf = bytes(data)
@@ -92,8 +88,7 @@ def _columnar_python(data: bytes | memoryview, start: int, end: int, include_hea
     hlist = array("i", [0])
     nheaders = 0
     next_offset = start
-    rv = _records._read_varint
-    for pos, h in _records.iter_batch_headers(buf):
+    for pos, h in iter_batch_headers(buf):
         base_offset, blen, _ep, magic, _crc, attrs, last_delta, base_ts, max_ts, _pid, _pe, _bs, count = h
         if base_offset >= end:
             break
@@ -106,47 +101,22 @@ def _columnar_python(data: bytes | memoryview, start: int, end: int, include_hea
             continue
         codec = attrs & 7
         tstype = (attrs >> 3) & 1
-        bend = pos + 12 + blen
-        if codec:
-            rec = _records.decompress(codec, memoryview(buf)[pos + 61 : bend])
-            q, rend = 0, len(rec)
-        else:
-            rec, q, rend = buf, pos + 61, bend
-        for _ in range(count):
-            if q >= rend:
-                break
-            length, q = rv(rec, q)
-            nxt = q + length
-            q += 1
-            tsd, q = rv(rec, q)
-            offd, q = rv(rec, q)
-            kl, q = rv(rec, q)
-            k = None if kl < 0 else rec[q : q + kl]
-            q += max(kl, 0)
-            vl, q = rv(rec, q)
-            v = None if vl < 0 else rec[q : q + vl]
-            q += max(vl, 0)
-            offset = base_offset + offd
+        body = memoryview(buf)[pos + BATCH_HEADER_SIZE : pos + 12 + blen]
+        rec = decompress(codec, body) if codec else bytes(body)
+        for offset, timestamp, k, v, headers in iter_records(rec, count, base_offset, base_ts, max_ts if tstype else None):
             if offset < start or offset >= end:
-                q = nxt
                 continue
             key.push(k)
             val.push(v)
             offs.append(offset)
-            tss.append((max_ts if tstype else base_ts + tsd) * 1000)
+            tss.append(timestamp * 1000)
             tst.append(tstype)
             if include_headers:
-                nh, q = rv(rec, q)
-                for _h in range(nh):
-                    hkl, q = rv(rec, q)
-                    hkey.push(rec[q : q + hkl])
-                    q += hkl
-                    hvl, q = rv(rec, q)
-                    hval.push(None if hvl < 0 else rec[q : q + hvl])
-                    q += max(hvl, 0)
-                nheaders += nh
+                for hk, hv in headers:
+                    hkey.push(hk.encode())
+                    hval.push(hv)
+                nheaders += len(headers)
                 hlist.append(nheaders)
-            q = nxt
     out: dict[str, Any] = {
         "rows": len(offs),
         "next_offset": next_offset,
@@ -209,7 +179,7 @@ def decode_columns(
     """The raw column buffers (see module docstring) plus ``rows`` and ``next_offset``."""
     end = _MAX if end_offset is None else end_offset
     if _speedups is not None and not python:
-        return _speedups.columnar(data, start_offset, end, include_headers, _records.decompress)  # type: ignore[no-any-return,unused-ignore]
+        return _speedups.columnar(data, start_offset, end, include_headers, decompress)  # type: ignore[no-any-return,unused-ignore]
     return _columnar_python(data, start_offset, end, include_headers)
 
 
@@ -244,6 +214,6 @@ def records_to_arrow_python(
 def next_offset_after(data: bytes | memoryview, start_offset: int) -> int:
     """Offset after the last whole batch in ``data`` (``start_offset`` when there is none)."""
     nxt = start_offset
-    for _pos, h in _records.iter_batch_headers(data):
+    for _pos, h in iter_batch_headers(data):
         nxt = max(nxt, h[0] + h[6] + 1)
     return nxt

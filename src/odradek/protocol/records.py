@@ -31,8 +31,14 @@ maxTimestamp and the CRC (:func:`set_log_append_time`); every record's timestamp
 as maxTimestamp.
 
 Compression: gzip, snappy, lz4, zstd through cramjam. Snappy is written raw (as librdkafka
-does); both raw and xerial-framed snappy (Java clients; magic ``\\x82SNAPPY\\x00``) are read.
-LZ4 is the LZ4 frame format.
+does) unless ``xerial=True`` (the Java clients' framing, magic ``\\x82SNAPPY\\x00``, 32 KiB
+blocks; odradek.client writes it); both are read. LZ4 is the LZ4 frame format.
+
+This module is the only RecordBatch v2 codec in odradek: the broker, the coordinator and
+odradek.client all build batches with :func:`encode_records` + :func:`finish_batch` (or
+:class:`BatchBuilder` / :func:`build_batch` on top of them) and decode records with the same
+loop (:func:`iter_records`, behind :meth:`RecordBatch.records`). odradek.client's compiled twin
+(``client/_speedups.c``) mirrors :func:`encode_records` and the record loop in C.
 """
 
 from __future__ import annotations
@@ -61,7 +67,12 @@ __all__ = [
     "build_batch",
     "compress",
     "decompress",
+    "encode_records",
+    "finish_batch",
+    "iter_batch_headers",
     "iter_batches",
+    "iter_records",
+    "read_varint",
     "set_log_append_time",
     "stamp_batch",
 ]
@@ -155,14 +166,19 @@ _XERIAL_MAGIC = b"\x82SNAPPY\x00"
 _XERIAL_HEADER_SIZE = 16  # magic (8) + version int32 + compatible version int32
 
 
-def compress(codec: Compression | int, data: bytes | bytearray | memoryview) -> bytes:
-    """Compress a batch's record bytes with ``codec`` (snappy: raw; lz4: frame format)."""
+def compress(
+    codec: Compression | int, data: bytes | bytearray | memoryview, *, xerial: bool = False
+) -> bytes:
+    """Compress a batch's record bytes with ``codec`` (lz4: frame format; snappy: raw, or
+    xerial-framed like the Java clients when ``xerial``)."""
     codec = int(codec)
     if codec == Compression.NONE:
         return bytes(data)
     if codec == Compression.GZIP:
         return bytes(cramjam.gzip.compress(data))
     if codec == Compression.SNAPPY:
+        if xerial:
+            return _compress_xerial(data)
         return bytes(cramjam.snappy.compress_raw(data))
     if codec == Compression.LZ4:
         return bytes(cramjam.lz4.compress(data))
@@ -192,6 +208,22 @@ def decompress(codec: Compression | int, data: bytes | bytearray | memoryview) -
     except Exception as exc:  # cramjam raises its own DecompressionError, or ValueError
         raise CorruptRecordError(f"cannot decompress {Compression(codec).name}: {exc}") from exc
     raise CorruptRecordError(f"unknown compression codec {codec}")
+
+
+_XERIAL_HEADER = _XERIAL_MAGIC + b"\x00\x00\x00\x01\x00\x00\x00\x01"  # version 1, compatible 1
+_XERIAL_BLOCK = 32768
+
+
+def _compress_xerial(data: bytes | bytearray | memoryview) -> bytes:
+    """Xerial snappy framing: 16-byte header, then blocks of (int32 length, raw snappy) of
+    at most 32 KiB of input each (as the Java clients write it)."""
+    out = [_XERIAL_HEADER]
+    view = memoryview(data)
+    for i in range(0, len(view), _XERIAL_BLOCK):
+        block = bytes(cramjam.snappy.compress_raw(view[i : i + _XERIAL_BLOCK]))
+        out.append(_I32.pack(len(block)))
+        out.append(block)
+    return b"".join(out)
 
 
 def _decompress_xerial(data: memoryview) -> bytes:
@@ -243,6 +275,9 @@ def _encode_varint(value: int) -> bytes:
     out.append(v)
     return bytes(out)
 
+
+read_varint = _read_varint
+"""Public name of the zig-zag varint reader (odradek.client's columnar decoder uses it)."""
 
 _VARINT_CACHE = {v: _encode_varint(v) for v in range(-1, 16384)}
 
@@ -474,17 +509,21 @@ class RecordBatch:
         codec = attributes & _CODEC_MASK
         data = bytes(body) if codec == 0 else decompress(codec, body)
         log_append_time = max_timestamp if attributes & _TIMESTAMP_TYPE_BIT else None
-        return _iter_records(data, count, base_offset, base_timestamp, log_append_time)
+        return iter_records(data, count, base_offset, base_timestamp, log_append_time)
 
     def __iter__(self) -> Iterator[Record]:
         return self.records()
 
 
-def _iter_records(
+def iter_records(
     data: bytes, count: int, base_offset: int, base_timestamp: int, log_append_time: int | None
 ) -> Iterator[Record]:
-    """Decode ``count`` records from ``data``. Inlined one-byte and two-byte varint fast paths:
-    this loop is the consumer's hot path."""
+    """Decode ``count`` records from ``data`` (a batch's uncompressed record bytes).
+
+    Offsets are ``base_offset`` + offsetDelta; timestamps ``base_timestamp`` + timestampDelta,
+    or ``log_append_time`` for every record when it is not None. Raises CorruptRecordError on
+    malformed or trailing bytes. Inlined one-byte and two-byte varint fast paths: this loop is
+    the consumer's hot path (RecordBatch.records and odradek.client's pure-Python decoder)."""
     zz = _ZIGZAG_1
     read_varint = _read_varint
     new = _new_record
@@ -622,17 +661,21 @@ def _read_headers(data: bytes, pos: int, count: int) -> tuple[tuple[Header, ...]
 # Whole buffers
 
 
-def iter_batches(buffer: bytes | bytearray | memoryview, offset: int = 0) -> Iterator[RecordBatch]:
-    """Yield a view of every whole batch in ``buffer`` from ``offset`` on.
+def iter_batch_headers(
+    buffer: bytes | bytearray | memoryview, offset: int = 0
+) -> Iterator[tuple[int, tuple[int, ...]]]:
+    """Yield (position, header tuple) of every whole batch in ``buffer`` from ``offset`` on.
 
-    Stops before a partial batch at the end (a Fetch response may end with one). Raises
-    CorruptRecordError when a batch length is impossible (negative, or below the v2 header
-    for a magic-2 batch), since nothing after it can be located. Does not check CRCs.
+    The tuple holds the 13 header fields in :class:`BatchHeader` order (one struct call, no
+    object: the consumer's per-batch path). Stops before a partial batch at the end (a Fetch
+    response may end with one). Raises CorruptRecordError when a batch length is impossible
+    (below the v2 header), since nothing after it can be located. Does not check CRCs.
     """
     end = len(buffer)
-    length_and_epoch = _LENGTH_AND_EPOCH
+    unpack = _HEADER.unpack_from
     while end - offset >= BATCH_HEADER_SIZE:
-        batch_length = length_and_epoch.unpack_from(buffer, offset + 8)[0]
+        header = unpack(buffer, offset)
+        batch_length = header[1]
         if batch_length < _MIN_BATCH_LENGTH:
             raise CorruptRecordError(
                 f"record batch length {batch_length} at {offset} is impossible"
@@ -640,8 +683,15 @@ def iter_batches(buffer: bytes | bytearray | memoryview, offset: int = 0) -> Ite
         size = batch_length + LOG_OVERHEAD
         if offset + size > end:
             return
-        yield RecordBatch(buffer, offset)
+        yield offset, header
         offset += size
+
+
+def iter_batches(buffer: bytes | bytearray | memoryview, offset: int = 0) -> Iterator[RecordBatch]:
+    """Yield a view of every whole batch in ``buffer`` from ``offset`` on (the batches
+    :func:`iter_batch_headers` finds, with the same errors)."""
+    for position, _header in iter_batch_headers(buffer, offset):
+        yield RecordBatch(buffer, position)
 
 
 def stamp_batch(
@@ -672,37 +722,113 @@ def set_log_append_time(buffer: bytearray | memoryview, offset: int, timestamp_m
 # Building batches
 
 
-def _encode_record(
-    offset_delta: int,
-    timestamp_delta: int,
-    key: bytes | None,
-    value: bytes | None,
-    headers: Sequence[tuple[str | bytes, bytes | None]],
-) -> bytes:
+RecordTuple = tuple[
+    bytes | None, bytes | None, Sequence[tuple[str | bytes, bytes | None]] | None, int
+]
+"""(key, value, headers or None, timestamp_ms): one record to encode."""
+
+
+def encode_records(
+    records: Iterable[RecordTuple], base_timestamp: int, first_offset_delta: int = 0
+) -> tuple[bytes, int, int]:
+    """Encode records as they follow a batch header; return (bytes, count, max timestamp).
+
+    Offset deltas count up from ``first_offset_delta``; timestamp deltas are relative to
+    ``base_timestamp`` (which is also the max timestamp's floor). Header keys may be str
+    (UTF-8 encoded) or bytes. ``client/_speedups.c`` has a C twin with equal output.
+    """
+    parts: list[bytes] = []
+    append = parts.append
     varint = _varint
-    parts = [b"\x00", varint(timestamp_delta), varint(offset_delta)]
-    if key is None:
-        parts.append(b"\x01")
-    else:
-        parts.append(varint(len(key)))
-        parts.append(key)
-    if value is None:
-        parts.append(b"\x01")
-    else:
-        parts.append(varint(len(value)))
-        parts.append(value)
-    parts.append(varint(len(headers)))
-    for hkey, hvalue in headers:
-        hkey_bytes = hkey.encode() if isinstance(hkey, str) else bytes(hkey)
-        parts.append(varint(len(hkey_bytes)))
-        parts.append(hkey_bytes)
-        if hvalue is None:
-            parts.append(b"\x01")
+    delta = first_offset_delta
+    max_ts = base_timestamp
+    for key, value, headers, ts in records:
+        if ts > max_ts:
+            max_ts = ts
+        body = [b"\x00", varint(ts - base_timestamp), varint(delta)]
+        if key is None:
+            body.append(b"\x01")
         else:
-            parts.append(varint(len(hvalue)))
-            parts.append(hvalue)
-    body = b"".join(parts)
-    return varint(len(body)) + body
+            body.append(varint(len(key)))
+            body.append(key)
+        if value is None:
+            body.append(b"\x01")
+        else:
+            body.append(varint(len(value)))
+            body.append(value)
+        if headers:
+            body.append(varint(len(headers)))
+            for hk, hv in headers:
+                hkb = hk.encode() if isinstance(hk, str) else hk
+                body.append(varint(len(hkb)))
+                body.append(hkb)
+                if hv is None:
+                    body.append(b"\x01")
+                else:
+                    body.append(varint(len(hv)))
+                    body.append(hv)
+        else:
+            body.append(b"\x00")
+        rec = b"".join(body)
+        append(varint(len(rec)))
+        append(rec)
+        delta += 1
+    return b"".join(parts), delta - first_offset_delta, max_ts
+
+
+_AFTER_CRC = struct.Struct(">hiqqqhii")  # attributes .. recordCount (bytes 21..60)
+_BEFORE_CRC = struct.Struct(">qiibI")  # baseOffset .. crc (bytes 0..20)
+
+
+def finish_batch(
+    records_bytes: bytes | bytearray | memoryview,
+    count: int,
+    base_timestamp: int,
+    max_timestamp: int,
+    *,
+    compression: Compression | int = Compression.NONE,
+    xerial: bool = False,
+    attributes: int = 0,
+    producer_id: int = -1,
+    producer_epoch: int = -1,
+    base_sequence: int = -1,
+    base_offset: int = 0,
+    partition_leader_epoch: int = -1,
+) -> bytes:
+    """Wrap ``count`` encoded records (:func:`encode_records`) into a v2 batch, compressing
+    them with ``compression`` (``xerial``: see :func:`compress`), CRC included.
+
+    ``attributes`` carries the non-codec bits (0x08 LogAppendTime, 0x10 transactional,
+    0x20 control); lastOffsetDelta is ``count - 1``. The CRC is computed over the header
+    tail and the payload without joining them first (one copy of the payload in all).
+    """
+    codec = int(compression)
+    payload = compress(codec, records_bytes, xerial=xerial) if codec else records_bytes
+    after_crc = _AFTER_CRC.pack(
+        (attributes & ~_CODEC_MASK) | codec,
+        count - 1,
+        base_timestamp,
+        max_timestamp,
+        producer_id,
+        producer_epoch,
+        base_sequence,
+        count,
+    )
+    crc = crc32c(payload, crc32c(after_crc))
+    head = _BEFORE_CRC.pack(
+        base_offset, _MIN_BATCH_LENGTH + len(payload), partition_leader_epoch, 2, crc
+    )
+    return b"".join((head, after_crc, payload))
+
+
+def _attributes(timestamp_type: TimestampType, is_transactional: bool, is_control: bool) -> int:
+    """The non-codec attribute bits of a batch."""
+    attributes = _TIMESTAMP_TYPE_BIT if timestamp_type == TimestampType.LOG_APPEND_TIME else 0
+    if is_transactional:
+        attributes |= _TRANSACTIONAL_BIT
+    if is_control:
+        attributes |= _CONTROL_BIT
+    return attributes
 
 
 class BatchBuilder:
@@ -765,7 +891,9 @@ class BatchBuilder:
         if self._max_timestamp is None or timestamp > self._max_timestamp:
             self._max_timestamp = timestamp
         delta = len(self._records)
-        encoded = _encode_record(delta, timestamp - self.base_timestamp, key, value, headers)
+        encoded, _count, _max = encode_records(
+            ((key, value, headers, timestamp),), self.base_timestamp, delta
+        )
         self._records.append(encoded)
         self._size += len(encoded)
         return delta
@@ -775,38 +903,21 @@ class BatchBuilder:
         count = len(self._records)
         if count == 0:
             raise ValueError("a record batch needs at least one record")
-        body = b"".join(self._records)
-        if self.compression != Compression.NONE:
-            body = compress(self.compression, body)
-        attributes = int(self.compression)
-        if self.timestamp_type == TimestampType.LOG_APPEND_TIME:
-            attributes |= _TIMESTAMP_TYPE_BIT
-        if self.is_transactional:
-            attributes |= _TRANSACTIONAL_BIT
-        if self.is_control:
-            attributes |= _CONTROL_BIT
+        attributes = _attributes(self.timestamp_type, self.is_transactional, self.is_control)
         assert self.base_timestamp is not None and self._max_timestamp is not None
-        batch = bytearray(BATCH_HEADER_SIZE + len(body))
-        _HEADER.pack_into(
-            batch,
-            0,
-            self.base_offset,
-            BATCH_HEADER_SIZE - LOG_OVERHEAD + len(body),
-            self.partition_leader_epoch,
-            2,
-            0,
-            attributes,
-            count - 1,
+        return finish_batch(
+            b"".join(self._records),
+            count,
             self.base_timestamp,
             self._max_timestamp,
-            self.producer_id,
-            self.producer_epoch,
-            self.base_sequence,
-            count,
+            compression=self.compression,
+            attributes=attributes,
+            producer_id=self.producer_id,
+            producer_epoch=self.producer_epoch,
+            base_sequence=self.base_sequence,
+            base_offset=self.base_offset,
+            partition_leader_epoch=self.partition_leader_epoch,
         )
-        batch[BATCH_HEADER_SIZE:] = body
-        _U32.pack_into(batch, 17, crc32c(memoryview(batch)[_CRC_START:]))
-        return bytes(batch)
 
 
 def build_batch(
@@ -829,27 +940,40 @@ def build_batch(
     Each record is a ``(key, value, headers, timestamp_ms)`` tuple or an object with
     ``key``, ``value``, ``headers`` and ``timestamp`` attributes (e.g. :class:`Record`; its
     ``offset`` is ignored: offsets are ``base_offset`` + position). A None timestamp becomes
-    ``default_timestamp``. Raises ValueError for an empty iterable.
+    ``default_timestamp``. Raises ValueError for an empty iterable. Same bytes as
+    :class:`BatchBuilder` (one :func:`encode_records` call instead of one per record).
     """
-    builder = BatchBuilder(
-        base_offset=base_offset,
-        compression=compression,
+    rows: list[RecordTuple] = []
+    append = rows.append
+    for record in records:
+        if isinstance(record, tuple) and not isinstance(record, Record):
+            key, value, headers, timestamp = record
+        else:
+            key, value, headers, timestamp = (
+                record.key,
+                record.value,
+                record.headers,
+                record.timestamp,
+            )
+        append((key, value, headers, default_timestamp if timestamp is None else timestamp))
+    if not rows:
+        raise ValueError("a record batch needs at least one record")
+    if base_timestamp is None:
+        base_timestamp = rows[0][3]
+        data, count, max_timestamp = encode_records(rows, base_timestamp)
+    else:  # encode_records floors the max at base_timestamp; the batch's max is the records'
+        data, count, _ = encode_records(rows, base_timestamp)
+        max_timestamp = max(row[3] for row in rows)
+    return finish_batch(
+        data,
+        count,
+        base_timestamp,
+        max_timestamp,
+        compression=Compression(compression),
+        attributes=_attributes(TimestampType(timestamp_type), is_transactional, is_control),
         producer_id=producer_id,
         producer_epoch=producer_epoch,
         base_sequence=base_sequence,
+        base_offset=base_offset,
         partition_leader_epoch=partition_leader_epoch,
-        timestamp_type=timestamp_type,
-        is_transactional=is_transactional,
-        is_control=is_control,
-        base_timestamp=base_timestamp,
-        default_timestamp=default_timestamp,
     )
-    for record in records:
-        if isinstance(record, Record):
-            builder.append(record.key, record.value, record.headers, record.timestamp)
-        elif isinstance(record, tuple):
-            key, value, headers, timestamp = record
-            builder.append(key, value, headers, timestamp)
-        else:
-            builder.append(record.key, record.value, record.headers, record.timestamp)
-    return builder.build()
