@@ -74,7 +74,6 @@ def main() -> None:
         pad = args.value_bytes
         rows = spark.range(0, n, 1, numPartitions=args.partitions).select(
             F.lpad(F.col("id").cast("string"), pad, "x").cast("binary").alias("value"),
-            (F.col("id") % args.partitions).cast("int").alias("partition"),
         )
         write_s = timed(
             lambda: (

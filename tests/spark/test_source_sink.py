@@ -182,6 +182,14 @@ def test_batch_write_roundtrip(spark: Any, bs: str) -> None:
         i = int(r.value.decode()[1:])
         assert r.key == f"k{i}".encode() and r.partition == i % 2
         assert [(h.key, bytes(h.value)) for h in r.headers] == [("h", f"{i}".encode())]
+    # values only (string column) with the topic option: the sink's fast path
+    spark.createDataFrame([(f"s{i}",) for i in range(300)], "value string").write.format(
+        "odradek"
+    ).mode("append").option("kafka.bootstrap.servers", bs).option("topic", "written").save()
+    back = read(spark, bs, subscribe="written").select("key", "value").collect()
+    assert sorted(r.value for r in back if r.key is None) == sorted(
+        f"s{i}".encode() for i in range(300)
+    )
     with pytest.raises(Exception, match="value"):
         spark.createDataFrame([("x",)], "key string").write.format("odradek").mode("append").option(
             "kafka.bootstrap.servers", bs

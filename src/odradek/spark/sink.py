@@ -110,6 +110,17 @@ def _column(batch: pa.RecordBatch, name: str) -> list[Any] | None:
     return batch.column(names.index(name)).to_pylist()
 
 
+def _bytes_column(batch: pa.RecordBatch, name: str) -> list[bytes | None] | None:
+    """A string or binary column as a list of bytes (strings UTF-8 encoded by Arrow)."""
+    names = [n.lower() for n in batch.schema.names]
+    if name not in names:
+        return None
+    col = batch.column(names.index(name))
+    if pa.types.is_string(col.type) or pa.types.is_large_string(col.type):
+        col = col.cast(pa.binary())
+    return col.to_pylist()
+
+
 def _as_bytes(v: Any) -> bytes | None:
     if v is None or isinstance(v, bytes):
         return v
@@ -139,32 +150,41 @@ def produce_batches(opts: SinkOptions, batches: Iterable[pa.RecordBatch]) -> dic
             n = batch.num_rows
             if n == 0:
                 continue
-            values = _column(batch, "value")
+            values = _bytes_column(batch, "value")
             assert values is not None
-            keys = _column(batch, "key")
-            topics = _column(batch, "topic")
+            keys = _bytes_column(batch, "key")
+            topics = None if opts.topic else _column(batch, "topic")
             parts = _column(batch, "partition")
             headers = _column(batch, "headers") if opts.include_headers else None
             send = producer.send
-            for i in range(n):
-                topic = opts.topic or (topics[i] if topics is not None else None)
-                if topic is None:
-                    raise ValueError(
-                        "row has a null 'topic' and no 'topic' option is set (odradek sink)"
+            append = pending.append
+            if topics is None and keys is None and parts is None and not headers:
+                # the common fast path: values only, one topic
+                topic = opts.topic
+                assert topic is not None  # validate_sink_schema: no topic column -> option
+                for v in values:
+                    append(send(topic, v))
+                counts[topic] += n
+            else:
+                for i in range(n):
+                    topic = opts.topic or (topics[i] if topics is not None else None)
+                    if topic is None:
+                        raise ValueError(
+                            "row has a null 'topic' and no 'topic' option is set (odradek sink)"
+                        )
+                    hdrs = None
+                    if headers is not None and headers[i]:
+                        hdrs = [(h["key"], _as_bytes(h["value"])) for h in headers[i]]
+                    append(
+                        send(
+                            topic,
+                            values[i],
+                            key=keys[i] if keys is not None else None,
+                            headers=hdrs,
+                            partition=parts[i] if parts is not None else None,
+                        )
                     )
-                hdrs = None
-                if headers is not None and headers[i]:
-                    hdrs = [(h["key"], _as_bytes(h["value"])) for h in headers[i]]
-                pending.append(
-                    send(
-                        topic,
-                        _as_bytes(values[i]),
-                        key=_as_bytes(keys[i]) if keys is not None else None,
-                        headers=hdrs,
-                        partition=parts[i] if parts is not None else None,
-                    )
-                )
-                counts[topic] += 1
+                    counts[topic] += 1
             while pending and pending[0].done():
                 _check(pending.popleft())
         producer.flush()
