@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from .conftest import BROKER_SETTINGS as BROKER_SETTINGS
-from .conftest import create_topic, produce
+from .conftest import create_topic, produce, wait_until
 
 pytestmark = [pytest.mark.spark, pytest.mark.timeout(120)]
 
@@ -275,3 +275,36 @@ def test_derived_page_views_per_minute(spark: Any, bs: str, tmp_path: Path) -> N
     assert len(out) == len(expected)  # each window once
     run()  # a rerun emits nothing new
     assert len(derived()) == len(expected)
+
+
+def test_warehouse_continuous_picks_up_new_records(spark: Any, bs: str, tmp_path: Path) -> None:
+    from odradek.pipelines.warehouse import build_warehouse_query
+
+    create_topic(bs, "wh-cont", 1)
+    out = tmp_path / "wh"
+    q = build_warehouse_query(
+        spark,
+        bootstrap_servers=bs,
+        output=out,
+        subscribe="wh-cont",
+        trigger="continuous",
+        interval="1 second",
+    )
+
+    def loaded() -> int:
+        if not (out / "_spark_metadata").is_dir():
+            return 0
+        try:
+            return int(spark.read.parquet(str(out)).count())
+        except Exception:  # no committed file yet
+            return 0
+
+    try:
+        produce(bs, "wh-cont", [(0, None, f"c{i}".encode(), None, None) for i in range(10)])
+        wait_until(lambda: loaded() == 10, 60, "the first 10 records in Parquet")
+        produce(bs, "wh-cont", [(0, None, f"d{i}".encode(), None, None) for i in range(15)])
+        wait_until(lambda: loaded() == 25, 60, "all 25 records in Parquet")
+        assert q.isActive
+    finally:
+        q.stop()
+    assert loaded() == 25
