@@ -217,3 +217,54 @@ def test_decode_response_errors() -> None:
         decode_response(18, 3, b"\x00")
     with pytest.raises(InvalidResponseError):
         decode_response(18, 0, b"\x00\x00\x00\x00\x00\x00" + b"x")
+
+
+@pytest.mark.parametrize("version", range(3, 10))
+def test_produce_request_encoder_matches_kio(version: int) -> None:
+    """The zero-copy Produce encoder writes what kio writes for the same request."""
+    from odradek.client._protocol import build, nested, request_module
+    from odradek.protocol.produce_request_encoder import encode_produce_request
+    from odradek.protocol.records import build_batch
+
+    one = build_batch([(b"k", b"v", (), 1)])
+    two = build_batch([(None, b"x" * 300, (("h", b"1"),), 2)], base_offset=5)
+    topic_data: dict[str, list[tuple[int, bytes | memoryview]]] = {
+        "alpha": [(0, one), (3, memoryview(two))],
+        "b": [(1, one + two)],
+    }
+    parts = encode_produce_request(version, 77, "cid", -1, 1500, topic_data)
+    assert any(isinstance(p, memoryview) for p in parts)  # records are not copied
+    mod = request_module(0, version)
+    request = build(
+        mod.ProduceRequest,
+        transactional_id=None,
+        acks=-1,
+        timeout=1500,
+        topic_data=[
+            nested(
+                mod,
+                "TopicProduceData",
+                name=topic,
+                partition_data=[
+                    nested(mod, "PartitionProduceData", index=index, records=bytes(records))
+                    for index, records in partitions
+                ],
+            )
+            for topic, partitions in topic_data.items()
+        ],
+    )
+    assert b"".join(parts) == encode_request(request, correlation_id=77, client_id="cid")
+    header, decoded = decode_request(b"".join(parts)[4:])
+    assert (header.api_key, header.api_version, header.correlation_id) == (0, version, 77)
+    assert [bytes(p.records) for t in decoded.topic_data for p in t.partition_data] == [
+        one,
+        two,
+        one + two,
+    ]
+
+
+def test_produce_request_encoder_rejects_other_versions() -> None:
+    from odradek.protocol.produce_request_encoder import encode_produce_request
+
+    with pytest.raises(ValueError):
+        encode_produce_request(10, 1, None, 1, 100, {})

@@ -147,7 +147,7 @@ class BrokerConnection(asyncio.Protocol):
                 fut.set_result(frame)
                 continue
             try:
-                fut.set_result(proto.decode_response(api_key, version, frame))
+                fut.set_result(proto.decode_response(api_key, version, frame, header=True))
             except Exception as exc:  # malformed response
                 fut.set_exception(exc)
         if pos:
@@ -194,7 +194,7 @@ class BrokerConnection(asyncio.Protocol):
     async def request(self, entity: Any, *, timeout: float | None = None) -> Any:
         """Send kio request ``entity`` and return the decoded response."""
         corr = self._corr()
-        frame = proto.encode_request(entity, corr, self.client_id)
+        frame = proto.encode_request(entity, correlation_id=corr, client_id=self.client_id)
         fut = self.send_frame(int(entity.__api_key__), int(entity.__version__), [frame], corr)
         assert fut is not None
         return await self.wait(fut, corr, timeout)
@@ -219,7 +219,7 @@ class BrokerConnection(asyncio.Protocol):
         mod = proto.request_module(18, 3)
         req = proto.build(mod.ApiVersionsRequest, client_software_name="odradek", client_software_version="0.1.0")
         corr = self._corr()
-        fut = self.send_frame(18, 3, [proto.encode_request(req, corr, self.client_id)], corr, raw=True)
+        fut = self.send_frame(18, 3, [proto.encode_request(req, correlation_id=corr, client_id=self.client_id)], corr, raw=True)
         assert fut is not None
         frame = await self.wait(fut, corr)
         (error,) = struct.unpack_from(">h", frame, 4)
@@ -230,7 +230,7 @@ class BrokerConnection(asyncio.Protocol):
             req = proto.build(proto.request_module(18, hi).ApiVersionsRequest)
             resp = await self.request(req)
         else:
-            resp = proto.decode_response(18, 3, frame)
+            resp = proto.decode_response(18, 3, frame, header=True)
         if resp.error_code:
             raise UnsupportedVersionError(f"ApiVersions failed with error {int(resp.error_code)}")
         for k in resp.api_keys:
