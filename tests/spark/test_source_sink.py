@@ -410,3 +410,57 @@ def test_fail_on_data_loss_both_ways(spark: Any, bs: str, tmp_path: Path) -> Non
     assert offsets[:20] == list(range(20))
     assert offsets[20] > 20 and offsets[20] >= log_start
     assert offsets[20:] == list(range(offsets[20], 65))
+
+
+def test_stream_reader_offsets_and_limits_against_the_broker(bs: str) -> None:
+    """The stream reader driven directly (no Spark session): what Spark's micro-batch engine
+    calls, in order, against a real broker."""
+    from confluent_kafka.admin import AdminClient, NewPartitions
+    from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadMaxRows
+
+    from odradek.spark.options import parse_source_options
+    from odradek.spark.source import OdradekStreamReader
+
+    create_topic(bs, "limits", 2)
+    produce(bs, "limits", ((i % 2, None, b"x", None, None) for i in range(30)))
+    opts = parse_source_options(
+        {
+            "kafka.bootstrap.servers": bs,
+            "subscribe": "limits",
+            "startingOffsets": "earliest",
+            "maxOffsetsPerTrigger": "10",
+            "minOffsetsPerTrigger": "5",
+            "maxTriggerDelay": "1h",
+        },
+        streaming=True,
+    )
+    r = OdradekStreamReader(opts)
+    start = r.initialOffset()
+    assert start == {"limits": {"0": 0, "1": 0}}
+    assert r.getDefaultReadLimit() == ReadMaxRows(10)
+    end = r.latestOffset(start, ReadMaxRows(10))
+    assert end == {"limits": {"0": 5, "1": 5}}
+    parts = r.partitions(start, end)
+    assert sorted(p.value for p in parts) == [("limits", 0, 0, 5), ("limits", 1, 0, 5)]
+    end = r.latestOffset(end, ReadAllAvailable())  # Trigger.Once-like: no limit
+    assert end == {"limits": {"0": 15, "1": 15}}
+    # minOffsetsPerTrigger: 3 new records < 5 -> no new batch (start returned as is)
+    produce(bs, "limits", ((0, None, b"y", None, None) for _ in range(3)))
+    assert r.latestOffset(end, ReadMaxRows(10)) == end
+    produce(bs, "limits", ((1, None, b"y", None, None) for _ in range(3)))
+    assert r.latestOffset(end, ReadMaxRows(10)) == {"limits": {"0": 18, "1": 18}}
+    # availableNow: the target is fixed when it starts; min is ignored; max still applies
+    r.prepareForTriggerAvailableNow()
+    produce(bs, "limits", ((0, None, b"z", None, None) for _ in range(50)))
+    a = r.latestOffset({"limits": {"0": 18, "1": 18}}, ReadMaxRows(10))
+    assert a == {"limits": {"0": 18, "1": 18}}  # nothing below the target is left
+    # a new partition is picked up between micro-batches and read from its earliest offset
+    admin = AdminClient({"bootstrap.servers": bs})
+    admin.create_partitions([NewPartitions("limits", 3)])["limits"].result(10)
+    produce(bs, "limits", ((2, None, b"n", None, None) for _ in range(4)))
+    r2 = OdradekStreamReader(opts)
+    e = r2.latestOffset({"limits": {"0": 68, "1": 18}}, ReadAllAvailable())
+    assert e == {"limits": {"0": 68, "1": 18, "2": 4}}
+    assert [p.value for p in r2.partitions({"limits": {"0": 68, "1": 18}}, e)] == [
+        ("limits", 2, 0, 4)
+    ]
