@@ -51,6 +51,8 @@ from typing import Any, NamedTuple
 import cramjam
 from crc32c import crc32c
 
+from odradek.protocol._primitives import uvarint
+
 __all__ = [
     "BATCH_HEADER_SIZE",
     "LOG_OVERHEAD",
@@ -72,7 +74,6 @@ __all__ = [
     "iter_batch_headers",
     "iter_batches",
     "iter_records",
-    "read_varint",
     "set_log_append_time",
     "stamp_batch",
 ]
@@ -266,18 +267,9 @@ def _read_varint(data: bytes, pos: int) -> tuple[int, int]:
 
 
 def _encode_varint(value: int) -> bytes:
-    """Zig-zag varlong encoding of a signed 64-bit value."""
-    v = ((value << 1) ^ (value >> 63)) & 0xFFFFFFFFFFFFFFFF
-    out = bytearray()
-    while v >= 0x80:
-        out.append((v & 0x7F) | 0x80)
-        v >>= 7
-    out.append(v)
-    return bytes(out)
+    """Zig-zag varlong encoding of a signed 64-bit value (the zig-zagged value as a uvarint)."""
+    return uvarint(((value << 1) ^ (value >> 63)) & 0xFFFFFFFFFFFFFFFF)
 
-
-read_varint = _read_varint
-"""Public name of the zig-zag varint reader (odradek.client's columnar decoder uses it)."""
 
 _VARINT_CACHE = {v: _encode_varint(v) for v in range(-1, 16384)}
 
