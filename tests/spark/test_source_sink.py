@@ -141,7 +141,14 @@ def test_batch_offsets_timestamps_and_min_partitions(spark: Any, bs: str, events
     # partition 2 starts after it ends: an option error naming the option
     with pytest.raises(Exception, match="startingOffsets"):
         df.collect()
-    df = read(spark, bs, subscribe=events, endingTimestamp=str(T0 + 30_000))
+    # consumer-only client settings reach the reads, not the Admin used for ListOffsets
+    df = read(
+        spark,
+        bs,
+        subscribe=events,
+        endingTimestamp=str(T0 + 30_000),
+        **{"kafka.fetch.max.bytes": "1048576", "kafka.client.id": "spark-test"},
+    )
     assert df.count() == 30
     df = read(spark, bs, assign=json.dumps({"events": [1]}), minPartitions="7")
     assert df.rdd.getNumPartitions() == 7 and df.count() == 100
@@ -293,6 +300,7 @@ def _sink_query(spark: Any, bs: str, src: str, dst: str, ckpt: Path) -> Any:
         .selectExpr("key", "value")
         .writeStream.format("odradek")
         .option("kafka.bootstrap.servers", bs)
+        .option("kafka.linger.ms", "5")  # a producer-only key: not passed to marker reads
         .option("topic", dst)
         .option("checkpointLocation", str(ckpt))
         .trigger(availableNow=True)

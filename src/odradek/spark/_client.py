@@ -36,8 +36,23 @@ def client_module() -> ModuleType:
     return importlib.import_module("odradek.client")
 
 
+def config_for(kind: str, config: Mapping[str, str]) -> dict[str, str]:
+    """The part of ``config`` that a client of ``kind`` ("admin", "consumer", "producer")
+    accepts: the data source's options mix keys meant for different clients (a source's
+    ``kafka.fetch.max.bytes`` must not reach the Admin it uses for ListOffsets), and
+    odradek.client refuses unknown keys."""
+    try:
+        from odradek.client import _config
+
+        spec = getattr(_config, kind.upper())
+    except (ImportError, AttributeError):
+        return dict(config)
+    return {k: v for k, v in config.items() if k in spec}
+
+
 def admin(config: Mapping[str, str]) -> Any:
     """A cached Admin client for this configuration (one per process)."""
+    config = config_for("admin", config)
     key = tuple(sorted(config.items()))
     with _lock:
         a = _admins.get(key)
@@ -49,7 +64,7 @@ def admin(config: Mapping[str, str]) -> Any:
 
 def drop_admin(config: Mapping[str, str]) -> None:
     """Forget (and close) a cached Admin, e.g. after a connection error."""
-    key = tuple(sorted(config.items()))
+    key = tuple(sorted(config_for("admin", config).items()))
     with _lock:
         a = _admins.pop(key, None)
     if a is not None and hasattr(a, "close"):

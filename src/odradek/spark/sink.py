@@ -272,7 +272,8 @@ def read_markers_back(opts: SinkOptions, sink: str, batch: int) -> tuple[bool, s
     while end > lo:
         begin = max(lo, end - window)
         found_older_commit = False
-        for rb in client.read_range_arrow(opts.config, opts.commit_topic, 0, begin, end):
+        consumer_config = _client.config_for("consumer", opts.config)
+        for rb in client.read_range_arrow(consumer_config, opts.commit_topic, 0, begin, end):
             keys = rb.column("key").to_pylist()
             values = rb.column("value").to_pylist()
             for k, v in zip(keys, values, strict=True):
