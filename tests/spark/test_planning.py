@@ -252,3 +252,19 @@ def test_rate_limit_never_exceeds_and_never_starves(
     assert all(0 <= taken[tp] <= latest[tp] - start[tp] for tp in start)
     if limit >= len(start):
         assert all(taken[tp] > 0 for tp in start if latest[tp] > start[tp])
+
+
+def test_spark_discovers_the_data_source_automatically() -> None:
+    """pyspark's lookup (pyspark/sql/worker/lookup_data_sources.py): installed top-level
+    modules named pyspark_* with a DefaultSource subclass of DataSource."""
+    import importlib
+    import pkgutil
+
+    from pyspark.sql.datasource import DataSource
+
+    found = {}
+    for info in pkgutil.iter_modules():
+        if info.name == "pyspark_odradek":
+            mod = importlib.import_module(info.name)
+            found[mod.DefaultSource.name()] = mod.DefaultSource
+    assert "odradek" in found and issubclass(found["odradek"], DataSource)
