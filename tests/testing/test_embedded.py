@@ -167,7 +167,8 @@ def test_stop_is_prompt_with_group_members_connected(caplog):
     # refused socket); pytest keeps captured records until the test ends: do not capture them.
     caplog.set_level(logging.CRITICAL, logger="kafka")
     baseline = ResourceSnapshot.take()
-    broker = EmbeddedBroker().start()
+    # 100 ms initial delay: see the kafka-python second-join note in example_project.
+    broker = EmbeddedBroker({"group.initial.rebalance.delay.ms": 100}).start()
     create_topic(broker, "busy", partitions=2)
     producer = Producer({"bootstrap.servers": broker.bootstrap_servers})
     producer.produce("busy", b"x")
