@@ -47,8 +47,14 @@ lint: install-test
 
 typecheck: lint
 
-bench: install-test
+# Benchmarks (never part of `make test`); each prints its table, docs/benchmarks.md has the latest.
+bench: install-test system-deps
 	$(BIN)/python bench/storage.py
+	$(BIN)/python bench/compare.py
+	$(BIN)/python bench/clients.py
+	$(BIN)/python bench/groups.py
+	$(BIN)/python bench/embedded.py
+	$(BIN)/python bench/spark.py
 
 clean:
 	rm -rf $(VENV) build dist src/*.egg-info .pytest_cache .mypy_cache .ruff_cache
