@@ -14,6 +14,8 @@ import struct
 from collections.abc import Sequence
 from typing import Any
 
+from odradek.protocol.framing import FrameDecoder
+
 from . import _protocol as proto
 from .errors import KafkaConnectionError, KafkaTimeoutError, UnsupportedVersionError
 
@@ -32,7 +34,7 @@ class BrokerConnection(asyncio.Protocol):
         self.transport: asyncio.Transport | None = None
         self.versions: dict[int, int] = {}  # api_key -> negotiated version
         self.broker_versions: dict[int, tuple[int, int]] = {}
-        self._buf = bytearray()
+        self._frames = FrameDecoder(max_frame_size=0x7FFFFFFF)  # the broker's size is trusted
         self._pending: dict[int, tuple[int, int, asyncio.Future[Any], bool]] = {}
         self._next_corr = 1
         self._closed_exc: Exception | None = None
@@ -125,17 +127,8 @@ class BrokerConnection(asyncio.Protocol):
 
     # -- framing ----------------------------------------------------------------------------
     def data_received(self, data: bytes) -> None:
-        buf = self._buf
-        buf += data
-        pos = 0
-        n = len(buf)
         pending = self._pending
-        while n - pos >= 4:
-            (size,) = _SIZE.unpack_from(buf, pos)
-            if n - pos - 4 < size:
-                break
-            frame = bytes(buf[pos + 4 : pos + 4 + size])
-            pos += 4 + size
+        for frame in self._frames.feed(data):
             (corr,) = _SIZE.unpack_from(frame, 0)
             entry = pending.pop(corr, None)
             if entry is None:
@@ -144,14 +137,12 @@ class BrokerConnection(asyncio.Protocol):
             if fut.done():
                 continue
             if raw:
-                fut.set_result(frame)
+                fut.set_result(bytes(frame))
                 continue
             try:
                 fut.set_result(proto.decode_response(api_key, version, frame, header=True))
             except Exception as exc:  # malformed response
                 fut.set_exception(exc)
-        if pos:
-            del buf[:pos]
 
     # -- requests ---------------------------------------------------------------------------
     def version(self, api_key: int) -> int:
