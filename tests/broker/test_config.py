@@ -35,6 +35,7 @@ def test_defaults_are_kafkas() -> None:
     assert c.group_min_session_timeout_ms == 6000
     assert c.group_max_session_timeout_ms == 1800000
     assert c.offsets_retention_minutes == 10080
+    assert c.offset_metadata_max_bytes == 4096
     assert c.broker_id == 0
     assert c.get("log.segment.bytes") == 1073741824
 

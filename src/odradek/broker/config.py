@@ -214,6 +214,12 @@ BROKER_KEYS: dict[str, ConfigKey] = {
         _k("group.min.session.timeout.ms", _int(0), 6000),
         _k("group.max.session.timeout.ms", _int(0), 1800000),
         _k("group.max.size", _int(1), _INT_MAX),
+        _k(
+            "offset.metadata.max.bytes",
+            _int(0, _INT_MAX),
+            4096,
+            "Longest metadata string of a committed offset (OFFSET_METADATA_TOO_LARGE beyond).",
+        ),
         _k("transaction.state.log.replication.factor", _int(1), 1),
         _k("transaction.state.log.min.isr", _int(1), 1),
         _k("transactional.id.expiration.ms", _int(1), 604800000),
@@ -279,6 +285,7 @@ class BrokerConfig:
     group_min_session_timeout_ms: int
     group_max_session_timeout_ms: int
     group_max_size: int
+    offset_metadata_max_bytes: int
     transaction_state_log_replication_factor: int
     transaction_state_log_min_isr: int
     transactional_id_expiration_ms: int
