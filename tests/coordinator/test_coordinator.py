@@ -275,3 +275,57 @@ async def test_snapshots_bound_what_is_replayed_at_start(tmp_path: Path) -> None
         assert coord.manager.groups["members"].generation_id == gen
     finally:
         await again.astop()
+
+
+async def test_offsets_partitions_get_logs_on_first_use(tmp_path: Path) -> None:
+    """__consumer_offsets has its 50 partitions in metadata, but only the partitions groups
+    wrote to have logs (directories); a restart opens and replays only those."""
+    settings = {"offsets.topic.num.partitions": 50, "group.initial.rebalance.delay.ms": 0}
+    broker = EmbeddedBroker(settings, storage="file", data_dir=tmp_path, thread=False)
+    await broker.astart()
+    try:
+        coord: GroupCoordinator = broker.broker.group_coordinator
+        await coord.wait_loaded()
+        assert coord.coordinator_for("g")[0] is Errors.NONE  # creates __consumer_offsets
+        assert broker.broker.metadata.topic(OFFSETS_TOPIC).num_partitions == 50
+        assert not list(tmp_path.rglob(f"{OFFSETS_TOPIC}-*"))
+        broker.broker.create_topic("t", 1)
+        entry = [OffsetCommitEntry("t", 0, 5)]
+        assert await coord.commit_offsets("g", -1, "", None, entry) == [Errors.NONE]
+        dirs = sorted(p.name for p in tmp_path.rglob(f"{OFFSETS_TOPIC}-*"))
+        assert dirs == [f"{OFFSETS_TOPIC}-{partition_for('g', 50)}"]
+    finally:
+        await broker.astop()
+    again = EmbeddedBroker(settings, storage="file", data_dir=tmp_path, thread=False)
+    await again.astart()
+    try:
+        coord = again.broker.group_coordinator
+        await coord.wait_loaded()
+        assert not coord.is_loading
+        assert coord.fetch_offsets("g", None)[1][0][1][0][1].offset == 5
+        assert len(list(tmp_path.rglob(f"{OFFSETS_TOPIC}-*"))) == 1
+        # a group of another partition still works (its log is created now)
+        other = next(g for g in (f"g{i}" for i in range(100)) if partition_for(g, 50) != 0)
+        assert await coord.commit_offsets(other, -1, "", None, entry) == [Errors.NONE]
+        assert len(list(tmp_path.rglob(f"{OFFSETS_TOPIC}-*"))) == 2
+    finally:
+        await again.astop()
+
+
+async def test_offset_metadata_max_bytes_is_a_broker_setting() -> None:
+    settings = {**SETTINGS, "offset.metadata.max.bytes": 10}
+    broker = EmbeddedBroker(settings, storage="memory", thread=False)
+    await broker.astart()
+    try:
+        coord: GroupCoordinator = broker.broker.group_coordinator
+        await coord.wait_loaded()
+        broker.broker.create_topic("t", 1)
+        assert coord.config.offset_metadata_max_bytes == 10
+        ok = [OffsetCommitEntry("t", 0, 1, -1, "x" * 10)]
+        too_long = [OffsetCommitEntry("t", 0, 1, -1, "x" * 11)]
+        assert await coord.commit_offsets("g", -1, "", None, ok) == [Errors.NONE]
+        assert await coord.commit_offsets("g", -1, "", None, too_long) == [
+            Errors.OFFSET_METADATA_TOO_LARGE
+        ]
+    finally:
+        await broker.astop()

@@ -188,10 +188,11 @@ class Broker:
             checkpoint_interval_ms=max(1, cfg.log_flush_offset_checkpoint_interval_ms),
         )
         try:
-            # open every partition log now (recovery happens here, not on the first request)
+            # open every partition log now (recovery happens here, not on the first request);
+            # an internal topic's logs are created on first use, so only those on disk open
             for topic in self.metadata.topics():
                 for p in topic.partitions:
-                    self.partition(topic.name, p.partition)
+                    self.partition(topic.name, p.partition, create=not topic.internal)
             loop = asyncio.get_running_loop()
             # bind first (the port is known, e.g. for FindCoordinator), serve once the
             # coordinator has loaded its state
@@ -346,13 +347,19 @@ class Broker:
             return self._default_log_config
         return LogConfig.from_topic_config(topic.configs, self._default_log_config)
 
-    def partition(self, topic: str, partition: int) -> PartitionHandle | None:
-        """The handle of a partition this broker leads, or None if it does not exist."""
+    def partition(
+        self, topic: str, partition: int, *, create: bool = True
+    ) -> PartitionHandle | None:
+        """The handle of a partition this broker leads, or None if it does not exist. Its log
+        is opened, or created empty when it has none yet (an internal topic's partitions get
+        their logs on first use); with ``create=False`` a partition without a log gives None."""
         handle = self._partitions.get((topic, partition))
         if handle is not None:
             return handle
         meta = self.metadata.topic(topic)
         if meta is None or partition < 0 or partition >= meta.num_partitions:
+            return None
+        if not create and self.log_manager.get(topic, partition) is None:
             return None
         config = self.log_config_for(meta)
         plog = self.log_manager.get_or_create(topic, partition, config)
@@ -367,10 +374,15 @@ class Broker:
         configs: dict[str, str] | None = None,
         internal: bool = False,
     ) -> TopicMetadata:
-        """Create a topic and its partition logs (raises TopicExistsError)."""
+        """Create a topic and its partition logs (raises TopicExistsError). An ``internal``
+        topic's logs are created lazily, each on its first use (``partition()``): the group
+        coordinator creates ``__consumer_offsets`` (50 partitions) on the first group request
+        and needs only the partition that group hashes to, and creating 50 directories and
+        segments at once would block the event loop for 50-250 ms."""
         topic = self.metadata.create_topic(name, num_partitions, configs or {}, internal=internal)
-        for p in range(num_partitions):
-            self.partition(name, p)
+        if not internal:
+            for p in range(num_partitions):
+                self.partition(name, p)
         return topic
 
     async def auto_create_topic(self, name: str) -> TopicMetadata | None:

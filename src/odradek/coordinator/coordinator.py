@@ -1,7 +1,8 @@
 """GroupCoordinator: the I/O around ``GroupMetadataManager``.
 
 It owns the internal topic ``__consumer_offsets`` (``offsets.topic.num.partitions``
-partitions, compacted, created on the first group request, as Kafka does), decides which partition holds a group
+partitions, compacted, created on the first group request, as Kafka does; each partition's
+log is created when a group hashing to it first writes), decides which partition holds a group
 (``partition_for``: abs(Java hashCode(group id)) % n), loads every partition at start by
 replaying its records (groups of a partition not loaded yet answer
 COORDINATOR_LOAD_IN_PROGRESS), persists the records each handler returns before answering,
@@ -28,11 +29,14 @@ storage can drop a log's prefix (compaction, or deleting records below an offset
 
 Broker contract used: ``broker.config`` (``offsets_topic_num_partitions``,
 ``group_initial_rebalance_delay_ms``, ``group_min_session_timeout_ms``,
-``group_max_session_timeout_ms``, ``group_max_size``, ``offsets_retention_minutes``,
+``group_max_session_timeout_ms``, ``group_max_size``, ``offset_metadata_max_bytes``, ``offsets_retention_minutes``,
 ``offsets_retention_check_interval_ms``, ``offsets_topic_segment_bytes``),
 ``broker.clock``, ``broker.metadata.topic(name)``, ``broker.create_topic(name, n, configs,
-internal=True)``, ``broker.partition(topic, p)`` -> handle with ``.log`` (PartitionLog) and
-``.leader_epoch``, ``broker.node_id`` and ``broker.advertised_address``.
+internal=True)`` (an internal topic's partition logs are created lazily, on first use),
+``broker.partition(topic, p, create=True)`` -> handle with ``.log`` (PartitionLog) and
+``.leader_epoch`` (``create=False``: None when the partition has no log yet; loading and
+stopping use it, so only partitions that were ever written are opened), ``broker.node_id``
+and ``broker.advertised_address``.
 """
 
 from __future__ import annotations
@@ -188,7 +192,7 @@ class GroupCoordinator:
                 m.complete_join(JoinResult(Errors.COORDINATOR_NOT_AVAILABLE, member_id=m.member_id))
                 m.complete_sync(SyncResult(Errors.COORDINATOR_NOT_AVAILABLE))
         for p in range(self.num_partitions):
-            handle = self.broker.partition(OFFSETS_TOPIC, p)
+            handle = self.broker.partition(OFFSETS_TOPIC, p, create=False)
             if handle is not None:
                 with contextlib.suppress(Exception):
                     handle.log.flush()
@@ -300,7 +304,8 @@ class GroupCoordinator:
             self._loaded_event.set()
 
     async def _load_partition(self, p: int) -> None:
-        handle = self.broker.partition(OFFSETS_TOPIC, p)
+        # a partition without a log (never used: logs are created on first append) is empty
+        handle = self.broker.partition(OFFSETS_TOPIC, p, create=False)
         touched: set[str] = set()
         if handle is not None:
             plog = handle.log
