@@ -81,6 +81,59 @@ def test_reopen_keeps_everything(tmp_path: Path, clock: ManualClock) -> None:
     again.close()
 
 
+def test_leader_epoch_of_appends_is_written_at_flush_and_rebuilt_after_a_crash(
+    tmp_path: Path, clock: ManualClock
+) -> None:
+    """An epoch first seen in appended batches is not written (fsync) on append; flush writes
+    it before moving the recovery point; an unclean reopen rebuilds what the file misses from
+    the batches above the recovery point."""
+    config = LogConfig(segment_bytes=2000, index_interval_bytes=100)
+    directory = tmp_path / "t-0"
+    path = directory / "leader-epoch-checkpoint"
+    log = FileLog(directory, config, clock)
+    fill(log, 5)  # epoch 1 from offset 0
+    assert not path.exists()
+    assert log.leader_epoch_entries() == [(1, 0)]
+    log.flush()
+    assert path.read_text() == "0\n1\n1 0\n"
+    flushed = log.recovery_point
+    for i in range(30):  # epoch 3 from offset 10, epoch 7 from offset 40, across segments
+        log.append(bytearray(make_batch(1, ts=T0 + i)), 3)
+    for i in range(20):
+        log.append(bytearray(make_batch(2, ts=T0 + i)), 7)
+    assert log.segment_count > 1
+    assert path.read_text() == "0\n1\n1 0\n"  # still behind: no flush since
+    expected = [(1, 0), (3, 10), (7, 40)]
+    assert log.leader_epoch_entries() == expected
+    # "crash": reopen without close(); recovery scans from the checkpointed recovery point
+    again = FileLog(directory, config, clock, recovery_point=flushed)
+    assert again.leader_epoch_entries() == expected
+    assert again.log_end_offset == 80
+    again.flush()
+    assert path.read_text() == "0\n3\n1 0\n3 10\n7 40\n"
+    again.close()
+    log.close()
+    clean = FileLog(directory, config, clock, recovery_point=80, clean_shutdown=True)
+    assert clean.leader_epoch_entries() == expected
+    clean.close()
+
+
+def test_new_partition_directory_is_fsynced_with_the_first_flush(
+    tmp_path: Path, clock: ManualClock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import odradek.storage.log as log_module
+
+    synced: list[Path] = []
+    real = log_module.fsync_dir
+    monkeypatch.setattr(log_module, "fsync_dir", lambda d: (synced.append(d), real(d)))
+    log = FileLog(tmp_path / "t-0", LogConfig(), clock)
+    log.append(bytearray(make_batch(1)), 0)
+    assert synced == []  # creating the log and appending fsync nothing
+    log.flush()
+    assert tmp_path in synced and tmp_path / "t-0" in synced
+    log.close()
+
+
 def test_recovery_truncates_corrupt_byte_and_logs(
     tmp_path: Path, clock: ManualClock, caplog: pytest.LogCaptureFixture
 ) -> None:

@@ -105,12 +105,19 @@ class LeaderEpochCache:
         <count>                  number of entries
         <epoch> <startOffset>    repeated, epochs and start offsets strictly increasing
 
-    Rewritten (fsync + rename) on every change; changes happen once per leader election, on
-    truncation and when retention moves the log start offset. ``path=None`` keeps it in memory.
+    Rewritten (fsync + rename) on every change (leader election, truncation, retention moving
+    the log start offset), except for an epoch first seen in appended batches
+    (``assign(..., defer=True)``): that one only marks the cache dirty and is written by the
+    log's next ``flush()`` (``flush()`` here), before the log's recovery point moves. So the file
+    holds every entry whose start offset is below the recovery point; the newer ones are
+    rebuilt on an unclean start from the partitionLeaderEpoch of the batches that recovery
+    scans anyway (``FileLog._load``). This keeps an fsync off the event loop on the first
+    append of every new partition and every new epoch. ``path=None`` keeps it in memory.
     """
 
     def __init__(self, path: Path | None) -> None:
         self.path = path
+        self.dirty = False  # entries not yet in the file (deferred assign)
         self._epochs: list[int] = []
         self._offsets: list[int] = []
         if path is not None:
@@ -131,8 +138,9 @@ class LeaderEpochCache:
     def latest_epoch(self) -> int:
         return self._epochs[-1] if self._epochs else -1
 
-    def assign(self, epoch: int, start_offset: int) -> None:
-        """Record that ``epoch`` starts at ``start_offset`` (ignored unless newer than the last)."""
+    def assign(self, epoch: int, start_offset: int, *, defer: bool = False) -> None:
+        """Record that ``epoch`` starts at ``start_offset`` (ignored unless newer than the last).
+        With ``defer`` the file is rewritten by the next ``flush()`` instead of now."""
         if epoch < 0 or (self._epochs and epoch <= self._epochs[-1]):
             return
         # entries whose start offset is not below the new one are superseded (Kafka does the same)
@@ -141,7 +149,15 @@ class LeaderEpochCache:
             self._offsets.pop()
         self._epochs.append(epoch)
         self._offsets.append(start_offset)
-        self._save()
+        if defer and self.path is not None:
+            self.dirty = True
+        else:
+            self._save()
+
+    def flush(self) -> None:
+        """Write the file if a deferred ``assign`` left it behind the entries."""
+        if self.dirty:
+            self._save()
 
     def end_offset_for(self, epoch: int, log_end_offset: int) -> tuple[int, int]:
         """Kafka's endOffsetFor (OffsetsForLeaderEpoch): ``(largest epoch <= epoch, its end offset)``;
@@ -185,6 +201,7 @@ class LeaderEpochCache:
             self._save()
 
     def _save(self) -> None:
+        self.dirty = False
         if self.path is None:
             return
         lines = [str(_VERSION), str(len(self._epochs))]

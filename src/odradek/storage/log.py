@@ -177,7 +177,8 @@ class LogBase:
         if self.high_watermark_follows_leo:
             self.high_watermark = end
         if leader_epoch > self._latest_epoch:
-            self._epochs.assign(leader_epoch, base)
+            # the checkpoint file follows at the next flush (see LeaderEpochCache)
+            self._epochs.assign(leader_epoch, base, defer=True)
             self._latest_epoch = self._epochs.latest_epoch
         if end - self.recovery_point >= config.flush_interval_messages:
             self.flush()
@@ -205,7 +206,7 @@ class LogBase:
         self.log_end_offset = end = last + 1
         for epoch, start in epochs:
             if epoch > self._latest_epoch:
-                self._epochs.assign(epoch, start)
+                self._epochs.assign(epoch, start, defer=True)
                 self._latest_epoch = self._epochs.latest_epoch
         if end - self.recovery_point >= config.flush_interval_messages:
             self.flush()
@@ -460,9 +461,10 @@ class LogBase:
 
     def flush(self, offset: int | None = None) -> None:
         """fsync every segment holding offsets in [recovery point, ``offset`` or LEO) and move
-        the recovery point there."""
+        the recovery point there; first write the leader-epoch-checkpoint if it is behind."""
         upto = self.log_end_offset if offset is None else min(offset, self.log_end_offset)
         self._last_flush_ms = self.clock.now_ms()
+        self._epochs.flush()  # before the recovery point moves past a deferred epoch entry
         if upto <= self.recovery_point:
             return
         start = self.recovery_point
@@ -542,9 +544,12 @@ class FileLog(LogBase):
         self.directory = directory
         self._graveyard: list[tuple[float, LogSegment]] = []
         self._dir_dirty = False
+        self._parent_dirty = False
         if not directory.is_dir():
             directory.mkdir(parents=True)
-            fsync_dir(directory.parent)  # the new partition directory's name must be durable
+            # the new directory's name becomes durable with the first flush (_after_flush),
+            # not here: an fsync of the log dir on the event loop stalls every connection
+            self._parent_dirty = True
         self._load(recovery_point, log_start_offset, high_watermark, clean_shutdown)
 
     def _load(
@@ -608,6 +613,11 @@ class FileLog(LogBase):
         hw = end if high_watermark is None else high_watermark
         self.high_watermark = min(max(hw, self.log_start_offset), end)
         self._epochs = LeaderEpochCache(directory / LEADER_EPOCH_CHECKPOINT)
+        # entries written after the last flush may be missing from the file (deferred): the
+        # batches of every segment recovery scanned (all above the recovery point) supply them
+        for segment in segments:
+            for epoch, start in segment.epoch_starts:
+                self._epochs.assign(epoch, start)
         self._epochs.truncate_from_end(end + 1)  # an epoch may start at the LEO (no data yet)
         self._epochs.truncate_from_start(self.log_start_offset)
         self._latest_epoch = self._epochs.latest_epoch
@@ -651,6 +661,9 @@ class FileLog(LogBase):
         self._graveyard = keep
 
     def _after_flush(self) -> None:
+        if self._parent_dirty:
+            fsync_dir(self.directory.parent)
+            self._parent_dirty = False
         if self._dir_dirty:
             fsync_dir(self.directory)
             self._dir_dirty = False

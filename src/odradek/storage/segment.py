@@ -28,8 +28,8 @@ _RECOVER_CHUNK = 4 * 1024 * 1024
 # baseOffset @0, batchLength @8, lastOffsetDelta @23, maxTimestamp @35
 _SCAN = struct.Struct(">qi11xi8xq")
 _SCAN_SIZE = _SCAN.size  # 43
-# ... plus magic @16 and crc @17 for recovery
-_RECOVER = struct.Struct(">qi4xbIxxi8xq")
+# ... plus partitionLeaderEpoch @12, magic @16 and crc @17 for recovery
+_RECOVER = struct.Struct(">qiibIxxi8xq")
 _INT32_MAX = 2**31 - 1
 
 
@@ -62,6 +62,7 @@ class LogSegment:
         "closed",
         "created_ms",
         "directory",
+        "epoch_starts",
         "fd",
         "index",
         "index_interval_bytes",
@@ -96,6 +97,9 @@ class LogSegment:
         self._first_batch_timestamp: int | None = None
         self._bytes_since_index = 0
         self.truncated_bytes = 0  # cut off by the last recover()
+        # (partitionLeaderEpoch, base offset) of each batch whose epoch exceeds every earlier
+        # one in this segment; filled by recover() only (rebuilds the leader-epoch-checkpoint)
+        self.epoch_starts: list[tuple[int, int]] = []
         self.closed = False
 
     # --- opening --------------------------------------------------------------------------
@@ -383,6 +387,8 @@ class LogSegment:
         self._bytes_since_index = 0
         self.next_offset = self.base_offset
         infos: list[tuple[int, int, int, int]] = []
+        epoch_starts: list[tuple[int, int]] = []
+        latest_epoch = -1
         file_size = os.fstat(self.fd).st_size
         self.size = file_size
         position = 0
@@ -397,7 +403,7 @@ class LogSegment:
             if rel + HEADER_SIZE > len(chunk):
                 chunk = os.pread(self.fd, min(_RECOVER_CHUNK, file_size - position), position)
                 chunk_start, rel = position, 0
-            base, batch_length, magic, crc, lod, max_ts = _RECOVER.unpack_from(chunk, rel)
+            base, batch_length, epoch, magic, crc, lod, max_ts = _RECOVER.unpack_from(chunk, rel)
             size = batch_length + LOG_OVERHEAD
             if batch_length < _MIN_BATCH_LENGTH:
                 bad = f"batch length {batch_length} is below the minimum"
@@ -420,6 +426,9 @@ class LogSegment:
                 bad = "CRC mismatch"
                 break
             infos.append((position, size, base + lod, max_ts))
+            if epoch > latest_epoch:
+                epoch_starts.append((epoch, base))
+                latest_epoch = epoch
             self.next_offset = base + lod + 1
             position += size
         if bad is not None:
@@ -447,6 +456,7 @@ class LogSegment:
         self.index.flush(fsync=False)
         self.time_index.flush(fsync=False)
         self.truncated_bytes = file_size - position
+        self.epoch_starts = epoch_starts
         return self.truncated_bytes
 
     def index_full(self) -> bool:
