@@ -430,3 +430,46 @@ def test_next_deadline_ignores_members_kept_alive_by_parked_requests() -> None:
     deadline = g.next_deadline_ms()
     assert deadline is not None and deadline >= h.now
     assert h.m.next_deadline_ms() == deadline
+
+
+def test_kafka_python_leader_rejoin_sequence_matches_kafka() -> None:
+    """kafka-python's leader rejoins with unchanged metadata when topic metadata changed (new
+    partitions): as in Kafka's GroupCoordinator (Stable + JoinGroup from the leader ->
+    updateMemberAndRebalance), the join is parked until the follower, told by its heartbeat,
+    rejoins; both get generation 2 at once, the leader with every member's metadata; the
+    SyncGroups deliver the leader's new assignment. (The kafka-python 3.0 member that never
+    applies this answer is a client bug: tests/interop/test_groups_scenarios.py,
+    _unstick_kafka_python.)"""
+    h = Harness()
+    leader, follower = h.stable_group(2)
+    rl = h.join(member_id=leader)
+    assert not rl.waiter.done and h.m.groups["g"].state is S.PREPARING_REBALANCE
+    assert h.heartbeat(follower, 1) is Errors.REBALANCE_IN_PROGRESS
+    assert h.heartbeat(leader, 1) is Errors.REBALANCE_IN_PROGRESS  # parked join keeps it alive
+    rf = h.join(member_id=follower)
+    jl, jf = h.result(rl), h.result(rf)
+    assert (jl.error, jl.generation_id, jl.leader_id) == (Errors.NONE, 2, leader)
+    assert (jf.error, jf.generation_id, jf.leader_id) == (Errors.NONE, 2, leader)
+    assert sorted(m[0] for m in jl.members) == sorted([leader, follower]) and jf.members == ()
+    assert h.m.groups["g"].state is S.COMPLETING_REBALANCE
+    assert h.heartbeat(follower, 2) is Errors.NONE  # CompletingRebalance: heartbeats are fine
+    sf = h.sync(follower, 2)
+    assert not sf.waiter.done
+    sl = h.sync(leader, 2, [(leader, b"p0p1"), (follower, b"p2p3")])
+    assert h.result(sl).assignment == b"p0p1" and h.result(sf).assignment == b"p2p3"
+    assert h.m.groups["g"].state is S.STABLE
+    # a SyncGroup of the completed generation (a retry) gets the same assignment back
+    assert h.result(h.sync(follower, 2)).assignment == b"p2p3"
+    assert h.result(h.sync(follower, 1)).error is Errors.ILLEGAL_GENERATION
+
+
+def test_single_member_leader_rejoin_is_answered_at_once() -> None:
+    """The only member (the leader) rejoining while Stable: a new generation at once, no timer
+    (group.initial.rebalance.delay.ms applies to an Empty group only, as in Kafka)."""
+    h = Harness(initial_rebalance_delay_ms=100)
+    (leader,) = h.stable_group(1)
+    r = h.result(h.join(member_id=leader))
+    assert r is not None and (r.error, r.generation_id, r.leader_id) == (Errors.NONE, 2, leader)
+    assert [m[0] for m in r.members] == [leader]
+    assert h.result(h.sync(leader, 2, [(leader, b"both")])).assignment == b"both"
+    assert h.m.groups["g"].state is S.STABLE
