@@ -14,6 +14,7 @@ import threading
 from collections.abc import Callable, Coroutine, Iterable, Iterator
 from typing import Any, TypeVar
 
+from ._bulk import BulkFuture, Segment
 from .aio.admin import AsyncAdmin, ConfigEntry, GroupDescription, NewTopic
 from .aio.consumer import AsyncConsumer, ConsumerRebalanceListener
 from .aio.producer import AsyncProducer
@@ -106,6 +107,31 @@ class Producer:
         return fut
 
     produce = send
+
+    def send_batch(
+        self,
+        topic: str,
+        values: Any,
+        keys: Any = None,
+        partitions: Any = None,
+        headers: Any = None,
+        timestamps: Any = None,
+    ) -> BulkFuture:
+        """Buffer whole columns of records (pyarrow arrays or sequences; see
+        ``odradek.client._bulk``) from the caller's thread; return one ``BulkFuture``
+        (``.result(timeout)`` -> list of ``RecordMetadata`` in input order).
+
+        Same partitions, batches and bytes as calling ``send`` for each row in turn."""
+        aio = self._aio
+        parts = aio._cluster.topics.get(topic)
+        n = len(parts) if parts else self._lt.run(aio._ensure_topic(topic))
+        recs, sizes, ps, nk, tss = aio._prepare_columns(topic, values, keys, partitions, headers, timestamps, n)
+        segments: list[Segment] = []
+        for lo, hi in aio._slices(sizes):
+            seg = aio._append_rows(topic, recs, sizes, ps, nk, lo, hi, n, block=True)
+            assert seg is not None
+            segments.extend(seg)
+        return BulkFuture(topic, len(recs), segments, tss)
 
     def flush(self, timeout: float | None = None) -> None:
         self._lt.run(self._aio.flush(timeout))

@@ -20,12 +20,14 @@ import logging
 import random
 import threading
 import time
+from bisect import bisect_right
 from collections import deque
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
+from itertools import accumulate
 from typing import Any
 
+from .. import _bulk, _records
 from .. import _protocol as proto
-from .. import _records
 from .._cluster import Cluster
 from .._config import PRODUCER, parse_config
 from .._futures import BatchResult, RecordFuture
@@ -376,6 +378,254 @@ class AsyncProducer:
                             partition: int | None = None, timestamp: int | None = None) -> RecordMetadata:
         fut = await self.send(topic, value, key, headers, partition, timestamp)
         return await fut
+
+    # -- columnar bulk append (see odradek.client._bulk) -------------------------------------
+    async def send_batch(
+        self,
+        topic: str,
+        values: Any,
+        keys: Any = None,
+        partitions: Any = None,
+        headers: Any = None,
+        timestamps: Any = None,
+    ) -> _bulk.BulkFuture:
+        """Buffer whole columns of records (see ``odradek.client._bulk``); one ``BulkFuture``.
+
+        Same placement, batches and bytes as ``send`` per row. Waits (up to ``max.block.ms``) for
+        metadata of a new topic and for buffer space; columns larger than a quarter of
+        ``buffer.memory`` are appended in slices.
+        """
+        if not self._started:
+            await self.start()
+        parts = self._cluster.partitions_for(topic)
+        n = len(parts) if parts else await self._ensure_topic(topic)
+        recs, sizes, ps, nk, tss = self._prepare_columns(topic, values, keys, partitions, headers, timestamps, n)
+        segments: list[_bulk.Segment] = []
+        for lo, hi in self._slices(sizes):
+            seg = self._append_rows(topic, recs, sizes, ps, nk, lo, hi, n, block=False)
+            if seg is None:
+                deadline = time.monotonic() + self._max_block
+                while seg is None:
+                    if time.monotonic() > deadline:
+                        raise KafkaTimeoutError("buffer.memory is full: not freed within max.block.ms")
+                    await asyncio.sleep(0.001)
+                    seg = self._append_rows(topic, recs, sizes, ps, nk, lo, hi, n, block=False)
+            segments.extend(seg)
+        return _bulk.BulkFuture(topic, len(recs), segments, tss)
+
+    def _slices(self, sizes: list[int]) -> list[tuple[int, int]]:
+        limit = max(1, self._acc.buffer_memory // 4)
+        cum = list(accumulate(sizes, initial=0))
+        out: list[tuple[int, int]] = []
+        lo, n = 0, len(sizes)
+        while lo < n:
+            hi = max(lo + 1, bisect_right(cum, cum[lo] + limit) - 1)
+            out.append((lo, hi))
+            lo = hi
+        return out
+
+    def _prepare_columns(
+        self,
+        topic: str,
+        values: Any,
+        keys: Any,
+        partitions: Any,
+        headers: Any,
+        timestamps: Any,
+        num_partitions: int,
+    ) -> tuple[list[Any], list[int], list[int] | None, list[bool] | None, list[int]]:
+        """Rows of a ``send_batch`` call: (record tuples, sizes, partition per row or None when
+        every row goes to the sticky partition, null key per row, timestamps).
+
+        Partition -1: chosen by the sticky partitioner at append time (as ``send`` does for a
+        null key, or any key under ``sticky``/``partitioner.ignore.keys``). Validates sizes and
+        explicit partitions before anything is appended."""
+        vals = _bulk.column_bytes(values, self._value_serializer, _to_bytes)
+        n = len(vals)
+        ks = None if keys is None else _bulk.column_bytes(keys, self._key_serializer, _to_bytes)
+        hs = None if headers is None else _bulk.column_headers(headers, _to_bytes)
+        ps = None if partitions is None else _bulk.column_ints(partitions)
+        ts_in = None if timestamps is None else _bulk.column_ints(timestamps)
+        for name, col in (("keys", ks), ("partitions", ps), ("headers", hs), ("timestamps", ts_in)):
+            if col is not None and len(col) != n:
+                raise ValueError(f"send_batch: {name} has {len(col)} rows, values has {n}")
+        now = time.time_ns() // 1_000_000
+        tss = [now] * n if ts_in is None else [now if t is None else t for t in ts_in]
+        o = _RECORD_OVERHEAD
+        if ks is None:
+            sizes = [o if v is None else o + len(v) for v in vals]
+        else:
+            sizes = [o + (0 if k is None else len(k)) + (0 if v is None else len(v)) for k, v in zip(ks, vals, strict=True)]
+        if hs is not None:
+            for i, h in enumerate(hs):
+                if h:
+                    sizes[i] += sum(len(k) + (len(v) if v else 0) + 4 for k, v in h)
+        if n and max(sizes) > self._max_request_size:
+            raise KafkaError(f"record of {max(sizes)} bytes exceeds max.request.size", 10)
+        none_col = [None] * n
+        recs = list(zip(none_col if ks is None else ks, vals, none_col if hs is None else hs, tss, strict=True))
+        strategy = self.config["partitioner.class"]
+        nokeys = ks is None or all(k is None for k in ks)
+        if ps is None and nokeys and strategy != "round_robin":
+            return recs, sizes, None, None, tss
+        parts = [-1] * n if ps is None else [-1 if p is None else int(p) for p in ps]
+        for p in parts:
+            if not -1 <= p < num_partitions:
+                raise KafkaError(f"partition {p} of topic {topic!r} does not exist", 3)
+        null_key = [True] * n if ks is None else [k is None for k in ks]
+        use_keys = not self.config["partitioner.ignore.keys"] and strategy not in ("sticky", "round_robin")
+        for i in range(n):
+            if parts[i] >= 0:
+                continue
+            if strategy == "round_robin":
+                parts[i] = self._choose_partition(topic, None, num_partitions)
+            elif use_keys and not null_key[i]:
+                k = recs[i][0]
+                if _speedups is not None:
+                    parts[i] = (_speedups.murmur2(k) & 0x7FFFFFFF) % num_partitions
+                else:
+                    parts[i] = _records.murmur2_partition(k, num_partitions)
+        return recs, sizes, parts, null_key, tss
+
+    def _sticky_partition(self, topic: str, num_partitions: int) -> int:
+        p = self._sticky.get(topic)
+        if p is None or p >= num_partitions:
+            p = self._choose_partition(topic, None, num_partitions)
+        return p
+
+    def _append_rows(
+        self,
+        topic: str,
+        recs: list[Any],
+        sizes: list[int],
+        parts: list[int] | None,
+        null_key: list[bool] | None,
+        lo: int,
+        hi: int,
+        num_partitions: int,
+        block: bool,
+    ) -> list[_bulk.Segment] | None:
+        """Append rows ``lo:hi`` under one lock, batch boundaries and sticky switches exactly as
+        ``_append`` row by row. None when the buffer is full and ``block`` is False."""
+        if self._closed:
+            raise ProducerClosedError()
+        tps = self._tps.get(topic)
+        if tps is None or len(tps) < num_partitions:
+            tps = self._tps[topic] = [TopicPartition(topic, p) for p in range(num_partitions)]
+        acc = self._acc
+        bs = acc.batch_size
+        cum = list(accumulate(sizes[lo:hi], initial=0))
+        total = cum[-1]
+        segments: list[_bulk.Segment] = []
+        wake = False
+
+        def open_batch(tp: TopicPartition) -> tuple[deque[_Batch], _Batch | None]:
+            q = acc.queues.get(tp)
+            if q is None:
+                q = acc.queues[tp] = deque()
+            return q, (q[-1] if q and q[-1].encoded is None else None)
+
+        def new_batch(q: deque[_Batch], tp: TopicPartition) -> _Batch:
+            nonlocal wake
+            now = time.monotonic()
+            b = _Batch(tp, now, now + self._delivery_timeout)
+            q.append(b)
+            acc.incomplete.add(b.result)
+            if len(q) == 1:
+                wake = True
+            return b
+
+        def put(b: _Batch, rows: Sequence[int], chunk: list[Any], nbytes: int, p: int) -> None:
+            nonlocal wake
+            segments.append((b.result, len(b.records), p, rows))
+            b.records.extend(chunk)
+            b.size += nbytes
+            if b.size >= bs:
+                wake = True
+
+        with acc.lock:
+            if acc.used + total > acc.buffer_memory:
+                if not block:
+                    return None
+                deadline = time.monotonic() + self._max_block
+                while acc.used + total > acc.buffer_memory:
+                    left = deadline - time.monotonic()
+                    if left <= 0 or self._closed:
+                        raise KafkaTimeoutError("buffer.memory is full: not freed within max.block.ms")
+                    acc.room.wait(left)
+            acc.used += total
+            if parts is None:
+                # every row to the sticky partition: fill its open batch, then on overflow the
+                # overflowing row starts a new batch there and the sticky partition moves on
+                i = lo
+                while i < hi:
+                    p = self._sticky_partition(topic, num_partitions)
+                    tp = tps[p]
+                    q, b = open_batch(tp)
+                    only_one = False
+                    if b is None:
+                        b = new_batch(q, tp)
+                    elif b.records and b.size + sizes[i] > bs:
+                        wake = True
+                        self._next_sticky(topic, p, num_partitions)
+                        only_one = self._sticky.get(topic) != p
+                        b = new_batch(q, tp)
+                    if only_one:
+                        j = i + 1
+                    else:
+                        j = bisect_right(cum, cum[i - lo] + bs - b.size, i - lo, hi - lo + 1) - 1 + lo
+                        if j <= i:
+                            j = i + 1
+                    put(b, range(i, j), recs[i:j], cum[j - lo] - cum[i - lo], p)
+                    i = j
+            else:
+                assert null_key is not None
+                # resolve sticky rows by simulating _append's batch fills, then fill per partition
+                fill: dict[int, int] = {}
+                resolved = parts[lo:hi]
+                for k in range(hi - lo):
+                    i = lo + k
+                    p = resolved[k]
+                    if p < 0:
+                        p = resolved[k] = self._sticky_partition(topic, num_partitions)
+                    f = fill.get(p)
+                    if f is None:  # size of the open batch, -1: none
+                        b0 = open_batch(tps[p])[1]
+                        f = -1 if b0 is None else b0.size
+                    if f < 0:
+                        f = 61
+                    elif f > 61 and f + sizes[i] > bs:  # full: a new batch (sticky moves on)
+                        if null_key[i] and p == self._sticky.get(topic):
+                            self._next_sticky(topic, p, num_partitions)
+                        f = 61
+                    fill[p] = f + sizes[i]
+                by_part: dict[int, list[int]] = {}
+                for k, p in enumerate(resolved):
+                    rows = by_part.get(p)
+                    if rows is None:
+                        rows = by_part[p] = []
+                    rows.append(lo + k)
+                for p, rows in by_part.items():
+                    tp = tps[p]
+                    q, b = open_batch(tp)
+                    pcum = list(accumulate((sizes[r] for r in rows), initial=0))
+                    k, m = 0, len(rows)
+                    while k < m:
+                        if b is None:
+                            b = new_batch(q, tp)
+                        elif b.records and b.size + sizes[rows[k]] > bs:
+                            wake = True
+                            b = new_batch(q, tp)
+                        j = bisect_right(pcum, pcum[k] + bs - b.size, k, m + 1) - 1
+                        if j <= k:
+                            j = k + 1
+                        chunk = rows[k:j]
+                        put(b, chunk, [recs[r] for r in chunk], pcum[j] - pcum[k], p)
+                        k = j
+                        b = q[-1]
+        if wake:
+            self._wake_threadsafe()
+        return segments
 
     async def flush(self, timeout: float | None = None) -> None:
         """Send everything buffered now and wait until it is acknowledged (or failed)."""
