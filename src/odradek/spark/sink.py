@@ -33,6 +33,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import pyarrow as pa
+import pyarrow.compute as pc
 from pyspark.sql.datasource import (
     DataSourceArrowWriter,
     DataSourceStreamArrowWriter,
@@ -103,30 +104,11 @@ def validate_sink_schema(schema: StructType, opts: SinkOptions) -> None:
             )
 
 
-def _column(batch: pa.RecordBatch, name: str) -> list[Any] | None:
+def _arrow_column(batch: pa.RecordBatch, name: str) -> pa.Array | None:
     names = [n.lower() for n in batch.schema.names]
     if name not in names:
         return None
-    return batch.column(names.index(name)).to_pylist()
-
-
-def _bytes_column(batch: pa.RecordBatch, name: str) -> list[bytes | None] | None:
-    """A string or binary column as a list of bytes (strings UTF-8 encoded by Arrow)."""
-    names = [n.lower() for n in batch.schema.names]
-    if name not in names:
-        return None
-    col = batch.column(names.index(name))
-    if pa.types.is_string(col.type) or pa.types.is_large_string(col.type):
-        col = col.cast(pa.binary())
-    return col.to_pylist()
-
-
-def _as_bytes(v: Any) -> bytes | None:
-    if v is None or isinstance(v, bytes):
-        return v
-    if isinstance(v, str):
-        return v.encode()
-    return bytes(v)
+    return batch.column(names.index(name))
 
 
 def _check(fut: Any) -> None:
@@ -135,9 +117,26 @@ def _check(fut: Any) -> None:
         raise exc
 
 
+def _split_by_topic(opts: SinkOptions, batch: pa.RecordBatch) -> list[tuple[str, pa.RecordBatch]]:
+    """(target topic, its rows) of one input batch: the ``topic`` option, else the column."""
+    if opts.topic:
+        return [(opts.topic, batch)]
+    col = _arrow_column(batch, "topic")
+    assert col is not None  # validate_sink_schema: no topic option -> a topic column
+    if col.null_count:
+        raise ValueError("row has a null 'topic' and no 'topic' option is set (odradek sink)")
+    uniq = pc.unique(col).to_pylist()
+    if len(uniq) == 1:
+        return [(uniq[0], batch)]
+    return [(t, batch.filter(pc.equal(col, t))) for t in uniq]
+
+
 def produce_batches(opts: SinkOptions, batches: Iterable[pa.RecordBatch]) -> dict[str, int]:
     """Send every row with one idempotent producer; flush; raise on any failed send.
 
+    One ``Producer.send_batch`` call per input Arrow batch (and target topic): the columns go
+    to the client as Arrow arrays — value, key, partition, headers (with ``includeHeaders``) —
+    and are partitioned and batched there exactly as per-row ``send`` would.
     Returns rows per target topic.
     """
     client = _client.client_module()
@@ -147,44 +146,21 @@ def produce_batches(opts: SinkOptions, batches: Iterable[pa.RecordBatch]) -> dic
     counts: dict[str, int] = collections.Counter()
     try:
         for batch in batches:
-            n = batch.num_rows
-            if n == 0:
+            if batch.num_rows == 0:
                 continue
-            values = _bytes_column(batch, "value")
-            assert values is not None
-            keys = _bytes_column(batch, "key")
-            topics = None if opts.topic else _column(batch, "topic")
-            parts = _column(batch, "partition")
-            headers = _column(batch, "headers") if opts.include_headers else None
-            send = producer.send
-            append = pending.append
-            if topics is None and keys is None and parts is None and not headers:
-                # the common fast path: values only, one topic
-                topic = opts.topic
-                assert topic is not None  # validate_sink_schema: no topic column -> option
-                for v in values:
-                    append(send(topic, v))
-                counts[topic] += n
-            else:
-                for i in range(n):
-                    topic = opts.topic or (topics[i] if topics is not None else None)
-                    if topic is None:
-                        raise ValueError(
-                            "row has a null 'topic' and no 'topic' option is set (odradek sink)"
-                        )
-                    hdrs = None
-                    if headers is not None and headers[i]:
-                        hdrs = [(h["key"], _as_bytes(h["value"])) for h in headers[i]]
-                    append(
-                        send(
-                            topic,
-                            values[i],
-                            key=keys[i] if keys is not None else None,
-                            headers=hdrs,
-                            partition=parts[i] if parts is not None else None,
-                        )
+            for topic, rows in _split_by_topic(opts, batch):
+                values = _arrow_column(rows, "value")
+                assert values is not None
+                pending.append(
+                    producer.send_batch(
+                        topic,
+                        values,
+                        keys=_arrow_column(rows, "key"),
+                        partitions=_arrow_column(rows, "partition"),
+                        headers=_arrow_column(rows, "headers") if opts.include_headers else None,
                     )
-                    counts[topic] += 1
+                )
+                counts[topic] += rows.num_rows
             while pending and pending[0].done():
                 _check(pending.popleft())
         producer.flush()
