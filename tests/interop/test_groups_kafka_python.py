@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import time
+import uuid
+from typing import Any
+
 import pytest
 
-from .test_groups_scenarios import GroupScenarios
+from .test_groups_scenarios import GroupScenarios, _unstick_kafka_python, create_topic
 
 pytestmark = pytest.mark.interop
 
@@ -19,3 +23,136 @@ BROKER_SETTINGS = {
 
 class TestKafkaPythonGroups(GroupScenarios):
     client = "kafka-python"
+
+
+# -- kafka-python 3.0's lost join (client side) ----------------------------------------------
+#
+# A kafka-python 3.0 group leader rejoins by itself when the topic metadata it assigned from
+# changes (ConsumerCoordinator.need_rejoin: _assignment_snapshot != _metadata_snapshot). If
+# poll()'s timeout ends while that JoinGroup is in flight, join_group_async returns and leaves
+# _join_task running; the task's _perform_assignment then sets _assignment_snapshot =
+# _metadata_snapshot, so need_rejoin() is False again, and neither ConsumerCoordinator.poll
+# (`if self.need_rejoin():`) nor join_group_async (`while self.need_rejoin():`) ever looks at
+# the finished task: _on_join_complete never runs, the member stays "rebalancing" with its
+# heartbeat disabled and applies no assignment, although the coordinator answered JoinGroup
+# and SyncGroup correctly. The Java client's loop condition is rejoinNeededOrPending() =
+# rejoinNeeded || joinFuture != null, which does finish a pending join. These tests make it
+# happen on purpose: the leader's rejoin is parked (as Kafka's GroupCoordinator parks it)
+# until the other member, which is not polled meanwhile, rejoins.
+
+_KP_CONFIG: dict[str, Any] = {
+    "metadata_max_age_ms": 300,
+    "session_timeout_ms": 10_000,
+    "heartbeat_interval_ms": 200,
+    "enable_auto_commit": False,
+}
+
+
+def _partitions(consumer: Any) -> list[int]:
+    return sorted(tp.partition for tp in consumer.assignment())
+
+
+def _poll_until(consumers: list[Any], done: Any, seconds: float, unstick: bool) -> bool:
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        for c in consumers:
+            c.poll(timeout_ms=50)
+            if unstick:
+                _unstick_kafka_python(c)
+        if done():
+            return True
+    return False
+
+
+def _leader_rejoin_parked(bootstrap: str, unstick: bool) -> tuple[Any, Any, Any, str, str]:
+    """Leader A and follower B on a 2-partition topic, then 4 partitions; A polls alone until
+    its rejoin is in flight, then only B polls (so A's join completes while A is not polling).
+    ``unstick``: apply _unstick_kafka_python from the partition change on. Returns (a, b,
+    admin, topic, group)."""
+    from kafka import KafkaConsumer
+    from kafka.admin import KafkaAdminClient, NewPartitions
+    from kafka.coordinator.base import MemberState
+
+    topic = create_topic(bootstrap, 2, prefix="kp-race")
+    group = f"kp-race-{uuid.uuid4().hex[:8]}"
+    kw = dict(bootstrap_servers=bootstrap, group_id=group, **_KP_CONFIG)
+    a = KafkaConsumer(topic, client_id="A", **kw)
+    b = KafkaConsumer(topic, client_id="B", **kw)
+    admin = KafkaAdminClient(bootstrap_servers=bootstrap)
+    # the set-up joins can lose a join the same way (the topic's metadata arriving after the
+    # first join): always unstick them
+    assert _poll_until([a], lambda: _partitions(a) == [0, 1], 20, True)
+    assert _poll_until([a, b], lambda: _partitions(a) == [0] and _partitions(b) == [1], 20, True)
+    assert a._coordinator._is_leader
+    admin.create_partitions({topic: NewPartitions(4)})
+    # A sees 4 partitions and rejoins; its JoinGroup waits for B, so poll() times out with
+    # the join in flight
+    assert _poll_until(
+        [a],
+        lambda: (
+            a._coordinator.state is MemberState.REBALANCING
+            and a._coordinator._join_task is not None
+        ),
+        20,
+        unstick,
+    )
+    for _ in range(3):
+        a.poll(timeout_ms=50)
+    assert not a._coordinator._join_task.is_done
+    # B learns of the rebalance from its heartbeat, rejoins, and gets its new assignment:
+    # A's join (and its leader SyncGroup) finished meanwhile, while A was not polling
+    assert _poll_until([b], lambda: _partitions(b) == [2, 3], 20, unstick)
+    return a, b, admin, topic, group
+
+
+def _broker_assignment(admin: Any, group: str, topic: str) -> tuple[str, dict[str, list[int]]]:
+    described = admin.describe_groups([group])[group]
+    out: dict[str, list[int]] = {}
+    for m in described["members"]:
+        parts = m["member_assignment"]["assigned_partitions"] if m["member_assignment"] else []
+        out[m["client_id"]] = sorted(
+            p for t in parts if t["topic"] == topic for p in t["partitions"]
+        )
+    return described["group_state"], out
+
+
+@pytest.mark.timeout(90)
+def test_kafka_python_leader_loses_a_finished_join_client_side(kafka: Any) -> None:
+    """Without the workaround: the coordinator's view is right (Stable, A holds 0-1, B 2-3)
+    while kafka-python's A never applies the join it got. Skipped once kafka-python applies
+    it (then _unstick_kafka_python can go)."""
+    if kafka.name == "tansu":
+        pytest.skip("Tansu has no CreatePartitions")
+    from kafka.coordinator.base import MemberState
+
+    a, b, admin, topic, group = _leader_rejoin_parked(kafka.bootstrap_servers, unstick=False)
+    try:
+        applied = _poll_until([a, b], lambda: _partitions(a) == [0, 1], 2, unstick=False)
+        if applied:
+            pytest.skip("this kafka-python applies a join that finished between polls")
+        coordinator = a._coordinator
+        assert coordinator.state is MemberState.REBALANCING
+        assert coordinator._join_task.is_done and coordinator._join_task.succeeded()
+        assert not coordinator.need_rejoin()
+        assert _broker_assignment(admin, group, topic) == ("Stable", {"A": [0, 1], "B": [2, 3]})
+    finally:
+        a.close()
+        b.close()
+        admin.close()
+
+
+@pytest.mark.timeout(90)
+def test_kafka_python_leader_rejoin_with_workaround(kafka: Any) -> None:
+    """With _unstick_kafka_python, A rejoins once more and both members own their partitions."""
+    if kafka.name == "tansu":
+        pytest.skip("Tansu has no CreatePartitions")
+    a, b, admin, topic, group = _leader_rejoin_parked(kafka.bootstrap_servers, unstick=True)
+    try:
+        assert _poll_until(
+            [a, b], lambda: _partitions(a) == [0, 1] and _partitions(b) == [2, 3], 20, True
+        ), (_partitions(a), _partitions(b))
+        assert _broker_assignment(admin, group, topic) == ("Stable", {"A": [0, 1], "B": [2, 3]})
+    finally:
+        a.close()
+        b.close()
+        admin.close()

@@ -114,15 +114,40 @@ def _member_kafka_python(cfg: dict[str, Any], stop: threading.Event) -> None:
 
 
 def _unstick_kafka_python(c: Any) -> None:
-    """Work around a kafka-python 3.0 race (client side; the broker's answers are correct).
+    """Work around a kafka-python 3.0 bug (client side; checked against 3.0.12).
 
-    ``join_group_async`` waits for its JoinGroup+SyncGroup task only as long as ``poll``'s
-    timeout; when that expires the task stays in flight. If, by the time it finishes, the
-    reason to rejoin has gone (the leader's assignment refreshed ``_assignment_snapshot`` so it
-    equals the metadata snapshot again), ``need_rejoin()`` is False, the finished task's
-    result is never read and ``_on_join_complete`` never runs: the member stays in the group
-    with no partitions and fetches nothing, forever. Seen when a just-created topic's metadata
-    arrives during the first rebalance. Ask for a rejoin in that state.
+    The exact sequence (a group leader; ``kafka/coordinator/base.py`` and ``consumer.py``):
+
+    1. The leader's metadata changes after it assigned (the topic's partitions arrive after
+       the first join, or partitions are added): ``ConsumerCoordinator.need_rejoin()`` is True
+       because ``_assignment_snapshot != _metadata_snapshot``, while the base flag
+       ``rejoin_needed`` is already False (cleared when the previous join completed).
+    2. ``poll()`` -> ``ConsumerCoordinator.poll`` -> ``ensure_active_group`` ->
+       ``join_group_async`` starts ``_do_join_and_sync_async`` as ``_join_task`` and waits
+       for it only as long as poll's timer; when the timer ends it returns False and leaves
+       the task in flight (comment: "leave self._join_task in flight so the next poll
+       re-awaits it").
+    3. The JoinGroup answer arrives; the task, as leader, runs ``_perform_assignment``,
+       which sets ``_assignment_snapshot = _metadata_snapshot``; it sends SyncGroup and gets
+       its assignment. The task is done.
+    4. Next ``poll()``: ``need_rejoin()`` is now False (snapshots equal, ``rejoin_needed``
+       False), so ``ConsumerCoordinator.poll`` (``if self.need_rejoin():``) never calls
+       ``ensure_active_group``, and ``join_group_async`` (``while self.need_rejoin():``)
+       would not look at the task either: its result is never read,
+       ``_on_join_complete_async`` never runs, ``state`` stays REBALANCING, heartbeats stay
+       disabled, no partitions are assigned, for good. The coordinator's answers are right
+       (DescribeGroups: Stable, the member holds its partitions until its session expires).
+
+    Java's ``AbstractCoordinator`` loops on ``rejoinNeededOrPending()`` = ``rejoinNeeded ||
+    joinFuture != null`` ("if there's a pending joinFuture, we should try to complete
+    handling it"); kafka-python 3.0 dropped the "or pending". Any broker that does not
+    answer a rejoin within the rest of poll's timeout triggers it: a rejoin parked for other
+    members (every multi-member rebalance) or a loaded machine. With
+    group.initial.rebalance.delay.ms=0 the first join completes before kafka-python has the
+    subscribed topic's metadata, so step 1 follows at once (Kafka's default delay of 3 s
+    hides it). Reproduced on purpose in test_groups_kafka_python.py. Workaround: when a
+    finished join task has not been consumed, ask for a rejoin (one more JoinGroup/SyncGroup
+    round, which then completes normally).
     """
     coordinator = getattr(c, "_coordinator", None)
     task = getattr(coordinator, "_join_task", None)
