@@ -52,6 +52,10 @@ def column_bytes(
         t = col.type
         if serializer is None and (pa.types.is_string(t) or pa.types.is_large_string(t)):
             col = col.cast(pa.large_binary() if pa.types.is_large_string(t) else pa.binary())
+        if serializer is None and (
+            pa.types.is_binary(col.type) or pa.types.is_large_binary(col.type)
+        ):
+            return col.to_pylist()  # type: ignore[no-any-return,unused-ignore]  # bytes/None already
         col = col.to_pylist()
     if serializer is None:
         return [v if v is None or type(v) is bytes else to_bytes(v, None) for v in col]

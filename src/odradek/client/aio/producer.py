@@ -462,8 +462,15 @@ class AsyncProducer:
                     sizes[i] += sum(len(k) + (len(v) if v else 0) + 4 for k, v in h)
         if n and max(sizes) > self._max_request_size:
             raise KafkaError(f"record of {max(sizes)} bytes exceeds max.request.size", 10)
-        none_col = [None] * n
-        recs = list(zip(none_col if ks is None else ks, vals, none_col if hs is None else hs, tss, strict=True))
+        # (a comprehension: list(zip(...)) of fresh tuples costs ~2x, mostly in the cyclic GC)
+        recs: list[Any]
+        if ks is None and hs is None and ts_in is None:
+            recs = [(None, v, None, now) for v in vals]
+        else:
+            none_col = [None] * n
+            kcol = none_col if ks is None else ks
+            hcol = none_col if hs is None else hs
+            recs = [(k, v, h, t) for k, v, h, t in zip(kcol, vals, hcol, tss, strict=True)]
         strategy = self.config["partitioner.class"]
         nokeys = ks is None or all(k is None for k in ks)
         if ps is None and nokeys and strategy != "round_robin":
@@ -580,10 +587,12 @@ class AsyncProducer:
                     i = j
             else:
                 assert null_key is not None
-                # resolve sticky rows by simulating _append's batch fills, then fill per partition
+                # resolve sticky rows by simulating _append's batch fills, then fill per partition;
+                # the simulation only matters when a row may use or move the sticky partition
                 fill: dict[int, int] = {}
                 resolved = parts[lo:hi]
-                for k in range(hi - lo):
+                simulate = -1 in resolved or (topic in self._sticky and any(null_key[lo:hi]))
+                for k in range(hi - lo) if simulate else ():
                     i = lo + k
                     p = resolved[k]
                     if p < 0:
