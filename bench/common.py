@@ -146,14 +146,6 @@ def print_table(
     return text
 
 
-def _port_open(port: int) -> bool:
-    try:
-        with socket.create_connection(("127.0.0.1", port), timeout=0.2):
-            return True
-    except OSError:
-        return False
-
-
 class BrokerUnderTest:
     """A broker subprocess on 127.0.0.1: `start()`, `bootstrap_servers`, `pid`, `cpu()`, `stop()`."""
 
@@ -208,30 +200,18 @@ class TansuBroker(BrokerUnderTest):
     name = "tansu"
 
     def start(self) -> TansuBroker:
-        from odradek.testing.tansu import find_tansu_binary
+        from odradek.testing.tansu import TansuProcess
 
-        self.port = free_port()
-        url = f"tcp://127.0.0.1:{self.port}"
-        log = open(self.log_path, "ab")  # noqa: SIM115
-        self.proc = subprocess.Popen(
-            [
-                find_tansu_binary(),
-                "broker",
-                "--listener-url",
-                url,
-                "--advertised-listener-url",
-                url,
-                "--storage-engine",
-                "memory://tansu/",
-            ],
-            stdout=log,
-            stderr=log,
-            stdin=subprocess.DEVNULL,
-            env={**os.environ, "RUST_LOG": "error"},
-        )
-        log.close()
-        wait_for(lambda: _port_open(self.port), 20, "tansu to listen")
+        self._tansu = TansuProcess(log_path=self.log_path).start()  # ready: answers ApiVersions
+        self.port = self._tansu.port
+        self.proc = self._tansu.process
         return self
+
+    def stop(self) -> None:
+        super().stop()
+        tansu = getattr(self, "_tansu", None)
+        if tansu is not None:
+            tansu.stop()  # closes its log file (the process is gone)
 
 
 READY = re.compile(rb"odradek broker listening on ([\d.]+):(\d+)")

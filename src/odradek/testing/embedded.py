@@ -41,13 +41,14 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import contextlib
 import itertools
 import logging
 import shutil
 import tempfile
 import threading
 import weakref
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Iterator, Mapping
 from pathlib import Path
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Literal, TypeVar
@@ -277,11 +278,8 @@ class EmbeddedBroker:
         coordinator) close cleanly after a stop."""
         with self._lifecycle:
             self._stop_sync(keep_data=True)
-            self._pinned_port = self._last_port
-            try:
+            with self._on_last_port():
                 return self.start()
-            finally:
-                self._pinned_port = None
 
     def _stop_sync(self, keep_data: bool) -> None:
         if not self._use_thread:
@@ -290,19 +288,17 @@ class EmbeddedBroker:
             self._stop_sync_locked(keep_data)
 
     def _stop_sync_locked(self, keep_data: bool) -> None:
-        with self._lock:
-            if self._state != _STATE_RUNNING:
-                return
-            self._state = _STATE_STOPPED
-            finished = self._request_stop()
+        stopping, finished = self._leave_running(request_stop=True)
+        if not stopping:
+            return
         try:
             if finished is not None:
                 try:
-                    finished.result(2 * self.stop_timeout + 5)
+                    finished.result(self._join_timeout)
                 except concurrent.futures.TimeoutError:
                     log.error("%s: broker thread did not finish in time", self.name)
         finally:
-            self._join_and_clean(2 * self.stop_timeout + 5, keep_data=keep_data)
+            self._join_and_clean(self._join_timeout, keep_data=keep_data)
 
     def __enter__(self) -> EmbeddedBroker:
         return self.start()
@@ -340,32 +336,27 @@ class EmbeddedBroker:
     async def arestart(self) -> EmbeddedBroker:
         """``restart()`` for code already inside an event loop."""
         await self._astop(keep_data=True)
-        self._pinned_port = self._last_port
-        try:
+        with self._on_last_port():
             return await self.astart()
-        finally:
-            self._pinned_port = None
 
     async def _astop(self, keep_data: bool) -> None:
         if not self._use_thread:
             await self._astop_in_loop(keep_data)
             return
-        with self._lock:
-            if self._state != _STATE_RUNNING:
-                return
-            self._state = _STATE_STOPPED
-            finished = self._request_stop()
+        stopping, finished = self._leave_running(request_stop=True)
+        if not stopping:
+            return
         try:
             if finished is not None:
                 try:
                     await asyncio.wait_for(
-                        asyncio.shield(asyncio.wrap_future(finished)), 2 * self.stop_timeout + 5
+                        asyncio.shield(asyncio.wrap_future(finished)), self._join_timeout
                     )
                 except TimeoutError:
                     log.error("%s: broker thread did not finish in time", self.name)
         finally:
             # The thread has set `finished` as its very last action: joining is immediate.
-            self._join_and_clean(2 * self.stop_timeout + 5, keep_data=keep_data)
+            self._join_and_clean(self._join_timeout, keep_data=keep_data)
 
     async def __aenter__(self) -> EmbeddedBroker:
         return await self.astart()
@@ -453,10 +444,35 @@ class EmbeddedBroker:
             self._state = _STATE_STOPPED
         if finished is not None:
             try:
-                finished.result(2 * self.stop_timeout + 5)
+                finished.result(self._join_timeout)
             except Exception:
                 pass
-        self._join_and_clean(2 * self.stop_timeout + 5)
+        self._join_and_clean(self._join_timeout)
+
+    @property
+    def _join_timeout(self) -> float:
+        """How long stop waits for the broker thread: its own stop, twice, and a margin."""
+        return 2 * self.stop_timeout + 5
+
+    def _leave_running(
+        self, *, request_stop: bool
+    ) -> tuple[bool, concurrent.futures.Future[None] | None]:
+        """Running -> stopped, under the lock. Returns (False, None) when it was not running;
+        else (True, the thread's ``finished`` future when ``request_stop`` asked it to stop)."""
+        with self._lock:
+            if self._state != _STATE_RUNNING:
+                return False, None
+            self._state = _STATE_STOPPED
+            return True, self._request_stop() if request_stop else None
+
+    @contextlib.contextmanager
+    def _on_last_port(self) -> Iterator[None]:
+        """Within the block, start() binds the port of the last run (restart)."""
+        self._pinned_port = self._last_port
+        try:
+            yield
+        finally:
+            self._pinned_port = None
 
     def _request_stop(self) -> concurrent.futures.Future[None] | None:
         loop, event = self._loop, self._stop_event
@@ -565,10 +581,8 @@ class EmbeddedBroker:
         return self
 
     async def _astop_in_loop(self, keep_data: bool = False) -> None:
-        with self._lock:
-            if self._state != _STATE_RUNNING:
-                return
-            self._state = _STATE_STOPPED
+        if not self._leave_running(request_stop=False)[0]:
+            return
         broker = self._broker
         try:
             if broker is not None:

@@ -10,9 +10,8 @@ DeleteTopics v3, Fetch v11.
 ``broker`` arguments accept a bootstrap string (``"host:port[,host:port...]"``) or any object
 with a ``bootstrap_servers`` attribute (``EmbeddedBroker``, ``BrokerProcess``, ``TansuProcess``).
 
-Record batches are decoded here by an independent minimal RecordBatch v2 reader (not the
-broker's ``odradek.protocol.records``), so a test that reads back with ``read_all`` checks the
-broker's bytes with a second implementation.
+Requests are framed and responses decoded by ``odradek.protocol.messages``; record batches are
+read by ``odradek.protocol.records`` (all five codecs; control batches are skipped).
 
 Also here: ``ResourceSnapshot``, a count of this process's open file descriptors, threads and
 listening TCP sockets, for tests that check that nothing leaks.
@@ -20,13 +19,11 @@ listening TCP sockets, for tests that check that nothing leaks.
 
 from __future__ import annotations
 
-import io
 import os
 import socket
 import struct
 import threading
 import time
-import zlib
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
@@ -135,49 +132,20 @@ class _Connection:
 
     def request(self, req: Any) -> Any:
         """Send a kio request entity and return the decoded kio response entity."""
-        from kio.index import load_payload_module
-        from kio.serial import entity_reader, entity_writer
-        from kio.static.constants import EntityType
-        from kio.static.primitive import i32
+        from odradek.protocol.messages import decode_response, encode_request, read_correlation_id
 
         self._correlation_id += 1
-        header_type = req.__header_schema__
-        header = header_type(
-            request_api_key=req.__api_key__,
-            request_api_version=req.__version__,
-            correlation_id=i32(self._correlation_id),
-            client_id=CLIENT_ID,
+        self.sock.sendall(
+            encode_request(req, correlation_id=self._correlation_id, client_id=CLIENT_ID)
         )
-        buf = io.BytesIO()
-        buf.write(b"\0\0\0\0")
-        entity_writer(header_type)(buf, header)
-        entity_writer(type(req))(buf, req)
-        data = buf.getbuffer()
-        struct.pack_into(">i", data, 0, len(data) - 4)
-        self.sock.sendall(data)
-        del data
         (size,) = struct.unpack(">i", self._recv_exact(4))
         body = self._recv_exact(size)
-        (correlation_id,) = struct.unpack_from(">i", body, 0)
+        correlation_id = read_correlation_id(body)
         if correlation_id != self._correlation_id:
             raise ConnectionError(
                 f"correlation id mismatch: sent {self._correlation_id}, got {correlation_id}"
             )
-        offset = 4
-        # Flexible responses carry response header v1 (an empty tagged-field section),
-        # except ApiVersions, whose response header is always v0.
-        if req.__flexible__ and req.__api_key__ != 18:
-            offset += 1
-        module = load_payload_module(
-            int(req.__api_key__), int(req.__version__), EntityType.response
-        )
-        response_type = next(
-            v
-            for k, v in vars(module).items()
-            if k.endswith("Response") and getattr(v, "__type__", None) == EntityType.response
-        )
-        value, _size = entity_reader(response_type)(body, offset)
-        return value
+        return decode_response(int(req.__api_key__), int(req.__version__), body, header=True)
 
 
 def _connect_any(bootstrap: str, timeout: float) -> _Connection:
@@ -434,130 +402,41 @@ def _config_value(value: object) -> str:
     return str(value)
 
 
-# ------------------------------------------------------------- RecordBatch v2 reader
-# Layout (DESIGN.md §4): 0 baseOffset i64 · 8 batchLength i32 · 12 partitionLeaderEpoch i32 ·
-# 16 magic i8 · 17 crc u32 · 21 attributes i16 · 23 lastOffsetDelta i32 · 27 baseTimestamp i64 ·
-# 35 maxTimestamp i64 · 43 producerId i64 · 51 producerEpoch i16 · 53 baseSequence i32 ·
-# 57 recordCount i32 · 61 records.
-
-_BATCH_HEADER = struct.Struct(">qiibIhiqqqhii")
-
-
-def _iter_batch_slices(payload: bytes) -> Iterator[tuple[int, int]]:
-    """(start, end) of every whole batch in ``payload``; a trailing partial batch is ignored."""
-    pos = 0
-    while pos + 12 <= len(payload):
-        (length,) = struct.unpack_from(">i", payload, pos + 8)
-        end = pos + 12 + length
-        if length < 49 or end > len(payload):
-            return
-        yield pos, end
-        pos = end
-
-
-def _next_offset_after(payload: bytes) -> int | None:
-    last: int | None = None
-    for start, _end in _iter_batch_slices(payload):
-        base_offset, _l, _e, _m, _c, _a, last_delta = struct.unpack_from(">qiibIhi", payload, start)
-        last = base_offset + last_delta + 1
-    return last
+# ------------------------------------------------------------------- record batches
 
 
 def _decode_batches(payload: bytes, topic: str, partition: int) -> Iterator[ConsumedRecord]:
-    for start, end in _iter_batch_slices(payload):
-        (
-            base_offset,
-            _length,
-            _epoch,
-            magic,
-            _crc,
-            attributes,
-            _last_delta,
-            base_timestamp,
-            max_timestamp,
-            _pid,
-            _pepoch,
-            _seq,
-            count,
-        ) = _BATCH_HEADER.unpack_from(payload, start)
-        if magic != 2:
-            raise ValueError(f"{topic}-{partition}: batch at {base_offset} has magic {magic}")
-        if attributes & 0x20:
-            continue  # control batch (transaction marker)
-        body = _decompress(attributes & 0x07, payload[start + 61 : end])
-        log_append_time = bool(attributes & 0x08)
-        pos = 0
-        for _ in range(count):
-            length, pos = _varint(body, pos)
-            record_end = pos + length
-            pos += 1  # record attributes
-            ts_delta, pos = _varint(body, pos)
-            offset_delta, pos = _varint(body, pos)
-            key, pos = _bytes_field(body, pos)
-            value, pos = _bytes_field(body, pos)
-            n_headers, pos = _varint(body, pos)
-            headers: list[tuple[str, bytes | None]] = []
-            for _h in range(n_headers):
-                hkey, pos = _bytes_field(body, pos)
-                hvalue, pos = _bytes_field(body, pos)
-                headers.append(((hkey or b"").decode("utf-8", "replace"), hvalue))
-            pos = record_end
+    """The records of every whole batch in ``payload`` (a trailing partial batch is ignored),
+    control batches skipped; raises ValueError on a batch that is not magic 2."""
+    from odradek.protocol.records import iter_batches
+
+    for batch in iter_batches(payload):
+        if batch.magic != 2:
+            raise ValueError(
+                f"{topic}-{partition}: batch at {batch.base_offset} has magic {batch.magic}"
+            )
+        if batch.is_control:
+            continue  # transaction marker
+        for record in batch.records():
             yield ConsumedRecord(
                 topic=topic,
                 partition=partition,
-                offset=base_offset + offset_delta,
-                timestamp=max_timestamp if log_append_time else base_timestamp + ts_delta,
-                key=key,
-                value=value,
-                headers=tuple(headers),
+                offset=record.offset,
+                timestamp=record.timestamp,
+                key=record.key,
+                value=record.value,
+                headers=record.headers,
             )
 
 
-def _varint(buf: bytes, pos: int) -> tuple[int, int]:
-    shift = 0
-    raw = 0
-    while True:
-        b = buf[pos]
-        pos += 1
-        raw |= (b & 0x7F) << shift
-        if not b & 0x80:
-            break
-        shift += 7
-    return (raw >> 1) ^ -(raw & 1), pos
+def _next_offset_after(payload: bytes) -> int | None:
+    """The offset after the last whole batch in ``payload`` (control batches included)."""
+    from odradek.protocol.records import iter_batches
 
-
-def _bytes_field(buf: bytes, pos: int) -> tuple[bytes | None, int]:
-    length, pos = _varint(buf, pos)
-    if length < 0:
-        return None, pos
-    return bytes(buf[pos : pos + length]), pos + length
-
-
-_XERIAL_MAGIC = b"\x82SNAPPY\x00"
-
-
-def _decompress(codec: int, data: bytes) -> bytes:
-    if codec == 0:
-        return data
-    if codec == 1:
-        return zlib.decompress(data, 47)  # gzip or zlib header
-    import cramjam
-
-    if codec == 2:
-        if data.startswith(_XERIAL_MAGIC):  # xerial framing (Java clients): 16-byte header, blocks
-            out = bytearray()
-            pos = 16
-            while pos < len(data):
-                (n,) = struct.unpack_from(">i", data, pos)
-                out += bytes(cramjam.snappy.decompress_raw(data[pos + 4 : pos + 4 + n]))
-                pos += 4 + n
-            return bytes(out)
-        return bytes(cramjam.snappy.decompress_raw(data))
-    if codec == 3:
-        return bytes(cramjam.lz4.decompress(data))
-    if codec == 4:
-        return bytes(cramjam.zstd.decompress(data))
-    raise ValueError(f"unknown compression codec {codec}")
+    last: int | None = None
+    for batch in iter_batches(payload):
+        last = batch.next_offset
+    return last
 
 
 # ------------------------------------------------------------------- leak counting

@@ -16,12 +16,14 @@ from __future__ import annotations
 import os
 import shutil
 import socket
-import struct
 import subprocess
 import sys
 import time
 from pathlib import Path
 from types import TracebackType
+
+from odradek.protocol.errors import ProtocolError
+from odradek.testing.helpers import KafkaProtocolError, api_versions
 
 __all__ = ["TansuProcess", "find_tansu_binary"]
 
@@ -69,19 +71,13 @@ def _free_port() -> int:
         return int(s.getsockname()[1])
 
 
-# ApiVersions v0 request: size, api_key 18, version 0, correlation id 1, client id "probe".
-_PROBE = struct.pack(">hhih5s", 18, 0, 1, 5, b"probe")
-_PROBE = struct.pack(">i", len(_PROBE)) + _PROBE
-
-
 def _answers_api_versions(host: str, port: int, timeout: float) -> bool:
+    """True when ``host:port`` answers an ApiVersions v0 request."""
     try:
-        with socket.create_connection((host, port), timeout=timeout) as s:
-            s.sendall(_PROBE)
-            head = s.recv(8)
-            return len(head) >= 8 and struct.unpack(">i", head[4:8])[0] == 1
-    except OSError:
+        api_versions(f"{host}:{port}", timeout=timeout)
+    except (OSError, ProtocolError, KafkaProtocolError):
         return False
+    return True
 
 
 class TansuProcess:
