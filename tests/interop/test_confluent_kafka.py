@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import time
 from collections.abc import Sequence
 from typing import Any
 
@@ -20,6 +19,7 @@ from confluent_kafka.admin import AdminClient, NewTopic, OffsetSpec
 from .conftest import Target
 from .support import (
     CODECS,
+    Collector,
     Consumed,
     Rec,
     assert_exactly,
@@ -117,14 +117,8 @@ def consume(
                 for p in range(partitions)
             ]
         )
-        out: list[Consumed] = []
-        deadline = time.monotonic() + 30
-        extra_until: float | None = None
-        while time.monotonic() < deadline:
-            if len(out) >= count:
-                extra_until = extra_until or time.monotonic() + 0.3
-                if time.monotonic() > extra_until:
-                    break
+        got = Collector(count)
+        while got.running():
             for m in c.consume(num_messages=1000, timeout=0.1):
                 err = m.error()
                 if err is not None:
@@ -136,7 +130,7 @@ def consume(
                 assert partition is not None and offset is not None
                 headers = m.headers() or []
                 assert isinstance(headers, list)
-                out.append(
+                got.out.append(
                     Consumed(
                         partition,
                         offset,
@@ -147,8 +141,7 @@ def consume(
                         ts_type - 1,  # TIMESTAMP_CREATE_TIME == 1
                     )
                 )
-        assert len(out) >= count, f"consumed {len(out)} of {count} within 30 s"
-        return out
+        return got.result()
     finally:
         c.close()
 

@@ -4,7 +4,6 @@ acks=all: InitProducerId and per-partition sequence checks must work)."""
 from __future__ import annotations
 
 import os
-import time
 from collections.abc import Sequence
 from typing import Any
 
@@ -16,9 +15,11 @@ from kafka.errors import MessageSizeTooLargeError
 from .conftest import Target
 from .support import (
     CODECS,
+    Collector,
     Consumed,
     Rec,
     assert_exactly,
+    consumed_of,
     make_records,
     murmur2_partition,
     unique_topic,
@@ -106,29 +107,12 @@ def consume(
                 c.seek(tp, start[tp.partition])
             else:
                 c.seek_to_beginning(tp)
-        out: list[Consumed] = []
-        deadline = time.monotonic() + 30
-        extra_until: float | None = None
-        while time.monotonic() < deadline:
-            if len(out) >= count:
-                extra_until = extra_until or time.monotonic() + 0.3
-                if time.monotonic() > extra_until:
-                    break
+        got = Collector(count)
+        while got.running():
             for tp, msgs in c.poll(timeout_ms=100, max_records=2000).items():
                 for m in msgs:
-                    out.append(
-                        Consumed(
-                            tp.partition,
-                            m.offset,
-                            m.key,
-                            m.value,
-                            tuple((k, v) for k, v in m.headers),
-                            m.timestamp,
-                            m.timestamp_type,
-                        )
-                    )
-        assert len(out) >= count, f"consumed {len(out)} of {count} within 30 s"
-        return out
+                    got.out.append(consumed_of(tp.partition, m))
+        return got.result()
     finally:
         c.close()
 
