@@ -179,3 +179,60 @@ async def test_failed_start_releases_the_data_dir(tmp_path: Path) -> None:
     # the failed broker released its log dir lock: a new broker can use it
     async with Broker(_config(tmp_path, **{"log.dirs": str(tmp_path / "other")})) as again:
         assert again.bound_port > 0
+
+
+async def test_stop_closes_a_connection_whose_client_stopped_reading(tmp_path: Path) -> None:
+    """stop() aborts connections: a client that never reads its responses must not keep its
+    socket open waiting for the broker's write buffer to drain."""
+    import socket
+
+    from odradek.protocol.messages import encode_request
+
+    broker = Broker(_config(tmp_path, **{"storage.engine": "memory"}))
+    await broker.start()
+    from kio.schema.api_versions.v0.request import ApiVersionsRequest
+
+    frame = encode_request(ApiVersionsRequest(), correlation_id=1, client_id="slow")
+    sock = socket.create_connection(("127.0.0.1", broker.bound_port))
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+    sock.setblocking(False)
+    try:
+        # pipeline requests without reading any answer until the broker stops reading us
+        for sent in range(1, 200_001):  # bounded
+            try:
+                sock.send(frame)
+            except BlockingIOError:
+                break
+            if sent % 256 == 0:
+                await asyncio.sleep(0)  # let the broker answer into its write buffer
+        conns = list(broker._connections.values())
+        assert conns and any(c.transport.get_write_buffer_size() > 0 for c in conns)
+        await asyncio.wait_for(broker.stop(), 5)
+        for _ in range(10):  # connection_lost runs a few loop turns after abort()
+            await asyncio.sleep(0)
+        for c in conns:
+            raw = c.transport.get_extra_info("socket")
+            assert raw is None or raw.fileno() == -1, "socket still open after stop()"
+    finally:
+        sock.close()
+
+
+async def test_a_connection_accepted_after_stop_is_aborted(tmp_path: Path) -> None:
+    """A connection whose connection_made runs after stop() began is refused at once (stop()
+    has already aborted the ones it knew of, so this one would never be closed)."""
+    import socket
+
+    from odradek.broker.server import KafkaConnection
+
+    broker = Broker(_config(tmp_path, **{"storage.engine": "memory"}))
+    await broker.start()
+    await broker.stop()
+    ours, theirs = socket.socketpair()
+    try:
+        loop = asyncio.get_running_loop()
+        transport, conn = await loop.connect_accepted_socket(lambda: KafkaConnection(broker), ours)
+        theirs.settimeout(5)
+        assert theirs.recv(1) == b""  # closed by the broker side
+        assert broker.connection_count == 0 and conn.transport is transport
+    finally:
+        theirs.close()

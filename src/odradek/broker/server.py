@@ -139,6 +139,7 @@ class Broker:
         self._tasks: list[asyncio.Task[None]] = []
         self._background: asyncio.Future[None] | None = None
         self._started = False
+        self._stopping = False  # set for good by stop(): late connections are refused
         self.data_dir: Path | None = None if self.config.in_memory else self.config.data_dirs[0]
         self.next_producer_id = 0
 
@@ -214,6 +215,7 @@ class Broker:
                 self._server.close()
                 self._server = None
             self.log_manager.close()
+            self.metadata.close()
             raise
         self._tasks.append(loop.create_task(self._maintenance_loop()))
         self._started = True
@@ -236,11 +238,14 @@ class Broker:
         if not self._started:
             return
         self._started = False
+        self._stopping = True
         if self._server is not None:
             self._server.close()
         self.purgatory.close()
+        # abort, not close: a client that stopped reading must not keep its socket (and this
+        # stop) waiting for its write buffer to drain
         for conn in list(self._connections.values()):
-            conn.close()
+            conn.abort(None)
         for task in self._tasks:
             task.cancel()
         for task in self._tasks:
@@ -612,6 +617,12 @@ class KafkaConnection(asyncio.Protocol):
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self.transport = transport  # type: ignore[assignment]
+        if self.broker._stopping:
+            # accepted in the same loop turn as stop(): stop() has already aborted the
+            # connections it knew of, so this one would never be closed
+            self._closing = True
+            transport.abort()  # type: ignore[attr-defined]
+            return
         self.connection_id = self.broker._register(self)
         peer = transport.get_extra_info("peername")
         self.client_host = peer[0] if peer else ""
@@ -642,15 +653,12 @@ class KafkaConnection(asyncio.Protocol):
         if self.transport is not None and not self._closing:
             self.transport.resume_reading()
 
-    def close(self) -> None:
-        if self.transport is not None and not self._closing:
-            self._closing = True
-            self.transport.close()
-
-    def abort(self, reason: str) -> None:
-        log.warning(
-            "closing connection %d from %s: %s", self.connection_id, self.client_host, reason
-        )
+    def abort(self, reason: str | None) -> None:
+        """Close at once, dropping unsent responses; ``reason`` is logged (None: shutdown)."""
+        if reason is not None:
+            log.warning(
+                "closing connection %d from %s: %s", self.connection_id, self.client_host, reason
+            )
         self._closing = True
         if self.transport is not None:
             self.transport.abort()
