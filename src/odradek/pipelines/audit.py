@@ -34,6 +34,8 @@ from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from odradek.pipelines._streaming import with_client_options
+
 __all__ = [
     "AUDIT_HEADER",
     "DEFAULT_AUDIT_TOPIC",
@@ -175,9 +177,7 @@ def run_audit(
             .option("kafka.bootstrap.servers", bootstrap_servers)
             .option("subscribe", subscribe)
         )
-        for k, v in (client_options or {}).items():
-            r = r.option(f"kafka.{k}", v)
-        return r.load()
+        return with_client_options(r, client_options).load()
 
     ms = F.unix_millis(F.col("timestamp"))
     actual = (

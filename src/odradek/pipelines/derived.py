@@ -17,7 +17,9 @@ checkpoint holds source offsets and aggregation state.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any, Literal
+from typing import Any
+
+from odradek.pipelines._streaming import Trigger, with_client_options, with_trigger
 
 __all__ = ["build_page_views_query", "page_views_frame"]
 
@@ -69,7 +71,7 @@ def build_page_views_query(
     checkpoint: str,
     window: str = "1 minute",
     watermark: str = "1 minute",
-    trigger: Literal["available-now", "continuous"] = "available-now",
+    trigger: Trigger = "available-now",
     interval: str = "10 seconds",
     starting_offsets: str = "earliest",
     client_options: Mapping[str, str] | None = None,
@@ -81,8 +83,7 @@ def build_page_views_query(
         .option("subscribe", source_topic)
         .option("startingOffsets", starting_offsets)
     )
-    for k, v in (client_options or {}).items():
-        reader = reader.option(f"kafka.{k}", v)
+    reader = with_client_options(reader, client_options)
     frame = page_views_frame(reader.load(), window=window, watermark=watermark)
     writer = (
         frame.writeStream.format("odradek")
@@ -91,12 +92,5 @@ def build_page_views_query(
         .option("checkpointLocation", checkpoint)
         .outputMode("append")
     )
-    for k, v in (client_options or {}).items():
-        writer = writer.option(f"kafka.{k}", v)
-    if trigger == "available-now":
-        writer = writer.trigger(availableNow=True)
-    elif trigger == "continuous":
-        writer = writer.trigger(processingTime=interval)
-    else:
-        raise ValueError(f"unknown trigger {trigger!r} (available-now, continuous)")
-    return writer.start()
+    writer = with_client_options(writer, client_options)
+    return with_trigger(writer, trigger, interval).start()

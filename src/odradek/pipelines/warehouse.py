@@ -32,6 +32,8 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Literal
 
+from odradek.pipelines._streaming import Trigger, with_client_options, with_trigger
+
 __all__ = ["avro_decoder", "build_warehouse_query", "warehouse_frame"]
 
 ValueFormat = Literal["raw", "json", "avro"]
@@ -118,7 +120,7 @@ def build_warehouse_query(
     subscribe: str | None = None,
     subscribe_pattern: str | None = None,
     checkpoint: str | Path | None = None,
-    trigger: Literal["available-now", "continuous"] = "available-now",
+    trigger: Trigger = "available-now",
     interval: str = "30 seconds",
     value_format: ValueFormat = "raw",
     value_schema: str | None = None,
@@ -147,8 +149,7 @@ def build_warehouse_query(
         reader = reader.option("subscribePattern", subscribe_pattern)
     if max_offsets_per_trigger:
         reader = reader.option("maxOffsetsPerTrigger", str(max_offsets_per_trigger))
-    for k, v in (client_options or {}).items():
-        reader = reader.option(f"kafka.{k}", v)
+    reader = with_client_options(reader, client_options)
     frame = warehouse_frame(
         reader.load(),
         value_format=value_format,
@@ -166,10 +167,4 @@ def build_warehouse_query(
     )
     if query_name:
         writer = writer.queryName(query_name)
-    if trigger == "available-now":
-        writer = writer.trigger(availableNow=True)
-    elif trigger == "continuous":
-        writer = writer.trigger(processingTime=interval)
-    else:
-        raise ValueError(f"unknown trigger {trigger!r} (available-now, continuous)")
-    return writer.start()
+    return with_trigger(writer, trigger, interval).start()
