@@ -348,29 +348,42 @@ def small_phase(
     cpu1, client1 = broker.cpu(), _own_cpu()
     if errors:
         raise RuntimeError(f"small: errors {errors[:3]}")
-    duration = stop - start
-    result: dict[str, Any] = {
-        "requests_s": len(done) / duration,
-        "p50_ms": percentile([lat for _, lat in done], 50),
-        "p99_ms": percentile([lat for _, lat in done], 99),
+    summary, per_slice = _request_stats(start, stop, done, slices)
+    return {
+        **summary,
         "cpu_s_per_m": (cpu1 - cpu0) / max(1, len(done)) * 1e6,
         "client_cpu_s_per_m": (client1 - client0) / max(1, len(done)) * 1e6,
         "count": len(done),
+        "slices": per_slice,
+    }
+
+
+def _request_stats(
+    start: float, stop: float, done: list[tuple[float, float]], slices: int
+) -> tuple[dict[str, float], list[dict[str, float]]]:
+    """Requests/s and p50/p99 latency (ms) of ``done`` ([(answered at, latency ms)], monotonic
+    times) over ``start``..``stop``, and the same for each of ``slices`` equal time slices (a
+    slice holds the answers in [lo, hi); the last one also the answer at ``stop``)."""
+    duration = stop - start
+    lats = [lat for _, lat in done]
+    summary = {
+        "requests_s": len(done) / duration,
+        "p50_ms": percentile(lats, 50),
+        "p99_ms": percentile(lats, 99),
     }
     width = duration / slices
     per_slice = []
     for k in range(slices):
         lo, hi = start + k * width, start + (k + 1) * width
-        lats = [lat for t, lat in done if lo <= t < hi or (k == slices - 1 and t == hi)]
+        sl = [lat for t, lat in done if lo <= t < hi or (k == slices - 1 and t == hi)]
         per_slice.append(
             {
-                "requests_s": len(lats) / width,
-                "p50_ms": percentile(lats, 50),
-                "p99_ms": percentile(lats, 99),
+                "requests_s": len(sl) / width,
+                "p50_ms": percentile(sl, 50),
+                "p99_ms": percentile(sl, 99),
             }
         )
-    result["slices"] = per_slice
-    return result
+    return summary, per_slice
 
 
 def _raw_small_client(
@@ -379,47 +392,30 @@ def _raw_small_client(
     """Child process: pipelined Produce v8 requests (acks=1, one 100-byte record each) over one
     socket, at most `window` outstanding; sends back [(monotonic at response, latency ms)] and the
     number of error responses seen in the sampled decodes."""
-    import io
+    import datetime
     import socket
 
     from kio.schema.produce.v8.request import PartitionProduceData, ProduceRequest, TopicProduceData
-    from kio.schema.produce.v8.response import ProduceResponse
-    from kio.schema.request_header.v1.header import RequestHeader
     from kio.schema.types import TopicName
-    from kio.serial import entity_reader, entity_writer
     from kio.static.primitive import Records, i16, i32, i32Timedelta
 
+    from odradek.protocol.messages import decode_response, encode_request
     from odradek.protocol.records import build_batch
 
     batch = build_batch([(None, os.urandom(RECORD_SIZE), (), int(time.time() * 1000))])
-    body = io.BytesIO()
-    entity_writer(RequestHeader)(
-        body,
-        RequestHeader(
-            request_api_key=i16(0),
-            request_api_version=i16(8),
-            correlation_id=i32(0),
-            client_id="bench",
-        ),
-    )
-    import datetime
-
-    entity_writer(ProduceRequest)(
-        body,
-        ProduceRequest(
-            transactional_id=None,
-            acks=i16(1),
-            timeout=i32Timedelta.parse(datetime.timedelta(seconds=30)),
-            topic_data=(
-                TopicProduceData(
-                    name=TopicName(topic),
-                    partition_data=(PartitionProduceData(index=i32(0), records=Records(batch)),),
-                ),
+    request = ProduceRequest(
+        transactional_id=None,
+        acks=i16(1),
+        timeout=i32Timedelta.parse(datetime.timedelta(seconds=30)),
+        topic_data=(
+            TopicProduceData(
+                name=TopicName(topic),
+                partition_data=(PartitionProduceData(index=i32(0), records=Records(batch)),),
             ),
         ),
     )
-    frame = bytearray(struct.pack(">i", len(body.getvalue())) + body.getvalue())
-    read_response = entity_reader(ProduceResponse)
+    # size i32 | api key i16 | version i16 | correlation id i32 (patched per request at 8) | ...
+    frame = bytearray(encode_request(request, correlation_id=0, client_id="bench"))
     host, port = bootstrap.rsplit(":", 1)
     sock = socket.create_connection((host, int(port)))
     sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
@@ -453,7 +449,7 @@ def _raw_small_client(
                 break
             (cid,) = struct.unpack_from(">i", buf, pos + 4)
             if cid % 1000 == 0:  # decode a sample fully: every response must be error-free
-                resp, _ = read_response(bytes(buf[pos + 8 : pos + 4 + size]), 0)
+                resp = decode_response(0, 8, bytes(buf[pos + 4 : pos + 4 + size]), header=True)
                 errors += sum(
                     1 for t in resp.responses for pr in t.partition_responses if pr.error_code != 0
                 )
@@ -505,25 +501,9 @@ def small_raw_phase(
     errors = sum(r[2] for r in results)
     if errors or not done:
         raise RuntimeError(f"small-raw: {errors} error responses, {len(done)} answered")
-    stop = done[-1][0]
-    duration = stop - start
-    lats = [lat for _, lat in done]
-    width = duration / slices
-    per_slice = []
-    for k in range(slices):
-        lo, hi = start + k * width, start + (k + 1) * width
-        sl = [lat for t, lat in done if lo <= t < hi or (k == slices - 1 and t == hi)]
-        per_slice.append(
-            {
-                "requests_s": len(sl) / width,
-                "p50_ms": percentile(sl, 50),
-                "p99_ms": percentile(sl, 99),
-            }
-        )
+    summary, per_slice = _request_stats(start, done[-1][0], done, slices)
     return {
-        "requests_s": len(done) / duration,
-        "p50_ms": percentile(lats, 50),
-        "p99_ms": percentile(lats, 99),
+        **summary,
         "cpu_s_per_m": (cpu1 - cpu0) / len(done) * 1e6,
         "count": len(done),
         "slices": per_slice,
@@ -604,6 +584,10 @@ def make_broker(name: str, args: argparse.Namespace) -> BrokerUnderTest:
     return TansuBroker()
 
 
+Metric = tuple[str, str, str, str, Callable[[float, float], bool] | None]
+"""(label, phase, result key, target text, check(odradek, tansu) or None)."""
+
+
 def summarize(results: dict[str, list[dict[str, Any]]], args: argparse.Namespace) -> str:
     names = list(results)
 
@@ -622,68 +606,52 @@ def summarize(results: dict[str, list[dict[str, Any]]], args: argparse.Namespace
     def ratio(a: float, b: float) -> float:
         return a / b if b else float("nan")
 
-    metrics: list[tuple[str, str, str, str, Callable[[float, float], bool] | None]] = []
-    for p in (1, 6):
-        metrics += [
+    def throughput(kind: str, p: int) -> list[Metric]:
+        """records/s (target: at least Tansu's), MB/s, broker CPU (target: at most half)."""
+        phase = f"{kind}_{p}p"
+        return [
+            (f"{kind} {p}p records/s", phase, "records_s", ">= Tansu", lambda o, t: o >= t),
+            (f"{kind} {p}p MB/s", phase, "mb_s", "", None),
             (
-                f"produce {p}p records/s",
-                f"produce_{p}p",
-                "records_s",
-                ">= Tansu",
-                lambda o, t: o >= t,
-            ),
-            (f"produce {p}p MB/s", f"produce_{p}p", "mb_s", "", None),
-            (
-                f"produce {p}p broker CPU s / M records",
-                f"produce_{p}p",
-                "cpu_s_per_m",
-                "<= 0.5 x Tansu",
-                lambda o, t: o <= 0.5 * t,
-            ),
-            (f"produce {p}p broker user s / M", f"produce_{p}p", "user_s_per_m", "", None),
-            (f"produce {p}p broker system s / M", f"produce_{p}p", "sys_s_per_m", "", None),
-            (f"produce {p}p broker minor faults / M", f"produce_{p}p", "minflt_per_m", "", None),
-            (
-                f"consume {p}p records/s",
-                f"consume_{p}p",
-                "records_s",
-                ">= Tansu",
-                lambda o, t: o >= t,
-            ),
-            (f"consume {p}p MB/s", f"consume_{p}p", "mb_s", "", None),
-            (
-                f"consume {p}p broker CPU s / M records",
-                f"consume_{p}p",
+                f"{kind} {p}p broker CPU s / M records",
+                phase,
                 "cpu_s_per_m",
                 "<= 0.5 x Tansu",
                 lambda o, t: o <= 0.5 * t,
             ),
         ]
+
+    def requests(label: str, phase: str, what: str) -> list[Metric]:
+        """requests/s (target: 50,000), p50 and p99 latency, broker CPU per request."""
+        return [
+            (
+                f"{label} requests/s ({what})",
+                phase,
+                "requests_s",
+                ">= 50,000",
+                lambda o, _t: o >= 50_000,
+            ),
+            (f"{label} p50 ms", phase, "p50_ms", "", None),
+            (f"{label} p99 ms", phase, "p99_ms", "", None),
+            (f"{label} broker CPU s / M requests", phase, "cpu_s_per_m", "", None),
+        ]
+
+    metrics: list[Metric] = []
+    for p in (1, 6):
+        metrics += throughput("produce", p)
+        metrics += [
+            (f"produce {p}p broker user s / M", f"produce_{p}p", "user_s_per_m", "", None),
+            (f"produce {p}p broker system s / M", f"produce_{p}p", "sys_s_per_m", "", None),
+            (f"produce {p}p broker minor faults / M", f"produce_{p}p", "minflt_per_m", "", None),
+        ]
+        metrics += throughput("consume", p)
     metrics += [
         (f"e2e p50 ms @ {args.e2e_rate}/s", "e2e", "p50_ms", "", None),
         (f"e2e p99 ms @ {args.e2e_rate}/s", "e2e", "p99_ms", "<= 5 ms", lambda o, _t: o <= 5.0),
-        (
-            "small requests/s (1 record each)",
-            "small",
-            "requests_s",
-            ">= 50,000",
-            lambda o, _t: o >= 50_000,
-        ),
-        ("small p50 ms", "small", "p50_ms", "", None),
-        ("small p99 ms", "small", "p99_ms", "", None),
-        ("small broker CPU s / M requests", "small", "cpu_s_per_m", "", None),
-        ("small client CPU s / M requests", "small", "client_cpu_s_per_m", "", None),
-        (
-            "small-raw requests/s (pipelined socket)",
-            "small_raw",
-            "requests_s",
-            ">= 50,000",
-            lambda o, _t: o >= 50_000,
-        ),
-        ("small-raw p50 ms", "small_raw", "p50_ms", "", None),
-        ("small-raw p99 ms", "small_raw", "p99_ms", "", None),
-        ("small-raw broker CPU s / M requests", "small_raw", "cpu_s_per_m", "", None),
     ]
+    metrics += requests("small", "small", "1 record each")
+    metrics += [("small client CPU s / M requests", "small", "client_cpu_s_per_m", "", None)]
+    metrics += requests("small-raw", "small_raw", "pipelined socket")
     rows = []
     for label, phase, key, target, check in metrics:
         vals = [med(n, phase, key) for n in names]
