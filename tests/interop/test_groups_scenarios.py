@@ -149,7 +149,7 @@ def _unstick_kafka_python(c: Any) -> None:
     finished join task has not been consumed, ask for a rejoin (one more JoinGroup/SyncGroup
     round, which then completes normally).
     """
-    coordinator = getattr(c, "_coordinator", None)
+    coordinator: Any = getattr(c, "_coordinator", None)
     task = getattr(coordinator, "_join_task", None)
     if task is not None and task.is_done and not coordinator.need_rejoin():
         coordinator.rejoin_needed = True
