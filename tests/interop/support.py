@@ -186,6 +186,7 @@ def assert_exactly(
     partition_of: Callable[[bytes, int], int] | None = None,
     placement: Sequence[int] | None = None,
     start_offsets: dict[int, int] | None = None,
+    reports: Iterable[tuple[int, int]] | None = None,
 ) -> None:
     """Assert that `consumed` is exactly `produced`, split over partitions, in order.
 
@@ -195,7 +196,9 @@ def assert_exactly(
       given) and a partition's records are those of its keys;
     * per partition, the consumed records equal the produced records placed there, in produce
       order, with keys, values, headers and CreateTime timestamps intact;
-    * nothing is missing and nothing is extra.
+    * nothing is missing and nothing is extra;
+    * `reports`, the (partition, offset) of each produced record from the producer's delivery
+      reports, when given, name exactly the offsets consumed.
     """
     by_partition: dict[int, list[Consumed]] = {p: [] for p in range(partitions)}
     for c in consumed:
@@ -237,6 +240,10 @@ def assert_exactly(
         for i, (g, e) in enumerate(zip(got, want, strict=False)):
             assert g == e, f"partition {p}, record {i}: got {g}, expected {e}"
         assert len(got) == len(want), f"partition {p}: {len(got)} records, expected {len(want)}"
+
+    if reports is not None:
+        read = sorted((c.partition, c.offset) for p in by_partition for c in by_partition[p])
+        assert sorted(reports) == read, "delivery reports name other offsets than those read"
 
 
 def wait_for(

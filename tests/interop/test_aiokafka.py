@@ -52,21 +52,34 @@ async def produce(
     producer = AIOKafkaProducer(bootstrap_servers=bootstrap, linger_ms=5, **config)
     await producer.start()
     try:
-        futures = [
-            await producer.send(
-                topic,
-                key=r.key,
-                value=r.value,
-                headers=list(r.headers),
-                timestamp_ms=r.timestamp,
-                partition=None if partition_of is None else partition_of(i),
-            )
-            for i, r in enumerate(records)
-        ]
-        mds = await asyncio.wait_for(asyncio.gather(*futures), 30)
-        return [(md.partition, md.offset) for md in mds]
+        return await send_all(producer, topic, records, partition_of=partition_of, timeout=30)
     finally:
         await producer.stop()
+
+
+async def send_all(
+    producer: AIOKafkaProducer,
+    topic: str,
+    records: Sequence[Rec],
+    *,
+    partition_of: Any = None,
+    timeout: float,
+) -> list[tuple[int, int]]:
+    """Send `records` (explicit partition if `partition_of(i)` is given) and wait at most
+    `timeout` s for all of them; returns the (partition, offset) of each."""
+    futures = [
+        await producer.send(
+            topic,
+            key=r.key,
+            value=r.value,
+            headers=list(r.headers),
+            timestamp_ms=r.timestamp,
+            partition=None if partition_of is None else partition_of(i),
+        )
+        for i, r in enumerate(records)
+    ]
+    mds = await asyncio.wait_for(asyncio.gather(*futures), timeout)
+    return [(md.partition, md.offset) for md in mds]
 
 
 def open_consumer(bootstrap: str) -> AIOKafkaConsumer:
@@ -112,8 +125,9 @@ async def test_roundtrip_keyed_records_with_headers(kafka: Target, codec: str) -
         kafka.bootstrap_servers, topic, records, compression_type=None if codec == "none" else codec
     )
     got = await consume(kafka.bootstrap_servers, topic, PARTITIONS, len(records))
-    assert_exactly(records, got, partitions=PARTITIONS, partition_of=murmur2_partition)
-    assert sorted(reports) == sorted((c.partition, c.offset) for c in got)
+    assert_exactly(
+        records, got, partitions=PARTITIONS, partition_of=murmur2_partition, reports=reports
+    )
 
 
 async def check_list_offsets(bootstrap: str, topic: str, by: dict[int, list[Rec]]) -> None:
@@ -191,19 +205,8 @@ async def test_message_too_large_then_still_usable(kafka: Target) -> None:
                 20,
             )
         small = make_records(20, tag="ak-small")
-        futures = [
-            await producer.send(
-                topic,
-                key=r.key,
-                value=r.value,
-                headers=list(r.headers),
-                timestamp_ms=r.timestamp,
-                partition=0,
-            )
-            for r in small
-        ]
-        mds = await asyncio.wait_for(asyncio.gather(*futures), 20)
-        assert [md.offset for md in mds] == list(range(20))
+        reports = await send_all(producer, topic, small, partition_of=lambda i: 0, timeout=20)
+        assert [offset for _p, offset in reports] == list(range(20))
     finally:
         await producer.stop()
     got = await consume(kafka.bootstrap_servers, topic, 1, len(small))
