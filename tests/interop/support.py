@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import os
 import shutil
-import socket
 import sys
 import time
 import uuid
@@ -32,7 +31,6 @@ __all__ = [
     "Rec",
     "assert_exactly",
     "consumed_of",
-    "free_port",
     "librdkafka_partition",
     "make_records",
     "murmur2_partition",
@@ -262,12 +260,6 @@ def wait_for(
         if time.monotonic() > deadline:
             raise TimeoutError(f"timed out after {timeout}s waiting for {what}") from last_exc
         time.sleep(interval)
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 # --------------------------------------------------------------------------------------------
