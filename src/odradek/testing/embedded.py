@@ -289,16 +289,8 @@ class EmbeddedBroker:
 
     def _stop_sync_locked(self, keep_data: bool) -> None:
         stopping, finished = self._leave_running(request_stop=True)
-        if not stopping:
-            return
-        try:
-            if finished is not None:
-                try:
-                    finished.result(self._join_timeout)
-                except concurrent.futures.TimeoutError:
-                    log.error("%s: broker thread did not finish in time", self.name)
-        finally:
-            self._join_and_clean(self._join_timeout, keep_data=keep_data)
+        if stopping:
+            self._wait_finished_and_clean(finished, keep_data=keep_data)
 
     def __enter__(self) -> EmbeddedBroker:
         return self.start()
@@ -442,12 +434,21 @@ class EmbeddedBroker:
         with self._lock:
             finished = self._request_stop()
             self._state = _STATE_STOPPED
-        if finished is not None:
-            try:
-                finished.result(self._join_timeout)
-            except Exception:
-                pass
-        self._join_and_clean(self._join_timeout)
+        self._wait_finished_and_clean(finished, keep_data=False)
+
+    def _wait_finished_and_clean(
+        self, finished: concurrent.futures.Future[None] | None, *, keep_data: bool
+    ) -> None:
+        """Block until the broker thread sets ``finished`` (its last action; bounded by the join
+        timeout, logged when exceeded), then join it and clean up."""
+        try:
+            if finished is not None:
+                try:
+                    finished.result(self._join_timeout)
+                except concurrent.futures.TimeoutError:
+                    log.error("%s: broker thread did not finish in time", self.name)
+        finally:
+            self._join_and_clean(self._join_timeout, keep_data=keep_data)
 
     @property
     def _join_timeout(self) -> float:
