@@ -24,7 +24,9 @@ import time
 import uuid
 from typing import Any
 
-CLIENTS = ["odradek", "confluent-kafka", "kafka-python", "aiokafka"]
+CLIENTS = ["odradek", "odradek-send_batch", "confluent-kafka", "kafka-python", "aiokafka"]
+"""``odradek-send_batch``: odradek.client's columnar ``Producer.send_batch`` (100,000-value
+lists per call); it consumes like ``odradek``."""
 
 
 # -- workloads (run inside a child process) ---------------------------------------------------
@@ -38,6 +40,20 @@ def produce(client: str, bs: str, topic: str, n: int, size: int) -> float:
         send = p.send
         for _ in range(n):
             send(topic, value)
+        p.flush()
+        el = time.perf_counter() - t
+        p.close()
+        return el
+    if client == "odradek-send_batch":
+        from odradek.client import Producer
+
+        p = Producer({"bootstrap.servers": bs, "acks": "1", "linger.ms": 5, "batch.size": 262144})
+        chunk = [value] * 100_000
+        t = time.perf_counter()
+        left = n
+        while left > 0:
+            p.send_batch(topic, chunk if left >= len(chunk) else chunk[:left])
+            left -= len(chunk)
         p.flush()
         el = time.perf_counter() - t
         p.close()
@@ -184,7 +200,8 @@ def _child(args: argparse.Namespace) -> None:
     if args.child == "produce":
         el = produce(args.client, args.bootstrap, args.topic, args.records, args.size)
     elif args.child == "consume":
-        el = consume(args.client, args.bootstrap, args.topic, args.records)
+        client = "odradek" if args.client.startswith("odradek") else args.client
+        el = consume(client, args.bootstrap, args.topic, args.records)
     elif args.child == "arrow-decode":
         el = arrow_decode(args.records, args.size)
     else:
