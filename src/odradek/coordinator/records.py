@@ -36,7 +36,7 @@ import struct
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 
-from crc32c import crc32c
+from odradek.protocol.records import encode_records, finish_batch
 
 __all__ = [
     "GroupMetadataRecord",
@@ -345,48 +345,9 @@ def iter_pairs(records: Iterator[tuple[bytes | None, bytes | None]]) -> Iterator
 
 # -- record batches -------------------------------------------------------------------------
 
-_BATCH_HEADER = struct.Struct(
-    ">qiibIhiqqqhii"
-)  # RecordBatch v2 header (61 bytes), see DESIGN.md §4
 
-
-def _zigzag(n: int) -> bytes:
-    n = (n << 1) ^ (n >> 63)
-    out = bytearray()
-    while n >= 0x80:
-        out.append((n & 0x7F) | 0x80)
-        n >>= 7
-    out.append(n)
-    return bytes(out)
-
-
-def build_batch(pairs: Sequence[tuple[bytes, bytes | None]], timestamp_ms: int) -> bytearray:
-    """One uncompressed RecordBatch v2 of (key, value) records, all stamped ``timestamp_ms``.
-
-    The coordinator's write path (every commit): a lean twin of
-    ``odradek.protocol.records.build_batch`` for the only shape it needs — no headers, no
-    compression, producer id -1, base offset 0 and leader epoch -1 (the log stamps both).
-    """
-    body = bytearray()
-    for delta, (key, value) in enumerate(pairs):
-        rec = b"".join(
-            (
-                b"\x00\x00",  # attributes, timestamp delta 0
-                _zigzag(delta),
-                _zigzag(len(key)),
-                key,
-                b"\x01" if value is None else _zigzag(len(value)) + value,  # 0x01 = zigzag(-1)
-                b"\x00",  # no headers
-            )
-        )
-        body += _zigzag(len(rec))
-        body += rec
-    count = len(pairs)
-    header = bytearray(
-        _BATCH_HEADER.pack(
-            0, 49 + len(body), -1, 2, 0, 0, count - 1, timestamp_ms, timestamp_ms, -1, -1, -1, count
-        )
-    )
-    header += body
-    struct.pack_into(">I", header, 17, crc32c(memoryview(header)[21:]))
-    return header
+def build_batch(pairs: Sequence[tuple[bytes, bytes | None]], timestamp_ms: int) -> bytes:
+    """One uncompressed RecordBatch v2 of (key, value) records, all stamped ``timestamp_ms``:
+    no headers, producer id -1, base offset 0 and leader epoch -1 (the log stamps both)."""
+    data, count, max_ts = encode_records(((k, v, (), timestamp_ms) for k, v in pairs), timestamp_ms)
+    return finish_batch(data, count, timestamp_ms, max_ts)

@@ -18,21 +18,13 @@ from odradek.broker.registry import ApiSpec, EncodedResponse, RequestContext
 from odradek.coordinator._api import code, coordinator
 from odradek.coordinator.group_manager import OffsetCommitEntry
 from odradek.coordinator.state import Errors
+from odradek.protocol._primitives import uvarint
 
 __all__ = ["API", "encode_response", "handle"]
 
 _I32 = struct.Struct(">i")
 _PARTITION = struct.Struct(">ih")  # partition_index int32, error_code int16
 _FLEXIBLE_FROM = 8
-
-
-def _uvarint(n: int) -> bytes:
-    out = bytearray()
-    while n >= 0x80:
-        out.append((n & 0x7F) | 0x80)
-        n >>= 7
-    out.append(n)
-    return bytes(out)
 
 
 def encode_response(version: int, topics: Sequence[tuple[str, Sequence[tuple[int, int]]]]) -> bytes:
@@ -44,12 +36,12 @@ def encode_response(version: int, topics: Sequence[tuple[str, Sequence[tuple[int
     """
     flexible = version >= _FLEXIBLE_FROM
     parts = [] if version < 3 else [b"\x00\x00\x00\x00"]
-    parts.append(_uvarint(len(topics) + 1) if flexible else _I32.pack(len(topics)))
+    parts.append(uvarint(len(topics) + 1) if flexible else _I32.pack(len(topics)))
     for name, partitions in topics:
         raw = name.encode()
-        parts.append(_uvarint(len(raw) + 1) if flexible else struct.pack(">h", len(raw)))
+        parts.append(uvarint(len(raw) + 1) if flexible else struct.pack(">h", len(raw)))
         parts.append(raw)
-        parts.append(_uvarint(len(partitions) + 1) if flexible else _I32.pack(len(partitions)))
+        parts.append(uvarint(len(partitions) + 1) if flexible else _I32.pack(len(partitions)))
         for index, error in partitions:
             parts.append(_PARTITION.pack(index, error))
             if flexible:
