@@ -14,6 +14,8 @@ from __future__ import annotations
 
 import pyarrow as pa
 
+from odradek.client.columnar import SCHEMA, SCHEMA_WITH_HEADERS
+
 __all__ = ["SOURCE_DDL", "SOURCE_DDL_WITH_HEADERS", "arrow_schema", "source_ddl"]
 
 SOURCE_DDL = (
@@ -28,20 +30,5 @@ def source_ddl(include_headers: bool) -> str:
 
 
 def arrow_schema(include_headers: bool) -> pa.Schema:
-    fields = [
-        pa.field("key", pa.binary()),
-        pa.field("value", pa.binary()),
-        pa.field("topic", pa.string()),
-        pa.field("partition", pa.int32()),
-        pa.field("offset", pa.int64()),
-        pa.field("timestamp", pa.timestamp("us", tz="UTC")),
-        pa.field("timestampType", pa.int32()),
-    ]
-    if include_headers:
-        fields.append(
-            pa.field(
-                "headers",
-                pa.list_(pa.struct([pa.field("key", pa.string()), pa.field("value", pa.binary())])),
-            )
-        )
-    return pa.schema(fields)
+    """The Arrow schema of the rows ``read()`` yields: the client's columnar schema."""
+    return SCHEMA_WITH_HEADERS if include_headers else SCHEMA
