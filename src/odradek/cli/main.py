@@ -9,6 +9,7 @@ Sub-apps are imported lazily so that `odradek broker` starts fast.
 from __future__ import annotations
 
 import importlib
+import sys
 
 import typer
 
@@ -31,8 +32,19 @@ SUBCOMMANDS: list[tuple[str, str, str]] = [
 ]
 
 
-def _register() -> None:
+@app.callback()
+def _root() -> None:
+    """odradek: a Kafka-compatible distributed commit log in Python."""
+    # An explicit callback keeps `odradek` a command group even when only the one command
+    # being run is registered (Typer would otherwise make a lone command the whole app).
+
+
+def _register(only: str | None = None) -> None:
+    """Register the command modules; ``only``: just that command's (the others' imports, the
+    client and kio among them, would otherwise slow `odradek broker`'s start)."""
     for name, module_name, help_text in SUBCOMMANDS:
+        if only is not None and name != only:
+            continue
         try:
             module = importlib.import_module(f"odradek.cli.{module_name}")
         except ModuleNotFoundError as exc:
@@ -50,5 +62,7 @@ def _register() -> None:
 
 
 def main() -> None:
-    _register()
+    args = [a for a in sys.argv[1:] if not a.startswith("-")]
+    named = args[0] if args and args[0] in {name for name, _, _ in SUBCOMMANDS} else None
+    _register(named)  # help, no command or an unknown one: all of them, to list them
     app()
