@@ -27,6 +27,7 @@ from typing import Any
 
 from kio.index import load_response_schema
 
+from odradek.protocol.fetch_response import FetchPartitionResponse, encode_fetch_response
 from odradek.protocol.headers import parse_request_header
 from odradek.protocol.legacy_versions import LazyDownConversion, build_entity, legacy_codec
 from odradek.protocol.messages import encode_body
@@ -184,23 +185,18 @@ class OldBroker:
                 load_response_schema(2, 1), {"topics": [{"name": TOPIC, "partitions": parts}]}
             )
         if key == 1:
-            from odradek.protocol.fetch_response import (
-                FetchPartitionResponse,
-                encode_fetch_response,
-            )
-
             topics = []
             for t in request.topics:
-                parts = []
+                fetched: list[FetchPartitionResponse] = []
                 for p in t.partitions:
                     data = b"".join(b for b in self.log if _last_offset(b) >= p.fetch_offset)
                     if not data and request.max_wait.total_seconds() > 0:
                         time.sleep(min(request.max_wait.total_seconds(), 0.05))
                     hw = self.next_offset
-                    parts.append(
+                    fetched.append(
                         FetchPartitionResponse(p.partition, 0, hw, hw, records=data or None)
                     )
-                topics.append((t.topic, parts))
+                topics.append((t.topic, fetched))
             return encode_fetch_response(4, topics)
         raise AssertionError(key)
 
