@@ -635,6 +635,8 @@ class LazyDownConversion:
                 self._had_batches = True
             self._position = pos
             data = self._read(start, pos - start)
+            if len(data) < pos - start:  # truncated under us, or a short read: end here, so
+                self._exhausted = True  # that no batch is skipped (the consumer asks again)
             converted = down_convert(data, self.to_magic, self.first_offset)
             if converted:
                 return converted
