@@ -108,7 +108,10 @@ class OldBroker:
                         self.errors.append(exc)
                         return
                     if reply is not None:
-                        conn.sendall(reply)
+                        try:
+                            conn.sendall(reply)
+                        except OSError:  # the client went away
+                            return
 
     def _handle(self, frame: bytes) -> bytes | None:
         header, pos = parse_request_header(frame, 1)
@@ -117,11 +120,14 @@ class OldBroker:
             self.frames.setdefault((key, version), frame)
         if key == 3:
             body = self._metadata(version)
-        elif key == 18:  # ApiVersions v0: what this broker answers (kafka-python >= 0.10 asks)
-            ranges = {0: (0, 2), 1: (0, 3), 2: (0, 0), 3: (0, 1), 18: (0, 0)}
-            body = struct.pack(">hi", 0, len(ranges)) + b"".join(
+        elif key == 18:  # ApiVersions: what this broker answers, in the v0 layout; a client
+            # asking a later version gets UNSUPPORTED_VERSION (35) and asks v0 (as from Kafka)
+            ranges = {0: (0, 2), 1: (0, 3), 2: (0, 0), 3: (0, 1), 10: (0, 0), 18: (0, 0)}
+            body = struct.pack(">hi", 35 if version else 0, len(ranges)) + b"".join(
                 struct.pack(">hhh", k, lo, hi) for k, (lo, hi) in ranges.items()
             )
+        elif key == 10:  # FindCoordinator v0 (librdkafka's consumer asks): none here
+            body = struct.pack(">hih", 15, -1, 0) + struct.pack(">i", -1)
         else:
             codec = legacy_codec(key, version)
             if codec is None:
@@ -266,6 +272,37 @@ def run_client(port: int, api_version: tuple[int, int], codec: str | None) -> li
         consumer.close()
 
 
+def run_librdkafka(port: int, magic0: bool, codec: str) -> list[Any]:
+    """Produce MESSAGES with librdkafka (confluent-kafka) and consume them back: ``magic0``
+    without ApiVersions, as to a 0.9 broker (Produce v1, Fetch v1), else with ApiVersions
+    (this broker's ranges: Produce v2, Fetch v3, magic 1)."""
+    import confluent_kafka as ck
+
+    conf: dict[str, Any] = {"bootstrap.servers": f"127.0.0.1:{port}"}
+    if magic0:
+        conf.update({"api.version.request": False, "broker.version.fallback": "0.9.0"})
+    producer = ck.Producer({**conf, "compression.codec": codec, "linger.ms": 50})
+    for i, (k, v) in enumerate(MESSAGES):
+        producer.produce(TOPIC, value=v, key=k, partition=0, timestamp=1_700_000_000_000 + i)
+    left = producer.flush(10)
+    assert left == 0, f"{left} messages not delivered"
+    consumer = ck.Consumer(
+        {**conf, "group.id": "legacy", "enable.auto.commit": False, "log_level": 3}
+    )
+    try:
+        consumer.assign([ck.TopicPartition(TOPIC, 0, 0)])
+        got: list[Any] = []
+        deadline = time.monotonic() + 10
+        while len(got) < len(MESSAGES) and time.monotonic() < deadline:
+            message = consumer.poll(0.2)
+            if message is not None and message.error() is None:
+                got.append(message)
+        return got
+    finally:
+        consumer.close()
+        del producer
+
+
 def main() -> None:
     GOLDEN.mkdir(parents=True, exist_ok=True)
     manifest: dict[str, Any] = {
@@ -292,6 +329,26 @@ def main() -> None:
                     manifest["frames"][name] = {
                         "api_version": list(api_version),
                         "codec": codec,
+                        "key": key,
+                        "version": version,
+                    }
+                    print(name, len(frame))
+    for magic0 in (True, False):
+        for codec in ("none", "gzip", "snappy", "lz4"):
+            with OldBroker() as broker:
+                got = run_librdkafka(broker.port, magic0, codec)
+                assert not broker.errors, broker.errors
+                assert [(m.key(), m.value()) for m in got] == MESSAGES, got
+                run = f"rdkafka{'09' if magic0 else '010'}_{codec}"
+                for (key, version), frame in sorted(broker.frames.items()):
+                    if key not in (0, 1, 2):
+                        continue
+                    name = f"{run}__{API_NAMES[key]}_v{version}.bin"
+                    (GOLDEN / name).write_bytes(frame)
+                    api_version = [0, 9] if magic0 else [0, 10]
+                    manifest["frames"][name] = {
+                        "api_version": api_version,
+                        "codec": None if codec == "none" else codec,
                         "key": key,
                         "version": version,
                     }

@@ -1,5 +1,7 @@
-"""Frames kafka-python sent with api_version (0, 9) and (0, 10) (capture_legacy_golden.py)
-decode through the legacy codecs; and a live run against the tiny old-protocol broker."""
+"""Frames kafka-python (api_version (0, 9) and (0, 10)) and librdkafka (as to a 0.9 broker,
+and with ApiVersions offering Produce <= 2 and Fetch <= 3) sent, captured by
+capture_legacy_golden.py, decode through the legacy codecs; and live runs of both clients
+against the tiny old-protocol broker built on them."""
 
 from __future__ import annotations
 
@@ -78,3 +80,18 @@ def test_kafka_python_old_versions_round_trip(api_version: tuple[int, int], code
     assert [(r.key, r.value) for r in got] == MESSAGES
     if api_version == (0, 10):
         assert [r.timestamp for r in got] == [1_700_000_000_000 + i for i in range(3)]
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize(("magic0", "codec"), [(True, "snappy"), (False, "lz4"), (False, "none")])
+def test_librdkafka_old_versions_round_trip(magic0: bool, codec: str) -> None:
+    from capture_legacy_golden import OldBroker, run_librdkafka
+
+    with OldBroker() as broker:
+        got = run_librdkafka(broker.port, magic0, codec)
+        assert not broker.errors
+        seen = set(broker.frames)
+    assert [(m.key(), m.value()) for m in got] == MESSAGES
+    assert {(0, 1), (1, 1)} <= seen if magic0 else {(0, 2), (1, 3)} <= seen
+    if not magic0:
+        assert [m.timestamp()[1] for m in got] == [1_700_000_000_000 + i for i in range(3)]
