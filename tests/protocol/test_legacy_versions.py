@@ -526,3 +526,47 @@ def test_requests_reach_the_target_version(key: int, version: int, data: st.Data
     legacy, _size = codec.decode(write_body(entry.request, value), 0)
     assert legacy.request.__version__ == entry.target_version
     _shared(value, entity_to_dict(legacy.request))
+
+
+@pytest.mark.parametrize("version", [0, 1, 2])
+def test_produce_response_from_the_hand_written_v3_encoder(version: int) -> None:
+    from odradek.protocol.produce_response import encode_produce_response
+
+    codec = legacy_codec(0, version)
+    assert codec is not None
+    legacy, _ = codec.decode(
+        kp_request(0, version, {"acks": 1, "timeout_ms": 1, "topic_data": []}), 0
+    )
+    body = encode_produce_response(3, [("t", [(0, 0, 42, 1_700_000_000_123, -1, (), None)])])
+
+    class Encoded:  # what odradek.broker.registry.EncodedResponse looks like
+        parts = (body,)
+        size = len(body)
+
+    for response in (body, Encoded(), ([body], len(body))):
+        out = b"".join(codec.encode_response(response, legacy)[0])
+        (p,) = kp_response(0, version, out)["responses"][0]["partition_responses"]
+        assert (p["index"], p["error_code"], p["base_offset"]) == (0, 0, 42)
+        assert p.get("log_append_time_ms", -1) == (1_700_000_000_123 if version == 2 else -1)
+
+
+def test_offset_commit_response_from_encoded_v2_bytes() -> None:
+    from odradek.protocol.messages import encode_body
+
+    codec = legacy_codec(8, 1)
+    assert codec is not None
+    legacy, _ = codec.decode(
+        kp_request(
+            8,
+            1,
+            {"group_id": "g", "generation_id_or_member_epoch": 1, "member_id": "m", "topics": []},
+        ),
+        0,
+    )
+    v2 = response(
+        8,
+        2,
+        {"topics": [{"name": "t", "partitions": [{"partition_index": 0, "error_code": 22}]}]},
+    )
+    out = b"".join(codec.encode_response(encode_body(v2), legacy)[0])
+    assert kp_response(8, 1, out)["topics"][0]["partitions"][0]["error_code"] == 22

@@ -61,8 +61,9 @@ from collections.abc import Callable, Sequence
 from functools import cache
 from typing import Any, NamedTuple
 
-from kio.index import load_request_schema
+from kio.index import load_request_schema, load_response_schema
 from kio.schema.errors import ErrorCode
+from kio.serial import entity_reader
 
 from odradek.protocol.errors import InvalidRequestError
 from odradek.protocol.legacy_records import (
@@ -739,16 +740,33 @@ class LegacyCodec:
     ) -> tuple[list[Any], int]:
         """The old version's response body for the handler's ``response`` as (parts, size):
         bytes, and for Fetch one :class:`LazyDownConversion` per partition with records
-        (its ``chunks()`` yield exactly ``len()`` bytes). ``response`` is a kio entity of the
-        target version or, for Fetch, the handler's encoded v4 body (an object with ``parts``,
-        as odradek.broker.registry.EncodedResponse, or a ``(parts, size)`` pair)."""
+        (its ``chunks()`` yield exactly ``len()`` bytes). ``response`` is what the handler
+        returned: a kio entity of the target version, or the target version's body already
+        encoded (bytes, an object with ``parts`` as odradek.broker.registry.EncodedResponse, or
+        a ``(parts, size)`` pair; Produce and OffsetCommit have hand-written encoders), which
+        is read back with kio first. Fetch's v4 body is walked part by part instead, so its
+        records objects are never copied before down-conversion."""
         if self.api_key == 1:
             return self._encode_fetch(response, legacy, records_source_of)
+        if not dataclasses.is_dataclass(response):
+            response = self._read_target_response(response)
         values = entity_to_dict(response)
         if self.entry.response_fixup is not None:
             values = self.entry.response_fixup(values, legacy)
         body = write_body(self.entry.response, values)
         return [body], len(body)
+
+    def _read_target_response(self, response: Any) -> Any:
+        if isinstance(response, (bytes, bytearray, memoryview)):
+            parts: Sequence[Any] = (response,)
+        else:
+            parts = response.parts if hasattr(response, "parts") else response[0]
+        body = b"".join(bytes(part) for part in parts)
+        reader = entity_reader(load_response_schema(self.api_key, self.entry.target_version))
+        entity, size = reader(body, 0)
+        if size != len(body):
+            raise ValueError(f"{len(body) - size} trailing bytes after the target response")
+        return entity
 
     def _encode_fetch(
         self, response: Any, legacy: LegacyRequest, records_source_of: RecordsSourceOf
