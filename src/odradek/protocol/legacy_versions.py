@@ -49,6 +49,17 @@ What each old version means (Kafka 3.9's behaviour, and where odradek differs):
 Entry points: :func:`legacy_codec` returns a :class:`LegacyCodec` (``decode`` and
 ``encode_response``) for an (api key, version) in :data:`LEGACY`; :data:`LEGACY_VERSIONS`
 lists the old versions per api key.
+
+Broker integration: when kio has no request schema for (key, version) but
+``legacy_codec(key, version)`` has a codec, parse the request header as v1, decode the body
+with ``codec.decode(frame, pos) -> (legacy, size)``, call the API's handler with
+``legacy.request`` (its ``__version__`` is the target; ``ctx.header.api_version`` stays the
+client's), send nothing when the handler returns None (Produce acks=0), else write response
+header v0 and the parts of ``codec.encode_response(response, legacy, records_source_of=...)``
+(Fetch: LazyDownConversion parts, whose ``chunks()`` should be written as the socket drains;
+``records_source_of`` turns a storage region into a ``read(position, size)``). The API's
+``error_response`` answer goes through ``encode_response`` the same way. ApiVersions then
+advertises every API from 0.
 """
 
 from __future__ import annotations
@@ -886,8 +897,14 @@ class _PartReader:
         return part
 
 
-@cache
 def legacy_codec(api_key: int, version: int) -> LegacyCodec | None:
-    """The codec of an old (api key, version), or None when it is not in :data:`LEGACY`."""
-    entry = LEGACY.get((api_key, version))
-    return None if entry is None else LegacyCodec(api_key, version, entry)
+    """The codec of an old (api key, version), or None when it is not in :data:`LEGACY`
+    (keys come from peers: only the table's entries are ever cached)."""
+    if (api_key, version) not in LEGACY:
+        return None
+    return _codec(api_key, version)
+
+
+@cache
+def _codec(api_key: int, version: int) -> LegacyCodec:
+    return LegacyCodec(api_key, version, LEGACY[(api_key, version)])
