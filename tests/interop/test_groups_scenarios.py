@@ -145,14 +145,42 @@ def _unstick_kafka_python(c: Any) -> None:
     members (every multi-member rebalance) or a loaded machine. With
     group.initial.rebalance.delay.ms=0 the first join completes before kafka-python has the
     subscribed topic's metadata, so step 1 follows at once (Kafka's default delay of 3 s
-    hides it). Reproduced on purpose in test_groups_kafka_python.py. Workaround: when a
-    finished join task has not been consumed, ask for a rejoin (one more JoinGroup/SyncGroup
-    round, which then completes normally).
+    hides it). Reproduced on purpose in test_groups_kafka_python.py.
+
+    Workaround: finish the pending join as Java does - when a finished join task has not been
+    consumed, apply its result exactly as ``join_group_async`` would have (member STABLE,
+    heartbeat on, ``_on_join_complete_async`` with the SyncGroup assignment). A failed task
+    is dropped and a rejoin requested (``join_group_async`` retries those too).
+
+    An earlier version asked for a rejoin instead of applying the result. That livelocks:
+    the leader's new JoinGroup from Stable starts another rebalance, which is parked until the
+    follower rejoins - during the *follower's* poll - so the leader's join again finishes while
+    the leader is not polling, and is again thrown away (a failing run went through 70+
+    generations in 20 s while A kept its old assignment: ``AssertionError: ([0], [2, 3])``).
     """
+    from kafka.coordinator.base import MemberState
+
     coordinator: Any = getattr(c, "_coordinator", None)
     task = getattr(coordinator, "_join_task", None)
-    if task is not None and task.is_done and not coordinator.need_rejoin():
-        coordinator.rejoin_needed = True
+    if task is None or not task.is_done or coordinator.need_rejoin():
+        return
+    coordinator._join_task = None
+    if not task.succeeded():
+        coordinator.request_rejoin()
+        return
+    with coordinator._lock:
+        coordinator.rejoining = False
+        coordinator.rejoin_needed = False
+        coordinator.state = MemberState.STABLE
+        coordinator._enable_heartbeat()
+    generation = coordinator._generation
+    coordinator._net.run(
+        coordinator._on_join_complete_async,
+        generation.generation_id,
+        generation.member_id,
+        generation.protocol,
+        task.value,
+    )
 
 
 def _member_aiokafka(cfg: dict[str, Any], stop: threading.Event) -> None:
