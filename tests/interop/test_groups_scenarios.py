@@ -551,7 +551,9 @@ class GroupScenarios:
             wait_for(
                 lambda: sum(len(m.records) for m in members) >= 600, 45, "600 records consumed"
             )
-            time.sleep(0.3)  # anything extra (a duplicate) would show up now
+            # a negative check: no event marks "no duplicate will come", so members get 0.3 s
+            # more (a few fetch rounds) to show one; the count above was awaited
+            time.sleep(0.3)
             owned = [m.assignment for m in members]
         except TimeoutError:
             raise AssertionError(_diagnose(members, kafka)) from None
@@ -645,7 +647,7 @@ class GroupScenarios:
         m2 = self.member(kafka, group, topic)
         try:
             wait_for(lambda: len(m2.records) >= 30, 45, "the 30 new records consumed")
-            time.sleep(0.3)
+            time.sleep(0.3)  # a duplicate would show up now (no event marks its absence)
         except TimeoutError:
             raise AssertionError(_diagnose([m2], kafka)) from None
         finally:
@@ -665,7 +667,7 @@ class GroupScenarios:
             wait_for(
                 lambda: len(a.records) >= 200 and len(b.records) >= 200, 45, "both groups read 200"
             )
-            time.sleep(0.3)
+            time.sleep(0.3)  # a duplicate would show up now (no event marks its absence)
         except TimeoutError:
             raise AssertionError(_diagnose([a, b], kafka)) from None
         finally:
@@ -783,7 +785,7 @@ class GroupScenarios:
         m2 = self.member(kafka, group, topic)
         try:
             wait_for(lambda: len(m2.records) >= 10, 45, "the 10 records after the reset")
-            time.sleep(0.3)
+            time.sleep(0.3)  # a duplicate would show up now (no event marks its absence)
         except TimeoutError:
             raise AssertionError(_diagnose([m2], kafka)) from None
         finally:
