@@ -248,8 +248,11 @@ def _member_main(config_json: str) -> None:
     stop = threading.Event()
 
     def watch_stdin() -> None:
-        sys.stdin.read()
+        sys.stdin.read()  # EOF: the test closed it, or the test process is gone
         stop.set()
+        # never outlive the test run: a graceful close that waits on a dead broker gets 60 s
+        time.sleep(60)
+        os._exit(3)
 
     threading.Thread(target=watch_stdin, daemon=True).start()
     _MEMBERS[cfg["client"]](cfg, stop)
@@ -265,6 +268,8 @@ if __name__ == "__main__":
 # The test side
 
 import pytest  # noqa: E402
+
+from odradek.testing.process import set_parent_death_signal  # noqa: E402
 
 from .support import unique_topic, wait_for  # noqa: E402
 
@@ -327,6 +332,8 @@ class Member:
             cmd = [sys.executable, os.path.abspath(__file__), "member", json.dumps(cfg)]
         self.proc = subprocess.Popen(
             cmd,
+            # python members stop when stdin reaches EOF; kcat cannot, it gets SIGTERM
+            preexec_fn=set_parent_death_signal if client == "kcat" else None,
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,

@@ -34,7 +34,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-__all__ = ["BrokerProcess", "BrokerStartError"]
+__all__ = ["BrokerProcess", "BrokerStartError", "set_parent_death_signal"]
 
 READY_RE = re.compile(
     r"^odradek broker listening on (?P<host>\S+):(?P<port>\d+) \(node (?P<node>-?\d+), log\.dirs (?P<dirs>.*)\)$"
@@ -272,6 +272,22 @@ class BrokerProcess:
 
     def __repr__(self) -> str:
         return f"BrokerProcess({self.bootstrap_servers}, pid={self.pid}, data_dir={self.data_dir})"
+
+
+def set_parent_death_signal() -> None:  # pragma: no cover - runs in the child before exec
+    """``preexec_fn`` for children that cannot watch a pipe (Tansu, kcat): Linux sends them
+    SIGTERM when their parent dies (PR_SET_PDEATHSIG). It fires when the *thread* that forked
+    the child exits, so start such children from a thread that outlives them (pytest's main
+    thread). A no-op elsewhere."""
+    if sys.platform != "linux":
+        return
+    try:
+        import ctypes
+
+        libc = ctypes.CDLL("libc.so.6", use_errno=True)
+        libc.prctl(1, int(signal.SIGTERM))  # PR_SET_PDEATHSIG
+    except Exception:
+        pass
 
 
 def _drain(stream: Any) -> None:
