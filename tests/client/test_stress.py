@@ -205,6 +205,23 @@ def test_every_record_once_in_order(broker: BrokerProcess, partitions: int, api:
         assert not problems, problems
 
 
+def test_issue_workload_first_batches_never_lost(broker: BrokerProcess) -> None:
+    """The workload that lost the first batches of partitions: 5 partitions, 5,000 x 100 B,
+    partition i % 5, linger.ms 5, a new producer (so a new leader connection) per try. The
+    batches drained while that connection opened used to be written in the wrong order, the
+    broker took a later sequence as the partition's first, and the first batches were retried
+    with OUT_OF_ORDER_SEQUENCE_NUMBER until delivery.timeout.ms."""
+    for _ in range(max(10, TRIES)):
+        topic, run = _topic(broker, 5), uuid.uuid4().hex[:8]
+        with Producer({"bootstrap.servers": broker.bootstrap_servers, "linger.ms": 5}) as p:
+            futs = [p.send(topic, _value(run, i)[:100], partition=i % 5) for i in range(5000)]
+            p.flush(15)
+            assert all(f.result(0).offset == i // 5 for i, f in enumerate(futs))
+        problems = check_exactly_once_in_order(_expected([i % 5 for i in range(5000)]),
+                                               _read(broker, topic, 5, 5000, run))
+        assert not problems, problems
+
+
 # -- broker restarts and deaths ---------------------------------------------------------------
 @pytest.fixture(scope="module")
 def restart_broker() -> Iterator[BrokerProcess]:
