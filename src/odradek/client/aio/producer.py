@@ -4,13 +4,28 @@ Records go into a per-partition accumulator (thread-safe, so the synchronous fac
 from the caller's thread without a hop to the event loop). A sender task drains batches that
 are full (``batch.size``), old enough (``linger.ms``) or flushed, groups them per leader into
 Produce requests (at most one batch per partition per request, at most
-``max.in.flight.requests.per.connection`` requests in flight per broker) and completes the
-batches' futures from the responses.
+``max.in.flight.requests.per.connection`` requests in flight per broker and batches in flight
+per partition) and writes each request at once, on an open connection, so requests reach the
+broker in drain order; tasks only await the responses and complete the batches' futures.
 
-Idempotence (default): InitProducerId once, then every batch gets the partition's next
-sequence number when first sent; a retried batch is re-sent with the same bytes, and a
-partition whose head batch is a retry sends nothing else until its in-flight batches are
-answered, so order is kept and the broker drops duplicates.
+Idempotence (default), as Kafka's Java producer (Sender, RecordAccumulator, TransactionManager):
+InitProducerId once; a batch gets the partition's next sequence when first drained, so
+sequences follow send order. The first batch of a partition under an epoch goes alone (a
+broker with no state for the producer takes any first sequence). A batch failing with a
+retriable error goes back to the head of its queue in drain order and is re-sent, with the same
+sequence, once the partition has nothing in flight. OUT_OF_ORDER_SEQUENCE_NUMBER for a batch
+that is not the next one expected is such a retry; for the next expected one (the broker lost
+acknowledged state) the batch fails and the epoch is bumped; UNKNOWN_PRODUCER_ID bumps the
+epoch and retries; INVALID_PRODUCER_EPOCH gets a new producer id and retries. A batch that
+failed after getting a sequence (expired, fatal error) leaves a hole, which also bumps the
+epoch. A bump waits until nothing is in flight, then restarts every partition at sequence 0;
+queued batches are re-sequenced, except those an earlier attempt of which may have been
+written (the request got no answer): they fail with an error saying so (re-sending could write
+them twice).
+
+``delivery.timeout.ms`` bounds every batch: a queued one expires at its deadline, a request
+never waits past the earliest deadline of its batches. ``flush()``/``close()`` without a
+timeout return within delivery.timeout.ms + request.timeout.ms and fail what is left.
 """
 
 from __future__ import annotations
