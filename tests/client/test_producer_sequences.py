@@ -57,27 +57,26 @@ def test_out_of_order_for_a_later_batch_is_retried() -> None:
     assert not p._reset_pending and not b[1].result.done
 
 
-def test_out_of_order_for_the_next_batch_fails_it_and_bumps_the_epoch() -> None:
+def test_out_of_order_for_the_next_batch_bumps_the_epoch_and_retries_it() -> None:
     p = _producer()
     b = _drain(p, 3)
     p._acked(b[0])
     b[2].ambiguous = True  # its request was lost: it may have been written
-    p._requeue([b[2]])
-    assert p._producer_state_error(b[1], 45) is False
-    exc = b[1].result.exception
-    assert isinstance(exc, KafkaError) and exc.code == 45 and "not written" in str(exc)
-    assert p._reset_pending == 1
+    assert p._producer_state_error(b[1], 45) is True  # not written: retried after the bump
+    assert p._reset_pending == 1 and not b[1].result.done
+    p._requeue([b[1], b[2]])
     queued = list(p._acc.queues[TP])
     p._reset_producer_state()
     assert p._producer_epoch == 1 and not p._reset_pending
     # the ambiguous batch fails (re-sending it under a new epoch could duplicate it) ...
     assert isinstance(b[2].result.exception, KafkaError) and "may or may not" in str(b[2].result.exception)
-    # ... the others are re-sequenced from 0 under the new epoch, in order
+    # ... the others are re-sequenced from 0 under the new epoch, in order, b[1] first
     rest = list(p._acc.queues[TP])
-    assert rest == [x for x in queued if x is not b[2]]
+    assert rest == [x for x in queued if x is not b[2]] and rest[0] is b[1]
     for x in rest:
         p._encode(x)
     assert rest[0].base_sequence == 0 and rest[0].epoch == 1
+    assert rest[1].base_sequence == len(rest[0].records)
 
 
 def test_unknown_producer_id_retries_after_an_epoch_bump() -> None:

@@ -14,9 +14,8 @@ sequences follow send order. The first batch of a partition under an epoch goes 
 broker with no state for the producer takes any first sequence). A batch failing with a
 retriable error goes back to the head of its queue in drain order and is re-sent, with the same
 sequence, once the partition has nothing in flight. OUT_OF_ORDER_SEQUENCE_NUMBER for a batch
-that is not the next one expected is such a retry; for the next expected one (the broker lost
-acknowledged state) the batch fails and the epoch is bumped; UNKNOWN_PRODUCER_ID bumps the
-epoch and retries; INVALID_PRODUCER_EPOCH gets a new producer id and retries. A batch that
+that is not the next one expected is such a retry; for the next expected one (a gap: the broker
+lost acknowledged state) and for UNKNOWN_PRODUCER_ID the epoch is bumped and the batch retried; INVALID_PRODUCER_EPOCH gets a new producer id and retries. A batch that
 failed after getting a sequence (expired, fatal error) leaves a hole, which also bumps the
 epoch. A bump waits until nothing is in flight, then restarts every partition at sequence 0;
 queued batches are re-sequenced, except those an earlier attempt of which may have been
@@ -1006,9 +1005,9 @@ class AsyncProducer:
 
         * OUT_OF_ORDER for a batch that is not the next the partition expects: an earlier batch
           failed, and this one is retried after it (with its own sequence).
-        * OUT_OF_ORDER for the next expected batch: the broker's state for this producer lost
-          batches it had acknowledged; this batch fails (it was not written) and the epoch is
-          bumped so the batches after it start again at sequence 0.
+        * OUT_OF_ORDER for the next expected batch: a real gap (the broker's state for this
+          producer lost batches it had acknowledged): bump the epoch and retry the batch (it was
+          not written) from sequence 0, as the Java client does.
         * UNKNOWN_PRODUCER_ID (the broker has no state for the producer, e.g. removed with old
           segments): bump the epoch, retry the batch (it was not written).
         * INVALID_PRODUCER_EPOCH: the broker knows a newer epoch; get a new producer id and retry.
@@ -1020,12 +1019,9 @@ class AsyncProducer:
             expected = 0 if st.last_acked < 0 else (st.last_acked + 1) & _SEQ_MAX
             if b.base_sequence != expected:
                 return True
-            self._request_reset(1, f"OUT_OF_ORDER_SEQUENCE_NUMBER for {b.tp.topic}-{b.tp.partition} at sequence {b.base_sequence}")
-            self._fail_batch(b, KafkaError(
-                f"produce to {b.tp.topic}-{b.tp.partition} failed: the broker expected another sequence than "
-                f"{b.base_sequence} (its state for producer id {self._producer_id} lost batches it had acknowledged); "
-                "this batch was not written; the producer bumped its epoch to go on", _OUT_OF_ORDER))
-            return False
+            self._request_reset(1, f"OUT_OF_ORDER_SEQUENCE_NUMBER for {b.tp.topic}-{b.tp.partition} at sequence "
+                                   f"{b.base_sequence}, the next one expected (a gap in the broker's state)")
+            return True
         if err == _UNKNOWN_PRODUCER_ID:
             self._request_reset(1, f"UNKNOWN_PRODUCER_ID for {b.tp.topic}-{b.tp.partition}")
         else:
