@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 SUDO := $(shell [ "$$(id -u)" = "0" ] || echo sudo)
 PYTEST_ARGS ?=
 
-.PHONY: run test venv install install-test system-deps lint typecheck bench clean
+.PHONY: run test stress venv install install-test system-deps lint typecheck bench clean
 
 run: install ## create .venv, install odradek, start one broker on 127.0.0.1:9092
 	$(BIN)/odradek broker
@@ -13,6 +13,9 @@ run: install ## create .venv, install odradek, start one broker on 127.0.0.1:909
 test: install-test system-deps ## install what the tests need, then run the whole suite
 	$(BIN)/ruff check src tests bench
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
+
+stress: install-test ## the producer stress tests with 20 tries of every case (make test runs 3)
+	ODRADEK_STRESS_TRIES=$${ODRADEK_STRESS_TRIES:-20} $(BIN)/python -m pytest tests/client/test_stress.py -p no:cacheprovider $(PYTEST_ARGS)
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)

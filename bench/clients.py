@@ -26,16 +26,26 @@ from typing import Any
 
 CLIENTS = ["odradek", "odradek-send_batch", "confluent-kafka", "kafka-python", "aiokafka"]
 """``odradek-send_batch``: odradek.client's columnar ``Producer.send_batch`` (100,000-value
-lists per call); it consumes like ``odradek``."""
+lists per call); it consumes like ``odradek``.
+
+Also selectable with ``--clients``: ``odradek-default`` (odradek.client's defaults: idempotent,
+acks=all, linger.ms=5, batch.size 16 KiB) and ``odradek-default-plain`` (the same with
+enable.idempotence=false), to measure what idempotence costs."""
+
+ODRADEK_PRODUCE_CONFIGS: dict[str, dict[str, Any]] = {
+    "odradek": {"acks": "1", "linger.ms": 5, "batch.size": 262144},
+    "odradek-default": {},
+    "odradek-default-plain": {"enable.idempotence": False},
+}
 
 
 # -- workloads (run inside a child process) ---------------------------------------------------
 def produce(client: str, bs: str, topic: str, n: int, size: int) -> float:
     value = os.urandom(size)
-    if client == "odradek":
+    if client in ODRADEK_PRODUCE_CONFIGS:
         from odradek.client import Producer
 
-        p = Producer({"bootstrap.servers": bs, "acks": "1", "linger.ms": 5, "batch.size": 262144})
+        p = Producer({"bootstrap.servers": bs, **ODRADEK_PRODUCE_CONFIGS[client]})
         t = time.perf_counter()
         send = p.send
         for _ in range(n):
@@ -244,6 +254,7 @@ def main() -> None:
     ap.add_argument("--client")
     ap.add_argument("--topic")
     ap.add_argument("--json", help="also write the results here")
+    ap.add_argument("--produce-only", action="store_true", help="skip the consume and Arrow measurements")
     args = ap.parse_args()
     if args.child:
         _child(args)
@@ -272,6 +283,7 @@ def main() -> None:
                 el = _run_child("produce", client, bs, topic, n, args.size, args.timeout)
                 if el:
                     results[client]["produce"].append(n / el)
+                if el and not args.produce_only:
                     el = _run_child("consume", client, bs, topic, n, args.size, args.timeout)
                     if el:
                         results[client]["consume"].append(n / el)
@@ -280,7 +292,7 @@ def main() -> None:
                         if el:
                             arrow["range"].append(n / el)
                 print(f"rep {rep + 1} {client}: " + ", ".join(f"{k} {v[-1]:,.0f}/s" for k, v in results[client].items() if v), flush=True)
-            el = _run_child("arrow-decode", "odradek", bs, "-", n, args.size, args.timeout)
+            el = None if args.produce_only else _run_child("arrow-decode", "odradek", bs, "-", n, args.size, args.timeout)
             if el:
                 arrow["decode"].append(n / el)
     finally:

@@ -56,6 +56,14 @@ class Cluster:
             return self.bootstrap[-node_id - 1]
         raise KafkaError(f"unknown broker id {node_id}", 8)
 
+    def ready_connection(self, node_id: int) -> BrokerConnection | None:
+        """The open connection to ``node_id``, or None (then ``connection`` opens one).
+
+        For callers that must write frames in a fixed order: a frame written right after this
+        returns goes out before any written later (``await connection()`` may resume late)."""
+        conn = self._conns.get(node_id)
+        return conn if conn is not None and conn.connected else None
+
     async def connection(self, node_id: int) -> BrokerConnection:
         conn = self._conns.get(node_id)
         if conn is not None and conn.connected:

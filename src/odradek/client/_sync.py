@@ -57,6 +57,9 @@ class _LoopThread:
         except concurrent.futures.TimeoutError:
             fut.cancel()
             raise KafkaTimeoutError("operation timed out") from None
+        except BaseException:  # e.g. KeyboardInterrupt in the caller: stop the coroutine too
+            fut.cancel()
+            raise
 
     def call(self, fn: Callable[..., T], *args: Any) -> T:
         async def wrapper() -> T:
@@ -142,11 +145,15 @@ class Producer:
         return self._aio.partitions_for(topic) or []
 
     def close(self, timeout: float | None = None) -> None:
+        """Deliver what is buffered, then close (see ``AsyncProducer.close``): returns within
+        ``timeout`` or, without one, delivery.timeout.ms + request.timeout.ms, also after an
+        interrupted ``flush()``."""
         if self._closed:
             return
         self._closed = True
+        limit = self._aio._give_up_after() if timeout is None else timeout
         try:
-            self._lt.run(self._aio.close(timeout))
+            self._lt.run(self._aio.close(timeout), timeout=limit + 5.0)
         finally:
             self._lt.stop()
 
@@ -331,7 +338,7 @@ class Admin:
 
     def close(self) -> None:
         try:
-            self._lt.run(self._aio.close())
+            self._lt.run(self._aio.close(), timeout=30)
         finally:
             self._lt.stop()
 

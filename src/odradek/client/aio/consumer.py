@@ -146,7 +146,10 @@ class AsyncConsumer:
                 except (TimeoutError, KafkaError) as exc:
                     log.debug("final commit failed: %s", exc)
             if self._group is not None:
-                await self._group.leave()
+                try:  # bounded: close() never hangs on a broker that does not answer
+                    await asyncio.wait_for(self._group.leave(), 5)
+                except (TimeoutError, KafkaError) as exc:
+                    log.debug("leaving the group failed: %s", exc)
         finally:
             self._closed = True
             for t in [self._fetcher, self._auto_commit_task, *self._tasks]:

@@ -4,13 +4,27 @@ Records go into a per-partition accumulator (thread-safe, so the synchronous fac
 from the caller's thread without a hop to the event loop). A sender task drains batches that
 are full (``batch.size``), old enough (``linger.ms``) or flushed, groups them per leader into
 Produce requests (at most one batch per partition per request, at most
-``max.in.flight.requests.per.connection`` requests in flight per broker) and completes the
-batches' futures from the responses.
+``max.in.flight.requests.per.connection`` requests in flight per broker and batches in flight
+per partition) and writes each request at once, on an open connection, so requests reach the
+broker in drain order; tasks only await the responses and complete the batches' futures.
 
-Idempotence (default): InitProducerId once, then every batch gets the partition's next
-sequence number when first sent; a retried batch is re-sent with the same bytes, and a
-partition whose head batch is a retry sends nothing else until its in-flight batches are
-answered, so order is kept and the broker drops duplicates.
+Idempotence (default), as Kafka's Java producer (Sender, RecordAccumulator, TransactionManager):
+InitProducerId once; a batch gets the partition's next sequence when first drained, so
+sequences follow send order. The first batch of a partition under an epoch goes alone (a
+broker with no state for the producer takes any first sequence). A batch failing with a
+retriable error goes back to the head of its queue in drain order and is re-sent, with the same
+sequence, once the partition has nothing in flight. OUT_OF_ORDER_SEQUENCE_NUMBER for a batch
+that is not the next one expected is such a retry; for the next expected one (a gap: the broker
+lost acknowledged state) and for UNKNOWN_PRODUCER_ID the epoch is bumped and the batch retried; INVALID_PRODUCER_EPOCH gets a new producer id and retries. A batch that
+failed after getting a sequence (expired, fatal error) leaves a hole, which also bumps the
+epoch. A bump waits until nothing is in flight, then restarts every partition at sequence 0;
+queued batches are re-sequenced, except those an earlier attempt of which may have been
+written (the request got no answer): they fail with an error saying so (re-sending could write
+them twice).
+
+``delivery.timeout.ms`` bounds every batch: a queued one expires at its deadline, a request
+never waits past the earliest deadline of its batches. ``flush()``/``close()`` without a
+timeout return within delivery.timeout.ms + request.timeout.ms and fail what is left.
 """
 
 from __future__ import annotations
@@ -45,8 +59,15 @@ __all__ = ["AsyncProducer"]
 log = logging.getLogger("odradek.client.producer")
 
 _RECORD_OVERHEAD = 22  # rough per-record bytes beyond key and value (varints, attributes)
-_RETRIABLE = {2, 3, 5, 6, 7, 13, 14, 15, 16, 19, 20, 45, 56, 74, 75}
+_RETRIABLE = {2, 3, 5, 6, 7, 13, 14, 15, 16, 19, 20, 56, 74, 75}
 _STALE_METADATA = {3, 5, 6, 74, 75}
+_REQUEST_TIMED_OUT = 7
+_OUT_OF_ORDER = 45
+_DUPLICATE_SEQUENCE = 46
+_INVALID_PRODUCER_EPOCH = 47
+_UNKNOWN_PRODUCER_ID = 59
+_PRODUCER_STATE_ERRORS = {_OUT_OF_ORDER, _INVALID_PRODUCER_EPOCH, _UNKNOWN_PRODUCER_ID}
+_SEQ_MAX = 0x7FFFFFFF
 
 
 def _to_bytes(v: Any, serializer: Callable[[Any], bytes] | None) -> bytes | None:
@@ -74,7 +95,8 @@ def _ms(v: Any) -> int:
 
 class _Batch:
     __slots__ = (
-        "attempts", "base_sequence", "created", "deadline", "encoded", "records", "result", "size", "tp",
+        "ambiguous", "attempts", "base_sequence", "created", "deadline", "encoded", "epoch", "order", "records",
+        "result", "sealed", "size", "tp",
     )  # fmt: skip
 
     def __init__(self, tp: TopicPartition, now: float, deadline: float) -> None:
@@ -86,7 +108,22 @@ class _Batch:
         self.result = BatchResult()
         self.encoded: bytes | None = None
         self.base_sequence = -1
+        self.epoch = -1
         self.attempts = 0
+        self.order = -1  # drain order (set when first sent)
+        self.sealed = False  # drained once: takes no more records
+        self.ambiguous = False  # an attempt failed without an answer: it may have been written
+
+
+class _PartitionState:
+    """The sender's view of one partition: next sequence, last acknowledged, batches in flight."""
+
+    __slots__ = ("in_flight", "last_acked", "next_seq")
+
+    def __init__(self) -> None:
+        self.next_seq = 0
+        self.last_acked = -1
+        self.in_flight = 0
 
 
 class _Accumulator:
@@ -99,7 +136,7 @@ class _Accumulator:
         self.room = threading.Condition(self.lock)
         self.queues: dict[TopicPartition, deque[_Batch]] = {}
         self.used = 0
-        self.incomplete: set[BatchResult] = set()
+        self.incomplete: dict[BatchResult, _Batch] = {}
 
     def release(self, nbytes: int) -> None:
         with self.lock:
@@ -135,9 +172,15 @@ class AsyncProducer:
         self._round_robin: dict[str, int] = {}
         self._producer_id = -1
         self._producer_epoch = -1
-        self._next_seq: dict[TopicPartition, int] = {}
-        self._in_flight_tp: dict[TopicPartition, int] = {}
+        self._request_timeout = c["request.timeout.ms"] / 1000
+        self._parts: dict[TopicPartition, _PartitionState] = {}
         self._in_flight_node: dict[int, int] = {}
+        self._in_flight_total = 0
+        self._drained = 0
+        self._connecting: set[int] = set()
+        self._reset_pending = 0  # 1: bump the epoch, 2: get a new producer id
+        self._reset_reason = ""
+        self._pid_requesting = False
         self._loop: asyncio.AbstractEventLoop | None = None
         self._wakeup: Signal | None = None
         self._sender: asyncio.Task[None] | None = None
@@ -169,14 +212,16 @@ class AsyncProducer:
         await self.close()
 
     async def close(self, timeout: float | None = None) -> None:
-        """Deliver what is buffered (up to ``timeout`` seconds), then close connections."""
+        """Deliver what is buffered, then close connections. Waits up to ``timeout`` seconds,
+        or, without one, up to delivery.timeout.ms + request.timeout.ms; records still not
+        delivered then fail with ProducerClosedError (and a warning says how many)."""
         if self._closed:
             return
         try:
             if self._started:
-                await asyncio.wait_for(self.flush(), timeout)
-        except (TimeoutError, KafkaError):
-            pass
+                await self.flush(timeout)
+        except (TimeoutError, KafkaError) as exc:
+            log.warning("producer close: %s", exc)
         finally:
             self._closed = True
             if self._sender is not None:
@@ -187,7 +232,9 @@ class AsyncProducer:
                     pass
             for t in list(self._tasks):
                 t.cancel()
-            self._fail_all(ProducerClosedError())
+            n = self._fail_all(ProducerClosedError("producer closed before this record was delivered"))
+            if n:
+                log.warning("producer closed with %d batches not delivered: they are failed", n)
             await self._cluster.close()
 
     async def _init_producer_id(self) -> None:
@@ -303,15 +350,15 @@ class AsyncProducer:
             if q is None:
                 q = acc.queues[tp] = deque()
             batch = q[-1] if q else None
-            if batch is None or batch.encoded is not None or (batch.size + size > acc.batch_size and batch.records):
-                if batch is not None and batch.encoded is None:
+            if batch is None or batch.sealed or (batch.size + size > acc.batch_size and batch.records):
+                if batch is not None and not batch.sealed:
                     wake = True  # the previous batch is full
                     if kb is None and partition == self._sticky.get(topic):
                         self._next_sticky(topic, partition, num_partitions)
                 now = time.monotonic()
                 batch = _Batch(tp, now, now + self._delivery_timeout)
                 q.append(batch)
-                acc.incomplete.add(batch.result)
+                acc.incomplete[batch.result] = batch
                 if len(q) == 1:
                     wake = True
             index = len(batch.records)
@@ -530,14 +577,14 @@ class AsyncProducer:
             q = acc.queues.get(tp)
             if q is None:
                 q = acc.queues[tp] = deque()
-            return q, (q[-1] if q and q[-1].encoded is None else None)
+            return q, (q[-1] if q and not q[-1].sealed else None)
 
         def new_batch(q: deque[_Batch], tp: TopicPartition) -> _Batch:
             nonlocal wake
             now = time.monotonic()
             b = _Batch(tp, now, now + self._delivery_timeout)
             q.append(b)
-            acc.incomplete.add(b.result)
+            acc.incomplete[b.result] = b
             if len(q) == 1:
                 wake = True
             return b
@@ -636,8 +683,17 @@ class AsyncProducer:
             self._wake_threadsafe()
         return segments
 
+    def _give_up_after(self) -> float:
+        """How long flush()/close() without a timeout wait: delivery.timeout.ms bounds every
+        batch in a queue, request.timeout.ms one in flight (plus a second of slack)."""
+        return self._delivery_timeout + self._request_timeout + 1.0
+
     async def flush(self, timeout: float | None = None) -> None:
-        """Send everything buffered now and wait until it is acknowledged (or failed)."""
+        """Send everything buffered now and wait until it is acknowledged (or failed).
+
+        ``timeout`` None: wait at most delivery.timeout.ms + request.timeout.ms (every batch is
+        completed by then); whatever is still not done then is failed, and KafkaTimeoutError
+        says how many batches that was. A given ``timeout`` only stops the waiting."""
         with self._acc.lock:
             pending = list(self._acc.incomplete)
         if not pending:
@@ -645,7 +701,8 @@ class AsyncProducer:
         self._flushing += 1
         try:
             self._wake_threadsafe()
-            deadline = None if timeout is None else time.monotonic() + timeout
+            limit = self._give_up_after() if timeout is None else timeout
+            deadline = time.monotonic() + limit
             loop = asyncio.get_running_loop()
             for r in pending:
                 if r.done:
@@ -656,13 +713,28 @@ class AsyncProducer:
                 r._async_waiters.append((loop, af))
                 if r.done:
                     continue
-                left = None if deadline is None else max(0.0, deadline - time.monotonic())
                 try:
-                    await asyncio.wait_for(af, left)
+                    await asyncio.wait_for(af, max(0.0, deadline - time.monotonic()))
                 except TimeoutError:
-                    raise KafkaTimeoutError("flush timed out") from None
+                    if timeout is not None:
+                        raise KafkaTimeoutError(f"flush timed out after {timeout:g} s") from None
+                    n = self._fail_pending(pending, KafkaTimeoutError(
+                        f"not delivered within delivery.timeout.ms + request.timeout.ms ({limit:g} s): failed by flush()"))
+                    raise KafkaTimeoutError(
+                        f"flush gave up after {limit:g} s (delivery.timeout.ms + request.timeout.ms): "
+                        f"{n} batches were not delivered and are failed") from None
         finally:
             self._flushing -= 1
+
+    def _fail_pending(self, pending: Iterable[BatchResult], exc: BaseException) -> int:
+        with self._acc.lock:
+            batches = [self._acc.incomplete.get(r) for r in pending]
+        n = 0
+        for b in batches:
+            if b is not None and not b.result.done:
+                n += 1
+                self._fail_batch(b, exc)
+        return n
 
     # -- sender -----------------------------------------------------------------------------
     async def _run(self) -> None:
@@ -700,51 +772,94 @@ class AsyncProducer:
             self._refreshing = False
         self._wake_threadsafe()
 
+    async def _open_connection(self, node: int) -> None:
+        try:
+            await self._cluster.connection(node)
+        except KafkaError as exc:
+            log.debug("connection to node %s failed: %s", node, exc)
+        finally:
+            self._connecting.discard(node)
+        self._wake_threadsafe()
+
+    def _part(self, tp: TopicPartition) -> _PartitionState:
+        st = self._parts.get(tp)
+        if st is None:
+            st = self._parts[tp] = _PartitionState()
+        return st
+
     def _send_ready(self) -> float | None:
-        """Drain ready batches into requests; return seconds until the next linger expiry."""
+        """Drain ready batches into Produce requests and write them; return seconds until the
+        sender must look again (a linger or delivery deadline), None to wait for a wake-up.
+
+        Frames are written here, synchronously, in drain order, so a partition's batches reach
+        the broker in sequence order; only the responses are awaited in tasks."""
         acc = self._acc
         now = time.monotonic()
+        if self._reset_pending and not self._in_flight_total and not self._pid_requesting:
+            self._reset_producer_state()
+        resetting = self._reset_pending or self._pid_requesting
         next_delay: float | None = None
         per_node: dict[int, list[_Batch]] = {}
         expired: list[_Batch] = []
         cluster = self._cluster
+        parts = self._parts
+        max_in_flight = self._max_in_flight
+        idempotent = self._idempotent
         with acc.lock:
             for tp, q in acc.queues.items():
                 if not q:
                     continue
                 batch = q[0]
-                if now > batch.deadline:
+                if now >= batch.deadline:
                     expired.append(q.popleft())
                     continue
-                in_flight = self._in_flight_tp.get(tp, 0)
-                if batch.attempts and in_flight:
-                    continue  # retry waits until the partition's in-flight batches are answered
-                if self._idempotent and in_flight >= 5:
+                wait = batch.deadline - now
+                st = parts.get(tp)
+                in_flight = 0 if st is None else st.in_flight
+                if resetting or (
+                    in_flight
+                    and (
+                        batch.attempts  # a retry waits until the partition's in-flight batches are answered
+                        or in_flight >= max_in_flight
+                        or (idempotent and st is not None and st.last_acked < 0)  # first batch of an epoch goes alone
+                    )
+                ):
+                    next_delay = wait if next_delay is None or wait < next_delay else next_delay
                     continue
-                ready = (
+                if not (
                     len(q) > 1
                     or batch.size >= acc.batch_size
                     or now - batch.created >= self._linger
                     or self._flushing
                     or self._closed
                     or acc.used >= acc.buffer_memory * 0.9
-                )
-                if not ready:
-                    wait = batch.created + self._linger - now
-                    next_delay = wait if next_delay is None else min(next_delay, wait)
+                ):
+                    wait = min(wait, batch.created + self._linger - now)
+                    next_delay = wait if next_delay is None or wait < next_delay else next_delay
                     continue
                 leader = cluster.leader_for(tp)
                 if leader < 0:
                     self._metadata_needed = True
-                    next_delay = 0.05 if next_delay is None else min(next_delay, 0.05)
+                    wait = min(wait, 0.05)
+                    next_delay = wait if next_delay is None or wait < next_delay else next_delay
                     continue
-                if self._in_flight_node.get(leader, 0) >= self._max_in_flight:
+                if self._in_flight_node.get(leader, 0) >= max_in_flight:
+                    next_delay = wait if next_delay is None or wait < next_delay else next_delay
                     continue
-                nodes = per_node.setdefault(leader, [])
-                nodes.append(batch)
+                per_node.setdefault(leader, []).append(batch)
         for b in expired:
-            self._complete(b, -1, -1, KafkaTimeoutError("record expired: not delivered within delivery.timeout.ms"))
+            self._fail_batch(b, KafkaTimeoutError(
+                f"record expired: not delivered to {b.tp.topic}-{b.tp.partition} within delivery.timeout.ms "
+                f"({self._delivery_timeout:g} s, {b.attempts} attempts)"
+            ))
+        sent = False
         for node, batches in per_node.items():
+            conn = cluster.ready_connection(node)
+            if conn is None:
+                if node not in self._connecting:
+                    self._connecting.add(node)
+                    self._spawn(self._open_connection(node))
+                continue
             size = 0
             chosen: list[_Batch] = []
             with acc.lock:
@@ -755,28 +870,66 @@ class AsyncProducer:
                     if not q or q[0] is not b:
                         continue
                     q.popleft()
+                    b.sealed = True
                     chosen.append(b)
                     size += b.size
-            for b in chosen:
-                self._encode(b)
             if chosen:
-                self._in_flight_node[node] = self._in_flight_node.get(node, 0) + 1
-                for b in chosen:
-                    self._in_flight_tp[b.tp] = self._in_flight_tp.get(b.tp, 0) + 1
-                self._spawn(self._send_request(node, chosen))
-        if per_node:
+                self._write_request(node, conn, chosen)
+                sent = True
+        if sent or expired:
             return 0
         return next_delay
+
+    def _write_request(self, node: int, conn: Any, batches: list[_Batch]) -> None:
+        for b in batches:
+            self._encode(b)
+        topic_data: dict[str, list[tuple[int, bytes | memoryview]]] = {}
+        for b in batches:
+            assert b.encoded is not None
+            topic_data.setdefault(b.tp.topic, []).append((b.tp.partition, b.encoded))
+        try:
+            version = conn.version(0)
+            corr = conn.next_correlation_id()
+            frame = proto.encode_produce_request(
+                version, corr, conn.client_id, self._acks, self.config["request.timeout.ms"], topic_data
+            )
+            fut = conn.send_frame(0, version, frame, corr, expect_response=self._acks != 0)
+        except KafkaConnectionError:  # not written: back to the queues as they were
+            self._requeue(batches)
+            return
+        except KafkaError as exc:
+            for b in batches:
+                self._fail_batch(b, exc)
+            return
+        for b in batches:
+            b.attempts += 1
+        if fut is None:  # acks=0: nothing comes back
+            for b in batches:
+                self._complete(b, -1, -1, None)
+            return
+        self._in_flight_total += 1
+        self._in_flight_node[node] = self._in_flight_node.get(node, 0) + 1
+        for b in batches:
+            self._part(b.tp).in_flight += 1
+        # a request never outlives the earliest delivery deadline of its batches
+        left = min(b.deadline for b in batches) - time.monotonic()
+        timeout = max(0.001, min(self._request_timeout, left))
+        self._spawn(self._await_response(node, conn, fut, corr, batches, timeout))
 
     def _encode(self, b: _Batch) -> None:
         if b.encoded is not None:
             return
+        if b.order < 0:
+            b.order = self._drained
+            self._drained += 1
         pid, epoch, seq = -1, -1, -1
         if self._idempotent:
             pid, epoch = self._producer_id, self._producer_epoch
-            seq = self._next_seq.get(b.tp, 0)
-            self._next_seq[b.tp] = (seq + len(b.records)) & 0x7FFFFFFF
+            st = self._part(b.tp)
+            seq = st.next_seq
+            st.next_seq = (seq + len(b.records)) & _SEQ_MAX
             b.base_sequence = seq
+            b.epoch = epoch
         recs = b.records
         base_ts = recs[0][3]
         if _speedups is not None:
@@ -787,57 +940,53 @@ class AsyncProducer:
             data, count, base_ts, max_ts, codec=self._codec, producer_id=pid, producer_epoch=epoch, base_sequence=seq
         )
 
-    async def _send_request(self, node: int, batches: list[_Batch]) -> None:
+    async def _await_response(
+        self, node: int, conn: Any, fut: asyncio.Future[Any], corr: int, batches: list[_Batch], timeout: float
+    ) -> None:
         requeue: list[_Batch] = []
         refresh = False
         try:
-            conn = await self._cluster.connection(node)
-            version = conn.version(0)
-            topic_data: dict[str, list[tuple[int, bytes | memoryview]]] = {}
+            resp = await conn.wait(fut, corr, timeout)
+        except (KafkaConnectionError, KafkaTimeoutError) as exc:
+            log.debug("produce to node %s failed: %s", node, exc)
             for b in batches:
-                assert b.encoded is not None
-                topic_data.setdefault(b.tp.topic, []).append((b.tp.partition, b.encoded))
-                b.attempts += 1
-            corr = conn.next_correlation_id()
-            parts = proto.encode_produce_request(
-                version, corr, conn.client_id, self._acks, self.config["request.timeout.ms"], topic_data
-            )
-            fut = conn.send_frame(0, version, parts, corr, expect_response=self._acks != 0)
-            if fut is None:
-                for b in batches:
-                    self._complete(b, -1, -1, None)
-                return
-            resp = await conn.wait(fut, corr)
-            by_tp = {
-                (str(t.name), int(p.index)): p for t in resp.responses for p in t.partition_responses
-            }
+                b.ambiguous = True  # it may have been written
+            requeue = batches
+            refresh = True
+        except Exception as exc:
+            for b in batches:
+                self._fail_batch(b, exc)
+        else:
+            by_tp = {(str(t.name), int(p.index)): p for t in resp.responses for p in t.partition_responses}
             for b in batches:
                 p = by_tp.get((b.tp.topic, b.tp.partition))
                 if p is None:
+                    b.ambiguous = True
                     requeue.append(b)
                     continue
                 err = int(p.error_code)
-                if err == 0:
-                    self._complete(b, int(p.base_offset), _ms(getattr(p, "log_append_time", None)), None)
-                elif err == 46 and self._idempotent:  # DUPLICATE_SEQUENCE_NUMBER: already written
-                    self._complete(b, -1, -1, None)
-                elif err in _RETRIABLE and (err != 45 or self._idempotent):
+                if err == 0 or err == _DUPLICATE_SEQUENCE:
+                    self._acked(b)
+                    if err:
+                        self._complete(b, -1, -1, None)  # already written by an earlier attempt
+                    else:
+                        self._complete(b, int(p.base_offset), _ms(getattr(p, "log_append_time", None)), None)
+                elif self._idempotent and err in _PRODUCER_STATE_ERRORS:
+                    if self._producer_state_error(b, err):
+                        requeue.append(b)
+                elif err in _RETRIABLE:
+                    if err == _REQUEST_TIMED_OUT:
+                        b.ambiguous = True  # written, maybe, but not acknowledged by every replica
                     refresh = refresh or err in _STALE_METADATA
                     requeue.append(b)
                 else:
                     msg = getattr(p, "error_message", None) or ""
-                    self._complete(b, -1, -1, KafkaError(f"produce to {b.tp.topic}-{b.tp.partition} failed {msg}", err))
-        except (KafkaConnectionError, KafkaTimeoutError) as exc:
-            log.debug("produce to node %s failed: %s", node, exc)
-            requeue = [b for b in batches if not b.result.done]
-            refresh = True
-        except Exception as exc:
-            for b in batches:
-                self._complete(b, -1, -1, exc)
+                    self._fail_batch(b, KafkaError(f"produce to {b.tp.topic}-{b.tp.partition} failed {msg}", err))
         finally:
+            self._in_flight_total -= 1
             self._in_flight_node[node] -= 1
             for b in batches:
-                self._in_flight_tp[b.tp] -= 1
+                self._parts[b.tp].in_flight -= 1
         if requeue:
             self._requeue(requeue)
             if refresh:
@@ -845,21 +994,128 @@ class AsyncProducer:
             await asyncio.sleep(self.config["retry.backoff.ms"] / 1000)
         self._wake_threadsafe()
 
+    def _acked(self, b: _Batch) -> None:
+        if b.base_sequence >= 0 and b.epoch == self._producer_epoch:
+            st = self._part(b.tp)
+            st.last_acked = (b.base_sequence + len(b.records) - 1) & _SEQ_MAX
+
+    def _producer_state_error(self, b: _Batch, err: int) -> bool:
+        """OUT_OF_ORDER_SEQUENCE_NUMBER, UNKNOWN_PRODUCER_ID, INVALID_PRODUCER_EPOCH for a batch
+        (as Kafka's TransactionManager does for an idempotent producer, KIP-360). True: retry it.
+
+        * OUT_OF_ORDER for a batch that is not the next the partition expects: an earlier batch
+          failed, and this one is retried after it (with its own sequence).
+        * OUT_OF_ORDER for the next expected batch: a real gap (the broker's state for this
+          producer lost batches it had acknowledged): bump the epoch and retry the batch (it was
+          not written) from sequence 0, as the Java client does.
+        * UNKNOWN_PRODUCER_ID (the broker has no state for the producer, e.g. removed with old
+          segments): bump the epoch, retry the batch (it was not written).
+        * INVALID_PRODUCER_EPOCH: the broker knows a newer epoch; get a new producer id and retry.
+        """
+        if b.result.done or b.epoch != self._producer_epoch:
+            return not b.result.done  # an attempt from before a reset: re-sequenced and retried
+        if err == _OUT_OF_ORDER:
+            st = self._part(b.tp)
+            expected = 0 if st.last_acked < 0 else (st.last_acked + 1) & _SEQ_MAX
+            if b.base_sequence != expected:
+                return True
+            self._request_reset(1, f"OUT_OF_ORDER_SEQUENCE_NUMBER for {b.tp.topic}-{b.tp.partition} at sequence "
+                                   f"{b.base_sequence}, the next one expected (a gap in the broker's state)")
+            return True
+        if err == _UNKNOWN_PRODUCER_ID:
+            self._request_reset(1, f"UNKNOWN_PRODUCER_ID for {b.tp.topic}-{b.tp.partition}")
+        else:
+            self._request_reset(2, f"INVALID_PRODUCER_EPOCH for {b.tp.topic}-{b.tp.partition}")
+        return True
+
+    def _request_reset(self, level: int, reason: str) -> None:
+        """Ask for an epoch bump (1) or a new producer id (2): done by the sender once no request
+        is in flight; until then nothing is drained."""
+        if level > self._reset_pending:
+            self._reset_pending = level
+        if self._reset_reason:
+            return
+        self._reset_reason = reason
+        log.warning("producer id %s epoch %s: %s; resetting sequences", self._producer_id, self._producer_epoch, reason)
+
+    def _reset_producer_state(self) -> None:
+        """Bump the epoch (or get a new producer id) and restart every partition at sequence 0.
+
+        Queued batches are re-sequenced, except those an earlier attempt of which may have been
+        written (the request failed without an answer): re-sending one under the new epoch
+        could write it twice, so it fails with an error saying so."""
+        reason = self._reset_reason
+        doomed: list[_Batch] = []
+        acc = self._acc
+        with acc.lock:
+            for q in acc.queues.values():
+                if not any(b.encoded is not None for b in q):
+                    continue
+                keep = [b for b in q if not b.ambiguous]
+                doomed.extend(b for b in q if b.ambiguous)
+                q.clear()
+                for b in keep:
+                    b.encoded = None
+                    b.base_sequence = -1
+                    q.append(b)
+        self._parts.clear()
+        for b in doomed:
+            self._complete(b, -1, -1, KafkaError(
+                f"produce to {b.tp.topic}-{b.tp.partition} failed: {reason}; the producer reset its sequence "
+                "numbers, and an earlier attempt of this batch may or may not have been written, so it is not "
+                "sent again (that could write it twice)"))
+        level = self._reset_pending
+        self._reset_pending = 0
+        self._reset_reason = ""
+        if level >= 2 or self._producer_epoch >= 32767:
+            self._pid_requesting = True
+            self._spawn(self._renew_producer_id())
+        else:
+            self._producer_epoch += 1
+
+    async def _renew_producer_id(self) -> None:
+        try:
+            while not self._closed:
+                try:
+                    await self._init_producer_id()
+                    return
+                except KafkaError as exc:
+                    log.warning("InitProducerId failed: %s", exc)
+                    await asyncio.sleep(self.config["retry.backoff.ms"] / 1000)
+        finally:
+            self._pid_requesting = False
+            self._wake_threadsafe()
+
     def _requeue(self, batches: Iterable[_Batch]) -> None:
+        """Put batches back at the head of their queues, in drain order (before newer ones)."""
         now = time.monotonic()
+        late: list[_Batch] = []
         with self._acc.lock:
             for b in batches:
-                if now > b.deadline:
+                if b.result.done:
+                    continue
+                if now >= b.deadline:
+                    late.append(b)
                     continue
                 q = self._acc.queues.setdefault(b.tp, deque())
-                # keep sequence order: retried batches go before newer ones
                 i = 0
-                while i < len(q) and q[i].encoded is not None and q[i].base_sequence < b.base_sequence:
+                while i < len(q) and 0 <= q[i].order < b.order:
                     i += 1
                 q.insert(i, b)
-        for b in batches:
-            if now > b.deadline:
-                self._complete(b, -1, -1, KafkaTimeoutError("record expired: not delivered within delivery.timeout.ms"))
+        for b in late:
+            self._fail_batch(b, KafkaTimeoutError(
+                f"record expired: not delivered to {b.tp.topic}-{b.tp.partition} within delivery.timeout.ms "
+                f"({self._delivery_timeout:g} s, {b.attempts} attempts)"
+            ))
+
+    def _fail_batch(self, b: _Batch, exc: BaseException) -> None:
+        """Complete ``b`` with an error; a batch that had a sequence leaves a hole in its
+        partition's sequences, so the later batches are re-sequenced under a bumped epoch."""
+        if b.result.done:
+            return
+        if self._idempotent and b.base_sequence >= 0 and b.epoch == self._producer_epoch:
+            self._request_reset(1, f"a batch to {b.tp.topic}-{b.tp.partition} failed ({exc})")
+        self._complete(b, -1, -1, exc)
 
     def _complete(self, b: _Batch, base_offset: int, log_append_time: int, exc: BaseException | None) -> None:
         if b.result.done:
@@ -868,13 +1124,18 @@ class AsyncProducer:
         b.result.complete(base_offset, log_append_time, exc)
         acc = self._acc
         with acc.lock:
-            acc.incomplete.discard(b.result)
+            acc.incomplete.pop(b.result, None)
             acc.used -= nbytes
             acc.room.notify_all()
 
-    def _fail_all(self, exc: BaseException) -> None:
+    def _fail_all(self, exc: BaseException) -> int:
+        """Fail every batch not yet completed (queued or in flight); return how many."""
         with self._acc.lock:
-            batches = [b for q in self._acc.queues.values() for b in q]
+            batches = list(self._acc.incomplete.values())
             self._acc.queues.clear()
+        n = 0
         for b in batches:
-            self._complete(b, -1, -1, exc)
+            if not b.result.done:
+                n += 1
+                self._complete(b, -1, -1, exc)
+        return n
