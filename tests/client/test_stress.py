@@ -110,23 +110,22 @@ def _value(run: str, i: int) -> bytes:
     return f"{run}:{i:08d}:".encode() + b"x" * 60
 
 
-def _read(broker: BrokerProcess, topic: str, partitions: int, at_least: int, run: str) -> dict[int, list[int]]:
-    """Record ids per partition in offset order; reads until ``at_least`` records or 20 s."""
+def _read(broker: BrokerProcess, topic: str, partitions: int, run: str) -> dict[int, list[int]]:
+    """Record ids per partition in offset order: everything up to each partition's end offset
+    (taken once the producer has finished), so duplicates cannot end the read early."""
     out: dict[int, list[int]] = {p: [] for p in range(partitions)}
-    n = 0
+    tps = [TopicPartition(topic, p) for p in range(partitions)]
     with Consumer({"bootstrap.servers": broker.bootstrap_servers, "auto.offset.reset": "earliest",
                    "enable.auto.commit": False}) as c:
-        c.assign([TopicPartition(topic, p) for p in range(partitions)])
-        deadline = time.monotonic() + 20
-        while n < at_least and time.monotonic() < deadline:
+        c.assign(tps)
+        ends = c.end_offsets(tps)
+        deadline = time.monotonic() + 30
+        while any(c.position(tp) < ends[tp] for tp in tps):
+            assert time.monotonic() < deadline, f"read stopped short of the end offsets {ends}"
             for r in c.poll(0.5):
                 r_run, idx, _ = r.value.split(b":", 2)
                 assert r_run.decode() == run
                 out[r.partition].append(int(idx))
-                n += 1
-        # anything beyond (duplicates) is there already: one more short poll picks it up
-        for r in c.poll(0.2):
-            out[r.partition].append(int(r.value.split(b":", 2)[1]))
     return out
 
 
@@ -201,7 +200,7 @@ def test_every_record_once_in_order(broker: BrokerProcess, partitions: int, api:
         topic, run = _topic(broker, partitions), uuid.uuid4().hex[:8]
         parts = _produce(config, topic, run, api)
         sent = _expected(parts)
-        problems = check_exactly_once_in_order(sent, _read(broker, topic, partitions, N, run))
+        problems = check_exactly_once_in_order(sent, _read(broker, topic, partitions, run))
         assert not problems, problems
 
 
@@ -218,7 +217,7 @@ def test_issue_workload_first_batches_never_lost(broker: BrokerProcess) -> None:
             p.flush(15)
             assert all(f.result(0).offset == i // 5 for i, f in enumerate(futs))
         problems = check_exactly_once_in_order(_expected([i % 5 for i in range(5000)]),
-                                               _read(broker, topic, 5, 5000, run))
+                                               _read(broker, topic, 5, run))
         assert not problems, problems
 
 
@@ -244,7 +243,7 @@ def test_broker_restart_while_sending(restart_broker: BrokerProcess, api: str, m
         # the first half is buffered (some of it in flight) when the broker goes down
         parts = _produce(config, topic, run, api, between=lambda: restart_broker.restart(kill=kill))
         sent = _expected(parts)
-        read = _read(restart_broker, topic, 6, N, run)
+        read = _read(restart_broker, topic, 6, run)
         if idempotent:
             problems = check_exactly_once_in_order(sent, read)
         else:
