@@ -1,0 +1,8 @@
+"""odradek's controller for a cluster on ZooKeeper (Kafka's ZooKeeper-mode ``KafkaController``).
+
+* ``context``: the controller's view of the cluster (``ControllerContext``);
+* ``election``: leader election rules;
+* ``decisions``: pure functions of (context, event) -> (next context, Decision);
+* ``assignment``: Kafka's rack-unaware replica assignment;
+* ``controller``: the single-threaded event loop over ZooKeeper (``Controller``).
+"""
