@@ -659,6 +659,30 @@ class KafkaZkClient:
         parts = self._get_partitions_json(REASSIGN_PARTITIONS) or []
         return {(d["topic"], d["partition"]): tuple(d["replicas"]) for d in parts}
 
+    def set_partition_reassignment(
+        self, reassignment: Mapping[TopicPartition, Sequence[int]], epoch_zk_version: int
+    ) -> None:
+        """Controller rewrite of the reassignments still in flight (fenced); empty deletes the znode."""
+        if not reassignment:
+            self.delete_partition_reassignment(epoch_zk_version)
+            return
+        parts = [{"topic": t, "partition": p, "replicas": list(r)} for (t, p), r in sorted(reassignment.items())]
+        data = _path_json({"version": 1, "partitions": parts})
+        exists = self.zk.exists(REASSIGN_PARTITIONS) is not None
+
+        def op(tx: Any) -> None:
+            if exists:
+                tx.set_data(REASSIGN_PARTITIONS, data)
+            else:
+                tx.create(REASSIGN_PARTITIONS, data)
+
+        self._raise_first(self._fenced_commit(epoch_zk_version, op))
+
+    def get_controller_owner_session(self) -> int | None:
+        """The session id owning the ephemeral ``/controller`` (None if there is none)."""
+        stat = self.zk.exists(CONTROLLER)
+        return int(stat.ephemeralOwner) if stat else None
+
     def delete_partition_reassignment(self, epoch_zk_version: int) -> None:
         results = self._fenced_commit(epoch_zk_version, lambda tx: tx.delete(REASSIGN_PARTITIONS))
         self._raise_first(r for r in results if not isinstance(r, NoNodeError))

@@ -71,6 +71,7 @@ __all__ = [
     "on_elect_leaders",
     "on_isr_change_notification",
     "on_partition_reassignment",
+    "on_partitions_refresh",
     "on_topic_change",
     "on_topic_deletion",
 ]
@@ -325,6 +326,20 @@ def on_controller_failover(ctx: ControllerContext) -> tuple[ControllerContext, D
     batch.um_full.update(ctx.live_brokers)
     for tp in list(batch.ctx.reassignments):
         _maybe_complete_reassignment(batch, tp)
+    return batch.finish()
+
+
+def on_partitions_refresh(
+    ctx: ControllerContext, states: Mapping[TopicPartition, LeaderAndIsr]
+) -> tuple[ControllerContext, Decision]:
+    """After a conditional write lost a race: take the states re-read from ZooKeeper, elect where
+    the partition is offline, and tell the replicas and every broker the current state."""
+    batch = _Batch(ctx.with_states(states))
+    batch.base = batch.ctx
+    for tp in sorted(states):
+        if tp[0] in batch.ctx.assignments and tp[0] not in batch.ctx.topics_to_be_deleted:
+            _online_partition(batch, tp)
+            batch.leader_and_isr(batch.ctx.replicas(tp), tp)
     return batch.finish()
 
 

@@ -1,0 +1,172 @@
+"""The controller's event loop against a real ZooKeeper: 3 brokers in one process, each with its
+own ZooKeeper session, broker registration and controller candidate; a recording channel."""
+
+from __future__ import annotations
+
+import itertools
+import threading
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+
+import pytest
+
+from odradek.cluster.zk import BrokerInfo, KafkaZkClient, LeaderAndIsr, TopicAssignment
+from odradek.controller.controller import Controller, RecordingChannel
+from odradek.controller.decisions import AlterPartitionItem
+from odradek.protocol.inter_broker import LeaderAndIsrRequest
+
+from .test_zk import expire_session, wait_until
+
+_chroots = itertools.count()
+T0 = ("t", 0)
+
+
+@dataclass
+class Node:
+    id: int
+    zk: KafkaZkClient
+    channel: RecordingChannel
+    controller: Controller
+
+    def stop(self) -> None:
+        self.controller.stop()
+        self.zk.close()
+
+
+@pytest.fixture
+def cluster(zk_connect: str) -> Iterator[tuple[str, Callable[[int], Node], KafkaZkClient]]:
+    connect = f"{zk_connect}/c{next(_chroots)}"
+    nodes: list[Node] = []
+    admin = KafkaZkClient(connect, session_timeout_ms=6000)
+    admin.start()
+
+    def start(broker_id: int, session_timeout_ms: int = 2000) -> Node:
+        zk = KafkaZkClient(connect, session_timeout_ms=session_timeout_ms)
+        zk.start()
+        zk.register_broker(BrokerInfo(broker_id, "127.0.0.1", 9090 + broker_id))
+        channel = RecordingChannel()
+        controller = Controller(zk, broker_id, channel, auto_leader_rebalance_enable=False)
+        controller.start()
+        node = Node(broker_id, zk, channel, controller)
+        nodes.append(node)
+        return node
+
+    yield connect, start, admin
+    for n in nodes:
+        n.stop()
+    admin.close()
+
+
+def active(nodes: list[Node]) -> list[Node]:
+    return [n for n in nodes if n.controller.is_active]
+
+
+def state(admin: KafkaZkClient, tp: tuple[str, int] = T0) -> LeaderAndIsr | None:
+    return admin.get_topic_partition_states([tp]).get(tp)
+
+
+@pytest.mark.timeout(60)
+def test_one_controller_and_failover(cluster) -> None:  # type: ignore[no-untyped-def]
+    _, start, admin = cluster
+    nodes = [start(i) for i in (1, 2, 3)]
+    assert wait_until(lambda: len(active(nodes)) == 1)
+    first = active(nodes)[0]
+    assert admin.get_controller_id() == first.id
+    epoch = admin.get_controller_epoch()
+    assert epoch is not None
+    first.stop()
+    rest = [n for n in nodes if n is not first]
+    assert wait_until(lambda: len(active(rest)) == 1)
+    second = active(rest)[0]
+    assert admin.get_controller_id() == second.id
+    new_epoch = admin.get_controller_epoch()
+    assert new_epoch is not None and new_epoch[0] == epoch[0] + 1
+    ctx = second.controller.context
+    assert ctx is not None and ctx.epoch == new_epoch[0]
+    assert sorted(ctx.live_brokers) == sorted(n.id for n in rest)
+
+
+@pytest.mark.timeout(60)
+def test_topic_creation_and_broker_failure_elect_with_epochs(cluster) -> None:  # type: ignore[no-untyped-def]
+    _, start, admin = cluster
+    nodes = [start(i) for i in (1, 2, 3)]
+    assert wait_until(lambda: len(active(nodes)) == 1)
+    ctl = active(nodes)[0]
+    ctx = ctl.controller.context
+    assert ctx is not None
+    victim = next(n for n in nodes if n is not ctl)
+    survivors = [n.id for n in nodes if n is not victim]
+    replicas = (victim.id, *survivors)
+    admin.create_topic_assignment("t", TopicAssignment({0: replicas, 1: tuple(reversed(replicas))}))
+    assert wait_until(lambda: state(admin) is not None and state(admin, ("t", 1)) is not None)
+    assert state(admin) == LeaderAndIsr(victim.id, 0, replicas, ctx.epoch, 0)
+
+    def lai_for(broker: int, leader: int) -> list[LeaderAndIsrRequest]:
+        return [r for b, r in ctl.channel.snapshot() if b == broker and isinstance(r, LeaderAndIsrRequest)
+                and any(s.partition_index == 0 and s.leader == leader for s in r.partition_states)]
+
+    assert wait_until(lambda: all(lai_for(b, victim.id) for b in replicas))
+    # the leader (not the controller) goes away: the next replica in the ISR leads, epoch + 1
+    victim.stop()
+    assert wait_until(lambda: (s := state(admin)) is not None and s.leader != victim.id)
+    assert state(admin) == LeaderAndIsr(survivors[0], 1, tuple(survivors), ctx.epoch, 1)
+    assert wait_until(lambda: all(lai_for(b, survivors[0]) for b in survivors))
+    for b in survivors:
+        req = lai_for(b, survivors[0])[-1]
+        assert req.broker_epoch == admin.get_broker(b).epoch  # type: ignore[union-attr]
+        assert req.controller_epoch == ctx.epoch and req.controller_id == ctl.id
+        st = next(s for s in req.partition_states if s.partition_index == 0)
+        assert (st.leader_epoch, st.partition_epoch, st.isr) == (1, 1, tuple(survivors))
+    # partition 1 had the victim as a follower: it left the ISR, leader unchanged
+    s1 = state(admin, ("t", 1))
+    assert s1 is not None and victim.id not in s1.isr and s1.leader == survivors[-1] and s1.leader_epoch == 1
+
+
+@pytest.mark.timeout(60)
+def test_expired_leader_session_is_a_bounce(cluster) -> None:  # type: ignore[no-untyped-def]
+    connect, start, admin = cluster
+    nodes = [start(i) for i in (1, 2, 3)]
+    assert wait_until(lambda: len(active(nodes)) == 1)
+    ctl = active(nodes)[0]
+    leader = next(n for n in nodes if n is not ctl)
+    admin.create_topic_assignment("t", TopicAssignment({0: (leader.id, *[n.id for n in nodes if n is not leader])}))
+    assert wait_until(lambda: (s := state(admin)) is not None and s.leader == leader.id)
+    old_epoch = admin.get_broker(leader.id).epoch  # type: ignore[union-attr]
+    renewed = threading.Event()
+    leader.zk.add_new_session_callback(renewed.set)
+    expire_session(leader.zk, connect)
+    assert renewed.wait(15)
+    new_epoch = leader.zk.broker_epoch
+    assert new_epoch > old_epoch
+    # Kafka's bounce: leadership moves off the bounced broker, which then learns it with its new epoch
+    assert wait_until(lambda: (s := state(admin)) is not None and s.leader != leader.id)
+    assert wait_until(lambda: any(
+        b == leader.id and isinstance(r, LeaderAndIsrRequest) and r.broker_epoch == new_epoch
+        for b, r in ctl.channel.snapshot()))
+
+
+@pytest.mark.timeout(60)
+def test_deposed_controller_cannot_write(cluster) -> None:  # type: ignore[no-untyped-def]
+    _, start, admin = cluster
+    nodes = [start(i) for i in (1, 2)]
+    assert wait_until(lambda: len(active(nodes)) == 1)
+    old = active(nodes)[0]
+    other = next(n for n in nodes if n is not old)
+    admin.create_topic_assignment("t", TopicAssignment({0: (old.id, other.id)}))
+    assert wait_until(lambda: state(admin) is not None)
+    before = state(admin)
+    assert before is not None
+    release = threading.Event()
+    old.controller.run_in_loop(lambda: release.wait(20))  # the old controller is busy ...
+    shrink = old.controller.alter_partition(
+        old.id, old.zk.broker_epoch, [AlterPartitionItem("t", 0, before.leader_epoch, (old.id,), before.zk_version)]
+    )
+    admin.zk.delete("/controller")  # ... while an operator forces a new election
+    assert wait_until(lambda: other.controller.is_active)
+    release.set()
+    with pytest.raises(Exception) as err:
+        shrink.result(10)
+    assert type(err.value).__name__ == "ControllerMovedError"
+    assert wait_until(lambda: not old.controller.is_active)
+    assert state(admin) == before  # the deposed controller wrote nothing
+    assert admin.get_controller_id() == other.id
