@@ -170,3 +170,76 @@ def test_deposed_controller_cannot_write(cluster) -> None:  # type: ignore[no-un
     assert wait_until(lambda: not old.controller.is_active)
     assert state(admin) == before  # the deposed controller wrote nothing
     assert admin.get_controller_id() == other.id
+
+
+def _three(start) -> tuple[list[Node], Node]:  # type: ignore[no-untyped-def]
+    nodes = [start(i) for i in (1, 2, 3)]
+    assert wait_until(lambda: len(active(nodes)) == 1)
+    return nodes, active(nodes)[0]
+
+
+@pytest.mark.timeout(60)
+def test_admin_paths_deletion_reassignment_preferred_isr_notification(cluster) -> None:  # type: ignore[no-untyped-def]
+    _, start, admin = cluster
+    _, ctl = _three(start)
+    admin.create_topic_assignment("t", TopicAssignment({0: (1, 2)}))
+    admin.create_topic_assignment("gone", TopicAssignment({0: (1, 2, 3)}))
+    assert wait_until(lambda: state(admin) is not None and state(admin, ("gone", 0)) is not None)
+
+    # deletion: StopReplica(delete) everywhere, then every znode of the topic is gone
+    admin.create_delete_topic_path("gone")
+    assert wait_until(lambda: "gone" not in admin.get_all_topics_in_cluster() and admin.get_topic_deletions() == [])
+    assert not admin.exists("/config/topics/gone")
+    from odradek.protocol.inter_broker import StopReplicaRequest
+
+    stops = {b for b, r in ctl.channel.snapshot() if isinstance(r, StopReplicaRequest)
+             and any(p.topic_name == "gone" and p.delete_partition for p in r.partition_states)}
+    assert stops == {1, 2, 3}
+
+    # reassignment through /admin/reassign_partitions: [1, 2] -> [3, 2]
+    admin.create_partition_reassignment({T0: (3, 2)})
+    assert wait_until(lambda: (a := admin.get_topic_assignment("t")) is not None
+                      and a[0].adding_replicas.get(0) == (3,))
+    s = state(admin)
+    assert s is not None and s.leader == 1
+    # the leader reports 3 caught up (AlterPartition): the reassignment completes
+    res = ctl.controller.alter_partition(1, admin.get_broker(1).epoch,  # type: ignore[union-attr]
+                                         [AlterPartitionItem("t", 0, s.leader_epoch, (1, 2, 3), s.zk_version)])
+    assert res.result(10).alter_partition[T0].error_code == 0
+    assert wait_until(lambda: not admin.exists("/admin/reassign_partitions"))
+    a = admin.get_topic_assignment("t")
+    assert a is not None and a[0].partitions == {0: (3, 2)} and a[0].adding_replicas == {}
+    s = state(admin)
+    assert s is not None and s.leader == 3 and s.isr == (2, 3)
+
+    # preferred replica election through the znode: nothing to do, the znode is consumed
+    admin.create_preferred_replica_election([T0])
+    assert wait_until(lambda: not admin.exists("/admin/preferred_replica_election"))
+
+    # an ISR change written by a leader itself is picked up and announced
+    cur = state(admin)
+    assert cur is not None
+    admin.zk.set("/brokers/topics/t/partitions/0/state",
+                 LeaderAndIsr(3, cur.leader_epoch, (3,), cur.controller_epoch).to_json(), cur.zk_version)
+    admin.propagate_isr_changes([T0])
+    assert wait_until(lambda: admin.get_all_isr_change_notifications() == [])
+    assert wait_until(lambda: (c := ctl.controller.context) is not None and c.states[T0].isr == (3,))
+
+
+@pytest.mark.timeout(60)
+def test_controlled_shutdown_through_the_controller(cluster) -> None:  # type: ignore[no-untyped-def]
+    _, start, admin = cluster
+    nodes, ctl = _three(start)
+    leaving = next(n for n in nodes if n is not ctl)
+    others = [n.id for n in nodes if n is not leaving]
+    admin.create_topic_assignment("t", TopicAssignment({0: (leaving.id, *others), 1: (others[0], leaving.id)}))
+    assert wait_until(lambda: state(admin) is not None and state(admin, ("t", 1)) is not None)
+    d = ctl.controller.controlled_shutdown(leaving.id, leaving.zk.broker_epoch).result(10)
+    assert d.error_code == 0 and d.remaining_partitions == ()
+    s0, s1 = state(admin), state(admin, ("t", 1))
+    assert s0 is not None and s0.leader == others[0] and leaving.id not in s0.isr and s0.leader_epoch == 1
+    assert s1 is not None and s1.leader == others[0] and s1.isr == (others[0],)
+    stale = ctl.controller.controlled_shutdown(leaving.id, 12345).result(10)
+    assert stale.error_code == 77  # STALE_BROKER_EPOCH
+    third = next(n for n in nodes if n is not ctl and n is not leaving)
+    assert third.controller.controlled_shutdown(leaving.id, 0).result(10).error_code == 41  # NOT_CONTROLLER
