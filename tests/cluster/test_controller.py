@@ -243,3 +243,42 @@ def test_controlled_shutdown_through_the_controller(cluster) -> None:  # type: i
     assert stale.error_code == 77  # STALE_BROKER_EPOCH
     third = next(n for n in nodes if n is not ctl and n is not leaving)
     assert third.controller.controlled_shutdown(leaving.id, 0).result(10).error_code == 41  # NOT_CONTROLLER
+
+
+@pytest.mark.timeout(60)
+def test_controller_session_expiry_resigns_and_a_new_epoch_wins(cluster) -> None:  # type: ignore[no-untyped-def]
+    connect, start, admin = cluster
+    nodes, ctl = _three(start)
+    admin.create_topic_assignment("t", TopicAssignment({0: (1, 2, 3)}))
+    assert wait_until(lambda: state(admin) is not None)
+    got = admin.get_controller_epoch()
+    assert got is not None
+    old_epoch = got[0]
+    expire_session(ctl.zk, connect)
+    # some candidate (possibly the old one, in its new session) wins with a higher epoch
+    assert wait_until(lambda: (e := admin.get_controller_epoch()) is not None and e[0] > old_epoch, 15)
+    assert wait_until(lambda: len(active(nodes)) == 1 and active(nodes)[0].controller.context is not None
+                      and active(nodes)[0].controller.context.epoch > old_epoch, 15)
+    winner = active(nodes)[0]
+    assert admin.get_controller_id() == winner.id
+    # the old controller's registration came back with a new broker epoch, and the new controller
+    # knows it (a bounce: leadership of t-0 may have moved, but t-0 has a live leader)
+    assert wait_until(lambda: sorted(winner.controller.context.live_brokers) == [1, 2, 3])  # type: ignore[union-attr]
+    assert wait_until(lambda: (s := state(admin)) is not None and s.leader in (1, 2, 3))
+
+
+@pytest.mark.timeout(90)
+def test_zookeeper_restart_while_the_controller_serves(cluster, zookeeper) -> None:  # type: ignore[no-untyped-def]
+    _, start, admin = cluster
+    nodes, ctl = _three(start)
+    admin.create_topic_assignment("t", TopicAssignment({0: (1, 2, 3)}))
+    assert wait_until(lambda: state(admin) is not None)
+    epoch = admin.get_controller_epoch()
+    zookeeper.restart()  # sessions (2 s) outlive a ~1 s restart
+    assert wait_until(lambda: all(n.zk.wait_writable(0) for n in nodes) and admin.wait_writable(0), 20)
+    admin.create_topic_assignment("u", TopicAssignment({0: (2, 3)}))
+    assert wait_until(lambda: state(admin, ("u", 0)) is not None, 15)
+    s = state(admin, ("u", 0))
+    assert s is not None and s.leader == 2
+    if admin.get_controller_epoch() == epoch:  # sessions survived: the same controller serves on
+        assert ctl.controller.is_active and s.controller_epoch == epoch[0]
