@@ -46,6 +46,7 @@ from typing import Any
 from kazoo.client import KazooClient, KazooState
 from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError, NotEmptyError
 from kazoo.protocol.states import ZnodeStat
+from kazoo.retry import KazooRetry
 
 __all__ = [
     "BrokerInfo",
@@ -300,7 +301,10 @@ class KafkaZkClient:
         hosts, self.chroot = parse_connect(connect)
         self.session_timeout_ms = session_timeout_ms
         self.connection_timeout_ms = connection_timeout_ms or session_timeout_ms
-        self.zk = KazooClient(hosts=hosts, timeout=session_timeout_ms / 1000)
+        # Reconnect attempts back off to at most 1 s (kazoo's default is 60 s), so a session
+        # survives a ZooKeeper restart shorter than its timeout.
+        retry = KazooRetry(max_tries=-1, delay=0.05, backoff=2, max_jitter=0.1, max_delay=1.0)
+        self.zk = KazooClient(hosts=hosts, timeout=session_timeout_ms / 1000, connection_retry=retry)
         self._writable = threading.Event()
         self._session_lost = False
         self._registration: BrokerInfo | None = None
