@@ -282,3 +282,42 @@ def test_zookeeper_restart_while_the_controller_serves(cluster, zookeeper) -> No
     assert s is not None and s.leader == 2
     if admin.get_controller_epoch() == epoch:  # sessions survived: the same controller serves on
         assert ctl.controller.is_active and s.controller_epoch == epoch[0]
+
+
+@pytest.mark.timeout(60)
+def test_topic_ids_and_alter_partition_v3_with_kio(cluster) -> None:  # type: ignore[no-untyped-def]
+    from kio.schema.alter_partition.v3 import request as apr
+    from kio.static.primitive import i8, i32, i64
+
+    from odradek.controller.decisions import topic_uuid
+    from odradek.protocol.messages import decode_response, encode_response
+
+    _, start, admin = cluster
+    _, ctl = _three(start)
+    admin.create_topic_assignment("t", TopicAssignment({0: (1, 2, 3)}))  # no topic id
+    assert wait_until(lambda: state(admin) is not None)
+    got = admin.get_topic_assignment("t")
+    assert got is not None and got[0].topic_id is not None  # the controller gave it one (KIP-516)
+    tid = topic_uuid(got[0].topic_id)
+    s = state(admin)
+    assert s is not None
+
+    def request(isr: tuple[int, ...], epochs: tuple[int, ...], partition_epoch: int) -> apr.AlterPartitionRequest:
+        return apr.AlterPartitionRequest(
+            broker_id=i32(1), broker_epoch=i64(admin.get_broker(1).epoch),  # type: ignore[union-attr]
+            topics=(apr.TopicData(topic_id=tid, partitions=(apr.PartitionData(
+                partition_index=i32(0), leader_epoch=i32(s.leader_epoch),
+                new_isr_with_epochs=tuple(apr.BrokerState(broker_id=i32(b), broker_epoch=i64(e))
+                                          for b, e in zip(isr, epochs, strict=True)),
+                leader_recovery_state=i8(0), partition_epoch=i32(partition_epoch)),)),),
+        )
+
+    epochs = {b: admin.get_broker(b).epoch for b in (1, 2)}  # type: ignore[union-attr]
+    stale = ctl.controller.alter_partition_request(request((1, 2), (epochs[1], 12345), s.zk_version)).result(10)
+    assert stale.topics[0].partitions[0].error_code.value == 107  # INELIGIBLE_REPLICA
+    resp = ctl.controller.alter_partition_request(request((1, 2), (epochs[1], epochs[2]), s.zk_version)).result(10)
+    p = resp.topics[0].partitions[0]
+    assert (p.error_code.value, p.leader_id, tuple(p.isr), p.partition_epoch) == (0, 1, (1, 2), s.zk_version + 1)
+    assert state(admin) == LeaderAndIsr(1, s.leader_epoch, (1, 2), s.controller_epoch, s.zk_version + 1)
+    wire = encode_response(resp, 7, api_key=56, api_version=3)
+    assert decode_response(56, 3, wire[4:], header=True) == resp

@@ -29,6 +29,8 @@ from concurrent.futures import Future
 from dataclasses import replace
 from typing import Any, Protocol
 
+from kazoo.exceptions import BadVersionError
+
 from odradek.clock import Clock, SystemClock
 from odradek.cluster.zk import (
     BROKER_IDS,
@@ -44,6 +46,7 @@ from odradek.cluster.zk import (
     NotConnectedError,
     TopicPartition,
     UpdateCode,
+    new_topic_id,
     topic_path,
 )
 from odradek.controller import decisions as dec
@@ -145,6 +148,32 @@ class Controller:
         self, broker_id: int, broker_epoch: int, items: Sequence[dec.AlterPartitionItem]
     ) -> Future[dec.Decision]:
         return self._call(lambda ctx: dec.on_alter_partition(ctx, broker_id, broker_epoch, items))
+
+    def alter_partition_request(self, request: Any) -> Future[Any]:
+        """A kio AlterPartitionRequest (v2/v3) -> a Future of its kio AlterPartitionResponse
+        (NOT_CONTROLLER when this controller is not active)."""
+        from odradek.controller.alter_partition import (
+            alter_partition_items,
+            alter_partition_response,
+        )
+
+        fut: Future[Any] = Future()
+        seen: list[ControllerContext] = []
+
+        def decide(ctx: ControllerContext) -> Outcome:
+            seen.append(ctx)
+            return dec.on_alter_partition(ctx, int(request.broker_id), int(request.broker_epoch),
+                                          alter_partition_items(ctx, request))
+
+        def done(f: Future[dec.Decision]) -> None:
+            if f.exception() is not None:
+                fut.set_exception(f.exception())
+                return
+            ctx = seen[0] if seen else ControllerContext(self.broker_id, -1, -1)
+            fut.set_result(alter_partition_response(ctx, request, f.result()))
+
+        self._call(decide).add_done_callback(done)
+        return fut
 
     def controlled_shutdown(self, broker_id: int, broker_epoch: int) -> Future[dec.Decision]:
         return self._call(lambda ctx: dec.on_controlled_shutdown(ctx, broker_id, broker_epoch))
@@ -289,7 +318,22 @@ class Controller:
             reassignments=dict(zk.get_partition_reassignment()),
         )
 
+    def _ensure_topic_ids(self, topics: list[str], epoch_zk_version: int) -> None:
+        """Give topics created without a topic id one (KIP-516), conditional on the assignment's version."""
+        for topic in topics:
+            for _ in range(3):
+                got = self.zk.get_topic_assignment(topic)
+                if got is None or got[0].topic_id:
+                    break
+                try:
+                    self.zk.set_topic_assignment(topic, replace(got[0], topic_id=new_topic_id()), epoch_zk_version,
+                                                 expected_version=got[1])
+                    break
+                except BadVersionError:
+                    continue
+
     def _on_controller_failover(self, epoch: int, version: int) -> None:
+        self._ensure_topic_ids(self.zk.get_all_topics_in_cluster(), version)
         self._ctx = self._load_context(epoch, version)
         self.channel.update_brokers(self._ctx.live_brokers)
         self._next_rebalance = self.clock.monotonic() + self.rebalance_interval
@@ -388,6 +432,7 @@ class Controller:
         new = [t for t in self.zk.get_all_topics_in_cluster() if t not in self._ctx.assignments]
         if not new:
             return
+        self._ensure_topic_ids(new, self._ctx.epoch_zk_version)
         assignments = self.zk.get_replica_assignment_for_topics(new)
         configs = {t: self.zk.get_topic_config(t) for t in assignments}
         self._process(lambda ctx: dec.on_topic_change(ctx, assignments, configs))

@@ -74,6 +74,7 @@ __all__ = [
     "on_partitions_refresh",
     "on_topic_change",
     "on_topic_deletion",
+    "topic_uuid",
 ]
 
 LEADER_DURING_DELETE = -2  # Kafka's LeaderAndIsr.LeaderDuringDelete, shown in UpdateMetadata
@@ -97,6 +98,8 @@ class AlterPartitionItem:
     new_isr: tuple[int, ...]
     partition_epoch: int
     leader_recovery_state: int = 0
+    # v3 (KIP-903): the broker epoch of each new ISR member as the leader saw it (-1: unknown)
+    new_isr_broker_epochs: tuple[int, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -190,7 +193,7 @@ class _Batch:
         out = {}
         for t in topics:
             a = self.ctx.assignments.get(t)
-            out[t] = _uuid(a.topic_id) if a else ZERO_UUID
+            out[t] = topic_uuid(a.topic_id) if a else ZERO_UUID
         return out
 
     def _um_state(self, tp: TopicPartition) -> UpdateMetadataPartitionState | None:
@@ -250,7 +253,8 @@ class _Batch:
         return ctx, self.d
 
 
-def _uuid(topic_id: str | None) -> uuid.UUID:
+def topic_uuid(topic_id: str | None) -> uuid.UUID:
+    """A topic id as written in ZooKeeper (URL-safe base64) as a UUID; the zero UUID when absent."""
     if not topic_id:
         return ZERO_UUID
     from base64 import urlsafe_b64decode
@@ -467,7 +471,9 @@ def on_alter_partition(
             batch.d.alter_partition[tp] = _alter_result(state)
             continue
         replicas = ctx.replicas(tp)
-        if broker_id not in it.new_isr or any(r not in replicas or r not in live for r in it.new_isr):
+        stale = any(e != -1 and e != ctx.broker_epoch(r)
+                    for r, e in zip(it.new_isr, it.new_isr_broker_epochs, strict=False))
+        if stale or broker_id not in it.new_isr or any(r not in replicas or r not in live for r in it.new_isr):
             batch.d.alter_partition[tp] = AlterPartitionResult(ErrorCode.ineligible_replica.value)
             continue
         batch.set_state(tp, state.leader, it.new_isr, bump=False)
