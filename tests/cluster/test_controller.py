@@ -321,3 +321,51 @@ def test_topic_ids_and_alter_partition_v3_with_kio(cluster) -> None:  # type: ig
     assert state(admin) == LeaderAndIsr(1, s.leader_epoch, (1, 2), s.controller_epoch, s.zk_version + 1)
     wire = encode_response(resp, 7, api_key=56, api_version=3)
     assert decode_response(56, 3, wire[4:], header=True) == resp
+
+
+@pytest.mark.timeout(60)
+def test_admin_apis_with_kio(cluster) -> None:  # type: ignore[no-untyped-def]
+    import datetime
+
+    from kio.schema.alter_partition_reassignments.v0 import request as alter
+    from kio.schema.elect_leaders.v2 import request as elect
+    from kio.schema.list_partition_reassignments.v0 import request as lst
+    from kio.static.primitive import i8, i32
+
+    from odradek.protocol.messages import decode_response, encode_response
+
+    _, start, admin = cluster
+    nodes, ctl = _three(start)
+    other = next(n for n in nodes if n is not ctl)
+    admin.create_topic_assignment("t", TopicAssignment({0: (1, 2), 1: (2, 3)}))
+    assert wait_until(lambda: state(admin) is not None and state(admin, ("t", 1)) is not None)
+    second = 10 * datetime.timedelta(seconds=1)
+
+    req = elect.ElectLeadersRequest(election_type=i8(0), topic_partitions=None, timeout=second)
+    resp = ctl.controller.elect_leaders_request(req).result(10)
+    codes = {(r.topic, p.partition_id): p.error_code.value for r in resp.replica_election_results
+             for p in r.partition_result}
+    assert codes == {("t", 0): 84, ("t", 1): 84}  # ELECTION_NOT_NEEDED
+    assert decode_response(43, 2, encode_response(resp, 1, api_key=43, api_version=2)[4:], header=True) == resp
+    assert other.controller.elect_leaders_request(req).result(10).error_code.value == 41  # NOT_CONTROLLER
+
+    areq = alter.AlterPartitionReassignmentsRequest(timeout=second, topics=(alter.ReassignableTopic(
+        name="t", partitions=(alter.ReassignablePartition(partition_index=i32(0), replicas=(i32(3), i32(1))),
+                              alter.ReassignablePartition(partition_index=i32(7), replicas=(i32(3),)))),))
+    aresp = ctl.controller.alter_partition_reassignments_request(areq).result(10)
+    assert [p.error_code.value for p in aresp.responses[0].partitions] == [0, 3]
+    lresp = ctl.controller.list_partition_reassignments_request(
+        lst.ListPartitionReassignmentsRequest(timeout=second, topics=None)).result(10)
+    ongoing = lresp.topics[0].partitions[0]
+    assert (lresp.topics[0].name, ongoing.partition_index, tuple(ongoing.replicas), tuple(ongoing.adding_replicas),
+            tuple(ongoing.removing_replicas)) == ("t", 0, (3, 1, 2), (3,), (2,))
+    # cancel: back to the original replicas
+    creq = alter.AlterPartitionReassignmentsRequest(timeout=second, topics=(alter.ReassignableTopic(
+        name="t", partitions=(alter.ReassignablePartition(partition_index=i32(0), replicas=None),)),))
+    assert ctl.controller.alter_partition_reassignments_request(creq).result(10).responses[0].partitions[0] \
+        .error_code.value == 0
+    assert wait_until(lambda: (a := admin.get_topic_assignment("t")) is not None and a[0].partitions[0] == (1, 2)
+                      and a[0].adding_replicas == {})
+    lresp = ctl.controller.list_partition_reassignments_request(
+        lst.ListPartitionReassignmentsRequest(timeout=second, topics=None)).result(10)
+    assert lresp.topics == ()

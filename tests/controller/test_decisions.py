@@ -257,3 +257,17 @@ def test_topic_deletion_stops_and_deletes_replicas_or_waits_for_dead_brokers() -
     assert d.delete_topics == [] and ctx.topics_to_be_deleted == {"t"}
     ctx, d = on_broker_change(ctx, live(ctx, 1, 2, 3))
     assert d.delete_topics == ["t"] and ctx.topics_to_be_deleted == frozenset()
+
+
+def test_cancelled_reassignment_stops_the_added_replicas() -> None:
+    ctx = with_topic(context([1, 2, 3]), "t", {0: [1, 2]})
+    ctx, _ = on_partition_reassignment(ctx, {T0: [3, 1]})
+    s = ctx.states[T0]
+    ctx, _ = on_alter_partition(ctx, 1, 101, [AlterPartitionItem("t", 0, s.leader_epoch, (1, 2), s.zk_version)])
+    ctx, d = on_partition_reassignment(ctx, {T0: None})
+    assert d.reassign == {T0: 0} and ctx.reassignments == {}
+    assert ctx.assignments["t"].partitions[0] == (1, 2) and ctx.assignments["t"].adding_replicas == {}
+    stops = stop_replica_to(d)
+    assert list(stops) == [3] and stops[3].partition_states[0].delete_partition
+    _, d = on_partition_reassignment(ctx, {T0: None})
+    assert d.reassign == {T0: ErrorCode.no_reassignment_in_progress.value}

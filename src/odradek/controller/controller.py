@@ -175,6 +175,53 @@ class Controller:
         self._call(decide).add_done_callback(done)
         return fut
 
+    def _call_kio(self, decide: Callable[[ControllerContext], Outcome],
+                  respond: Callable[[dec.Decision], Any]) -> Future[Any]:
+        fut: Future[Any] = Future()
+
+        def done(f: Future[dec.Decision]) -> None:
+            exc = f.exception()
+            if exc is not None:
+                fut.set_exception(exc)
+            else:
+                fut.set_result(respond(f.result()))
+
+        self._call(decide).add_done_callback(done)
+        return fut
+
+    def elect_leaders_request(self, request: Any) -> Future[Any]:
+        """A kio ElectLeadersRequest (v1/v2) -> a Future of its kio response."""
+        from odradek.controller.admin import (
+            elect_leaders_request_partitions,
+            elect_leaders_response,
+        )
+
+        asked: list[TopicPartition] = []
+
+        def decide(ctx: ControllerContext) -> Outcome:
+            election_type, partitions = elect_leaders_request_partitions(ctx, request)
+            asked.extend(partitions)
+            return dec.on_elect_leaders(ctx, election_type, partitions)
+
+        return self._call_kio(decide, lambda d: elect_leaders_response(request, asked, d))
+
+    def alter_partition_reassignments_request(self, request: Any) -> Future[Any]:
+        """A kio AlterPartitionReassignmentsRequest (v0) -> a Future of its kio response."""
+        from odradek.controller.admin import (
+            alter_partition_reassignments_response,
+            reassignment_targets,
+        )
+
+        targets = reassignment_targets(request)
+        return self._call_kio(lambda ctx: dec.on_partition_reassignment(ctx, targets),
+                              lambda d: alter_partition_reassignments_response(request, d))
+
+    def list_partition_reassignments_request(self, request: Any) -> Future[Any]:
+        """A kio ListPartitionReassignmentsRequest (v0) -> a Future of its kio response."""
+        from odradek.controller.admin import list_partition_reassignments_response
+
+        return self.run_in_loop(lambda: list_partition_reassignments_response(self._ctx, request))
+
     def controlled_shutdown(self, broker_id: int, broker_epoch: int) -> Future[dec.Decision]:
         return self._call(lambda ctx: dec.on_controlled_shutdown(ctx, broker_id, broker_epoch))
 

@@ -633,9 +633,14 @@ def on_partition_reassignment(
         batch.set_assignment(tp[0], new_a)
         batch.ctx = replace(batch.ctx, reassignments={**batch.ctx.reassignments, tp: trs})
         batch.d.reassign[tp] = 0
+        # replicas added by a reassignment this one replaces or cancels go away (Kafka's unneededReplicas)
+        unneeded = [r for r in current if r not in rs]
         if trs != current:
-            batch.set_state(tp, state.leader, state.isr)
+            isr = tuple(r for r in state.isr if r not in unneeded) or (state.leader,)
+            batch.set_state(tp, state.leader, isr)
             batch.leader_and_isr(rs, tp)
+        for r in unneeded:
+            batch.stop_replica(r, tp, delete=True)
         _maybe_complete_reassignment(batch, tp)
     if any(code == 0 for code in batch.d.reassign.values()):
         batch.d.reassignment_znode = dict(batch.ctx.reassignments)
