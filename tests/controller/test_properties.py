@@ -85,7 +85,8 @@ events = st.lists(
         st.lists(st.sampled_from(BROKERS), min_size=1, max_size=3, unique=True),
         st.integers(0, 3),
     ),
-    max_size=30,
+    min_size=3,
+    max_size=40,
 )
 
 

@@ -541,8 +541,9 @@ class KafkaZkClient:
     def create_topic_partition_states(
         self, states: Mapping[TopicPartition, LeaderAndIsr], epoch_zk_version: int
     ) -> dict[TopicPartition, LeaderAndIsr | UpdateCode]:
-        """Create new partitions' state znodes (fenced); the state with zk_version 0, or NONODE-like
-        codes: an existing znode is reported as BADVERSION (someone else created it)."""
+        """Create new partitions' state znodes (fenced). Per partition: the state with zk_version 0,
+        or BADVERSION when the znode already exists (someone else created it), NONODE when the
+        topic's znode is gone."""
         out: dict[TopicPartition, LeaderAndIsr | UpdateCode] = {}
         for (t, p), s in states.items():
             base = f"{BROKER_TOPICS}/{t}/partitions"

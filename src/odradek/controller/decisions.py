@@ -32,7 +32,6 @@ import uuid
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from enum import IntEnum
-from typing import Any
 
 from odradek.cluster.zk import NO_LEADER, BrokerInfo, LeaderAndIsr, TopicAssignment, TopicPartition
 from odradek.controller.context import ControllerContext
@@ -686,14 +685,3 @@ def _maybe_complete_reassignment(batch: _Batch, tp: TopicPartition) -> None:
     remaining = {k: v for k, v in batch.ctx.reassignments.items() if k != tp}
     batch.ctx = replace(batch.ctx, reassignments=remaining)
     batch.d.reassignment_znode = dict(remaining)
-
-
-def describe(ctx: ControllerContext) -> dict[str, Any]:
-    """A JSON-able summary (for logs and ``odradek cluster status``)."""
-    return {
-        "controller": ctx.controller_id,
-        "epoch": ctx.epoch,
-        "live_brokers": sorted(ctx.live_brokers),
-        "partitions": {f"{t}-{p}": {"leader": s.leader, "isr": list(s.isr), "leader_epoch": s.leader_epoch}
-                       for (t, p), s in sorted(ctx.states.items())},
-    }
