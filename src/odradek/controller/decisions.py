@@ -302,7 +302,7 @@ def _offline_replicas(batch: _Batch, dead: set[int], partitions: Iterable[TopicP
     leave the ISR of the others (never emptying it)."""
     for tp in partitions:
         state = batch.ctx.states.get(tp)
-        if state is None:
+        if state is None or tp[0] in batch.ctx.topics_to_be_deleted:  # those wait for their deletion
             continue
         if state.leader in dead or state.leader == NO_LEADER:
             _online_partition(batch, tp)
@@ -614,16 +614,21 @@ def on_partition_reassignment(
             continue
         current = a.partitions[tp[1]]
         adding = a.adding_replicas.get(tp[1], ())
-        origin = tuple(r for r in current if r not in adding)  # ORS, even while one is in flight
+        original = tuple(r for r in current if r not in adding)  # ORS, even while one is in flight
         if target is None:
             if tp not in ctx.reassignments:
                 batch.d.reassign[tp] = ErrorCode.no_reassignment_in_progress.value
                 continue
-            target = origin
+            target = original
         trs = tuple(target)
         if not trs or len(set(trs)) != len(trs):
             batch.d.reassign[tp] = ErrorCode.invalid_replica_assignment.value
             continue
+        # Replicas an earlier reassignment added stay only while they lead or hold the whole ISR:
+        # the leader moves, and they are removed, when this reassignment completes.
+        origin = tuple(r for r in current if r not in adding or r == state.leader)
+        if all(r in adding and r not in trs and r not in origin for r in state.isr):
+            origin = tuple(r for r in current if r not in adding or r == state.leader or r in state.isr)
         rs = trs + tuple(r for r in origin if r not in trs)
         new_a = _with_partition(
             batch.ctx.assignments[tp[0]], tp[1], rs,
@@ -663,7 +668,7 @@ def _maybe_complete_reassignment(batch: _Batch, tp: TopicPartition) -> None:
     ctx = batch.ctx
     trs = ctx.reassignments.get(tp)
     state = ctx.states.get(tp)
-    if trs is None or state is None or not all(r in state.isr for r in trs):
+    if trs is None or state is None or tp[0] in ctx.topics_to_be_deleted or not all(r in state.isr for r in trs):
         return
     live = _live_set(ctx)
     rs = ctx.replicas(tp)
