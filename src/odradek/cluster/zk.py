@@ -1,0 +1,784 @@
+"""Kafka's ZooKeeper layout and JSON formats over kazoo (Kafka's ``KafkaZkClient`` / ``ZkData``).
+
+Znodes (paths relative to the chroot of ``zookeeper.connect``, e.g. ``127.0.0.1:2181/kafka``):
+
+* ``/brokers/ids/<id>``, ephemeral: ``{"version":5,"host","port","endpoints":["PLAINTEXT://h:p"],
+  "listener_security_protocol_map","jmx_port":-1,"timestamp":"<ms>","features":{}[,"rack"]}``;
+  its creation zxid (czxid) is the broker epoch (KIP-380).
+* ``/controller``, ephemeral: ``{"version":1,"brokerid":N,"timestamp":"<ms>"}``;
+  ``/controller_epoch``: the integer as text. Election is ONE multi-op (create ``/controller`` +
+  set ``/controller_epoch`` at the version read), and every controller write is a multi-op that
+  first checks the ``/controller_epoch`` version this controller was elected with, so a deposed
+  controller cannot write (:class:`ControllerMovedError`).
+* ``/brokers/topics/<t>``: ``{"version":2|3,"partitions":{"0":[1,2,3]},"adding_replicas":{},
+  "removing_replicas":{}[,"topic_id":"<base64 uuid>"]}``; list order is preference, the head is
+  the preferred leader.
+* ``/brokers/topics/<t>/partitions/<p>/state``: ``{"version":1,"leader":id|-1,"leader_epoch":n,
+  "isr":[...],"controller_epoch":n}``; every write is conditional on its znode version
+  (:meth:`KafkaZkClient.update_leader_and_isr` reports BADVERSION as a typed result).
+* ``/config/topics/<t>``: ``{"version":1,"config":{...}}``, each change announced by a sequential
+  ``/config/changes/config_change_N`` = ``{"version":2,"entity_path":"topics/<t>"}``.
+* ``/admin/delete_topics/<t>`` (empty), ``/admin/reassign_partitions`` =
+  ``{"version":1,"partitions":[{"topic","partition","replicas"}]}``,
+  ``/admin/preferred_replica_election`` = ``{"version":1,"partitions":[{"topic","partition"}]}``,
+  ``/isr_change_notification/isr_change_N`` = ``{"version":1,"partitions":[{"topic","partition"}]}``,
+  ``/cluster/id`` = ``{"version":"1","id":"<22 chars>"}``,
+  ``/latest_producer_id_block`` = ``{"version":1,"broker":id,"block_start":"n","block_end":"m"}``.
+
+Session state: on SUSPENDED writes are refused (:class:`NotConnectedError`) until the session
+is back; on LOST the broker registration is re-created in the new session (new broker epoch)
+and ``on_new_session`` callbacks run (the controller resigns and re-elects there).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import threading
+import time
+import uuid
+from base64 import urlsafe_b64encode
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from enum import Enum
+from typing import Any
+
+from kazoo.client import KazooClient, KazooState
+from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError, NotEmptyError
+from kazoo.protocol.states import ZnodeStat
+from kazoo.retry import KazooRetry
+
+__all__ = [
+    "BrokerInfo",
+    "ControllerMovedError",
+    "KafkaZkClient",
+    "LeaderAndIsr",
+    "NotConnectedError",
+    "ProducerIdBlock",
+    "TopicAssignment",
+    "TopicPartition",
+    "UpdateCode",
+    "UpdateLeaderAndIsrResult",
+    "parse_connect",
+]
+
+log = logging.getLogger(__name__)
+
+TopicPartition = tuple[str, int]
+
+BROKER_IDS = "/brokers/ids"
+BROKER_TOPICS = "/brokers/topics"
+CONTROLLER = "/controller"
+CONTROLLER_EPOCH = "/controller_epoch"
+CONFIG_TOPICS = "/config/topics"
+CONFIG_CHANGES = "/config/changes"
+DELETE_TOPICS = "/admin/delete_topics"
+REASSIGN_PARTITIONS = "/admin/reassign_partitions"
+PREFERRED_REPLICA_ELECTION = "/admin/preferred_replica_election"
+ISR_CHANGE_NOTIFICATION = "/isr_change_notification"
+CLUSTER_ID = "/cluster/id"
+LATEST_PRODUCER_ID_BLOCK = "/latest_producer_id_block"
+# Kafka's KafkaZkClient creates these persistent paths at start.
+PERSISTENT_PATHS = (
+    BROKER_IDS,
+    BROKER_TOPICS,
+    CONFIG_TOPICS,
+    CONFIG_CHANGES,
+    DELETE_TOPICS,
+    ISR_CHANGE_NOTIFICATION,
+    "/cluster",
+    "/brokers/seqid",
+    "/config/clients",
+    "/config/users",
+    "/config/brokers",
+)
+
+NO_LEADER = -1
+INITIAL_CONTROLLER_EPOCH = 0
+INITIAL_CONTROLLER_EPOCH_ZK_VERSION = 0
+PRODUCER_ID_BLOCK_SIZE = 1000
+
+
+class ControllerMovedError(Exception):
+    """A fenced write or an election found ``/controller_epoch`` changed: another controller won."""
+
+
+class NotConnectedError(Exception):
+    """The session is SUSPENDED (or not yet connected): writes are refused until it is back."""
+
+
+def parse_connect(connect: str) -> tuple[str, str | None]:
+    """``"h1:p1,h2:p2/chroot"`` -> (``"h1:p1,h2:p2"``, ``"/chroot"`` or None)."""
+    slash = connect.find("/")
+    if slash < 0:
+        return connect, None
+    chroot = connect[slash:].rstrip("/")
+    return connect[:slash], chroot or None
+
+
+def _path_json(obj: Any) -> bytes:
+    return json.dumps(obj, separators=(",", ":")).encode()
+
+
+def _now_ms() -> str:
+    return str(time.time_ns() // 1_000_000)
+
+
+# ---------------------------------------------------------------------------- data
+
+
+@dataclass(frozen=True)
+class BrokerInfo:
+    """A registered broker; ``epoch`` is the czxid of its ``/brokers/ids/<id>`` znode (-1 if unknown)."""
+
+    id: int
+    host: str
+    port: int
+    rack: str | None = None
+    epoch: int = -1
+    listener: str = "PLAINTEXT"
+
+    def to_json(self) -> bytes:
+        data: dict[str, Any] = {
+            "listener_security_protocol_map": {self.listener: "PLAINTEXT"},
+            "endpoints": [f"{self.listener}://{self.host}:{self.port}"],
+            "jmx_port": -1,
+            "features": {},
+            "host": self.host,
+            "timestamp": _now_ms(),
+            "port": self.port,
+            "version": 5,
+        }
+        if self.rack is not None:
+            data["rack"] = self.rack
+        return _path_json(data)
+
+    @classmethod
+    def from_json(cls, broker_id: int, data: bytes, epoch: int) -> BrokerInfo:
+        d = json.loads(data)
+        host, port = d.get("host"), d.get("port")
+        listener = "PLAINTEXT"
+        if d.get("endpoints"):
+            listener, _, hostport = d["endpoints"][0].partition("://")
+            host, _, port_s = hostport.rpartition(":")
+            port = int(port_s)
+        return cls(broker_id, host, int(port), d.get("rack"), epoch, listener)
+
+
+@dataclass(frozen=True)
+class LeaderAndIsr:
+    """A partition's state znode plus its znode version (``zk_version``, -1 before it exists)."""
+
+    leader: int
+    leader_epoch: int
+    isr: tuple[int, ...]
+    controller_epoch: int
+    zk_version: int = -1
+
+    def to_json(self) -> bytes:
+        return _path_json(
+            {
+                "controller_epoch": self.controller_epoch,
+                "leader": self.leader,
+                "version": 1,
+                "leader_epoch": self.leader_epoch,
+                "isr": list(self.isr),
+            }
+        )
+
+    @classmethod
+    def from_json(cls, data: bytes, zk_version: int) -> LeaderAndIsr:
+        d = json.loads(data)
+        return cls(d["leader"], d["leader_epoch"], tuple(d["isr"]), d["controller_epoch"], zk_version)
+
+
+@dataclass(frozen=True)
+class TopicAssignment:
+    """``/brokers/topics/<t>``: partition -> replicas (preference order), reassignment in flight."""
+
+    partitions: Mapping[int, tuple[int, ...]]
+    adding_replicas: Mapping[int, tuple[int, ...]] = field(default_factory=dict)
+    removing_replicas: Mapping[int, tuple[int, ...]] = field(default_factory=dict)
+    topic_id: str | None = None
+
+    def to_json(self) -> bytes:
+        def conv(m: Mapping[int, tuple[int, ...]]) -> dict[str, list[int]]:
+            return {str(p): list(r) for p, r in sorted(m.items())}
+
+        data: dict[str, Any] = {
+            "version": 3 if self.topic_id else 2,
+            "partitions": conv(self.partitions),
+            "adding_replicas": conv(self.adding_replicas),
+            "removing_replicas": conv(self.removing_replicas),
+        }
+        if self.topic_id:
+            data["topic_id"] = self.topic_id
+        return _path_json(data)
+
+    @classmethod
+    def from_json(cls, data: bytes) -> TopicAssignment:
+        d = json.loads(data)
+
+        def conv(m: Mapping[str, list[int]] | None) -> dict[int, tuple[int, ...]]:
+            return {int(p): tuple(r) for p, r in (m or {}).items()}
+
+        return cls(
+            conv(d["partitions"]),
+            conv(d.get("adding_replicas")),
+            conv(d.get("removing_replicas")),
+            d.get("topic_id"),
+        )
+
+
+@dataclass(frozen=True)
+class ProducerIdBlock:
+    broker_id: int
+    first_producer_id: int
+    size: int
+
+    @property
+    def last_producer_id(self) -> int:
+        return self.first_producer_id + self.size - 1
+
+
+class UpdateCode(Enum):
+    OK = "ok"
+    BADVERSION = "badversion"
+    NONODE = "nonode"
+
+
+@dataclass(frozen=True)
+class UpdateLeaderAndIsrResult:
+    """Per partition: the written state with its new ``zk_version``, or why it was not written."""
+
+    finished: dict[TopicPartition, LeaderAndIsr]
+    bad_version: set[TopicPartition]
+    no_node: set[TopicPartition]
+
+
+def new_topic_id() -> str:
+    """A topic id as Kafka writes it: 16 random bytes, URL-safe base64 without padding."""
+    return urlsafe_b64encode(uuid.uuid4().bytes).rstrip(b"=").decode()
+
+
+def _op(kind: str, path: str, state: LeaderAndIsr) -> Callable[[Any], None]:
+    """A transaction step writing ``state`` at ``path`` (create, or set at its zk_version)."""
+
+    def op(tx: Any) -> None:
+        if kind == "create":
+            tx.create(path, state.to_json())
+        else:
+            tx.set_data(path, state.to_json(), state.zk_version)
+
+    return op
+
+
+def topic_path(topic: str) -> str:
+    return f"{BROKER_TOPICS}/{topic}"
+
+
+def partition_state_path(topic: str, partition: int) -> str:
+    return f"{BROKER_TOPICS}/{topic}/partitions/{partition}/state"
+
+
+# ---------------------------------------------------------------------------- client
+
+
+class KafkaZkClient:
+    """A broker's (and its controller's) view of ZooKeeper in Kafka's layout (module docstring).
+
+    Methods that a controller calls take the controller epoch znode version it was elected with
+    (``epoch_zk_version``) and raise :class:`ControllerMovedError` when it no longer matches.
+    """
+
+    def __init__(
+        self,
+        connect: str,
+        *,
+        session_timeout_ms: int = 18_000,
+        connection_timeout_ms: int | None = None,
+    ) -> None:
+        hosts, self.chroot = parse_connect(connect)
+        self.session_timeout_ms = session_timeout_ms
+        self.connection_timeout_ms = connection_timeout_ms or session_timeout_ms
+        # Reconnect attempts back off to at most 1 s (kazoo's default is 60 s), so a session
+        # survives a ZooKeeper restart shorter than its timeout.
+        retry = KazooRetry(max_tries=-1, delay=0.05, backoff=2, max_jitter=0.1, max_delay=1.0)
+        self.zk = KazooClient(hosts=hosts, timeout=session_timeout_ms / 1000, connection_retry=retry)
+        self._writable = threading.Event()
+        self._session_lost = False
+        self._registration: BrokerInfo | None = None
+        self.broker_epoch = -1
+        self._new_session_callbacks: list[Callable[[], None]] = []
+        self.zk.add_listener(self._on_state)
+
+    # -- lifecycle and session state
+
+    def start(self) -> None:
+        """Connect (within ``zookeeper.connection.timeout.ms``), create the chroot and Kafka's paths."""
+        self.zk.start(timeout=self.connection_timeout_ms / 1000)
+        if self.chroot:
+            self.zk.ensure_path(self.chroot)
+            self.zk.chroot = self.chroot
+        for path in PERSISTENT_PATHS:
+            self.zk.ensure_path(path)
+        self._writable.set()
+
+    def close(self) -> None:
+        self._writable.clear()
+        self.zk.stop()
+        self.zk.close()
+
+    @property
+    def session_id(self) -> int | None:
+        sid = self.zk.client_id
+        return sid[0] if sid else None
+
+    def add_new_session_callback(self, callback: Callable[[], None]) -> None:
+        """Call ``callback`` (in a kazoo worker thread) after a LOST session was replaced."""
+        self._new_session_callbacks.append(callback)
+
+    def _on_state(self, state: str) -> None:
+        # Runs in kazoo's event thread: never block here.
+        if state == KazooState.SUSPENDED:
+            self._writable.clear()
+        elif state == KazooState.LOST:
+            self._writable.clear()
+            self._session_lost = True
+        elif state == KazooState.CONNECTED:
+            if self._session_lost:
+                self._session_lost = False
+                self.zk.handler.spawn(self._after_new_session)
+            else:
+                self._writable.set()
+
+    def _after_new_session(self) -> None:
+        try:
+            if self._registration is not None:
+                self.broker_epoch = self._create_broker_znode(self._registration)
+                log.info("re-registered broker %d with epoch %d", self._registration.id, self.broker_epoch)
+        except Exception:  # the session may be gone again; the next CONNECTED retries
+            log.exception("re-registering the broker failed")
+            self._session_lost = True
+            return
+        self._writable.set()
+        for callback in self._new_session_callbacks:
+            try:
+                callback()
+            except Exception:
+                log.exception("new-session callback failed")
+
+    def _check_writable(self) -> None:
+        if not self._writable.is_set():
+            raise NotConnectedError("ZooKeeper session is not connected")
+
+    def wait_writable(self, timeout: float) -> bool:
+        return self._writable.wait(timeout)
+
+    # -- fenced multi-ops
+
+    def _fenced_commit(self, epoch_zk_version: int, ops: Callable[[Any], None]) -> list[Any]:
+        """Run ``ops(transaction)`` after a check of ``/controller_epoch`` at ``epoch_zk_version``."""
+        self._check_writable()
+        tx = self.zk.transaction()
+        tx.check(CONTROLLER_EPOCH, epoch_zk_version)
+        ops(tx)
+        results = tx.commit()
+        if isinstance(results[0], BadVersionError | NoNodeError):
+            raise ControllerMovedError(f"controller epoch znode version is no longer {epoch_zk_version}")
+        return list(results[1:])
+
+    @staticmethod
+    def _raise_first(results: Iterable[Any]) -> None:
+        for r in results:
+            if isinstance(r, Exception) and type(r).__name__ != "RolledBackError":
+                raise r
+
+    # -- brokers
+
+    def register_broker(self, info: BrokerInfo) -> int:
+        """Create ``/brokers/ids/<id>`` (ephemeral); the broker epoch (czxid). Kept across sessions."""
+        self._check_writable()
+        self._registration = info
+        self.broker_epoch = self._create_broker_znode(info)
+        return self.broker_epoch
+
+    def _create_broker_znode(self, info: BrokerInfo) -> int:
+        path = f"{BROKER_IDS}/{info.id}"
+        try:
+            self.zk.create(path, info.to_json(), ephemeral=True, makepath=True)
+        except NodeExistsError:
+            # Ours from this very session (a retried create) is fine; anyone else's is a conflict.
+            _, stat = self.zk.get(path)
+            if stat.ephemeralOwner != self.session_id:
+                raise
+        _, stat = self.zk.get(path)
+        return int(stat.czxid)
+
+    def get_all_broker_ids(self) -> list[int]:
+        return sorted(int(c) for c in self.zk.get_children(BROKER_IDS))
+
+    def get_broker(self, broker_id: int) -> BrokerInfo | None:
+        try:
+            data, stat = self.zk.get(f"{BROKER_IDS}/{broker_id}")
+        except NoNodeError:
+            return None
+        return BrokerInfo.from_json(broker_id, data, int(stat.czxid))
+
+    def get_all_brokers_in_cluster(self) -> list[BrokerInfo]:
+        brokers = (self.get_broker(b) for b in self.get_all_broker_ids())
+        return [b for b in brokers if b is not None]
+
+    # -- controller election
+
+    def get_controller_id(self) -> int | None:
+        try:
+            data, _ = self.zk.get(CONTROLLER)
+        except NoNodeError:
+            return None
+        return int(json.loads(data)["brokerid"])
+
+    def get_controller_epoch(self) -> tuple[int, int] | None:
+        """(controller epoch, znode version of ``/controller_epoch``), or None if never written."""
+        try:
+            data, stat = self.zk.get(CONTROLLER_EPOCH)
+        except NoNodeError:
+            return None
+        return int(data), int(stat.version)
+
+    def register_controller_and_increment_controller_epoch(self, controller_id: int) -> tuple[int, int]:
+        """Try to become controller: ONE multi of create ``/controller`` and epoch+1.
+
+        Returns (new controller epoch, its znode version); raises ControllerMovedError when another
+        controller holds ``/controller`` or the epoch moved under us.
+        """
+        self._check_writable()
+        current = self.get_controller_epoch()
+        if current is None:
+            try:
+                self.zk.create(CONTROLLER_EPOCH, str(INITIAL_CONTROLLER_EPOCH).encode())
+            except NodeExistsError:
+                pass
+            current = self.get_controller_epoch()
+            assert current is not None
+        epoch, version = current
+        new_epoch = epoch + 1
+        tx = self.zk.transaction()
+        tx.create(CONTROLLER, _path_json({"version": 1, "brokerid": controller_id, "timestamp": _now_ms()}),
+                  ephemeral=True)
+        tx.set_data(CONTROLLER_EPOCH, str(new_epoch).encode(), version)
+        results = tx.commit()
+        if isinstance(results[0], NodeExistsError):
+            raise ControllerMovedError(f"/controller is held by broker {self.get_controller_id()}")
+        if isinstance(results[1], BadVersionError):
+            raise ControllerMovedError("controller epoch changed during the election")
+        self._raise_first(results)
+        stat: ZnodeStat = results[1]
+        return new_epoch, int(stat.version)
+
+    def delete_controller(self, epoch_zk_version: int) -> None:
+        """Resign: delete ``/controller`` (fenced; nothing to do if already gone)."""
+        try:
+            self._fenced_commit(epoch_zk_version, lambda tx: tx.delete(CONTROLLER))
+        except ControllerMovedError:
+            pass
+
+    # -- topics and partition state
+
+    def get_all_topics_in_cluster(self) -> list[str]:
+        return sorted(self.zk.get_children(BROKER_TOPICS))
+
+    def create_topic_assignment(
+        self, topic: str, assignment: TopicAssignment, config: Mapping[str, str] | None = None
+    ) -> None:
+        """Admin create (not fenced, like Kafka's AdminZkClient): config first, then assignment."""
+        self._check_writable()
+        self.set_or_create_topic_config(topic, config or {})
+        self.zk.create(topic_path(topic), assignment.to_json())
+
+    def get_topic_assignment(self, topic: str) -> tuple[TopicAssignment, int] | None:
+        """(assignment, znode version) or None."""
+        try:
+            data, stat = self.zk.get(topic_path(topic))
+        except NoNodeError:
+            return None
+        return TopicAssignment.from_json(data), int(stat.version)
+
+    def get_replica_assignment_for_topics(self, topics: Iterable[str]) -> dict[str, TopicAssignment]:
+        out = {}
+        for t in topics:
+            got = self.get_topic_assignment(t)
+            if got is not None:
+                out[t] = got[0]
+        return out
+
+    def set_topic_assignment(
+        self, topic: str, assignment: TopicAssignment, epoch_zk_version: int, expected_version: int = -1
+    ) -> int:
+        """Controller write of an assignment (reassignment, new partitions); the new znode version."""
+        results = self._fenced_commit(
+            epoch_zk_version, lambda tx: tx.set_data(topic_path(topic), assignment.to_json(), expected_version)
+        )
+        self._raise_first(results)
+        return int(results[0].version)
+
+    def set_topic_assignment_unfenced(self, topic: str, assignment: TopicAssignment, expected_version: int) -> int:
+        """Admin write (CreatePartitions): conditional on the assignment's znode version."""
+        self._check_writable()
+        stat = self.zk.set(topic_path(topic), assignment.to_json(), expected_version)
+        return int(stat.version)
+
+    def get_topic_partition_states(self, partitions: Iterable[TopicPartition]) -> dict[TopicPartition, LeaderAndIsr]:
+        out = {}
+        for t, p in partitions:
+            try:
+                data, stat = self.zk.get(partition_state_path(t, p))
+            except NoNodeError:
+                continue
+            out[(t, p)] = LeaderAndIsr.from_json(data, int(stat.version))
+        return out
+
+    def create_topic_partition_states(
+        self, states: Mapping[TopicPartition, LeaderAndIsr], epoch_zk_version: int
+    ) -> dict[TopicPartition, LeaderAndIsr | UpdateCode]:
+        """Create new partitions' state znodes (fenced). Per partition: the state with zk_version 0,
+        or BADVERSION when the znode already exists (someone else created it), NONODE when the
+        topic's znode is gone."""
+        out: dict[TopicPartition, LeaderAndIsr | UpdateCode] = {}
+        for (t, p), s in states.items():
+            base = f"{BROKER_TOPICS}/{t}/partitions"
+            for path in (base, f"{base}/{p}"):
+                try:
+                    self.zk.create(path)
+                except NodeExistsError:
+                    pass
+            results = self._fenced_commit(epoch_zk_version, _op("create", partition_state_path(t, p), s))
+            if isinstance(results[0], NodeExistsError):
+                out[(t, p)] = UpdateCode.BADVERSION
+            elif isinstance(results[0], NoNodeError):
+                out[(t, p)] = UpdateCode.NONODE
+            else:
+                self._raise_first(results)
+                out[(t, p)] = LeaderAndIsr(s.leader, s.leader_epoch, s.isr, s.controller_epoch, 0)
+        return out
+
+    def update_leader_and_isr(
+        self, states: Mapping[TopicPartition, LeaderAndIsr], epoch_zk_version: int
+    ) -> UpdateLeaderAndIsrResult:
+        """Write each state conditional on its ``zk_version`` (fenced by the controller epoch)."""
+        result = UpdateLeaderAndIsrResult({}, set(), set())
+        for (t, p), s in states.items():
+            results = self._fenced_commit(epoch_zk_version, _op("set", partition_state_path(t, p), s))
+            r = results[0]
+            if isinstance(r, BadVersionError):
+                result.bad_version.add((t, p))
+            elif isinstance(r, NoNodeError):
+                result.no_node.add((t, p))
+            else:
+                self._raise_first(results)
+                result.finished[(t, p)] = LeaderAndIsr(s.leader, s.leader_epoch, s.isr, s.controller_epoch,
+                                                       int(r.version))
+        return result
+
+    def delete_topic_znodes(self, topic: str, epoch_zk_version: int) -> None:
+        """Remove the topic's assignment, partition states, config and deletion mark (fenced)."""
+        paths: list[str] = []
+
+        def walk(path: str) -> None:
+            try:
+                children = self.zk.get_children(path)
+            except NoNodeError:
+                return
+            for c in children:
+                walk(f"{path}/{c}")
+            paths.append(path)
+
+        walk(topic_path(topic))
+        walk(f"{CONFIG_TOPICS}/{topic}")
+        walk(f"{DELETE_TOPICS}/{topic}")
+
+        def ops(tx: Any) -> None:
+            for path in paths:
+                tx.delete(path)
+
+        results = self._fenced_commit(epoch_zk_version, ops)
+        for r in results:
+            if isinstance(r, NotEmptyError):  # a partition created meanwhile: the caller retries
+                raise r
+        self._raise_first(r for r in results if not isinstance(r, NoNodeError))
+
+    # -- topic configs
+
+    def get_topic_config(self, topic: str) -> dict[str, str]:
+        try:
+            data, _ = self.zk.get(f"{CONFIG_TOPICS}/{topic}")
+        except NoNodeError:
+            return {}
+        return dict(json.loads(data).get("config", {}))
+
+    def set_or_create_topic_config(self, topic: str, config: Mapping[str, str]) -> None:
+        """Write ``/config/topics/<t>`` and announce it with a ``/config/changes`` notification."""
+        self._check_writable()
+        data = _path_json({"version": 1, "config": dict(config)})
+        path = f"{CONFIG_TOPICS}/{topic}"
+        try:
+            self.zk.set(path, data)
+        except NoNodeError:
+            self.zk.create(path, data, makepath=True)
+        self.zk.create(f"{CONFIG_CHANGES}/config_change_",
+                       _path_json({"version": 2, "entity_path": f"topics/{topic}"}), sequence=True)
+
+    # -- admin requests
+
+    def create_delete_topic_path(self, topic: str) -> None:
+        self._check_writable()
+        try:
+            self.zk.create(f"{DELETE_TOPICS}/{topic}")
+        except NodeExistsError:
+            pass
+
+    def get_topic_deletions(self) -> list[str]:
+        return sorted(self.zk.get_children(DELETE_TOPICS))
+
+    def delete_topic_deletions(self, topics: Iterable[str], epoch_zk_version: int) -> None:
+        def ops(tx: Any) -> None:
+            for t in topics:
+                tx.delete(f"{DELETE_TOPICS}/{t}")
+
+        self._fenced_commit(epoch_zk_version, ops)
+
+    def _get_partitions_json(self, path: str) -> list[dict[str, Any]] | None:
+        try:
+            data, _ = self.zk.get(path)
+        except NoNodeError:
+            return None
+        return list(json.loads(data).get("partitions", []))
+
+    def create_partition_reassignment(self, reassignment: Mapping[TopicPartition, Sequence[int]]) -> None:
+        """Admin (``kafka-reassign-partitions``): fails with NodeExistsError while one is in progress."""
+        self._check_writable()
+        parts = [{"topic": t, "partition": p, "replicas": list(r)} for (t, p), r in sorted(reassignment.items())]
+        self.zk.create(REASSIGN_PARTITIONS, _path_json({"version": 1, "partitions": parts}), makepath=True)
+
+    def get_partition_reassignment(self) -> dict[TopicPartition, tuple[int, ...]]:
+        parts = self._get_partitions_json(REASSIGN_PARTITIONS) or []
+        return {(d["topic"], d["partition"]): tuple(d["replicas"]) for d in parts}
+
+    def set_partition_reassignment(
+        self, reassignment: Mapping[TopicPartition, Sequence[int]], epoch_zk_version: int
+    ) -> None:
+        """Controller rewrite of the reassignments still in flight (fenced); empty deletes the znode."""
+        if not reassignment:
+            self.delete_partition_reassignment(epoch_zk_version)
+            return
+        parts = [{"topic": t, "partition": p, "replicas": list(r)} for (t, p), r in sorted(reassignment.items())]
+        data = _path_json({"version": 1, "partitions": parts})
+        exists = self.zk.exists(REASSIGN_PARTITIONS) is not None
+
+        def op(tx: Any) -> None:
+            if exists:
+                tx.set_data(REASSIGN_PARTITIONS, data)
+            else:
+                tx.create(REASSIGN_PARTITIONS, data)
+
+        self._raise_first(self._fenced_commit(epoch_zk_version, op))
+
+    def get_controller_owner_session(self) -> int | None:
+        """The session id owning the ephemeral ``/controller`` (None if there is none)."""
+        stat = self.zk.exists(CONTROLLER)
+        return int(stat.ephemeralOwner) if stat else None
+
+    def delete_partition_reassignment(self, epoch_zk_version: int) -> None:
+        results = self._fenced_commit(epoch_zk_version, lambda tx: tx.delete(REASSIGN_PARTITIONS))
+        self._raise_first(r for r in results if not isinstance(r, NoNodeError))
+
+    def create_preferred_replica_election(self, partitions: Iterable[TopicPartition]) -> None:
+        self._check_writable()
+        parts = [{"topic": t, "partition": p} for t, p in sorted(partitions)]
+        self.zk.create(PREFERRED_REPLICA_ELECTION, _path_json({"version": 1, "partitions": parts}), makepath=True)
+
+    def get_preferred_replica_election(self) -> set[TopicPartition]:
+        parts = self._get_partitions_json(PREFERRED_REPLICA_ELECTION) or []
+        return {(d["topic"], d["partition"]) for d in parts}
+
+    def delete_preferred_replica_election(self, epoch_zk_version: int) -> None:
+        results = self._fenced_commit(epoch_zk_version, lambda tx: tx.delete(PREFERRED_REPLICA_ELECTION))
+        self._raise_first(r for r in results if not isinstance(r, NoNodeError))
+
+    # -- ISR change notifications (leader -> controller, IBP < 2.7 style)
+
+    def propagate_isr_changes(self, partitions: Iterable[TopicPartition]) -> str:
+        self._check_writable()
+        parts = [{"topic": t, "partition": p} for t, p in sorted(partitions)]
+        path: str = self.zk.create(f"{ISR_CHANGE_NOTIFICATION}/isr_change_",
+                                   _path_json({"version": 1, "partitions": parts}), sequence=True)
+        return path.rsplit("/", 1)[1]
+
+    def get_all_isr_change_notifications(self) -> list[str]:
+        return sorted(self.zk.get_children(ISR_CHANGE_NOTIFICATION))
+
+    def get_partitions_from_isr_change_notifications(self, names: Iterable[str]) -> set[TopicPartition]:
+        out: set[TopicPartition] = set()
+        for name in names:
+            for d in self._get_partitions_json(f"{ISR_CHANGE_NOTIFICATION}/{name}") or []:
+                out.add((d["topic"], d["partition"]))
+        return out
+
+    def delete_isr_change_notifications(self, names: Iterable[str], epoch_zk_version: int) -> None:
+        def ops(tx: Any) -> None:
+            for n in names:
+                tx.delete(f"{ISR_CHANGE_NOTIFICATION}/{n}")
+
+        self._fenced_commit(epoch_zk_version, ops)
+
+    # -- cluster id and producer ids
+
+    def get_or_create_cluster_id(self, proposed: str | None = None) -> str:
+        try:
+            data, _ = self.zk.get(CLUSTER_ID)
+            return str(json.loads(data)["id"])
+        except NoNodeError:
+            pass
+        cluster_id = proposed or new_topic_id()
+        try:
+            self.zk.create(CLUSTER_ID, _path_json({"version": "1", "id": cluster_id}), makepath=True)
+        except NodeExistsError:
+            data, _ = self.zk.get(CLUSTER_ID)
+            return str(json.loads(data)["id"])
+        return cluster_id
+
+    def allocate_producer_id_block(self, broker_id: int, block_size: int = PRODUCER_ID_BLOCK_SIZE) -> ProducerIdBlock:
+        """Claim the next block of producer ids: a write conditional on the znode's version, retried
+        on BADVERSION (another broker took the block we read)."""
+        while True:
+            self._check_writable()
+            try:
+                data, stat = self.zk.get(LATEST_PRODUCER_ID_BLOCK)
+                first = int(json.loads(data)["block_end"]) + 1 if data else 0
+                version = int(stat.version)
+            except NoNodeError:
+                first, version = 0, -2
+            block = ProducerIdBlock(broker_id, first, block_size)
+            payload = _path_json({"version": 1, "broker": broker_id, "block_start": str(first),
+                                  "block_end": str(block.last_producer_id)})
+            try:
+                if version == -2:
+                    self.zk.create(LATEST_PRODUCER_ID_BLOCK, payload)
+                else:
+                    self.zk.set(LATEST_PRODUCER_ID_BLOCK, payload, version)
+                return block
+            except (BadVersionError, NodeExistsError):
+                continue
+
+    # -- watches (thin wrappers, so callers need not import kazoo)
+
+    def watch_children(self, path: str, callback: Callable[[list[str]], Any]) -> Any:
+        """Call ``callback(children)`` now and on every change, in a kazoo thread (return False to stop)."""
+        return self.zk.ChildrenWatch(path, callback)
+
+    def watch_data(self, path: str, callback: Callable[[bytes | None, Any], Any]) -> Any:
+        """Call ``callback(data, stat)`` now and on every change (None, None when deleted)."""
+        return self.zk.DataWatch(path, callback)
+
+    def exists(self, path: str) -> bool:
+        return self.zk.exists(path) is not None
