@@ -113,7 +113,7 @@ def test_value_roundtrip(v: TransactionLogValue, version: int) -> None:
                                 v.client_transaction_version)  # fmt: skip
     decoded = decode_value(encode_value(v, version))
     if version == 0:  # v0 has no tagged fields
-        v = TransactionLogValue(*[getattr(v, f) for f in TransactionLogValue.__slots__[:7]])  # type: ignore[arg-type]
+        v = TransactionLogValue(*[getattr(v, f) for f in TransactionLogValue.__slots__[:7]])
     assert decoded == v
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import struct
 from pathlib import Path
+from typing import Any
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -27,7 +28,7 @@ from odradek.storage.transaction_index import (
 T0 = 1_700_000_000_000
 
 
-def _kio_bytes(entity: object) -> bytes:
+def _kio_bytes(entity: Any) -> bytes:
     import io
 
     buf = io.BytesIO()

@@ -387,7 +387,7 @@ class TransactionStateManager:
     def _fence_and_abort(self, m: TransactionMetadata, now_ms: int, response: T) -> Outcome[T]:
         """Ongoing -> PrepareEpochFence -> PrepareAbort with the epoch bumped (not past
         Short.MAX_VALUE: an exhausted epoch aborts without a bump)."""
-        m.pending_state = S.PREPARE_EPOCH_FENCE
+        # Kafka passes through the live PrepareEpochFence; its pending state ends as PrepareAbort
         epoch = m.producer_epoch if m.producer_epoch >= SHORT_MAX else m.producer_epoch + 1
         value = _value(
             m, producer_epoch=epoch, state=S.PREPARE_ABORT, txn_last_update_timestamp_ms=now_ms
