@@ -13,7 +13,7 @@ from kio.schema.errors import ErrorCode
 from kio.serial import entity_reader, entity_writer
 
 from odradek.broker.apis import _transactions as api
-from odradek.coordinator.transaction import TransactionStateManager
+from odradek.coordinator.transaction import Errors, TransactionStateManager
 from odradek.coordinator.transaction.records import TRANSACTION_STATE_TOPIC
 
 T0 = 1_700_000_000_000
@@ -185,3 +185,29 @@ def test_describe_and_list_transactions() -> None:
     bad = _request(66, 2, state_filters=(), producer_id_filters=(), transactional_id_pattern="(")
     assert api.list_transactions(m, bad, T0).error_code == ErrorCode.invalid_regular_expression
     assert TRANSACTION_STATE_TOPIC == "__transaction_state"
+
+
+@pytest.mark.parametrize("version", [1, 2])
+def test_write_txn_markers_roundtrip(version: int) -> None:
+    from odradek.coordinator.transaction import TransactionResult, TxnMarker
+
+    markers = [
+        TxnMarker("a", 0, 7, 1, TransactionResult.COMMIT, 3),
+        TxnMarker("a", 2, 7, 1, TransactionResult.COMMIT, 3),
+        TxnMarker("b", 1, 7, 1, TransactionResult.COMMIT, 3),
+        TxnMarker("a", 1, 9, 0, TransactionResult.ABORT, 3),
+    ]
+    req = _roundtrip(api.write_txn_markers_request(markers, version))
+    assert len(req.markers) == 2
+    assert api.txn_markers_of(req) == markers
+    resp = _roundtrip(
+        api.write_txn_markers_response(req, {(9, "a", 1): Errors.TRANSACTION_COORDINATOR_FENCED})
+    )
+    codes = {
+        (int(m.producer_id), t.name, int(p.partition_index)): p.error_code
+        for m in resp.markers
+        for t in m.topics
+        for p in t.partitions
+    }
+    assert codes[(9, "a", 1)] == ErrorCode.transaction_coordinator_fenced
+    assert codes[(7, "b", 1)] == ErrorCode.none

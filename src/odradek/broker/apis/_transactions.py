@@ -16,21 +16,22 @@ from __future__ import annotations
 import datetime
 import re
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Mapping
 from functools import cache
 from types import ModuleType
 from typing import Any
 
-from kio.index import load_response_schema
+from kio.index import load_request_schema, load_response_schema
 from kio.schema.errors import ErrorCode
 
 from odradek.coordinator.transaction.manager import (
     Outcome,
     TransactionStateManager,
+    TxnMarker,
     fenced_error,
 )
 from odradek.coordinator.transaction.records import TransactionLogRecord
-from odradek.coordinator.transaction.state import Errors
+from odradek.coordinator.transaction.state import Errors, TransactionResult
 
 __all__ = [
     "add_offsets_to_txn",
@@ -39,6 +40,9 @@ __all__ = [
     "end_txn",
     "init_producer_id",
     "list_transactions",
+    "txn_markers_of",
+    "write_txn_markers_request",
+    "write_txn_markers_response",
 ]
 
 _NO_THROTTLE = datetime.timedelta(0)
@@ -276,5 +280,90 @@ def list_transactions(manager: TransactionStateManager, request: Any, now_ms: in
                 transaction_state=t.state,
             )
             for t in listed
+        ),
+    )
+
+
+# -- WriteTxnMarkers (27): the coordinator -> partition leaders ------------------------------
+
+
+def write_txn_markers_request(markers: Iterable[TxnMarker], version: int = 1) -> Any:
+    """The WriteTxnMarkers request (v1-v2) for markers bound for one leader: one entry per
+    (producer id, epoch, result, coordinator epoch), its partitions grouped by topic."""
+    cls = load_request_schema(27, version)
+    mod = sys.modules[cls.__module__]
+    groups: dict[tuple[int, int, TransactionResult, int], dict[str, list[int]]] = {}
+    for mk in markers:
+        key = (mk.producer_id, mk.producer_epoch, mk.result, mk.coordinator_epoch)
+        groups.setdefault(key, {}).setdefault(mk.topic, []).append(mk.partition)
+    return _make(
+        cls,
+        markers=tuple(
+            _make(
+                mod.WritableTxnMarker,
+                producer_id=pid,
+                producer_epoch=epoch,
+                transaction_result=result is TransactionResult.COMMIT,
+                topics=tuple(
+                    _make(mod.WritableTxnMarkerTopic, name=t, partition_indexes=tuple(ps))
+                    for t, ps in topics.items()
+                ),
+                coordinator_epoch=coordinator_epoch,
+            )
+            for (pid, epoch, result, coordinator_epoch), topics in groups.items()
+        ),
+    )
+
+
+def txn_markers_of(request: Any) -> list[TxnMarker]:
+    """The markers a WriteTxnMarkers request asks this leader to append, in request order."""
+    return [
+        TxnMarker(
+            topic.name,
+            int(p),
+            int(marker.producer_id),
+            int(marker.producer_epoch),
+            TransactionResult.COMMIT if marker.transaction_result else TransactionResult.ABORT,
+            int(marker.coordinator_epoch),
+        )
+        for marker in request.markers
+        for topic in marker.topics
+        for p in topic.partition_indexes
+    ]
+
+
+def write_txn_markers_response(request: Any, errors: Mapping[tuple[int, str, int], Errors]) -> Any:
+    """The response: ``errors[(producer id, topic, partition)]`` per marker (NONE if absent)."""
+    types = _version(request)
+    return _make(
+        types.WriteTxnMarkersResponse,
+        markers=tuple(
+            _make(
+                types.WritableTxnMarkerResult,
+                producer_id=marker.producer_id,
+                topics=tuple(
+                    _make(
+                        types.WritableTxnMarkerTopicResult,
+                        name=topic.name,
+                        partitions=tuple(
+                            _make(
+                                types.WritableTxnMarkerPartitionResult,
+                                partition_index=p,
+                                error_code=ErrorCode(
+                                    int(
+                                        errors.get(
+                                            (int(marker.producer_id), topic.name, int(p)),
+                                            Errors.NONE,
+                                        )
+                                    )
+                                ),
+                            )
+                            for p in topic.partition_indexes
+                        ),
+                    )
+                    for topic in marker.topics
+                ),
+            )
+            for marker in request.markers
         ),
     )
