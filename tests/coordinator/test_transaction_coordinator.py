@@ -531,3 +531,14 @@ def test_replay_rebuilds_the_same_state(ops: list[tuple[str, str, int, int]]) ->
     for r in h.log:
         again.replay(r)
     assert again.transactions == h.m.transactions
+
+
+def test_concurrent_init_of_a_new_id() -> None:
+    h = Harness()
+    first = h.m.init_producer_id("new", TIMEOUT, T0)
+    assert h.m.init_producer_id("new", TIMEOUT, T0).response == InitProducerIdResult(
+        Errors.CONCURRENT_TRANSACTIONS
+    )
+    h.m.append_failed(first.records)
+    second = h.m.init_producer_id("new", TIMEOUT, T0)
+    assert h.apply(second) == InitProducerIdResult(Errors.NONE, 1001, 0)

@@ -179,6 +179,8 @@ class TransactionStateManager:
         self.coordinator_epochs: dict[int, int] = {}  # led partition -> coordinator epoch
         self.loading: set[int] = set()
         self._allocate = allocate_producer_id
+        # ids whose first record is being appended (live; Kafka's putTransactionStateIfNotExists)
+        self._creating: set[str] = set()
 
     # -- partitions ------------------------------------------------------------------------
 
@@ -214,6 +216,7 @@ class TransactionStateManager:
         self.loading.discard(partition)
         for txn_id in [t for t in self.transactions if self.partition_for(t) == partition]:
             del self.transactions[txn_id]
+        self._creating = {t for t in self._creating if self.partition_for(t) != partition}
 
     def _coordinator_error(self, transactional_id: str) -> Errors | None:
         partition = self.partition_for(transactional_id)
@@ -250,6 +253,7 @@ class TransactionStateManager:
         log is trusted (a later record simply replaces an earlier one, as Kafka's loader does).
         """
         txn_id = record.transactional_id
+        self._creating.discard(txn_id)
         current = self.transactions.get(txn_id)
         v = record.value
         if v is None:
@@ -277,6 +281,7 @@ class TransactionStateManager:
     def append_failed(self, records: Sequence[TransactionLogRecord]) -> None:
         """The records could not be appended: clear the pending transitions they carried."""
         for record in records:
+            self._creating.discard(record.transactional_id)
             m = self.transactions.get(record.transactional_id)
             if m is not None:
                 m.pending_state = None
@@ -318,7 +323,10 @@ class TransactionStateManager:
         expected = None if producer_id == NO_PRODUCER_ID else (producer_id, producer_epoch)
         m = self.transactions.get(transactional_id)
         if m is None:
+            if transactional_id in self._creating:
+                return Outcome(response=InitProducerIdResult(Errors.CONCURRENT_TRANSACTIONS))
             # a fresh id: its first record is Empty with epoch 0
+            self._creating.add(transactional_id)
             pid = self._allocate()
             value = TransactionLogValue(pid, 0, transaction_timeout_ms, S.EMPTY, (), now_ms, -1)
             record = TransactionLogRecord(transactional_id, value)
