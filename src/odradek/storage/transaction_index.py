@@ -237,6 +237,22 @@ class TransactionTracker:
         self.high_watermark = high_watermark
         self.coordinator_epochs: dict[int, int] = {}  # producer id -> last marker's
 
+    @classmethod
+    def rebuild(
+        cls, batches: Iterable[RecordBatch], high_watermark: int
+    ) -> tuple[TransactionTracker, list[AbortedTxn]]:
+        """Recovery: a tracker fed ``batches`` (the log from its start or from a snapshot) and
+        the index entries they produce, to rewrite the ``.txnindex`` files of the segments
+        recovery scanned."""
+        tracker = cls()
+        entries = []
+        for batch in batches:
+            entry = tracker.append_batch(batch)
+            if entry is not None:
+                entries.append(entry)
+        tracker.update_high_watermark(high_watermark)
+        return tracker, entries
+
     def append_batch(self, batch: RecordBatch) -> AbortedTxn | None:
         """Account for a batch just appended (offsets assigned). Returns the entry to add to
         the active segment's ``.txnindex`` when the batch is an ABORT marker."""
