@@ -1,0 +1,342 @@
+"""Transactions on the partition side: control batches, the aborted-transaction index and the
+last stable offset.
+
+**Control batches** (KIP-98). A transaction marker is a batch with the control and
+transactional attribute bits set, the transaction's producer id and epoch, base sequence -1 and
+exactly one record whose key is ``ControlRecordType`` (version int16 = 0, type int16: 0 ABORT,
+1 COMMIT) and whose value is ``EndTxnMarker`` (version int16 = 0, coordinator_epoch int32).
+``build_control_batch`` / ``parse_control_record``.
+
+**The aborted-transaction index** (Kafka's ``TransactionIndex``, one ``<base offset>.txnindex``
+per segment, next to its ``.log``): a sequence of 34-byte entries, all big-endian::
+
+    version int16 (= 0), producer_id int64, first_offset int64, last_offset int64,
+    last_stable_offset int64
+
+An entry is an aborted transaction: its first data offset, the offset of its ABORT marker
+(``last_offset``), and the partition's LSO once it completed. Entries are appended in
+``last_offset`` order to the index of the segment holding the marker. A read_committed Fetch
+from ``fetch_offset`` whose answer ends before ``upper_bound`` needs every entry with
+``last_offset >= fetch_offset`` and ``first_offset < upper_bound``; scanning segments in order
+stops at the first entry with ``last_stable_offset >= upper_bound`` (later ones cannot overlap).
+
+**The last stable offset** (``TransactionTracker``, the transaction part of Kafka's
+``ProducerStateManager``): fed every batch appended to a partition, it keeps each producer's
+ongoing transaction (first offset), and the transactions completed above the high watermark
+(their markers are not yet replicated). Invariants::
+
+    first_unstable_offset = min(first offset of every ongoing or unreplicated transaction)
+    last_stable_offset    = min(first_unstable_offset, high_watermark)
+    an aborted transaction's (first_offset, last_offset, lso) is recorded when its marker is
+    appended, with lso = first offset of the earliest other ongoing transaction, else
+    last_offset + 1 (Kafka's lastStableOffset(completedTxn))
+
+read_committed consumers read below the LSO and drop the records of the aborted transactions
+the Fetch response lists (``aborted_transactions(fetch_offset, upper_bound)``). Pure: no I/O,
+except ``TransactionIndex`` when it is given a path.
+"""
+
+from __future__ import annotations
+
+import enum
+import os
+import struct
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import NamedTuple
+
+from odradek.protocol.records import RecordBatch, build_batch
+
+__all__ = [
+    "ABORTED_TXN_SIZE",
+    "AbortedTxn",
+    "CompletedTxn",
+    "ControlRecordType",
+    "TransactionIndex",
+    "TransactionTracker",
+    "TxnIndexSearchResult",
+    "build_control_batch",
+    "collect_aborted_txns",
+    "parse_control_record",
+]
+
+_ENTRY = struct.Struct(">hqqqq")
+ABORTED_TXN_SIZE = _ENTRY.size  # 34
+_CONTROL_KEY = struct.Struct(">hh")
+_END_TXN_MARKER = struct.Struct(">hi")
+
+
+class ControlRecordType(enum.IntEnum):
+    ABORT = 0
+    COMMIT = 1
+
+
+# -- control batches -----------------------------------------------------------------------
+
+
+def build_control_batch(
+    producer_id: int,
+    producer_epoch: int,
+    marker: ControlRecordType,
+    coordinator_epoch: int,
+    timestamp_ms: int,
+    *,
+    base_offset: int = 0,
+    partition_leader_epoch: int = -1,
+) -> bytes:
+    """A COMMIT/ABORT marker batch (what WriteTxnMarkers appends on a partition leader)."""
+    key = _CONTROL_KEY.pack(0, int(marker))
+    value = _END_TXN_MARKER.pack(0, coordinator_epoch)
+    return build_batch(
+        [(key, value, (), timestamp_ms)],
+        base_offset=base_offset,
+        producer_id=producer_id,
+        producer_epoch=producer_epoch,
+        base_sequence=-1,
+        partition_leader_epoch=partition_leader_epoch,
+        is_transactional=True,
+        is_control=True,
+    )
+
+
+def parse_control_record(key: bytes | None, value: bytes | None) -> tuple[int, int]:
+    """(control type, coordinator epoch) of a control record; coordinator epoch -1 when the
+    type is not ABORT/COMMIT (Kafka skips unknown control types). ValueError when malformed."""
+    if key is None or len(key) < _CONTROL_KEY.size:
+        raise ValueError("control record key is too short")
+    version, kind = _CONTROL_KEY.unpack_from(key)
+    if version < 0:
+        raise ValueError(f"bad ControlRecordType version {version}")
+    if kind not in (ControlRecordType.ABORT, ControlRecordType.COMMIT):
+        return int(kind), -1
+    if value is None or len(value) < _END_TXN_MARKER.size:
+        raise ValueError("EndTxnMarker value is too short")
+    _, coordinator_epoch = _END_TXN_MARKER.unpack_from(value)
+    return int(kind), int(coordinator_epoch)
+
+
+# -- the index -----------------------------------------------------------------------------
+
+
+class AbortedTxn(NamedTuple):
+    producer_id: int
+    first_offset: int
+    last_offset: int
+    last_stable_offset: int
+
+    def encode(self) -> bytes:
+        return _ENTRY.pack(0, *self)
+
+    @classmethod
+    def decode(cls, data: bytes | memoryview, pos: int = 0) -> AbortedTxn:
+        version, *fields = _ENTRY.unpack_from(data, pos)
+        if version != 0:
+            raise ValueError(f"unknown aborted-transaction entry version {version}")
+        return cls(*fields)
+
+
+@dataclass(frozen=True, slots=True)
+class TxnIndexSearchResult:
+    aborted: list[AbortedTxn]
+    is_complete: bool  # an entry with last_stable_offset >= upper_bound was seen: stop here
+
+
+class TransactionIndex:
+    """One segment's ``.txnindex`` (``path`` None: in memory). A partial trailing entry left by
+    a crash is ignored on open and overwritten by the next append."""
+
+    def __init__(self, start_offset: int, path: Path | str | None = None) -> None:
+        self.start_offset = start_offset
+        self.path = None if path is None else Path(path)
+        self.entries: list[AbortedTxn] = []
+        if self.path is not None and self.path.exists():
+            data = self.path.read_bytes()
+            whole = len(data) - len(data) % ABORTED_TXN_SIZE
+            self.entries = [AbortedTxn.decode(data, p) for p in range(0, whole, ABORTED_TXN_SIZE)]
+            if whole != len(data):
+                os.truncate(self.path, whole)
+
+    def append(self, txn: AbortedTxn) -> None:
+        """Entries come in ``last_offset`` order (ValueError otherwise, as Kafka)."""
+        if self.entries and txn.last_offset < self.entries[-1].last_offset:
+            raise ValueError(
+                f"aborted transaction {txn} ends before the last entry {self.entries[-1]}"
+            )
+        self.entries.append(txn)
+        if self.path is not None:
+            with open(self.path, "ab") as f:
+                f.write(txn.encode())
+
+    def flush(self) -> None:
+        if self.path is not None and self.path.exists():
+            fd = os.open(self.path, os.O_RDONLY)
+            try:
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+
+    def truncate_to(self, offset: int) -> None:
+        """Drop the entries whose marker is at or past ``offset`` (log truncation)."""
+        keep = [t for t in self.entries if t.last_offset < offset]
+        if len(keep) != len(self.entries):
+            self.entries = keep
+            if self.path is not None:
+                os.truncate(self.path, len(keep) * ABORTED_TXN_SIZE)
+
+    def collect_aborted_txns(self, fetch_offset: int, upper_bound: int) -> TxnIndexSearchResult:
+        out = []
+        for txn in self.entries:
+            if txn.last_offset >= fetch_offset and txn.first_offset < upper_bound:
+                out.append(txn)
+            if txn.last_stable_offset >= upper_bound:
+                return TxnIndexSearchResult(out, True)
+        return TxnIndexSearchResult(out, False)
+
+    def delete(self) -> None:
+        self.entries = []
+        if self.path is not None:
+            self.path.unlink(missing_ok=True)
+
+
+def collect_aborted_txns(
+    indexes: Iterable[TransactionIndex], fetch_offset: int, upper_bound: int
+) -> list[AbortedTxn]:
+    """Aborted transactions overlapping [fetch_offset, upper_bound) from the indexes of the
+    segments from the one holding ``fetch_offset`` on, in order (Kafka's
+    collectAbortedTransactions)."""
+    out: list[AbortedTxn] = []
+    for index in indexes:
+        result = index.collect_aborted_txns(fetch_offset, upper_bound)
+        out += result.aborted
+        if result.is_complete:
+            break
+    return out
+
+
+# -- the tracker ---------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class CompletedTxn:
+    producer_id: int
+    first_offset: int
+    last_offset: int  # the marker's offset
+    is_aborted: bool
+
+
+class TransactionTracker:
+    """The transactions of one partition, fed the batches appended to it (leader or
+    follower, or the log replayed at recovery). Kafka's names: ongoing transactions,
+    first unstable offset, last stable offset, aborted transactions."""
+
+    def __init__(self, high_watermark: int = 0) -> None:
+        self.ongoing: dict[int, int] = {}  # producer id -> first offset of its transaction
+        self.unreplicated: list[CompletedTxn] = []  # completed, marker at or above the HW
+        self.aborted: list[AbortedTxn] = []
+        self.high_watermark = high_watermark
+        self.coordinator_epochs: dict[int, int] = {}  # producer id -> last marker's
+
+    @classmethod
+    def rebuild(
+        cls, batches: Iterable[RecordBatch], high_watermark: int
+    ) -> tuple[TransactionTracker, list[AbortedTxn]]:
+        """Recovery: a tracker fed ``batches`` (the log from its start or from a snapshot) and
+        the index entries they produce, to rewrite the ``.txnindex`` files of the segments
+        recovery scanned."""
+        tracker = cls()
+        entries = []
+        for batch in batches:
+            entry = tracker.append_batch(batch)
+            if entry is not None:
+                entries.append(entry)
+        tracker.update_high_watermark(high_watermark)
+        return tracker, entries
+
+    def append_batch(self, batch: RecordBatch) -> AbortedTxn | None:
+        """Account for a batch just appended (offsets assigned). Returns the entry to add to
+        the active segment's ``.txnindex`` when the batch is an ABORT marker."""
+        if not batch.is_transactional:
+            return None
+        pid = batch.producer_id
+        if not batch.is_control:
+            self.ongoing.setdefault(pid, batch.base_offset)
+            return None
+        for record in batch.records():
+            kind, coordinator_epoch = parse_control_record(record.key, record.value)
+            if kind in (ControlRecordType.ABORT, ControlRecordType.COMMIT):
+                return self.end_transaction(
+                    pid, record.offset, kind == ControlRecordType.ABORT, coordinator_epoch
+                )
+        return None
+
+    def append_data(self, producer_id: int, first_offset: int) -> None:
+        """A transactional data batch starting at ``first_offset`` (same as append_batch)."""
+        self.ongoing.setdefault(producer_id, first_offset)
+
+    def end_transaction(
+        self, producer_id: int, marker_offset: int, aborted: bool, coordinator_epoch: int = -1
+    ) -> AbortedTxn | None:
+        """A COMMIT/ABORT marker at ``marker_offset``. A marker for a producer with no ongoing
+        transaction (a retried WriteTxnMarkers) completes an empty transaction: nothing to
+        index. The caller checks the marker's epochs beforehand (``check_marker``)."""
+        self.coordinator_epochs[producer_id] = max(
+            coordinator_epoch, self.coordinator_epochs.get(producer_id, -1)
+        )
+        first = self.ongoing.get(producer_id)
+        if first is None:
+            return None
+        completed = CompletedTxn(producer_id, first, marker_offset, aborted)
+        lso = self._lso_after(completed)
+        del self.ongoing[producer_id]
+        if marker_offset >= self.high_watermark:
+            self.unreplicated.append(completed)
+        if not aborted:
+            return None
+        entry = AbortedTxn(producer_id, first, marker_offset, lso)
+        self.aborted.append(entry)
+        return entry
+
+    def check_marker(self, producer_id: int, coordinator_epoch: int) -> bool:
+        """False when a newer coordinator already wrote a marker for this producer
+        (TRANSACTION_COORDINATOR_FENCED)."""
+        return coordinator_epoch >= self.coordinator_epochs.get(producer_id, -1)
+
+    def _lso_after(self, completed: CompletedTxn) -> int:
+        others = [f for pid, f in self.ongoing.items() if pid != completed.producer_id]
+        return min(others, default=completed.last_offset + 1)
+
+    def update_high_watermark(self, high_watermark: int) -> None:
+        self.high_watermark = high_watermark
+        self.unreplicated = [t for t in self.unreplicated if t.last_offset >= high_watermark]
+
+    @property
+    def first_unstable_offset(self) -> int | None:
+        firsts = list(self.ongoing.values()) + [t.first_offset for t in self.unreplicated]
+        return min(firsts, default=None)
+
+    @property
+    def last_stable_offset(self) -> int:
+        first = self.first_unstable_offset
+        return self.high_watermark if first is None else min(first, self.high_watermark)
+
+    def aborted_transactions(self, fetch_offset: int, upper_bound: int) -> list[AbortedTxn]:
+        """Aborted transactions overlapping [fetch_offset, upper_bound), in marker order."""
+        return [
+            t
+            for t in self.aborted
+            if t.last_offset >= fetch_offset and t.first_offset < upper_bound
+        ]
+
+    def truncate_to(self, offset: int) -> None:
+        """Forget what lies at or past ``offset``: ongoing transactions that start there and
+        aborted entries whose marker is there. A transaction whose marker is truncated away
+        comes back only by replaying the log: rebuild the tracker after a truncation that cuts
+        through markers (as Kafka reloads producer state from a snapshot)."""
+        self.ongoing = {p: f for p, f in self.ongoing.items() if f < offset}
+        self.aborted = [t for t in self.aborted if t.last_offset < offset]
+        self.unreplicated = [t for t in self.unreplicated if t.last_offset < offset]
+
+    def advance_log_start_offset(self, offset: int) -> None:
+        """Retention / DeleteRecords: aborted transactions wholly below the log start go."""
+        self.aborted = [t for t in self.aborted if t.last_offset >= offset]
