@@ -4,6 +4,7 @@ producer state."""
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 import uuid
 from pathlib import Path
@@ -71,7 +72,7 @@ async def test_handler_exception_answers_unknown_server_error_or_closes(tmp_path
             raise RuntimeError("boom")
 
         # Produce defines error_response: the client gets UNKNOWN_SERVER_ERROR (-1)
-        broker.registry[0] = ApiSpec(0, "Produce", 0, 10, failing, 3, dict(original.extra))
+        broker.registry[0] = dataclasses.replace(original, handler=failing)
         # ApiVersions does not: the connection is closed
         broker.registry[18] = ApiSpec(18, "ApiVersions", 0, 4, failing)
 

@@ -22,6 +22,7 @@ snapshot and replays the batch headers between its offset and the log end offset
 
 from __future__ import annotations
 
+import enum
 from collections import deque
 from dataclasses import dataclass, field
 from typing import Any
@@ -33,13 +34,29 @@ __all__ = [
     "OK",
     "OUT_OF_ORDER",
     "ProducerStateManager",
+    "Verdict",
 ]
 
 MAX_CACHED_BATCHES = 5
-OK = 0
-DUPLICATE = 1
-OUT_OF_ORDER = 45
-INVALID_PRODUCER_EPOCH = 47
+
+
+class Verdict(enum.Enum):
+    """What ``ProducerStateManager.check`` says about a new batch."""
+
+    OK = "ok"
+    """Append it."""
+    DUPLICATE = "duplicate"
+    """A retry of a cached batch: answer with its first offset, append nothing."""
+    OUT_OF_ORDER = "out_of_order"
+    """OUT_OF_ORDER_SEQUENCE_NUMBER (45)."""
+    INVALID_PRODUCER_EPOCH = "invalid_producer_epoch"
+    """INVALID_PRODUCER_EPOCH (47)."""
+
+
+OK = Verdict.OK
+DUPLICATE = Verdict.DUPLICATE
+OUT_OF_ORDER = Verdict.OUT_OF_ORDER
+INVALID_PRODUCER_EPOCH = Verdict.INVALID_PRODUCER_EPOCH
 _SEQ_MAX = 2**31 - 1
 
 
@@ -62,8 +79,10 @@ class ProducerStateManager:
         """Next log offset whose batches are not reflected in this state."""
         self.dirty = False
 
-    def check(self, producer_id: int, epoch: int, first_seq: int, last_seq: int) -> tuple[int, int]:
-        """(verdict, duplicate's first offset). verdict: OK, DUPLICATE, OUT_OF_ORDER or INVALID_PRODUCER_EPOCH."""
+    def check(
+        self, producer_id: int, epoch: int, first_seq: int, last_seq: int
+    ) -> tuple[Verdict, int]:
+        """(verdict, the duplicate's first offset or -1)."""
         entry = self._producers.get(producer_id)
         if entry is None:
             return OK, -1

@@ -15,7 +15,7 @@ Per connection (``KafkaConnection``, an asyncio Protocol):
   with ``coro.send(None)`` and only wraps the rare suspended one (a long-polling Fetch) in a
   Task. Responses go out in request order; everything answered while handling one chunk is
   written with a single ``transport.writelines``;
-* a handler exception is logged; the API's ``error_response`` (``ApiSpec.extra``) answers with
+* a handler exception is logged; the API's ``ApiSpec.error_response`` answers with
   UNKNOWN_SERVER_ERROR when the API defines one, else the connection is closed;
 * a client that does not read its responses is not read from either: above 4 MiB of unsent
   responses the transport pauses reading (pause_writing / resume_writing);
@@ -38,21 +38,26 @@ from collections import deque
 from pathlib import Path
 from typing import Any
 
+from kio.schema.errors import ErrorCode
+
+from odradek.broker.api import ApiSpec, EncodedResponse, RequestContext
 from odradek.broker.config import BrokerConfig, effective_topic_configs
 from odradek.broker.metadata import MetadataStore, PartitionState, TopicMetadata
 from odradek.broker.producer_state import ProducerStateManager
 from odradek.broker.purgatory import Purgatory
-from odradek.broker.registry import (
-    ApiSpec,
-    EncodedResponse,
-    RequestContext,
-    load_registry,
-)
+from odradek.broker.registry import load_registry
 from odradek.clock import Clock, SystemClock
+from odradek.coordinator import GroupCoordinator
 from odradek.protocol.errors import FrameTooLargeError, InvalidRequestError
 from odradek.protocol.framing import FrameDecoder
 from odradek.protocol.headers import encode_response_header, parse_request_header
-from odradek.protocol.messages import RequestCodec, encode_body, request_codec
+from odradek.protocol.messages import (
+    RequestCodec,
+    encode_api_versions_error,
+    encode_body,
+    request_codec,
+)
+from odradek.storage import LogConfig, LogManager
 
 __all__ = ["Broker", "KafkaConnection", "PartitionHandle"]
 
@@ -124,8 +129,8 @@ class Broker:
         self.registry: dict[int, ApiSpec] = load_registry()
         self.purgatory = Purgatory()
         self.metadata: MetadataStore = None  # type: ignore[assignment]  # set by start()
-        self.log_manager: Any = None
-        self.group_coordinator: Any = None
+        self.log_manager: LogManager = None  # type: ignore[assignment]  # set by start()
+        self.group_coordinator: GroupCoordinator | None = None
         listener = self.config.listener
         self.host = listener.host or "0.0.0.0"
         self.port = listener.port
@@ -142,6 +147,7 @@ class Broker:
         self._stopping = False  # set for good by stop(): late connections are refused
         self.data_dir: Path | None = None if self.config.in_memory else self.config.data_dirs[0]
         self.next_producer_id = 0
+        self._producer_id_limit = 0
 
     # -- lifecycle ---------------------------------------------------------------------------
 
@@ -155,8 +161,6 @@ class Broker:
         return host, port
 
     async def start(self) -> None:
-        from odradek.storage import LogConfig, LogManager
-
         cfg = self.config
         if self.data_dir is not None:
             self.data_dir.mkdir(parents=True, exist_ok=True)
@@ -222,17 +226,10 @@ class Broker:
         log.info("broker %s listening on %s:%s", self.node_id, self.host, self.bound_port)
 
     async def _start_coordinator(self) -> None:
-        try:
-            from odradek.coordinator import GroupCoordinator
-        except ImportError:
-            log.info("group coordinator not available; group APIs are not served")
-            return
-        try:
-            self.group_coordinator = GroupCoordinator(self)
-            await self.group_coordinator.start()
-        except Exception:
-            log.exception("group coordinator failed to start; group APIs are not served")
-            self.group_coordinator = None
+        """Start the group coordinator; a failure fails the broker's start."""
+        coordinator = GroupCoordinator(self)
+        await coordinator.start()
+        self.group_coordinator = coordinator
 
     async def stop(self) -> None:
         if not self._started:
@@ -345,9 +342,7 @@ class Broker:
 
     # -- partitions and topics ---------------------------------------------------------------
 
-    def log_config_for(self, topic: TopicMetadata) -> Any:
-        from odradek.storage import LogConfig
-
+    def log_config_for(self, topic: TopicMetadata) -> LogConfig:
         if not topic.configs:
             return self._default_log_config
         return LogConfig.from_topic_config(topic.configs, self._default_log_config)
@@ -439,8 +434,6 @@ class Broker:
 
     def check_log_config(self, overrides: dict[str, str]) -> None:
         """Raise ValueError (storage's InvalidConfigError) if the overrides make a bad LogConfig."""
-        from odradek.storage import LogConfig
-
         LogConfig.from_topic_config(overrides, self._default_log_config)
 
     # -- producer ids and producer state ----------------------------------------------------
@@ -462,7 +455,7 @@ class Broker:
         """A new producer id; ids are reserved on disk in blocks of 1000 so they never repeat."""
         pid = self.next_producer_id
         self.next_producer_id += 1
-        if self.next_producer_id > getattr(self, "_producer_id_limit", 0):
+        if self.next_producer_id > self._producer_id_limit:
             self._producer_id_limit = self.next_producer_id + 1000
             path = self._producer_id_path()
             if path is not None:
@@ -701,7 +694,7 @@ class KafkaConnection(asyncio.Protocol):
         info = request_codec(api_key, version)
         if info is None:
             return f"cannot decode version {version} of api key {api_key} ({spec.name})"
-        decoder = spec.extra.get("decoder")
+        decoder = spec.decoder
         if decoder is not None:  # the API's own body decoder (frame, pos, version)
             return spec, info._replace(reader=functools.partial(decoder, version=version)), False
         return spec, info, True
@@ -717,10 +710,10 @@ class KafkaConnection(asyncio.Protocol):
         if route is None:
             route = self._route(api_key, version)
             if isinstance(route, str) and api_key == 18 and api_key in self.registry:
-                from odradek.broker.apis.api_versions import unsupported_version_body
-
-                body = unsupported_version_body(self.registry)
-                self._emit(out, [_I32.pack(len(body) + 4) + _I32.pack(correlation_id), body])
+                ranges = sorted(
+                    (s.key, s.min_version, s.max_version) for s in self.registry.values()
+                )
+                self._emit(out, [encode_api_versions_error(correlation_id, ranges)])
                 return
             if len(routes) < 4096 and self.registry is self.broker.registry:
                 routes[(api_key, version)] = route
@@ -845,11 +838,9 @@ class KafkaConnection(asyncio.Protocol):
     def _error(
         self, spec: ApiSpec, info: RequestCodec, correlation_id: int, request: Any
     ) -> list[Any]:
-        make_error = spec.extra.get("error_response")
+        make_error = spec.error_response
         if make_error is not None:
             try:
-                from kio.schema.errors import ErrorCode
-
                 response = make_error(request, ErrorCode.unknown_server_error)
                 parts = self._encode(spec, info, correlation_id, response, request)
                 if parts is not None:

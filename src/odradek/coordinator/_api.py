@@ -33,4 +33,4 @@ def code(error: Errors | int) -> ErrorCode:
 
 def coordinator(ctx: Any) -> Any:
     """The broker's GroupCoordinator, or None if it is not running."""
-    return getattr(ctx.broker, "group_coordinator", None)
+    return ctx.broker.group_coordinator

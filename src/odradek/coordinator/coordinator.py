@@ -258,7 +258,7 @@ class GroupCoordinator:
     # -- loading ------------------------------------------------------------------------------
 
     def _checkpoint_path(self) -> Any:
-        data_dir = getattr(self.broker, "data_dir", None)
+        data_dir = self.broker.data_dir
         return None if data_dir is None else data_dir / SNAPSHOT_CHECKPOINT
 
     def _read_checkpoint(self) -> dict[int, int]:

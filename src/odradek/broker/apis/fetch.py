@@ -23,8 +23,9 @@ from typing import Any
 
 from kio.schema.errors import ErrorCode
 
-from odradek.broker.registry import ApiSpec, EncodedResponse, RequestContext
+from odradek.broker.api import ApiSpec, EncodedResponse, RequestContext
 from odradek.protocol.fetch_response import FetchPartitionResponse, encode_fetch_response
+from odradek.storage.errors import OffsetOutOfRangeError
 
 __all__ = ["API", "handle"]
 
@@ -84,16 +85,14 @@ def _read_all(
                 result = plog.read(
                     offset, max(budget, 1), max_offset=limit, min_one_batch=total == 0
                 )
-            except Exception as exc:
-                if type(exc).__name__ == "OffsetOutOfRangeError":
-                    presults.append((index, _OUT_OF_RANGE, hw, hw, plog.log_start_offset, None))
-                    error = True
-                    continue
-                if isinstance(exc, OSError):
-                    presults.append((index, _STORAGE, hw, hw, start, None))
-                    error = True
-                    continue
-                raise
+            except OffsetOutOfRangeError:
+                presults.append((index, _OUT_OF_RANGE, hw, hw, plog.log_start_offset, None))
+                error = True
+                continue
+            except OSError:  # storage's KafkaStorageError and plain I/O errors
+                presults.append((index, _STORAGE, hw, hw, start, None))
+                error = True
+                continue
             records = result.records
             size = len(records)
             if size == 0:
@@ -155,5 +154,5 @@ API = ApiSpec(
     max_version=12,
     handler=handle,
     min_request_version=4,
-    extra={"error_response": error_response},
+    error_response=error_response,
 )

@@ -13,8 +13,8 @@ import struct
 from collections.abc import Sequence
 from typing import Any
 
+from odradek.broker.api import ApiSpec, EncodedResponse, RequestContext
 from odradek.broker.apis._util import NO_THROTTLE, make, response_types
-from odradek.broker.registry import ApiSpec, EncodedResponse, RequestContext
 from odradek.coordinator._api import code, coordinator
 from odradek.coordinator.group_manager import OffsetCommitEntry
 from odradek.coordinator.state import Errors

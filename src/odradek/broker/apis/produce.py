@@ -16,7 +16,7 @@ partition's data:
 acks must be 0, 1 or -1 (else INVALID_REQUIRED_ACKS for every partition). acks=0 gets no
 response. acks=-1 alone is acks=1: the high watermark follows the log end offset.
 
-Requests are decoded by ``odradek.protocol.produce_request`` (``ApiSpec.extra["decoder"]``):
+Requests are decoded by ``odradek.protocol.produce_request`` (``ApiSpec.decoder``):
 above 16 KiB ``records`` are views of the request frame, stamped in place and written without a
 copy; smaller requests are kio entities (faster to decode). Both have the same field names.
 """
@@ -28,13 +28,18 @@ from typing import Any
 
 from kio.schema.errors import ErrorCode
 
+from odradek.broker.api import ApiSpec, EncodedResponse, RequestContext
 from odradek.broker.apis._util import topic_name_error
-from odradek.broker.producer_state import DUPLICATE, OK
-from odradek.broker.registry import ApiSpec, EncodedResponse, RequestContext
+from odradek.broker.producer_state import Verdict
 from odradek.protocol.produce_request import decode_produce_request
 from odradek.protocol.produce_response import PartitionTuple as PartitionResult
 from odradek.protocol.produce_response import encode_produce_response
-from odradek.protocol.records import CorruptRecordError, InvalidRecordError
+from odradek.storage.errors import (
+    CorruptRecordError,
+    InvalidRecordError,
+    RecordBatchTooLargeError,
+    RecordTooLargeError,
+)
 
 __all__ = ["API", "handle"]
 
@@ -117,17 +122,17 @@ def _produce_partition(
             verdict, dup_offset = state.check(
                 pid, epoch, base_seq, (base_seq + last_delta) % _SEQ_MOD
             )
-            if verdict != OK:
-                if verdict == DUPLICATE:
+            if verdict is not Verdict.OK:
+                if verdict is Verdict.DUPLICATE:
                     return (index, _NONE, dup_offset, -1, plog.log_start_offset, (), None)
-                code = _OUT_OF_ORDER if verdict == _OUT_OF_ORDER.value else _BAD_EPOCH
+                code = _BAD_EPOCH if verdict is Verdict.INVALID_PRODUCER_EPOCH else _OUT_OF_ORDER
                 return _failed(index, code, None, plog.log_start_offset)
         else:
             for b_pid, b_epoch, b_seq, b_delta in batches:
                 verdict, _ = state.check(b_pid, b_epoch, b_seq, (b_seq + b_delta) % _SEQ_MOD)
-                if verdict != OK:
+                if verdict is not Verdict.OK:
                     code = (
-                        _OUT_OF_ORDER if verdict in (DUPLICATE, _OUT_OF_ORDER.value) else _BAD_EPOCH
+                        _BAD_EPOCH if verdict is Verdict.INVALID_PRODUCER_EPOCH else _OUT_OF_ORDER
                     )
                     return _failed(index, code, None, plog.log_start_offset)
     log_append_time = handle.config.message_timestamp_type == "LogAppendTime"
@@ -139,15 +144,12 @@ def _produce_partition(
         return _failed(index, _CORRUPT, str(exc) or "corrupt record batch")
     except InvalidRecordError as exc:
         return _failed(index, _INVALID_RECORD, str(exc) or "invalid record batch")
-    except Exception as exc:
-        name = type(exc).__name__
-        if name == "RecordTooLargeError":
-            return _failed(index, _TOO_LARGE, str(exc))
-        if name == "RecordBatchTooLargeError":
-            return _failed(index, ErrorCode.record_list_too_large, str(exc))
-        if isinstance(exc, OSError):
-            return _failed(index, _STORAGE, str(exc))
-        raise
+    except RecordTooLargeError as exc:
+        return _failed(index, _TOO_LARGE, str(exc))
+    except RecordBatchTooLargeError as exc:
+        return _failed(index, ErrorCode.record_list_too_large, str(exc))
+    except OSError as exc:  # storage's KafkaStorageError and plain I/O errors
+        return _failed(index, _STORAGE, str(exc))
     base_offset = result.base_offset
     if idempotent:
         off = base_offset
@@ -219,5 +221,6 @@ API = ApiSpec(
     max_version=10,
     handler=handle,
     min_request_version=3,
-    extra={"error_response": error_response, "decoder": decode_produce_request},
+    error_response=error_response,
+    decoder=decode_produce_request,
 )
