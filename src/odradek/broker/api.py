@@ -23,11 +23,14 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from kio.schema.errors import ErrorCode
 
 from odradek.protocol.headers import RequestHeaderInfo
+
+if TYPE_CHECKING:  # services.py imports only downwards; no import circle at run time
+    from odradek.broker.services import BrokerServices
 
 __all__ = [
     "ApiSpec",
@@ -43,10 +46,10 @@ __all__ = [
 
 @dataclass(slots=True)
 class RequestContext:
-    """What a handler knows about the request besides its body: the broker, the request
-    header, the client's address and the connection's id."""
+    """What a handler knows about the request besides its body: the broker's services, the
+    request header, the client's address and the connection's id."""
 
-    broker: Any
+    services: BrokerServices
     header: RequestHeaderInfo
     client_host: str
     connection_id: int

@@ -39,6 +39,7 @@ from odradek.broker.apis import (
     offset_commit,
     offset_delete,
     offset_fetch,
+    offsets_for_leader_epoch,
     produce,
     sync_group,
 )
@@ -59,6 +60,7 @@ API_SPECS: tuple[ApiSpec, ...] = (
     produce.API,
     fetch.API,
     list_offsets.API,
+    offsets_for_leader_epoch.API,
     init_producer_id.API,
     create_topics.API,
     delete_topics.API,

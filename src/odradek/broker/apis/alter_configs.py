@@ -13,11 +13,11 @@ __all__ = ["API", "handle"]
 
 
 async def handle(ctx: RequestContext, request: Any) -> Any:
-    broker = ctx.broker
-    responses = alter_resources(
+    services = ctx.services
+    responses = await alter_resources(
         request,
         lambda name, configs: alter_topic(
-            broker, name, {c.name: c.value for c in configs}, request.validate_only
+            services, name, {c.name: c.value for c in configs}, request.validate_only
         ),
     )
     return make(

@@ -19,18 +19,11 @@ from odradek.broker.apis._util import NO_THROTTLE, make, response_types
 __all__ = ["API", "handle"]
 
 
-def _ranges(ctx: RequestContext) -> list[tuple[int, int, int]]:
-    return [
-        (s.key, s.min_version, s.max_version)
-        for s in sorted(ctx.broker.registry.values(), key=lambda s: s.key)
-    ]
-
-
 async def handle(ctx: RequestContext, request: Any) -> Any:
     types = response_types(request)
     keys = tuple(
         make(types.ApiVersion, api_key=k, min_version=lo, max_version=hi)
-        for k, lo, hi in _ranges(ctx)
+        for k, lo, hi in ctx.services.api_versions
     )
     return make(
         types.ApiVersionsResponse,

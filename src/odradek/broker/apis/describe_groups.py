@@ -11,13 +11,13 @@ from __future__ import annotations
 from typing import Any
 
 from odradek.broker.api import ApiSpec, RequestContext
-from odradek.broker.apis._util import NO_THROTTLE, make, response_types
-from odradek.coordinator._api import (
+from odradek.broker.apis._groups import (
     AUTHORIZED_OPERATIONS_NOT_REQUESTED,
     GROUP_OPERATIONS,
     code,
     coordinator,
 )
+from odradek.broker.apis._util import NO_THROTTLE, make, response_types
 from odradek.coordinator.group_manager import GroupSummary
 from odradek.coordinator.state import Errors
 

@@ -11,8 +11,8 @@ from __future__ import annotations
 from typing import Any
 
 from odradek.broker.api import ApiSpec, RequestContext
+from odradek.broker.apis._groups import code, coordinator, ms
 from odradek.broker.apis._util import NO_THROTTLE, make, response_types
-from odradek.coordinator._api import code, coordinator, ms
 from odradek.coordinator.group_manager import JoinParams
 from odradek.coordinator.state import Errors, JoinResult
 

@@ -14,8 +14,8 @@ from collections.abc import Sequence
 from typing import Any
 
 from odradek.broker.api import ApiSpec, EncodedResponse, RequestContext
+from odradek.broker.apis._groups import code, coordinator
 from odradek.broker.apis._util import NO_THROTTLE, make, response_types
-from odradek.coordinator._api import code, coordinator
 from odradek.coordinator.group_manager import OffsetCommitEntry
 from odradek.coordinator.state import Errors
 from odradek.protocol._primitives import uvarint

@@ -6,8 +6,8 @@ from __future__ import annotations
 from typing import Any
 
 from odradek.broker.api import ApiSpec, RequestContext
+from odradek.broker.apis._groups import code, coordinator
 from odradek.broker.apis._util import NO_THROTTLE, make, response_types
-from odradek.coordinator._api import code, coordinator
 from odradek.coordinator.state import Errors
 
 __all__ = ["API", "handle"]

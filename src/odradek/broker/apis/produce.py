@@ -5,10 +5,11 @@ Advertised from v0 (old librdkafka probes exact versions, DESIGN.md §4), served
 partition's data:
 
 1. unknown topic → auto-create (auto.create.topics.enable) or UNKNOWN_TOPIC_OR_PARTITION;
-   a partition index out of range → UNKNOWN_TOPIC_OR_PARTITION;
+   a partition index out of range → UNKNOWN_TOPIC_OR_PARTITION; a partition this broker does
+   not lead → NOT_LEADER_OR_FOLLOWER (``ReplicaManager.leader_partition``);
 2. every batch: whole (else CORRUPT_MESSAGE), magic 2 (else INVALID_RECORD), size ≤ the
    topic's max.message.bytes (else MESSAGE_TOO_LARGE);
-3. idempotence (producerId ≥ 0): see ``odradek.broker.producer_state`` — a duplicate is answered
+3. idempotence (producerId ≥ 0): see ``odradek.storage.producer_state`` — a duplicate is answered
    with the original base offset and not appended;
 4. append (storage checks the CRC: CORRUPT_MESSAGE) with LogAppendTime when the topic says so;
    then Fetch waiters on the partition are woken.
@@ -30,7 +31,8 @@ from kio.schema.errors import ErrorCode
 
 from odradek.broker.api import ApiSpec, EncodedResponse, RequestContext
 from odradek.broker.apis._util import topic_name_error
-from odradek.broker.producer_state import Verdict
+from odradek.broker.partition import Partition
+from odradek.broker.purgatory import Purgatory
 from odradek.protocol.produce_request import decode_produce_request
 from odradek.protocol.produce_response import PartitionTuple as PartitionResult
 from odradek.protocol.produce_response import encode_produce_response
@@ -40,6 +42,7 @@ from odradek.storage.errors import (
     RecordBatchTooLargeError,
     RecordTooLargeError,
 )
+from odradek.storage.producer_state import Verdict
 
 __all__ = ["API", "handle"]
 
@@ -67,7 +70,7 @@ def _failed(
 
 
 def _produce_partition(
-    broker: Any, handle: Any, data: bytes | memoryview | None, now_ms: int
+    purgatory: Purgatory, handle: Partition, data: bytes | memoryview | None, now_ms: int
 ) -> PartitionResult:
     index = handle.partition
     if not data:
@@ -156,7 +159,7 @@ def _produce_partition(
         for b_pid, b_epoch, b_seq, b_delta in batches:
             state.update(b_pid, b_epoch, b_seq, (b_seq + b_delta) % _SEQ_MOD, off, off + b_delta)
             off += b_delta + 1
-    broker.purgatory.notify(handle.topic, index)
+    purgatory.notify(handle.topic, index)
     lat = result.log_append_time_ms if log_append_time else -1
     return (
         index,
@@ -170,11 +173,12 @@ def _produce_partition(
 
 
 async def handle(ctx: RequestContext, request: Any) -> Any:
-    broker = ctx.broker
+    services = ctx.services
     acks = request.acks
-    now_ms = broker.clock.now_ms()
+    now_ms = services.clock.now_ms()
     results: list[tuple[str, list[PartitionResult]]] = []
-    partition = broker.partition
+    leader_partition = services.replica_manager.leader_partition
+    purgatory = services.purgatory
     if acks not in (0, 1, -1):
         for td in request.topic_data:
             results.append((td.name, [_failed(pd.index, _BAD_ACKS) for pd in td.partition_data]))
@@ -183,18 +187,21 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
             name = td.name
             presults: list[PartitionResult] = []
             for pd in td.partition_data:
-                handle_ = partition(name, pd.index)
+                handle_, code = leader_partition(name, pd.index)
                 if handle_ is None:
                     if (
-                        broker.metadata.topic(name) is None
-                        and broker.config.auto_create_topics_enable
+                        services.metadata.topic(name) is None
+                        and services.config.auto_create_topics_enable
                     ) and topic_name_error(name) is None:
-                        await broker.auto_create_topic(name)
-                        handle_ = partition(name, pd.index)
+                        await services.topic_admin.auto_create_topic(name)
+                        handle_, code = leader_partition(name, pd.index)
                     if handle_ is None:
                         presults.append(_failed(pd.index, _UNKNOWN))
                         continue
-                presults.append(_produce_partition(broker, handle_, pd.records, now_ms))
+                if code is not _NONE:
+                    presults.append(_failed(pd.index, code))
+                    continue
+                presults.append(_produce_partition(purgatory, handle_, pd.records, now_ms))
             results.append((name, presults))
     if acks == 0:
         return None
