@@ -46,7 +46,7 @@ def topic_entries(
     """[(name, value, read_only, source, synonyms)] for a topic resource."""
     effective = services.topic_admin.topic_configs_from(topic.configs)
     config = services.config
-    out = []
+    out: list[tuple[str, str | None, bool, int, list[tuple[str, str | None, int]]]] = []
     for name, value in sorted(effective.items()):
         if keys and name not in keys:
             continue

@@ -34,6 +34,6 @@ def code(error: Errors | int) -> ErrorCode:
     return ErrorCode(int(error))
 
 
-def coordinator(ctx: RequestContext) -> GroupCoordinator | None:
+def coordinator(ctx: RequestContext) -> GroupCoordinator:
     """The broker's GroupCoordinator (it answers COORDINATOR_NOT_AVAILABLE once stopped)."""
     return ctx.services.group_coordinator

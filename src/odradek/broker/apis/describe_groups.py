@@ -18,8 +18,6 @@ from odradek.broker.apis._groups import (
     coordinator,
 )
 from odradek.broker.apis._util import NO_THROTTLE, make, response_types
-from odradek.coordinator.group_manager import GroupSummary
-from odradek.coordinator.state import Errors
 
 __all__ = ["API", "handle"]
 
@@ -28,12 +26,7 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
     types = response_types(request)
     coord = coordinator(ctx)
     wanted = list(request.groups)
-    if coord is None:
-        described = [
-            (Errors.COORDINATOR_NOT_AVAILABLE, GroupSummary(g, "", "", "", ())) for g in wanted
-        ]
-    else:
-        described = coord.describe_groups(wanted)
+    described = coord.describe_groups(wanted)
     ops = (
         GROUP_OPERATIONS
         if getattr(request, "include_authorized_operations", False)

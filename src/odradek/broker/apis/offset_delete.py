@@ -17,10 +17,7 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
     types = response_types(request)
     coord = coordinator(ctx)
     wanted = [(t.name, int(p.partition_index)) for t in request.topics for p in t.partitions]
-    if coord is None:
-        top, errors = Errors.COORDINATOR_NOT_AVAILABLE, []
-    else:
-        top, errors = await coord.delete_offsets(request.group_id, wanted)
+    top, errors = await coord.delete_offsets(request.group_id, wanted)
     topics: tuple[Any, ...] = ()
     if top is Errors.NONE:
         it = iter(errors)
