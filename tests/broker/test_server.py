@@ -12,8 +12,8 @@ from typing import Any
 
 import pytest
 
-from odradek.broker.config import BrokerConfig
 from odradek.broker.api import ApiSpec, RequestContext
+from odradek.broker.config import BrokerConfig
 from odradek.broker.metadata import (
     FILE_NAME,
     InvalidPartitionsError,
@@ -23,6 +23,7 @@ from odradek.broker.metadata import (
 )
 from odradek.broker.purgatory import Purgatory
 from odradek.broker.server import Broker
+from odradek.protocol.records import build_batch
 from odradek.storage.producer_state import (
     DUPLICATE,
     INVALID_PRODUCER_EPOCH,
@@ -30,7 +31,6 @@ from odradek.storage.producer_state import (
     OUT_OF_ORDER,
     ProducerStateManager,
 )
-from odradek.protocol.records import build_batch
 
 from .wire import Wire, create, fetch_request, produce_request, req
 
