@@ -15,7 +15,8 @@ partition's data:
    then Fetch waiters on the partition are woken.
 
 acks must be 0, 1 or -1 (else INVALID_REQUIRED_ACKS for every partition). acks=0 gets no
-response. acks=-1 alone is acks=1: the high watermark follows the log end offset.
+response. acks=-1 waits (``Purgatory.wait_for_high_watermark``) until the high watermark passes
+the appended records; alone the high watermark follows the log end offset, so it never waits.
 
 Requests are decoded by ``odradek.protocol.produce_request`` (``ApiSpec.decoder``):
 above 16 KiB ``records`` are views of the request frame, stamped in place and written without a
@@ -201,7 +202,14 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
                 if code is not _NONE:
                     presults.append(_failed(pd.index, code))
                     continue
-                presults.append(_produce_partition(purgatory, handle_, pd.records, now_ms))
+                result = _produce_partition(purgatory, handle_, pd.records, now_ms)
+                presults.append(result)
+                if acks == -1 and result[1] is _NONE:
+                    plog = handle_.log
+                    if plog.high_watermark < plog.log_end_offset:
+                        await purgatory.wait_for_high_watermark(
+                            name, pd.index, plog.log_end_offset - 1
+                        )
             results.append((name, presults))
     if acks == 0:
         return None
