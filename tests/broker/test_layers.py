@@ -264,3 +264,26 @@ async def test_metadata_and_describe_cluster_list_every_live_broker(tmp_path: Pa
             (42, "10.0.0.42", 9093, "r2"),
         ]
         assert described == [broker.node_id, 42] and controller == broker.node_id
+
+
+# -- topic admin and producer ids ------------------------------------------------------------
+
+
+def test_assign_replicas_is_round_robin_over_live_brokers() -> None:
+    from odradek.broker.metadata_store import InvalidPartitionsError
+    from odradek.broker.topic_admin import assign_replicas
+
+    assert assign_replicas([0], 0, 3) == {0: [0], 1: [0], 2: [0]}
+    assert assign_replicas([3, 1, 2], 2, 3, 2) == {2: [3, 1], 3: [1, 2], 4: [2, 3]}
+    with pytest.raises(InvalidPartitionsError):
+        assign_replicas([1], 0, 1, 2)
+
+
+async def test_producer_ids_come_in_blocks_that_survive_a_restart(tmp_path: Path) -> None:
+    from odradek.broker.metadata import LocalMetadataStore
+    from odradek.broker.producer_ids import BLOCK_SIZE, ProducerIdManager
+
+    ids = ProducerIdManager(LocalMetadataStore(0, tmp_path))
+    assert [await ids.allocate() for _ in range(3)] == [0, 1, 2]
+    again = ProducerIdManager(LocalMetadataStore(0, tmp_path))
+    assert await again.allocate() == BLOCK_SIZE  # never an id handed out before
