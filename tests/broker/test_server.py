@@ -4,6 +4,7 @@ producer state."""
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 import uuid
 from pathlib import Path
@@ -11,25 +12,25 @@ from typing import Any
 
 import pytest
 
+from odradek.broker.api import ApiSpec, RequestContext
 from odradek.broker.config import BrokerConfig
 from odradek.broker.metadata import (
     FILE_NAME,
     InvalidPartitionsError,
-    MetadataStore,
+    LocalMetadataStore,
     TopicExistsError,
     UnknownTopicError,
 )
-from odradek.broker.producer_state import (
+from odradek.broker.purgatory import Purgatory
+from odradek.broker.server import Broker
+from odradek.protocol.records import build_batch
+from odradek.storage.producer_state import (
     DUPLICATE,
     INVALID_PRODUCER_EPOCH,
     OK,
     OUT_OF_ORDER,
     ProducerStateManager,
 )
-from odradek.broker.purgatory import Purgatory
-from odradek.broker.registry import ApiSpec, RequestContext
-from odradek.broker.server import Broker
-from odradek.protocol.records import build_batch
 
 from .wire import Wire, create, fetch_request, produce_request, req
 
@@ -71,7 +72,7 @@ async def test_handler_exception_answers_unknown_server_error_or_closes(tmp_path
             raise RuntimeError("boom")
 
         # Produce defines error_response: the client gets UNKNOWN_SERVER_ERROR (-1)
-        broker.registry[0] = ApiSpec(0, "Produce", 0, 10, failing, 3, dict(original.extra))
+        broker.registry[0] = dataclasses.replace(original, handler=failing)
         # ApiVersions does not: the connection is closed
         broker.registry[18] = ApiSpec(18, "ApiVersions", 0, 4, failing)
 
@@ -105,37 +106,41 @@ async def test_purgatory_wakes_and_expires() -> None:
     assert await late is True
 
 
-def test_metadata_store_persists_atomically(tmp_path: Path) -> None:
-    store = MetadataStore(1, tmp_path)
-    t = store.create_topic("a", 2, {"retention.ms": "5"})
+def _on(node: int, start: int, stop: int) -> dict[int, list[int]]:
+    return {p: [node] for p in range(start, stop)}
+
+
+async def test_metadata_store_persists_atomically(tmp_path: Path) -> None:
+    store = LocalMetadataStore(1, tmp_path)
+    t = await store.create_topic("a", _on(1, 0, 2), {"retention.ms": "5"})
     assert isinstance(t.topic_id, uuid.UUID)
     assert [(p.partition, p.leader, p.leader_epoch, p.isr) for p in t.partitions] == [
         (0, 1, 0, [1]),
         (1, 1, 0, [1]),
     ]
     with pytest.raises(TopicExistsError):
-        store.create_topic("a", 1)
+        await store.create_topic("a", _on(1, 0, 1))
     with pytest.raises(InvalidPartitionsError):
-        store.add_partitions("a", 2)
-    store.add_partitions("a", 4)
-    store.alter_configs("a", {"segment.bytes": "1048576"})
-    store.create_topic("__consumer_offsets", 3, internal=True)
+        await store.create_partitions("a", _on(1, 2, 2))
+    await store.create_partitions("a", _on(1, 2, 4))
+    await store.alter_topic_configs("a", {"segment.bytes": "1048576"})
+    await store.create_topic("__consumer_offsets", _on(1, 0, 3), internal=True)
     data = json.loads((tmp_path / FILE_NAME).read_text())
     assert data["topics"]["a"]["topic_id"] == str(t.topic_id)
     assert not (tmp_path / (FILE_NAME + ".tmp")).exists()
-    again = MetadataStore(1, tmp_path)
+    again = LocalMetadataStore(1, tmp_path)
     a = again.topic("a")
     assert a is not None and a.num_partitions == 4 and a.configs == {"segment.bytes": "1048576"}
     assert a.topic_id == t.topic_id and again.topic_by_id(t.topic_id) is a
     assert again.cluster_id == store.cluster_id
     offsets = again.topic("__consumer_offsets")
     assert offsets is not None and offsets.internal
-    again.delete_topic("a")
+    await again.delete_topic("a")
     with pytest.raises(UnknownTopicError):
-        again.delete_topic("a")
-    assert MetadataStore(1, tmp_path).topic("a") is None
-    mem = MetadataStore(0, None)
-    mem.create_topic("m", 1)
+        await again.delete_topic("a")
+    assert LocalMetadataStore(1, tmp_path).topic("a") is None
+    mem = LocalMetadataStore(0, None)
+    await mem.create_topic("m", _on(0, 0, 1))
     assert mem.topic("m") is not None
 
 
@@ -222,7 +227,7 @@ async def test_a_connection_accepted_after_stop_is_aborted(tmp_path: Path) -> No
     has already aborted the ones it knew of, so this one would never be closed)."""
     import socket
 
-    from odradek.broker.server import KafkaConnection
+    from odradek.broker.connection import KafkaConnection
 
     broker = Broker(_config(tmp_path, **{"storage.engine": "memory"}))
     await broker.start()

@@ -76,7 +76,9 @@ async def call(b: Any, api_key: int, version: int, **fields: Any) -> Any:
         if k.endswith("Request") and isinstance(v, type) and k[0].isupper()
     )
     request = make(req_cls, **fields)
-    ctx = RequestContext(b.broker, RequestHeaderInfo(api_key, version, 1, "unit"), "127.0.0.1", 1)
+    ctx = RequestContext(
+        b.broker.services, RequestHeaderInfo(api_key, version, 1, "unit"), "127.0.0.1", 1
+    )
     response = await spec.handler(ctx, request)
     if isinstance(response, EncodedResponse):  # a hand-written encoder: decode it with kio
         body = b"".join(bytes(p) for p in response.parts)

@@ -139,7 +139,9 @@ async def test_group_commit_with_fsync(tmp_path: Path) -> None:
         coord: GroupCoordinator = b.group_coordinator
         await coord.wait_loaded()
         assert coord.coordinator_for("g")[0] is Errors.NONE  # creates __consumer_offsets
-        b.alter_topic_configs(OFFSETS_TOPIC, {"flush.messages": "1", "cleanup.policy": "compact"})
+        await b.topic_admin.alter_topic_configs(
+            OFFSETS_TOPIC, {"flush.messages": "1", "cleanup.policy": "compact"}
+        )
         before = coord.fsyncs
         results = await asyncio.gather(
             *(
@@ -164,7 +166,7 @@ async def test_load_in_progress_until_replayed() -> None:
         assert (
             broker.broker.group_coordinator.coordinator_for("g")[0] is Errors.NONE
         )  # creates the topic
-        coord = GroupCoordinator(broker.broker)
+        coord = broker.broker.new_group_coordinator()
         await coord.start()
         try:
             assert coord.coordinator_for("g")[0] is Errors.COORDINATOR_LOAD_IN_PROGRESS

@@ -22,6 +22,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from odradek.storage.config import INT_MAX as _INT_MAX
+from odradek.storage.config import LOG_TOPIC_KEYS
+from odradek.storage.config import LONG_MAX as _LONG_MAX
+
 __all__ = [
     "BROKER_KEYS",
     "TOPIC_KEYS",
@@ -147,10 +151,6 @@ def _advertised_value(text: str) -> str:
     if text.strip():
         parse_listeners(text, "advertised.listeners")
     return text.strip()
-
-
-_LONG_MAX = 2**63 - 1
-_INT_MAX = 2**31 - 1
 
 
 @dataclass(frozen=True, slots=True)
@@ -451,6 +451,12 @@ def _const(value: str) -> Callable[[BrokerConfig], str]:
     return lambda _config: value
 
 
+def _log_int(key: str) -> Callable[[str], int]:
+    """The range storage gives ``key`` (``storage.config.LOG_TOPIC_KEYS``: one copy)."""
+    _field, lo, hi = LOG_TOPIC_KEYS[key]
+    return _int(lo, hi)
+
+
 TOPIC_KEYS: dict[str, TopicKey] = {
     t.name: t
     for t in [
@@ -459,32 +465,41 @@ TOPIC_KEYS: dict[str, TopicKey] = {
         ),
         TopicKey("compression.type", _compression, "compression.type", _from("compression.type")),
         TopicKey(
-            "retention.ms", _int(-1, _LONG_MAX), "log.retention.ms", lambda c: str(c.retention_ms)
+            "retention.ms",
+            _log_int("retention.ms"),
+            "log.retention.ms",
+            lambda c: str(c.retention_ms),
         ),
         TopicKey(
             "retention.bytes",
-            _int(-1, _LONG_MAX),
+            _log_int("retention.bytes"),
             "log.retention.bytes",
             _from("log.retention.bytes"),
         ),
         TopicKey(
-            "segment.bytes", _int(14, _INT_MAX), "log.segment.bytes", _from("log.segment.bytes")
+            "segment.bytes",
+            _log_int("segment.bytes"),
+            "log.segment.bytes",
+            _from("log.segment.bytes"),
         ),
-        TopicKey("segment.ms", _int(1, _LONG_MAX), "log.roll.ms", lambda c: str(c.roll_ms)),
+        TopicKey("segment.ms", _log_int("segment.ms"), "log.roll.ms", lambda c: str(c.roll_ms)),
         TopicKey(
             "segment.index.bytes",
-            _int(4, _INT_MAX),
+            _log_int("segment.index.bytes"),
             "log.index.size.max.bytes",
             _from("log.index.size.max.bytes"),
         ),
         TopicKey(
             "index.interval.bytes",
-            _int(0, _INT_MAX),
+            _log_int("index.interval.bytes"),
             "log.index.interval.bytes",
             _from("log.index.interval.bytes"),
         ),
         TopicKey(
-            "max.message.bytes", _int(0, _INT_MAX), "message.max.bytes", _from("message.max.bytes")
+            "max.message.bytes",
+            _log_int("max.message.bytes"),
+            "message.max.bytes",
+            _from("message.max.bytes"),
         ),
         TopicKey(
             "message.timestamp.type",
@@ -494,13 +509,13 @@ TOPIC_KEYS: dict[str, TopicKey] = {
         ),
         TopicKey(
             "flush.messages",
-            _int(1, _LONG_MAX),
+            _log_int("flush.messages"),
             "log.flush.interval.messages",
             _from("log.flush.interval.messages"),
         ),
         TopicKey(
             "flush.ms",
-            _int(0, _LONG_MAX),
+            _log_int("flush.ms"),
             "log.flush.interval.ms",
             lambda c: str(c.flush_interval_ms),
         ),
@@ -513,7 +528,7 @@ TOPIC_KEYS: dict[str, TopicKey] = {
         ),
         TopicKey("delete.retention.ms", _int(0, _LONG_MAX), None, _const("86400000")),
         TopicKey("min.compaction.lag.ms", _int(0, _LONG_MAX), None, _const("0")),
-        TopicKey("file.delete.delay.ms", _int(0, _LONG_MAX), None, _const("60000")),
+        TopicKey("file.delete.delay.ms", _log_int("file.delete.delay.ms"), None, _const("60000")),
         TopicKey("preallocate", _bool, None, _const("false")),
     ]
 }

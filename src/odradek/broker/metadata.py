@@ -1,8 +1,9 @@
-"""Cluster metadata of a single broker: topics, partitions, leaders, topic configs.
+"""``LocalMetadataStore``: the ``MetadataStore`` of a single broker (no ZooKeeper).
 
-``MetadataStore`` is the seam where a ZooKeeper-backed store will slot in for the cluster mode
-(DESIGN.md §8): every partition carries an explicit leader, leader epoch, replica list and ISR
-even though, alone, the leader is always this broker and the ISR is just it.
+This broker is the only live broker and the controller; every partition it creates is led by
+it, with replicas = ISR = [this broker] (an explicit assignment naming other brokers is
+refused by the admin APIs before it gets here). Reads answer from dicts; writes complete
+without suspending (see ``odradek.broker.metadata_store`` for the contract).
 
 On disk (storage.engine=file) the state is one JSON file, ``<first log dir>/odradek-metadata.json``::
 
@@ -12,25 +13,46 @@ On disk (storage.engine=file) the state is one JSON file, ``<first log dir>/odra
                            "partitions": [{"partition": 0, "leader": 0, "leader_epoch": 0,
                                            "replicas": [0], "isr": [0]}, ...]}}}
 
-Every change is written to ``odradek-metadata.json.tmp``, fsynced, renamed over the file and the
-directory fsynced, so a crash leaves either the old or the new state. storage.engine=memory keeps
-the state in memory only.
+and the producer-id blocks in ``<first log dir>/odradek-producer-ids.json`` (``{"next": n}``:
+the first id not yet reserved). Every change is written with ``write_atomic`` (temporary
+file, fsync, rename, directory fsync), so a crash leaves either the old or the new state.
+storage.engine=memory keeps the state in memory only.
 """
 
 from __future__ import annotations
 
 import base64
 import json
-import os
+import logging
 import uuid
-from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
+
+from odradek.broker.metadata_store import (
+    BrokerInfo,
+    BrokersChanged,
+    InvalidPartitionsError,
+    MetadataChange,
+    MetadataError,
+    MetadataListener,
+    MetadataStore,
+    PartitionsChanged,
+    PartitionState,
+    TopicConfigsChanged,
+    TopicCreated,
+    TopicDeleted,
+    TopicExistsError,
+    TopicMetadata,
+    UnknownTopicError,
+)
+from odradek.storage.checkpoint import write_atomic
 
 __all__ = [
     "FILE_NAME",
+    "PRODUCER_IDS_FILE_NAME",
+    "BrokerInfo",
     "InvalidPartitionsError",
+    "LocalMetadataStore",
     "MetadataError",
     "MetadataStore",
     "PartitionState",
@@ -39,114 +61,47 @@ __all__ = [
     "UnknownTopicError",
 ]
 
+log = logging.getLogger(__name__)
+
 FILE_NAME = "odradek-metadata.json"
-
-
-class MetadataError(Exception):
-    pass
-
-
-class TopicExistsError(MetadataError):
-    """TOPIC_ALREADY_EXISTS (36)."""
-
-
-class UnknownTopicError(MetadataError):
-    """UNKNOWN_TOPIC_OR_PARTITION (3)."""
-
-
-class InvalidPartitionsError(MetadataError):
-    """INVALID_PARTITIONS (37)."""
-
-
-@dataclass(slots=True)
-class PartitionState:
-    """Leadership of one partition. Alone: leader = this broker, replicas = isr = [this broker]."""
-
-    partition: int
-    leader: int
-    leader_epoch: int = 0
-    replicas: list[int] = field(default_factory=list)
-    isr: list[int] = field(default_factory=list)
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "partition": self.partition,
-            "leader": self.leader,
-            "leader_epoch": self.leader_epoch,
-            "replicas": list(self.replicas),
-            "isr": list(self.isr),
-        }
-
-    @classmethod
-    def from_json(cls, d: Mapping[str, Any]) -> PartitionState:
-        return cls(
-            partition=int(d["partition"]),
-            leader=int(d["leader"]),
-            leader_epoch=int(d.get("leader_epoch", 0)),
-            replicas=[int(x) for x in d.get("replicas", [d["leader"]])],
-            isr=[int(x) for x in d.get("isr", [d["leader"]])],
-        )
-
-
-@dataclass(slots=True)
-class TopicMetadata:
-    name: str
-    topic_id: uuid.UUID
-    partitions: list[PartitionState]
-    configs: dict[str, str] = field(default_factory=dict)
-    internal: bool = False
-
-    @property
-    def num_partitions(self) -> int:
-        return len(self.partitions)
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "topic_id": str(self.topic_id),
-            "internal": self.internal,
-            "configs": dict(self.configs),
-            "partitions": [p.to_json() for p in self.partitions],
-        }
-
-    @classmethod
-    def from_json(cls, name: str, d: Mapping[str, Any]) -> TopicMetadata:
-        return cls(
-            name=name,
-            topic_id=uuid.UUID(d["topic_id"]),
-            partitions=[PartitionState.from_json(p) for p in d["partitions"]],
-            configs={str(k): str(v) for k, v in d.get("configs", {}).items()},
-            internal=bool(d.get("internal", False)),
-        )
+PRODUCER_IDS_FILE_NAME = "odradek-producer-ids.json"
 
 
 def _new_cluster_id() -> str:
     return base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
 
 
-class MetadataStore:
+class LocalMetadataStore:
     """Topics and partition leadership of a single broker, persisted in the data dir."""
 
     def __init__(self, node_id: int, data_dir: Path | None) -> None:
-        self.node_id = node_id
-        self._path = None if data_dir is None else Path(data_dir) / FILE_NAME
+        self._node_id = node_id
+        self._dir = None if data_dir is None else Path(data_dir)
+        self._path = None if self._dir is None else self._dir / FILE_NAME
         self._topics: dict[str, TopicMetadata] = {}
         self._by_id: dict[uuid.UUID, TopicMetadata] = {}
-        self.cluster_id = _new_cluster_id()
+        self._cluster_id = _new_cluster_id()
+        self._brokers: dict[int, BrokerInfo] = {}
+        self._listeners: list[MetadataListener] = []
+        self._next_producer_id = 0
         self.version = 0
-        """Bumped on every change (callers cache lookups against it)."""
-        if self._path is not None:
-            self._path.parent.mkdir(parents=True, exist_ok=True)
+        """Bumped on every change (callers may cache lookups against it)."""
+        if self._dir is not None:
+            self._dir.mkdir(parents=True, exist_ok=True)
             self._load()
 
     # -- persistence -------------------------------------------------------------------------
 
     def _load(self) -> None:
-        assert self._path is not None
+        assert self._path is not None and self._dir is not None
+        ids = self._dir / PRODUCER_IDS_FILE_NAME
+        if ids.exists():
+            self._next_producer_id = int(json.loads(ids.read_text())["next"])
         if not self._path.exists():
             self._save()
             return
         data = json.loads(self._path.read_text(encoding="utf-8"))
-        self.cluster_id = str(data.get("cluster_id") or self.cluster_id)
+        self._cluster_id = str(data.get("cluster_id") or self._cluster_id)
         for name, t in data.get("topics", {}).items():
             topic = TopicMetadata.from_json(name, t)
             self._topics[name] = topic
@@ -158,25 +113,37 @@ class MetadataStore:
             return
         data = {
             "version": 1,
-            "cluster_id": self.cluster_id,
+            "cluster_id": self._cluster_id,
             "topics": {name: t.to_json() for name, t in sorted(self._topics.items())},
         }
-        tmp = self._path.with_name(self._path.name + ".tmp")
-        payload = json.dumps(data, indent=1, sort_keys=True).encode()
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
-        try:
-            os.write(fd, payload)
-            os.fsync(fd)
-        finally:
-            os.close(fd)
-        os.replace(tmp, self._path)
-        dfd = os.open(self._path.parent, os.O_RDONLY)
-        try:
-            os.fsync(dfd)
-        finally:
-            os.close(dfd)
+        write_atomic(self._path, json.dumps(data, indent=1, sort_keys=True).encode())
 
-    # -- queries -----------------------------------------------------------------------------
+    def _announce(self, change: MetadataChange) -> None:
+        for listener in list(self._listeners):
+            try:
+                listener(change)
+            except Exception:
+                log.exception("metadata listener failed on %r", change)
+
+    # -- reads -------------------------------------------------------------------------------
+
+    @property
+    def node_id(self) -> int:
+        return self._node_id
+
+    @property
+    def cluster_id(self) -> str:
+        return self._cluster_id
+
+    def live_brokers(self) -> Sequence[BrokerInfo]:
+        return [self._brokers[n] for n in sorted(self._brokers)]
+
+    def broker(self, node_id: int) -> BrokerInfo | None:
+        return self._brokers.get(node_id)
+
+    def controller_id(self) -> int:
+        """This broker controls itself once registered."""
+        return self._node_id if self._node_id in self._brokers else -1
 
     def topic(self, name: str) -> TopicMetadata | None:
         return self._topics.get(name)
@@ -193,76 +160,104 @@ class MetadataStore:
             return None
         return t.partitions[partition]
 
-    # -- changes -----------------------------------------------------------------------------
+    # -- writes --------------------------------------------------------------------------------
 
-    def _partition_states(self, start: int, stop: int) -> list[PartitionState]:
-        return [
-            PartitionState(p, self.node_id, 0, [self.node_id], [self.node_id])
-            for p in range(start, stop)
-        ]
+    async def register_broker(self, info: BrokerInfo) -> None:
+        self._brokers[info.node_id] = info
+        self._announce(BrokersChanged(tuple(self.live_brokers()), self.controller_id()))
 
-    def create_topic(
+    def _states(self, assignment: Mapping[int, Sequence[int]], start: int) -> list[PartitionState]:
+        if sorted(assignment) != list(range(start, start + len(assignment))):
+            raise InvalidPartitionsError(
+                f"the assignment must number partitions {start}..{start + len(assignment) - 1}"
+            )
+        states = []
+        for p in sorted(assignment):
+            replicas = [int(b) for b in assignment[p]]
+            if not replicas:
+                raise InvalidPartitionsError(f"partition {p} has no replicas")
+            states.append(PartitionState(p, replicas[0], 0, replicas, list(replicas)))
+        return states
+
+    async def create_topic(
         self,
         name: str,
-        num_partitions: int,
+        assignment: Mapping[int, Sequence[int]],
         configs: Mapping[str, str] | None = None,
         internal: bool = False,
         topic_id: uuid.UUID | None = None,
     ) -> TopicMetadata:
         if name in self._topics:
             raise TopicExistsError(f"topic {name!r} already exists")
-        if num_partitions < 1:
+        if len(assignment) < 1:
             raise InvalidPartitionsError("number of partitions must be at least 1")
         tid = topic_id or uuid.uuid4()
         topic = TopicMetadata(
             name=name,
             topic_id=tid,
-            partitions=self._partition_states(0, num_partitions),
+            partitions=self._states(assignment, 0),
             configs=dict(configs or {}),
             internal=internal,
         )
         self._topics[name] = topic
         self._by_id[tid] = topic
         self._save()
+        self._announce(TopicCreated(topic))
         return topic
 
-    def delete_topic(self, name: str) -> TopicMetadata:
+    async def delete_topic(self, name: str) -> TopicMetadata:
         topic = self._topics.pop(name, None)
         if topic is None:
             raise UnknownTopicError(f"unknown topic {name!r}")
         self._by_id.pop(topic.topic_id, None)
         self._save()
+        self._announce(TopicDeleted(topic))
         return topic
 
-    def add_partitions(self, name: str, total: int) -> TopicMetadata:
+    async def create_partitions(
+        self, name: str, assignment: Mapping[int, Sequence[int]]
+    ) -> TopicMetadata:
         topic = self._topics.get(name)
         if topic is None:
             raise UnknownTopicError(f"unknown topic {name!r}")
-        if total <= topic.num_partitions:
+        if not assignment:
             raise InvalidPartitionsError(
-                f"topic {name!r} has {topic.num_partitions} partitions; the new count must be larger, got {total}"
+                f"topic {name!r} has {topic.num_partitions} partitions; the new count must be larger"
             )
-        topic.partitions.extend(self._partition_states(topic.num_partitions, total))
+        start = topic.num_partitions
+        topic.partitions.extend(self._states(assignment, start))
         self._save()
+        self._announce(PartitionsChanged(topic, tuple(range(start, topic.num_partitions))))
         return topic
 
-    def alter_configs(self, name: str, configs: Mapping[str, str]) -> TopicMetadata:
-        """Replace the topic's config overrides with ``configs``."""
+    async def alter_topic_configs(self, name: str, configs: Mapping[str, str]) -> TopicMetadata:
         topic = self._topics.get(name)
         if topic is None:
             raise UnknownTopicError(f"unknown topic {name!r}")
         topic.configs = dict(configs)
         self._save()
+        self._announce(TopicConfigsChanged(topic))
         return topic
 
-    def bump_leader_epochs(self, names: Iterable[str] | None = None) -> None:
-        """Start a new leader epoch for partitions (not needed alone; for the cluster mode)."""
-        for t in self._topics.values():
-            if names is not None and t.name not in names:
-                continue
-            for p in t.partitions:
-                p.leader_epoch += 1
-        self._save()
+    async def allocate_producer_ids(self, block_size: int) -> int:
+        start = self._next_producer_id
+        self._next_producer_id = start + block_size
+        if self._dir is not None:
+            payload = json.dumps({"next": self._next_producer_id}).encode()
+            write_atomic(self._dir / PRODUCER_IDS_FILE_NAME, payload, sync_dir=False)
+        return start
+
+    # -- listeners -----------------------------------------------------------------------------
+
+    def add_listener(self, listener: MetadataListener) -> None:
+        self._listeners.append(listener)
+
+    def remove_listener(self, listener: MetadataListener) -> None:
+        self._listeners.remove(listener)
 
     def close(self) -> None:
-        pass
+        self._listeners.clear()
+
+
+def _check(store: LocalMetadataStore) -> MetadataStore:
+    return store  # LocalMetadataStore implements the Protocol (checked by mypy)

@@ -1,37 +1,51 @@
-"""The one list of Kafka APIs the broker serves.
+"""The one list of Kafka APIs the broker serves: ``API_SPECS``, one spec per API module.
 
-Every API lives in its own module under ``odradek.broker.apis`` and defines::
-
-    API = ApiSpec(key=0, name="Produce", min_version=0, max_version=10, handler=handle)
-
-    async def handle(ctx: RequestContext, request: ProduceRequest) -> Response: ...
-
-Adding an API is adding one module and one line to ``API_MODULES``. ApiVersions is answered
-from this registry, so what is advertised and what is served cannot drift apart.
-
-``min_version``/``max_version`` are what ApiVersions advertises. Versions below
-``min_request_version`` (the oldest kio can decode, or the oldest we accept) are refused at
-request time with UNSUPPORTED_VERSION (DESIGN.md §4: old librdkafka probes exact versions).
-
-``extra`` keys the server reads: ``"error_response"`` (``(request, ErrorCode) -> Response``,
-the UNKNOWN_SERVER_ERROR answer when a handler fails) and ``"decoder"`` (``(frame, pos,
-version=v) -> (request, bytes read)``, used instead of kio's decoder, e.g. Produce's zero-copy one).
+Adding an API is adding one module under ``odradek.broker.apis`` (see ``odradek.broker.api``)
+and one line here. ApiVersions is answered from this list, so what is advertised and what is
+served cannot drift apart. Every module is imported directly: a missing one fails at import.
 """
 
 from __future__ import annotations
 
-import importlib
-from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from collections.abc import Iterable
 
-from odradek.protocol.headers import RequestHeaderInfo
-
-if TYPE_CHECKING:
-    from odradek.broker.server import Broker
+from odradek.broker.api import (
+    ApiSpec,
+    EncodedResponse,
+    RequestContext,
+    RequestHeaderInfo,
+    Response,
+)
+from odradek.broker.apis import (
+    alter_configs,
+    api_versions,
+    create_partitions,
+    create_topics,
+    delete_groups,
+    delete_topics,
+    describe_cluster,
+    describe_configs,
+    describe_groups,
+    fetch,
+    find_coordinator,
+    heartbeat,
+    incremental_alter_configs,
+    init_producer_id,
+    join_group,
+    leave_group,
+    list_groups,
+    list_offsets,
+    metadata,
+    offset_commit,
+    offset_delete,
+    offset_fetch,
+    offsets_for_leader_epoch,
+    produce,
+    sync_group,
+)
 
 __all__ = [
-    "API_MODULES",
+    "API_SPECS",
     "ApiSpec",
     "EncodedResponse",
     "RequestContext",
@@ -40,93 +54,40 @@ __all__ = [
     "load_registry",
 ]
 
-
-@dataclass(slots=True)
-class RequestContext:
-    """What a handler knows about the request besides its body."""
-
-    broker: Broker
-    header: RequestHeaderInfo
-    client_host: str
-    connection_id: int
-
-
-@dataclass(frozen=True, slots=True)
-class EncodedResponse:
-    """A response body already encoded by a hand-written encoder (no response header).
-
-    ``parts`` are written in order; a part is ``bytes``/``memoryview`` or a storage
-    ``FileRegion`` (sent with os.sendfile or read, at the server's choice). ``size`` is the
-    total body size in bytes.
-    """
-
-    parts: Sequence[Any]
-    size: int
-
-
-# A kio response entity, an EncodedResponse, or None for "send no response" (Produce acks=0).
-Response = Any | EncodedResponse | None
-Handler = Callable[[RequestContext, Any], Awaitable[Response]]
-
-
-@dataclass(frozen=True, slots=True)
-class ApiSpec:
-    key: int
-    name: str
-    min_version: int
-    max_version: int
-    handler: Handler
-    min_request_version: int | None = None
-    """Oldest version actually served; defaults to min_version."""
-    extra: dict[str, Any] = field(default_factory=dict)
-
-    @property
-    def oldest_served(self) -> int:
-        return self.min_version if self.min_request_version is None else self.min_request_version
-
-
-# Module names under odradek.broker.apis. A module that does not exist yet is skipped.
-API_MODULES: tuple[str, ...] = (
-    "api_versions",
-    "metadata",
-    "produce",
-    "fetch",
-    "list_offsets",
-    "init_producer_id",
-    "create_topics",
-    "delete_topics",
-    "create_partitions",
-    "describe_configs",
-    "alter_configs",
-    "incremental_alter_configs",
-    "describe_cluster",
+API_SPECS: tuple[ApiSpec, ...] = (
+    api_versions.API,
+    metadata.API,
+    produce.API,
+    fetch.API,
+    list_offsets.API,
+    offsets_for_leader_epoch.API,
+    init_producer_id.API,
+    create_topics.API,
+    delete_topics.API,
+    create_partitions.API,
+    describe_configs.API,
+    alter_configs.API,
+    incremental_alter_configs.API,
+    describe_cluster.API,
     # group coordinator APIs
-    "find_coordinator",
-    "join_group",
-    "sync_group",
-    "heartbeat",
-    "leave_group",
-    "offset_commit",
-    "offset_fetch",
-    "list_groups",
-    "describe_groups",
-    "delete_groups",
-    "offset_delete",
+    find_coordinator.API,
+    join_group.API,
+    sync_group.API,
+    heartbeat.API,
+    leave_group.API,
+    offset_commit.API,
+    offset_fetch.API,
+    list_groups.API,
+    describe_groups.API,
+    delete_groups.API,
+    offset_delete.API,
 )
 
 
-def load_registry(modules: Sequence[str] = API_MODULES) -> dict[int, ApiSpec]:
-    """Import every API module and index its ``API`` by api key."""
+def load_registry(specs: Iterable[ApiSpec] = API_SPECS) -> dict[int, ApiSpec]:
+    """Index ``specs`` by api key (two specs for one key are an error)."""
     registry: dict[int, ApiSpec] = {}
-    for name in modules:
-        qualified = f"odradek.broker.apis.{name}"
-        try:
-            module = importlib.import_module(qualified)
-        except ModuleNotFoundError as exc:
-            if exc.name == qualified:
-                continue
-            raise
-        spec: ApiSpec = module.API
+    for spec in specs:
         if spec.key in registry:
             raise RuntimeError(
                 f"two modules serve api key {spec.key}: {registry[spec.key].name}, {spec.name}"

@@ -27,16 +27,9 @@ replays a partition from its latest snapshot (or from the log start offset when 
 none), which gives the same state as replaying everything. Disk space is reclaimed only once
 storage can drop a log's prefix (compaction, or deleting records below an offset).
 
-Broker contract used: ``broker.config`` (``offsets_topic_num_partitions``,
-``group_initial_rebalance_delay_ms``, ``group_min_session_timeout_ms``,
-``group_max_session_timeout_ms``, ``group_max_size``, ``offset_metadata_max_bytes``, ``offsets_retention_minutes``,
-``offsets_retention_check_interval_ms``, ``offsets_topic_segment_bytes``),
-``broker.clock``, ``broker.metadata.topic(name)``, ``broker.create_topic(name, n, configs,
-internal=True)`` (an internal topic's partition logs are created lazily, on first use),
-``broker.partition(topic, p, create=True)`` -> handle with ``.log`` (PartitionLog) and
-``.leader_epoch`` (``create=False``: None when the partition has no log yet; loading and
-stopping use it, so only partitions that were ever written are opened), ``broker.node_id``
-and ``broker.advertised_address``.
+What it needs from the broker is a ``PartitionWriter`` (writer.py): ensure the internal topic,
+read a partition's log, append a batch, flush, the leader's address, and a high-watermark
+listener. Its settings come as a typed ``CoordinatorConfig``; time from an injected clock.
 """
 
 from __future__ import annotations
@@ -45,10 +38,12 @@ import asyncio
 import contextlib
 import json
 import logging
-import os
 from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
+from odradek.clock import Clock
 from odradek.coordinator.group_manager import (
     GroupMetadataManager,
     GroupSummary,
@@ -68,9 +63,11 @@ from odradek.coordinator.records import (
     partition_for,
 )
 from odradek.coordinator.state import Errors, GroupConfig, JoinResult, SyncResult, Waiter
-from odradek.protocol.records import iter_batches
+from odradek.coordinator.writer import PartitionWriter
+from odradek.storage.checkpoint import write_atomic
+from odradek.storage.scan import scan_to_end
 
-__all__ = ["OFFSETS_TOPIC", "GroupCoordinator"]
+__all__ = ["OFFSETS_TOPIC", "CoordinatorConfig", "GroupCoordinator"]
 
 log = logging.getLogger(__name__)
 
@@ -81,55 +78,28 @@ _READ_CHUNK = 4 << 20
 _MAX_TIMER_SLEEP_S = 0.25
 
 
-def _cfg(config: Any, attr: str, key: str, default: Any) -> Any:
-    value = getattr(config, attr, None)
-    if value is None:
-        value = config.get(key, default) if hasattr(config, "get") else default
-    return default if value is None else value
+@dataclass(frozen=True, slots=True)
+class CoordinatorConfig:
+    """The coordinator's settings (broker config keys in the comments)."""
+
+    offsets_topic_num_partitions: int = 50  # offsets.topic.num.partitions
+    offsets_topic_segment_bytes: int = 104857600  # offsets.topic.segment.bytes
+    offsets_retention_check_interval_ms: int = 600_000  # offsets.retention.check.interval.ms
+    group: GroupConfig = field(default_factory=GroupConfig)
+    checkpoint_dir: Path | None = None
+    """Where ``coordinator-snapshot-checkpoint`` lives (None: in memory only)."""
 
 
 class GroupCoordinator:
     """The group coordinator of one broker (this broker coordinates every group)."""
 
-    def __init__(self, broker: Any) -> None:
-        self.broker = broker
-        self.clock = broker.clock
-        cfg = broker.config
-        self.num_partitions = int(
-            _cfg(cfg, "offsets_topic_num_partitions", "offsets.topic.num.partitions", 50)
-        )
-        retention_minutes = int(
-            _cfg(cfg, "offsets_retention_minutes", "offsets.retention.minutes", 10080)
-        )
-        self.retention_check_interval_ms = int(
-            _cfg(
-                cfg,
-                "offsets_retention_check_interval_ms",
-                "offsets.retention.check.interval.ms",
-                600_000,
-            )
-        )
-        self.config = GroupConfig(
-            initial_rebalance_delay_ms=int(
-                _cfg(
-                    cfg,
-                    "group_initial_rebalance_delay_ms",
-                    "group.initial.rebalance.delay.ms",
-                    3000,
-                )
-            ),
-            min_session_timeout_ms=int(
-                _cfg(cfg, "group_min_session_timeout_ms", "group.min.session.timeout.ms", 6000)
-            ),
-            max_session_timeout_ms=int(
-                _cfg(cfg, "group_max_session_timeout_ms", "group.max.session.timeout.ms", 1_800_000)
-            ),
-            max_size=int(_cfg(cfg, "group_max_size", "group.max.size", 2**31 - 1)),
-            offset_metadata_max_bytes=int(
-                _cfg(cfg, "offset_metadata_max_bytes", "offset.metadata.max.bytes", 4096)
-            ),
-            offsets_retention_ms=retention_minutes * 60_000,
-        )
+    def __init__(self, writer: PartitionWriter, settings: CoordinatorConfig, clock: Clock) -> None:
+        self.writer = writer
+        self.settings = settings
+        self.clock = clock
+        self.num_partitions = settings.offsets_topic_num_partitions
+        self.retention_check_interval_ms = settings.offsets_retention_check_interval_ms
+        self.config = settings.group
         self.manager = GroupMetadataManager(self.config)
         self._loaded: set[int] = set()
         self._running = False
@@ -160,11 +130,11 @@ class GroupCoordinator:
         self._wake = asyncio.Event()
         self._writer_wake = asyncio.Event()
         self._loaded_event = asyncio.Event()
-        meta = self.broker.metadata.topic(OFFSETS_TOPIC)
+        count = self.writer.partition_count(OFFSETS_TOPIC)
         self._running = True
         loop = asyncio.get_running_loop()
-        if meta is not None:
-            self.num_partitions = meta.num_partitions
+        if count is not None:
+            self.num_partitions = count
             self._topic_ready = True
             self._tasks.append(loop.create_task(self._load_all(), name="coordinator-load"))
         else:
@@ -192,10 +162,8 @@ class GroupCoordinator:
                 m.complete_join(JoinResult(Errors.COORDINATOR_NOT_AVAILABLE, member_id=m.member_id))
                 m.complete_sync(SyncResult(Errors.COORDINATOR_NOT_AVAILABLE))
         for p in range(self.num_partitions):
-            handle = self.broker.partition(OFFSETS_TOPIC, p, create=False)
-            if handle is not None:
-                with contextlib.suppress(Exception):
-                    handle.log.flush()
+            with contextlib.suppress(Exception):
+                self.writer.flush(OFFSETS_TOPIC, p)
 
     async def wait_loaded(self) -> None:
         assert self._loaded_event is not None
@@ -209,25 +177,17 @@ class GroupCoordinator:
         """Create ``__consumer_offsets`` if it does not exist yet (first group request)."""
         if self._topic_ready:
             return
-        meta = self.broker.metadata.topic(OFFSETS_TOPIC)
-        if meta is None:
+        count = self.writer.partition_count(OFFSETS_TOPIC)
+        if count is None:
             log.info("creating %s with %d partitions", OFFSETS_TOPIC, self.num_partitions)
-            segment_bytes = int(
-                _cfg(
-                    self.broker.config,
-                    "offsets_topic_segment_bytes",
-                    "offsets.topic.segment.bytes",
-                    104857600,
-                )
-            )
-            self.broker.create_topic(
+            segment_bytes = self.settings.offsets_topic_segment_bytes
+            count = self.writer.ensure_internal_topic(
                 OFFSETS_TOPIC,
                 self.num_partitions,
                 {"cleanup.policy": "compact", "segment.bytes": str(segment_bytes)},
-                internal=True,
             )
-        elif meta.num_partitions != self.num_partitions:
-            raise RuntimeError(f"{OFFSETS_TOPIC} appeared with {meta.num_partitions} partitions")
+        if count != self.num_partitions:
+            raise RuntimeError(f"{OFFSETS_TOPIC} appeared with {count} partitions")
         self._topic_ready = True
 
     def partition_for(self, group_id: str) -> int:
@@ -250,16 +210,20 @@ class GroupCoordinator:
         return None
 
     def coordinator_for(self, key: str) -> tuple[Errors, int, str, int]:
-        """(error, node id, host, port) of the coordinator of group ``key``: this broker."""
-        host, port = self.broker.advertised_address
+        """(error, node id, host, port) of the coordinator of group ``key``: the leader of its
+        ``__consumer_offsets`` partition (this broker)."""
         error = self._group_error(key) or Errors.NONE
-        return error, int(self.broker.node_id), host, int(port)
+        leader = self.writer.leader(OFFSETS_TOPIC, self.partition_for(key))
+        if leader is None:
+            return Errors.COORDINATOR_NOT_AVAILABLE, -1, "", -1
+        node_id, host, port = leader
+        return error, node_id, host, port
 
     # -- loading ------------------------------------------------------------------------------
 
-    def _checkpoint_path(self) -> Any:
-        data_dir = getattr(self.broker, "data_dir", None)
-        return None if data_dir is None else data_dir / SNAPSHOT_CHECKPOINT
+    def _checkpoint_path(self) -> Path | None:
+        directory = self.settings.checkpoint_dir
+        return None if directory is None else directory / SNAPSHOT_CHECKPOINT
 
     def _read_checkpoint(self) -> dict[int, int]:
         path = self._checkpoint_path()
@@ -276,23 +240,13 @@ class GroupCoordinator:
         path = self._checkpoint_path()
         if path is None:
             return
-        tmp = path.with_name(path.name + ".tmp")
         payload = json.dumps(
             {
                 "version": 1,
                 "partitions": {str(p): o for p, o in sorted(self._snapshot_offsets.items())},
             }
         )
-        with open(tmp, "w") as f:
-            f.write(payload)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-        fd = os.open(path.parent, os.O_RDONLY)
-        try:
-            os.fsync(fd)
-        finally:
-            os.close(fd)
+        write_atomic(path, payload.encode())
 
     async def _load_all(self) -> None:
         assert self._loaded_event is not None
@@ -305,10 +259,9 @@ class GroupCoordinator:
 
     async def _load_partition(self, p: int) -> None:
         # a partition without a log (never used: logs are created on first append) is empty
-        handle = self.broker.partition(OFFSETS_TOPIC, p, create=False)
+        plog = self.writer.log(OFFSETS_TOPIC, p)
         touched: set[str] = set()
-        if handle is not None:
-            plog = handle.log
+        if plog is not None:
             offset = plog.log_start_offset
             snapshot = self._snapshot_offsets.get(p)
             if snapshot is not None and offset <= snapshot <= plog.log_end_offset:
@@ -318,17 +271,8 @@ class GroupCoordinator:
             self.loaded_from[p] = offset
             self._since_snapshot[p] = plog.log_end_offset - offset
             count = 0
-            while offset < plog.log_end_offset:
-                result = plog.read(offset, _READ_CHUNK)
-                data = result.records
-                if hasattr(data, "read"):
-                    data = data.read()
-                if not data:
-                    break
-                advanced = False
-                for batch in iter_batches(data):
-                    if batch.last_offset < offset:
-                        continue
+            for batches in scan_to_end(plog, offset, _READ_CHUNK):
+                for batch in batches:
                     if not batch.is_control:
                         for rec in batch.records():
                             if rec.offset < offset:
@@ -345,9 +289,6 @@ class GroupCoordinator:
                                 touched.add(record.group_id)
                                 count += 1
                     offset = batch.last_offset + 1
-                    advanced = True
-                if not advanced:
-                    break
                 await asyncio.sleep(0)
             if count:
                 log.info(
@@ -363,8 +304,7 @@ class GroupCoordinator:
     # -- persistence ----------------------------------------------------------------------------
 
     def _fsync_commits(self) -> bool:
-        meta = self.broker.metadata.topic(OFFSETS_TOPIC)
-        return meta is not None and str(meta.configs.get("flush.messages", "")) == "1"
+        return str(self.writer.topic_configs(OFFSETS_TOPIC).get("flush.messages", "")) == "1"
 
     def _encode(self, r: Record) -> tuple[bytes, bytes | None]:
         if isinstance(r, OffsetCommitRecord) and r.value is not None:
@@ -384,10 +324,7 @@ class GroupCoordinator:
         for r in records:
             by_partition.setdefault(self.partition_for(r.group_id), []).append(self._encode(r))
         for p, pairs in by_partition.items():
-            handle = self.broker.partition(OFFSETS_TOPIC, p)
-            if handle is None:
-                raise RuntimeError(f"{OFFSETS_TOPIC}-{p} does not exist")
-            handle.log.append(build_batch(pairs, now), handle.leader_epoch)
+            self.writer.append(OFFSETS_TOPIC, p, build_batch(pairs, now))
             self._since_snapshot[p] = self._since_snapshot.get(p, 0) + len(pairs)
         return set(by_partition)
 
@@ -407,17 +344,14 @@ class GroupCoordinator:
         return done
 
     def _snapshot(self, p: int, group_ids: list[str]) -> None:
-        handle = self.broker.partition(OFFSETS_TOPIC, p)
-        if handle is None:
-            return
-        plog = handle.log
-        base = plog.log_end_offset
+        plog = self.writer.log(OFFSETS_TOPIC, p)
+        base = 0 if plog is None else plog.log_end_offset
         records = self.manager.snapshot(group_ids)
         now = self.clock.now_ms()
         for i in range(0, len(records), _SNAPSHOT_BATCH):
             pairs = [self._encode(r) for r in records[i : i + _SNAPSHOT_BATCH]]
-            plog.append(build_batch(pairs, now), handle.leader_epoch)
-        plog.flush()
+            self.writer.append(OFFSETS_TOPIC, p, build_batch(pairs, now))
+        self.writer.flush(OFFSETS_TOPIC, p)
         self._snapshot_offsets[p] = base
         self._since_snapshot[p] = 0
         self._next_snapshot_check.pop(p, None)
@@ -453,7 +387,7 @@ class GroupCoordinator:
             try:
                 partitions = self._append(all_records)
                 for p in partitions:
-                    self.broker.partition(OFFSETS_TOPIC, p).log.flush()
+                    self.writer.flush(OFFSETS_TOPIC, p)
                     self.fsyncs += 1
             except Exception as exc:
                 log.exception("writing to %s failed", OFFSETS_TOPIC)
@@ -590,8 +524,8 @@ class GroupCoordinator:
         return Errors.NONE, errors
 
     def _topic_partition_exists(self, topic: str, partition: int) -> bool:
-        meta = self.broker.metadata.topic(topic)
-        return meta is not None and 0 <= partition < meta.num_partitions
+        count = self.writer.partition_count(topic)
+        return count is not None and 0 <= partition < count
 
     async def commit_offsets(
         self,

@@ -27,6 +27,7 @@ from __future__ import annotations
 import io
 import struct
 from collections.abc import Callable, Iterable
+from functools import cache
 from typing import Any, NamedTuple
 
 from kio.index import KioIndexError, load_request_schema, load_response_schema
@@ -55,6 +56,7 @@ __all__ = [
     "encode_body",
     "encode_request",
     "encode_response",
+    "make_entity",
     "read_correlation_id",
     "readonly",
     "request_class",
@@ -65,6 +67,20 @@ __all__ = [
 _SIZE = struct.Struct(">i")
 _KEY_VERSION = struct.Struct(">hh")
 _UNSUPPORTED_VERSION = 35
+
+
+@cache
+def _entity_fields(cls: type) -> frozenset[str]:
+    return frozenset(getattr(cls, "__dataclass_fields__", ()))
+
+
+def make_entity(cls: type, **kwargs: Any) -> Any:
+    """Build the kio entity ``cls`` from the keyword arguments it has; the others are dropped
+    (fields differ between an API's versions: a caller writes every field once and works
+    for all versions)."""
+    known = _entity_fields(cls)  # kio entities are dataclasses
+    return cls(**{k: v for k, v in kwargs.items() if k in known})
+
 
 # (api_key, version) -> RequestCodec or None when kio has no schema.
 _request_codecs: dict[tuple[int, int], RequestCodec | None] = {}

@@ -15,6 +15,8 @@ __all__ = [
     "REPLICATION_OFFSET_CHECKPOINT",
     "LeaderEpochCache",
     "OffsetCheckpointFile",
+    "fsync_dir",
+    "write_atomic",
     "write_atomically",
 ]
 
@@ -35,17 +37,28 @@ def fsync_dir(directory: Path) -> None:
         os.close(fd)
 
 
-def write_atomically(path: Path, text: str) -> None:
-    """Write ``path.tmp``, fsync it, rename it over ``path``, fsync the directory."""
+def write_atomic(path: Path, payload: bytes, *, fsync: bool = True, sync_dir: bool = True) -> None:
+    """Replace ``path`` with ``payload`` so that a crash leaves the old or the new file: write
+    ``path.tmp``, fsync it (``fsync``), rename it over ``path``, fsync the directory
+    (``sync_dir``, only with ``fsync``). The one atomic-write helper of odradek."""
     tmp = path.with_name(path.name + ".tmp")
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
     try:
-        os.write(fd, text.encode())
-        os.fsync(fd)
+        view = memoryview(payload)
+        while view:
+            view = view[os.write(fd, view) :]
+        if fsync:
+            os.fsync(fd)
     finally:
         os.close(fd)
     os.replace(tmp, path)
-    fsync_dir(path.parent)
+    if fsync and sync_dir:
+        fsync_dir(path.parent)
+
+
+def write_atomically(path: Path, text: str) -> None:
+    """Write ``path.tmp``, fsync it, rename it over ``path``, fsync the directory."""
+    write_atomic(path, text.encode())
 
 
 def _read_lines(path: Path) -> list[str] | None:

@@ -34,7 +34,7 @@ from typing import Any
 
 from odradek.storage.errors import InvalidConfigError
 
-__all__ = ["LONG_MAX", "LogConfig"]
+__all__ = ["INT_MAX", "LOG_TOPIC_KEYS", "LONG_MAX", "LogConfig"]
 
 LONG_MAX = 2**63 - 1
 INT_MAX = 2**31 - 1
@@ -218,6 +218,11 @@ class LogConfig:
                 "file.delete.delay.ms": "log.segment.delete.delay.ms",
             }.get(exc.key, "log." + exc.key)
             raise InvalidConfigError(broker_key, str(exc).split(": ", 1)[1]) from None
+
+
+LOG_TOPIC_KEYS: dict[str, tuple[str, int | None, int | None]] = LogConfig._TOPIC_KEYS
+"""Topic config key -> (LogConfig field, minimum, maximum; None for non-integers): the one
+copy of the ranges of the topic configs storage acts on (the broker validates with them)."""
 
 
 def _minus_one_or(value: int, scale: int) -> int:

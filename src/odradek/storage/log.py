@@ -10,6 +10,11 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from odradek.clock import Clock, SystemClock
+from odradek.protocol.offsets import (  # ListOffsets' special timestamps
+    EARLIEST_TIMESTAMP,
+    LATEST_TIMESTAMP,
+    MAX_TIMESTAMP,
+)
 from odradek.storage._batch import check_follower_batches, prepare_append, writable
 from odradek.storage.api import AppendResult, FileRegion, ReadResult
 from odradek.storage.checkpoint import LEADER_EPOCH_CHECKPOINT, LeaderEpochCache, fsync_dir
@@ -27,10 +32,6 @@ __all__ = [
 
 logger = logging.getLogger("odradek.storage")
 
-# ListOffsets special timestamps (Kafka's ListOffsetsRequest constants)
-LATEST_TIMESTAMP = -1
-EARLIEST_TIMESTAMP = -2
-MAX_TIMESTAMP = -3
 _LEFTOVER_SUFFIXES = (".deleted", ".cleaned", ".swap", ".tmp")
 
 

@@ -25,11 +25,12 @@ from odradek.storage.errors import KafkaStorageError
 from odradek.storage.log import FileLog, parse_log_dir_name
 from odradek.storage.memory import MemoryLog
 
-__all__ = ["InvalidTopicError", "LogManager"]
+__all__ = ["TOPIC_NAME_MAX", "InvalidTopicError", "LogManager", "topic_name_error"]
 
 logger = logging.getLogger("odradek.storage")
 
-_LEGAL_TOPIC = re.compile(r"^[a-zA-Z0-9._-]{1,249}$")
+TOPIC_NAME_MAX = 249
+_LEGAL_TOPIC = re.compile(r"^[a-zA-Z0-9._-]+$")
 _LOCK_FILE = ".lock"
 CLEAN_SHUTDOWN_FILE = ".kafka_cleanshutdown"
 
@@ -38,9 +39,23 @@ class InvalidTopicError(ValueError):
     """A topic name Kafka would refuse (INVALID_TOPIC_EXCEPTION, 17)."""
 
 
+def topic_name_error(name: str | None) -> str | None:
+    """Why ``name`` is not a legal topic name, or None when it is. Kafka's rule: 1-249
+    characters from [a-zA-Z0-9._-], not "." or ".." (the one copy of it)."""
+    if not name:
+        return "topic name is empty"
+    if name in (".", ".."):
+        return "topic name cannot be '.' or '..'"
+    if len(name) > TOPIC_NAME_MAX:
+        return f"topic name is longer than {TOPIC_NAME_MAX} characters"
+    if not _LEGAL_TOPIC.match(name):
+        return "topic name may contain only ASCII alphanumerics, '.', '_' and '-'"
+    return None
+
+
 def validate_topic_name(topic: str) -> None:
-    """Kafka's rule: 1-249 characters from [a-zA-Z0-9._-], not "." or ".."."""
-    if topic in (".", "..") or not _LEGAL_TOPIC.match(topic):
+    """Raise InvalidTopicError unless ``topic`` is legal (``topic_name_error``)."""
+    if topic_name_error(topic) is not None:
         raise InvalidTopicError(f"illegal topic name {topic!r}")
 
 

@@ -3,13 +3,21 @@ config sources and applying topic config changes to the live logs."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
 from kio.schema.errors import ErrorCode
 
 from odradek.broker.apis._util import make, response_types
-from odradek.broker.config import BROKER_KEYS, TOPIC_KEYS, ConfigError, validate_topic_configs
+from odradek.broker.config import (
+    BROKER_KEYS,
+    TOPIC_KEYS,
+    BrokerConfig,
+    ConfigError,
+    validate_topic_configs,
+)
+from odradek.broker.metadata_store import TopicMetadata
+from odradek.broker.services import BrokerServices
 
 __all__ = [
     "BROKER",
@@ -33,11 +41,12 @@ DEFAULT_CONFIG = 5
 
 
 def topic_entries(
-    broker: Any, topic: Any, keys: tuple[str, ...] | None
+    services: BrokerServices, topic: TopicMetadata, keys: tuple[str, ...] | None
 ) -> list[tuple[str, str | None, bool, int, list[tuple[str, str | None, int]]]]:
     """[(name, value, read_only, source, synonyms)] for a topic resource."""
-    effective = broker.topic_configs_from(topic.configs)
-    out = []
+    effective = services.topic_admin.topic_configs_from(topic.configs)
+    config = services.config
+    out: list[tuple[str, str | None, bool, int, list[tuple[str, str | None, int]]]] = []
     for name, value in sorted(effective.items()):
         if keys and name not in keys:
             continue
@@ -50,10 +59,10 @@ def topic_entries(
             source = DEFAULT_CONFIG
         if spec is not None and spec.broker_key is not None:
             bkey = spec.broker_key
-            bsource = STATIC_BROKER_CONFIG if broker.config.is_explicit(bkey) else DEFAULT_CONFIG
+            bsource = STATIC_BROKER_CONFIG if config.is_explicit(bkey) else DEFAULT_CONFIG
             if name not in topic.configs and bsource == STATIC_BROKER_CONFIG:
                 source = STATIC_BROKER_CONFIG
-            synonyms.append((bkey, spec.default_from(broker.config), bsource))
+            synonyms.append((bkey, spec.default_from(config), bsource))
         out.append((name, value, False, source, synonyms))
     return out
 
@@ -67,45 +76,45 @@ def _str(value: Any) -> str | None:
 
 
 def broker_entries(
-    broker: Any, keys: tuple[str, ...] | None
+    config: BrokerConfig, keys: tuple[str, ...] | None
 ) -> list[tuple[str, str | None, bool, int, list[tuple[str, str | None, int]]]]:
     out = []
     for name in sorted(BROKER_KEYS):
         if keys and name not in keys:
             continue
-        source = STATIC_BROKER_CONFIG if broker.config.is_explicit(name) else DEFAULT_CONFIG
-        value = _str(broker.config.get(name))
+        source = STATIC_BROKER_CONFIG if config.is_explicit(name) else DEFAULT_CONFIG
+        value = _str(config.get(name))
         out.append((name, value, True, source, [(name, value, source)]))
     return out
 
 
-def check_broker_resource(broker: Any, name: str) -> tuple[ErrorCode, str | None]:
-    if name not in ("", str(broker.node_id)):
+def check_broker_resource(node_id: int, name: str) -> tuple[ErrorCode, str | None]:
+    if name not in ("", str(node_id)):
         return ErrorCode.invalid_request, f"unknown broker {name!r}"
     return ErrorCode.none, None
 
 
-def alter_topic(
-    broker: Any, name: str, new_configs: Mapping[str, str | None], validate_only: bool
+async def alter_topic(
+    services: BrokerServices, name: str, new_configs: Mapping[str, str | None], validate_only: bool
 ) -> tuple[ErrorCode, str | None]:
     """Replace the topic's overrides with ``new_configs`` (validated); apply to live logs."""
-    topic = broker.metadata.topic(name)
+    topic = services.metadata.topic(name)
     if topic is None:
         return ErrorCode.unknown_topic_or_partition, f"topic {name!r} does not exist"
     try:
         configs = validate_topic_configs(new_configs)
-        broker.check_log_config(configs)
+        services.topic_admin.check_log_config(configs)
     except ConfigError as exc:
         return ErrorCode.invalid_config, str(exc)
     except ValueError as exc:
         return ErrorCode.invalid_config, str(exc)
     if not validate_only:
-        broker.alter_topic_configs(name, configs)
+        await services.topic_admin.alter_topic_configs(name, configs)
     return ErrorCode.none, None
 
 
-def alter_resources(
-    request: Any, alter: Callable[[str, Any], tuple[ErrorCode, str | None]]
+async def alter_resources(
+    request: Any, alter: Callable[[str, Any], Awaitable[tuple[ErrorCode, str | None]]]
 ) -> tuple[Any, ...]:
     """The per-resource answers of AlterConfigs / IncrementalAlterConfigs.
 
@@ -116,7 +125,7 @@ def alter_resources(
     out = []
     for res in request.resources:
         if res.resource_type == TOPIC:
-            code, message = alter(res.resource_name, res.configs)
+            code, message = await alter(res.resource_name, res.configs)
         elif res.resource_type == BROKER:
             code, message = (
                 ErrorCode.invalid_request,

@@ -2,20 +2,23 @@
 
 kio generates one dataclass module per (API, version), and fields differ between versions.
 ``response_types(request)`` returns a namespace of the response module for the request's API key
-and version, and ``make(cls, **fields)`` builds an entity, dropping the keyword arguments the
-version does not have (so a handler writes every field once and works for all versions).
+and version, and ``make(cls, **fields)`` (``protocol.messages.make_entity``) builds an entity,
+dropping the keyword arguments the version does not have (so a handler writes every field once
+and works for all versions). Topic-name rules are storage's (``storage.manager``).
 """
 
 from __future__ import annotations
 
 import datetime
-import re
 import sys
 from functools import cache
 from types import ModuleType
 from typing import Any
 
 from kio.index import load_response_schema
+
+from odradek.protocol.messages import make_entity as make
+from odradek.storage.manager import TOPIC_NAME_MAX, topic_name_error
 
 __all__ = [
     "NO_THROTTLE",
@@ -27,8 +30,6 @@ __all__ = [
 ]
 
 NO_THROTTLE = datetime.timedelta(0)
-TOPIC_NAME_MAX = 249
-_LEGAL = re.compile(r"^[a-zA-Z0-9._-]+$")
 
 
 @cache
@@ -40,27 +41,3 @@ def response_module(api_key: int, version: int) -> ModuleType:
 def response_types(request: Any) -> ModuleType:
     """The kio response module matching ``request``'s API key and version."""
     return response_module(int(request.__api_key__), int(request.__version__))
-
-
-@cache
-def _fields(cls: type) -> frozenset[str]:
-    return frozenset(getattr(cls, "__dataclass_fields__", ()))
-
-
-def make(cls: type, **kwargs: Any) -> Any:
-    """Build ``cls`` from the keyword arguments it knows; others are dropped."""
-    known = _fields(cls)  # kio entities are dataclasses
-    return cls(**{k: v for k, v in kwargs.items() if k in known})
-
-
-def topic_name_error(name: str | None) -> str | None:
-    """Why ``name`` is not a legal topic name (Kafka's rules), or None when it is."""
-    if not name:
-        return "topic name is empty"
-    if name in (".", ".."):
-        return "topic name cannot be '.' or '..'"
-    if len(name) > TOPIC_NAME_MAX:
-        return f"topic name is longer than {TOPIC_NAME_MAX} characters"
-    if not _LEGAL.match(name):
-        return "topic name may contain only ASCII alphanumerics, '.', '_' and '-'"
-    return None

@@ -5,19 +5,19 @@ from __future__ import annotations
 
 from typing import Any
 
+from odradek.broker.api import ApiSpec, RequestContext
 from odradek.broker.apis._configs import alter_resources, alter_topic
 from odradek.broker.apis._util import NO_THROTTLE, make, response_types
-from odradek.broker.registry import ApiSpec, RequestContext
 
 __all__ = ["API", "handle"]
 
 
 async def handle(ctx: RequestContext, request: Any) -> Any:
-    broker = ctx.broker
-    responses = alter_resources(
+    services = ctx.services
+    responses = await alter_resources(
         request,
         lambda name, configs: alter_topic(
-            broker, name, {c.name: c.value for c in configs}, request.validate_only
+            services, name, {c.name: c.value for c in configs}, request.validate_only
         ),
     )
     return make(

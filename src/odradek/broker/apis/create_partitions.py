@@ -11,19 +11,19 @@ from typing import Any
 
 from kio.schema.errors import ErrorCode
 
+from odradek.broker.api import ApiSpec, RequestContext
 from odradek.broker.apis._util import NO_THROTTLE, make, response_types
-from odradek.broker.registry import ApiSpec, RequestContext
 
 __all__ = ["API", "handle"]
 
 
 async def handle(ctx: RequestContext, request: Any) -> Any:
-    broker = ctx.broker
+    services = ctx.services
     types = response_types(request)
     results = []
     seen: set[str] = set()
     for t in request.topics:
-        meta = broker.metadata.topic(t.name)
+        meta = services.metadata.topic(t.name)
         message: str | None = None
         if t.name in seen:
             code, message = ErrorCode.invalid_request, "duplicate topic in request"
@@ -36,16 +36,16 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
                 message = f"Topic already has {meta.num_partitions} partitions."
         elif t.assignments is not None and (
             len(t.assignments) != t.count - meta.num_partitions
-            or any(tuple(a.broker_ids) != (broker.node_id,) for a in t.assignments)
+            or any(tuple(a.broker_ids) != (services.node_id,) for a in t.assignments)
         ):
             code, message = (
                 ErrorCode.invalid_replica_assignment,
-                f"only broker {broker.node_id} exists",
+                f"only broker {services.node_id} exists",
             )
         else:
             code = ErrorCode.none
             if not request.validate_only:
-                broker.add_partitions(t.name, t.count)
+                await services.topic_admin.add_partitions(t.name, t.count)
         seen.add(t.name)
         results.append(
             make(

@@ -14,16 +14,17 @@ from typing import Any
 
 from kio.schema.errors import ErrorCode
 
+from odradek.broker.api import ApiSpec, RequestContext
 from odradek.broker.apis._util import NO_THROTTLE, make, response_types, topic_name_error
 from odradek.broker.config import ConfigError, validate_topic_configs
-from odradek.broker.metadata import TopicExistsError
-from odradek.broker.registry import ApiSpec, RequestContext
+from odradek.broker.metadata_store import TopicExistsError
+from odradek.broker.services import BrokerServices
 
 __all__ = ["API", "handle"]
 
 
 def _check(
-    broker: Any, topic: Any, seen: set[str]
+    services: BrokerServices, topic: Any, seen: set[str]
 ) -> tuple[ErrorCode, str | None, int, int, dict[str, str]]:
     name = topic.name
     err = topic_name_error(name)
@@ -31,7 +32,7 @@ def _check(
         return ErrorCode.invalid_topic_exception, err, -1, -1, {}
     if name in seen:
         return ErrorCode.invalid_request, f"topic {name!r} appears more than once", -1, -1, {}
-    if broker.metadata.topic(name) is not None:
+    if services.metadata.topic(name) is not None:
         return ErrorCode.topic_already_exists, f"Topic '{name}' already exists.", -1, -1, {}
     assignments = tuple(topic.assignments or ())
     if assignments:
@@ -44,10 +45,10 @@ def _check(
                 {},
             )
         for a in assignments:
-            if tuple(a.broker_ids) != (broker.node_id,):
+            if tuple(a.broker_ids) != (services.node_id,):
                 return (
                     ErrorCode.invalid_replica_assignment,
-                    f"partition {a.partition_index}: only broker {broker.node_id} exists",
+                    f"partition {a.partition_index}: only broker {services.node_id} exists",
                     -1,
                     -1,
                     {},
@@ -64,10 +65,10 @@ def _check(
         partitions, rf = len(assignments), 1
     else:
         partitions = (
-            broker.config.num_partitions if topic.num_partitions == -1 else topic.num_partitions
+            services.config.num_partitions if topic.num_partitions == -1 else topic.num_partitions
         )
         rf = (
-            broker.config.default_replication_factor
+            services.config.default_replication_factor
             if topic.replication_factor == -1
             else topic.replication_factor
         )
@@ -104,23 +105,23 @@ def _check(
 
 
 async def handle(ctx: RequestContext, request: Any) -> Any:
-    broker = ctx.broker
+    services = ctx.services
     types = response_types(request)
     results = []
     seen: set[str] = set()
     for topic in request.topics:
-        code, message, partitions, rf, configs = _check(broker, topic, seen)
+        code, message, partitions, rf, configs = _check(services, topic, seen)
         seen.add(topic.name)
         topic_id = None
         if code == ErrorCode.none and not request.validate_only:
             try:
-                meta = broker.create_topic(topic.name, partitions, configs)
+                meta = await services.topic_admin.create_topic(topic.name, partitions, configs)
                 topic_id = meta.topic_id
             except TopicExistsError as exc:
                 code, message = ErrorCode.topic_already_exists, str(exc)
         config_entries = None
         if code == ErrorCode.none and hasattr(types, "CreatableTopicConfigs"):
-            effective = broker.topic_configs_from(configs)
+            effective = services.topic_admin.topic_configs_from(configs)
             config_entries = tuple(
                 make(
                     types.CreatableTopicConfigs,

@@ -6,10 +6,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from odradek.broker.api import ApiSpec, RequestContext
+from odradek.broker.apis._groups import code, coordinator
 from odradek.broker.apis._util import NO_THROTTLE, make, response_types
-from odradek.broker.registry import ApiSpec, RequestContext
-from odradek.coordinator._api import code, coordinator
-from odradek.coordinator.state import Errors
 
 __all__ = ["API", "handle"]
 
@@ -18,10 +17,7 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
     types = response_types(request)
     coord = coordinator(ctx)
     names = list(request.groups_names)
-    if coord is None:
-        errors = [Errors.COORDINATOR_NOT_AVAILABLE] * len(names)
-    else:
-        errors = await coord.delete_groups(names)
+    errors = await coord.delete_groups(names)
     results = tuple(
         make(types.DeletableGroupResult, group_id=g, error_code=code(e))
         for g, e in zip(names, errors, strict=True)

@@ -10,14 +10,14 @@ from typing import Any
 
 from kio.schema.errors import ErrorCode
 
+from odradek.broker.api import ApiSpec, RequestContext
 from odradek.broker.apis._util import NO_THROTTLE, make, response_types
-from odradek.broker.registry import ApiSpec, RequestContext
 
 __all__ = ["API", "handle"]
 
 
 async def handle(ctx: RequestContext, request: Any) -> Any:
-    broker = ctx.broker
+    services = ctx.services
     types = response_types(request)
     if hasattr(request, "topic_names"):
         wanted = [(name, None) for name in request.topic_names]
@@ -25,15 +25,15 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
         wanted = [(t.name, t.topic_id) for t in request.topics]
     results = []
     for name, topic_id in wanted:
-        meta = broker.metadata.topic(name) if name else None
+        meta = services.metadata.topic(name) if name else None
         if meta is None and name is None and topic_id is not None:
-            meta = broker.metadata.topic_by_id(topic_id)
+            meta = services.metadata.topic_by_id(topic_id)
         message = None
         if meta is None:
             code = (
                 ErrorCode.unknown_topic_id if name is None else ErrorCode.unknown_topic_or_partition
             )
-        elif not broker.config.delete_topic_enable:
+        elif not services.config.delete_topic_enable:
             code = ErrorCode.topic_deletion_disabled
         elif meta.internal:
             code, message = (
@@ -41,7 +41,7 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
                 f"internal topic {meta.name!r} cannot be deleted",
             )
         else:
-            broker.delete_topic(meta.name)
+            await services.topic_admin.delete_topic(meta.name)
             code = ErrorCode.none
         results.append(
             make(

@@ -1,4 +1,5 @@
-"""DescribeCluster (60): this broker, the cluster id and the controller (this broker)."""
+"""DescribeCluster (60): the live brokers, the cluster id and the controller, from the
+``MetadataStore``."""
 
 from __future__ import annotations
 
@@ -6,32 +7,32 @@ from typing import Any
 
 from kio.schema.errors import ErrorCode
 
+from odradek.broker.api import ApiSpec, RequestContext
 from odradek.broker.apis._util import NO_THROTTLE, make, response_types
-from odradek.broker.registry import ApiSpec, RequestContext
 
 __all__ = ["API", "handle"]
 
 
 async def handle(ctx: RequestContext, request: Any) -> Any:
-    broker = ctx.broker
+    store = ctx.services.metadata
     types = response_types(request)
-    host, port = broker.advertised_address
     return make(
         types.DescribeClusterResponse,
         throttle_time=NO_THROTTLE,
         error_code=ErrorCode.none,
         error_message=None,
         endpoint_type=1,
-        cluster_id=broker.metadata.cluster_id,
-        controller_id=broker.node_id,
-        brokers=(
+        cluster_id=store.cluster_id,
+        controller_id=store.controller_id(),
+        brokers=tuple(
             make(
                 types.DescribeClusterBroker,
-                broker_id=broker.node_id,
-                host=host,
-                port=port,
-                rack=None,
-            ),
+                broker_id=b.node_id,
+                host=b.host,
+                port=b.port,
+                rack=b.rack,
+            )
+            for b in store.live_brokers()
         ),
         cluster_authorized_operations=-(2**31),
     )

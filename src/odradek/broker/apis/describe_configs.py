@@ -7,6 +7,7 @@ from typing import Any
 
 from kio.schema.errors import ErrorCode
 
+from odradek.broker.api import ApiSpec, RequestContext
 from odradek.broker.apis._configs import (
     BROKER,
     BROKER_LOGGER,
@@ -16,13 +17,12 @@ from odradek.broker.apis._configs import (
     topic_entries,
 )
 from odradek.broker.apis._util import NO_THROTTLE, make, response_types
-from odradek.broker.registry import ApiSpec, RequestContext
 
 __all__ = ["API", "handle"]
 
 
 async def handle(ctx: RequestContext, request: Any) -> Any:
-    broker = ctx.broker
+    services = ctx.services
     types = response_types(request)
     synonyms_wanted = bool(getattr(request, "include_synonyms", False))
     results = []
@@ -30,18 +30,18 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
         keys = tuple(res.configuration_keys) if res.configuration_keys else None
         code, message, entries = ErrorCode.none, None, []
         if res.resource_type == TOPIC:
-            topic = broker.metadata.topic(res.resource_name)
+            topic = services.metadata.topic(res.resource_name)
             if topic is None:
                 code, message = (
                     ErrorCode.unknown_topic_or_partition,
                     f"topic {res.resource_name!r} does not exist",
                 )
             else:
-                entries = topic_entries(broker, topic, keys)
+                entries = topic_entries(services, topic, keys)
         elif res.resource_type == BROKER:
-            code, message = check_broker_resource(broker, res.resource_name)
+            code, message = check_broker_resource(services.node_id, res.resource_name)
             if code == ErrorCode.none:
-                entries = broker_entries(broker, keys)
+                entries = broker_entries(services.config, keys)
         elif res.resource_type == BROKER_LOGGER:
             entries = []
         else:

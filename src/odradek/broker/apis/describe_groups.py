@@ -10,16 +10,14 @@ from __future__ import annotations
 
 from typing import Any
 
-from odradek.broker.apis._util import NO_THROTTLE, make, response_types
-from odradek.broker.registry import ApiSpec, RequestContext
-from odradek.coordinator._api import (
+from odradek.broker.api import ApiSpec, RequestContext
+from odradek.broker.apis._groups import (
     AUTHORIZED_OPERATIONS_NOT_REQUESTED,
     GROUP_OPERATIONS,
     code,
     coordinator,
 )
-from odradek.coordinator.group_manager import GroupSummary
-from odradek.coordinator.state import Errors
+from odradek.broker.apis._util import NO_THROTTLE, make, response_types
 
 __all__ = ["API", "handle"]
 
@@ -28,12 +26,7 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
     types = response_types(request)
     coord = coordinator(ctx)
     wanted = list(request.groups)
-    if coord is None:
-        described = [
-            (Errors.COORDINATOR_NOT_AVAILABLE, GroupSummary(g, "", "", "", ())) for g in wanted
-        ]
-    else:
-        described = coord.describe_groups(wanted)
+    described = coord.describe_groups(wanted)
     ops = (
         GROUP_OPERATIONS
         if getattr(request, "include_authorized_operations", False)

@@ -12,8 +12,9 @@ except that the first partition with data always returns at least one batch (Kaf
 Long polling: when fewer than ``min_bytes`` are available and no partition has an error, the
 request parks in the purgatory watching its partitions and is answered as soon as an append
 to one of them brings the total to ``min_bytes``, or at ``max_wait_ms`` with what there is.
-From v9 a request's current_leader_epoch (when ≥ 0) must be the partition's: older →
-FENCED_LEADER_EPOCH, newer → UNKNOWN_LEADER_EPOCH. Fetch sessions (KIP-227) are declined: the response's session_id is always 0, so clients send
+A partition this broker does not lead → NOT_LEADER_OR_FOLLOWER; from v9 a request's
+current_leader_epoch (when ≥ 0) must be the partition's: older → FENCED_LEADER_EPOCH, newer →
+UNKNOWN_LEADER_EPOCH (both ``ReplicaManager.leader_partition``). Fetch sessions (KIP-227) are declined: the response's session_id is always 0, so clients send
 full fetch requests.
 """
 
@@ -23,8 +24,10 @@ from typing import Any
 
 from kio.schema.errors import ErrorCode
 
-from odradek.broker.registry import ApiSpec, EncodedResponse, RequestContext
+from odradek.broker.api import ApiSpec, EncodedResponse, RequestContext
+from odradek.broker.services import BrokerServices
 from odradek.protocol.fetch_response import FetchPartitionResponse, encode_fetch_response
+from odradek.storage.errors import OffsetOutOfRangeError
 
 __all__ = ["API", "handle"]
 
@@ -32,37 +35,31 @@ _NONE = ErrorCode.none
 _UNKNOWN = ErrorCode.unknown_topic_or_partition
 _OUT_OF_RANGE = ErrorCode.offset_out_of_range
 _STORAGE = ErrorCode.kafka_storage_error
-_FENCED = ErrorCode.fenced_leader_epoch
-_UNKNOWN_EPOCH = ErrorCode.unknown_leader_epoch
 
 # (partition, error, high_watermark, last_stable_offset, log_start_offset, records or None)
 PartitionResult = tuple[int, ErrorCode, int, int, int, Any]
 
 
 def _read_all(
-    broker: Any, request: Any, follower: bool
+    services: BrokerServices, request: Any, follower: bool
 ) -> tuple[list[tuple[str, list[PartitionResult]]], int, bool]:
     remaining = request.max_bytes if request.max_bytes > 0 else 0x7FFFFFFF
     if not follower:
-        remaining = min(remaining, broker.config.fetch_max_bytes)  # Kafka's fetch.max.bytes cap
+        remaining = min(remaining, services.config.fetch_max_bytes)  # Kafka's fetch.max.bytes cap
     total = 0
     error = False
     out: list[tuple[str, list[PartitionResult]]] = []
-    partition = broker.partition
+    leader_partition = services.replica_manager.leader_partition
     check_epoch = int(request.__version__) >= 9
     for ft in request.topics:
         name = ft.topic
         presults: list[PartitionResult] = []
         for fp in ft.partitions:
             index = fp.partition
-            handle = partition(name, index)
-            if handle is None:
-                presults.append((index, _UNKNOWN, -1, -1, -1, None))
-                error = True
-                continue
-            current_epoch = fp.current_leader_epoch if check_epoch else -1
-            if current_epoch >= 0 and current_epoch != handle.state.leader_epoch:
-                code = _FENCED if current_epoch < handle.state.leader_epoch else _UNKNOWN_EPOCH
+            handle, code = leader_partition(
+                name, index, fp.current_leader_epoch if check_epoch else -1
+            )
+            if handle is None or code is not _NONE:
                 presults.append((index, code, -1, -1, -1, None))
                 error = True
                 continue
@@ -84,16 +81,14 @@ def _read_all(
                 result = plog.read(
                     offset, max(budget, 1), max_offset=limit, min_one_batch=total == 0
                 )
-            except Exception as exc:
-                if type(exc).__name__ == "OffsetOutOfRangeError":
-                    presults.append((index, _OUT_OF_RANGE, hw, hw, plog.log_start_offset, None))
-                    error = True
-                    continue
-                if isinstance(exc, OSError):
-                    presults.append((index, _STORAGE, hw, hw, start, None))
-                    error = True
-                    continue
-                raise
+            except OffsetOutOfRangeError:
+                presults.append((index, _OUT_OF_RANGE, hw, hw, plog.log_start_offset, None))
+                error = True
+                continue
+            except OSError:  # storage's KafkaStorageError and plain I/O errors
+                presults.append((index, _STORAGE, hw, hw, start, None))
+                error = True
+                continue
             records = result.records
             size = len(records)
             if size == 0:
@@ -111,22 +106,22 @@ def _read_all(
 
 
 async def handle(ctx: RequestContext, request: Any) -> Any:
-    broker = ctx.broker
+    services = ctx.services
     follower = request.replica_id >= 0
-    results, total, error = _read_all(broker, request, follower)
+    results, total, error = _read_all(services, request, follower)
     min_bytes = request.min_bytes
     if total < min_bytes and not error and request.topics:
         max_wait_s = request.max_wait.total_seconds()
         if max_wait_s > 0:
-            clock = broker.clock
+            clock = services.clock
             deadline = clock.monotonic() + max_wait_s
             watched = [(ft.topic, fp.partition) for ft in request.topics for fp in ft.partitions]
             while True:
                 left = deadline - clock.monotonic()
                 if left <= 0:
                     break
-                woken = await broker.purgatory.wait(watched, left)
-                results, total, error = _read_all(broker, request, follower)
+                woken = await services.purgatory.wait(watched, left)
+                results, total, error = _read_all(services, request, follower)
                 if not woken or total >= min_bytes or error:
                     break
     return encode(request, results)
@@ -155,5 +150,5 @@ API = ApiSpec(
     max_version=12,
     handler=handle,
     min_request_version=4,
-    extra={"error_response": error_response},
+    error_response=error_response,
 )

@@ -9,9 +9,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from odradek.broker.api import ApiSpec, RequestContext
+from odradek.broker.apis._groups import code, coordinator
 from odradek.broker.apis._util import NO_THROTTLE, make, response_types
-from odradek.broker.registry import ApiSpec, RequestContext
-from odradek.coordinator._api import code, coordinator
 from odradek.coordinator.state import Errors
 
 __all__ = ["API", "handle"]
@@ -21,8 +21,6 @@ def _lookup(
     ctx: RequestContext, key: str, key_type: int
 ) -> tuple[Errors, int, str, int, str | None]:
     coord = coordinator(ctx)
-    if coord is None:
-        return Errors.COORDINATOR_NOT_AVAILABLE, -1, "", -1, "the group coordinator is not running"
     if key_type != 0:
         return Errors.COORDINATOR_NOT_AVAILABLE, -1, "", -1, "transactions are not supported"
     error, node_id, host, port = coord.coordinator_for(key)

@@ -4,10 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from odradek.broker.api import ApiSpec, RequestContext
+from odradek.broker.apis._groups import code, coordinator
 from odradek.broker.apis._util import NO_THROTTLE, make, response_types
-from odradek.broker.registry import ApiSpec, RequestContext
-from odradek.coordinator._api import code, coordinator
-from odradek.coordinator.state import Errors
 
 __all__ = ["API", "handle"]
 
@@ -15,15 +14,12 @@ __all__ = ["API", "handle"]
 async def handle(ctx: RequestContext, request: Any) -> Any:
     types = response_types(request)
     coord = coordinator(ctx)
-    if coord is None:
-        error = Errors.COORDINATOR_NOT_AVAILABLE
-    else:
-        error = await coord.heartbeat(
-            request.group_id,
-            int(request.generation_id),
-            request.member_id,
-            getattr(request, "group_instance_id", None),
-        )
+    error = await coord.heartbeat(
+        request.group_id,
+        int(request.generation_id),
+        request.member_id,
+        getattr(request, "group_instance_id", None),
+    )
     return make(types.HeartbeatResponse, throttle_time=NO_THROTTLE, error_code=code(error))
 
 

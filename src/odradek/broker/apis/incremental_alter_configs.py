@@ -8,9 +8,10 @@ from typing import Any
 
 from kio.schema.errors import ErrorCode
 
+from odradek.broker.api import ApiSpec, RequestContext
 from odradek.broker.apis._configs import alter_resources, alter_topic
 from odradek.broker.apis._util import NO_THROTTLE, make, response_types
-from odradek.broker.registry import ApiSpec, RequestContext
+from odradek.broker.services import BrokerServices
 
 __all__ = ["API", "handle"]
 
@@ -18,12 +19,14 @@ SET, DELETE, APPEND, SUBTRACT = 0, 1, 2, 3
 _LIST_KEYS = {"cleanup.policy"}
 
 
-def _apply(broker: Any, name: str, ops: Any, validate_only: bool) -> tuple[ErrorCode, str | None]:
-    topic = broker.metadata.topic(name)
+async def _apply(
+    services: BrokerServices, name: str, ops: Any, validate_only: bool
+) -> tuple[ErrorCode, str | None]:
+    topic = services.metadata.topic(name)
     if topic is None:
         return ErrorCode.unknown_topic_or_partition, f"topic {name!r} does not exist"
     configs: dict[str, str | None] = dict(topic.configs)
-    effective = broker.topic_configs_from(topic.configs)
+    effective = services.topic_admin.topic_configs_from(topic.configs)
     seen: set[str] = set()
     for op in ops:
         key = op.name
@@ -49,13 +52,13 @@ def _apply(broker: Any, name: str, ops: Any, validate_only: bool) -> tuple[Error
             configs[key] = ",".join(current)
         else:
             return ErrorCode.invalid_request, f"{key}: unknown operation {op.config_operation}"
-    return alter_topic(broker, name, configs, validate_only)
+    return await alter_topic(services, name, configs, validate_only)
 
 
 async def handle(ctx: RequestContext, request: Any) -> Any:
-    broker = ctx.broker
-    responses = alter_resources(
-        request, lambda name, ops: _apply(broker, name, ops, request.validate_only)
+    services = ctx.services
+    responses = await alter_resources(
+        request, lambda name, ops: _apply(services, name, ops, request.validate_only)
     )
     return make(
         response_types(request).IncrementalAlterConfigsResponse,

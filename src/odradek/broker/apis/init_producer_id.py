@@ -12,8 +12,8 @@ from typing import Any
 
 from kio.schema.errors import ErrorCode
 
+from odradek.broker.api import ApiSpec, RequestContext
 from odradek.broker.apis._util import NO_THROTTLE, make, response_types
-from odradek.broker.registry import ApiSpec, RequestContext
 
 __all__ = ["API", "handle"]
 
@@ -22,7 +22,6 @@ _EPOCH_MAX = 32767
 
 async def handle(ctx: RequestContext, request: Any) -> Any:
     types = response_types(request)
-    broker = ctx.broker
     if request.transactional_id:
         return make(
             types.InitProducerIdResponse,
@@ -36,7 +35,7 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
     if pid >= 0 and 0 <= epoch < _EPOCH_MAX - 1:
         new_pid, new_epoch = pid, epoch + 1
     else:
-        new_pid, new_epoch = broker.allocate_producer_id(), 0
+        new_pid, new_epoch = await ctx.services.producer_ids.allocate(), 0
     return make(
         types.InitProducerIdResponse,
         throttle_time=NO_THROTTLE,

@@ -10,11 +10,10 @@ from __future__ import annotations
 
 from typing import Any
 
+from odradek.broker.api import ApiSpec, RequestContext
+from odradek.broker.apis._groups import code, coordinator, ms
 from odradek.broker.apis._util import NO_THROTTLE, make, response_types
-from odradek.broker.registry import ApiSpec, RequestContext
-from odradek.coordinator._api import code, coordinator, ms
 from odradek.coordinator.group_manager import JoinParams
-from odradek.coordinator.state import Errors, JoinResult
 
 __all__ = ["API", "handle"]
 
@@ -27,23 +26,20 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
     rebalance_ms = ms(getattr(request, "rebalance_timeout", None))
     if rebalance_ms < 0:
         rebalance_ms = session_ms
-    if coord is None:
-        result = JoinResult(Errors.COORDINATOR_NOT_AVAILABLE, member_id=request.member_id)
-    else:
-        params = JoinParams(
-            group_id=request.group_id,
-            member_id=request.member_id,
-            group_instance_id=getattr(request, "group_instance_id", None),
-            protocol_type=request.protocol_type,
-            protocols=[(p.name, bytes(p.metadata)) for p in request.protocols],
-            session_timeout_ms=session_ms,
-            rebalance_timeout_ms=rebalance_ms,
-            client_id=ctx.header.client_id or "",
-            client_host=ctx.client_host,
-            require_known_member_id=version >= 4,
-            supports_skip_assignment=version >= 9,
-        )
-        result = await coord.join_group(params)
+    params = JoinParams(
+        group_id=request.group_id,
+        member_id=request.member_id,
+        group_instance_id=getattr(request, "group_instance_id", None),
+        protocol_type=request.protocol_type,
+        protocols=[(p.name, bytes(p.metadata)) for p in request.protocols],
+        session_timeout_ms=session_ms,
+        rebalance_timeout_ms=rebalance_ms,
+        client_id=ctx.header.client_id or "",
+        client_host=ctx.client_host,
+        require_known_member_id=version >= 4,
+        supports_skip_assignment=version >= 9,
+    )
+    result = await coord.join_group(params)
     members = tuple(
         make(types.JoinGroupResponseMember, member_id=mid, group_instance_id=iid, metadata=md)
         for mid, iid, md in result.members

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from odradek.broker.api import ApiSpec, RequestContext
+from odradek.broker.apis._groups import code, coordinator
 from odradek.broker.apis._util import NO_THROTTLE, make, response_types
-from odradek.broker.registry import ApiSpec, RequestContext
-from odradek.coordinator._api import code, coordinator
 from odradek.coordinator.state import Errors
 
 __all__ = ["API", "handle"]
@@ -21,13 +21,7 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
         leaving = [(m.member_id, m.group_instance_id) for m in request.members]
     else:
         leaving = [(request.member_id, None)]
-    if coord is None:
-        top, errors = (
-            Errors.COORDINATOR_NOT_AVAILABLE,
-            [Errors.COORDINATOR_NOT_AVAILABLE] * len(leaving),
-        )
-    else:
-        top, errors = await coord.leave_group(request.group_id, leaving)
+    top, errors = await coord.leave_group(request.group_id, leaving)
     if not batched:
         error = top if top is not Errors.NONE else errors[0]
         return make(types.LeaveGroupResponse, throttle_time=NO_THROTTLE, error_code=code(error))

@@ -5,10 +5,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from odradek.broker.api import ApiSpec, RequestContext
+from odradek.broker.apis._groups import code, coordinator
 from odradek.broker.apis._util import NO_THROTTLE, make, response_types
-from odradek.broker.registry import ApiSpec, RequestContext
-from odradek.coordinator._api import code, coordinator
-from odradek.coordinator.state import Errors
 
 __all__ = ["API", "handle"]
 
@@ -16,13 +15,10 @@ __all__ = ["API", "handle"]
 async def handle(ctx: RequestContext, request: Any) -> Any:
     types = response_types(request)
     coord = coordinator(ctx)
-    if coord is None:
-        error, groups = Errors.COORDINATOR_NOT_AVAILABLE, []
-    else:
-        error, groups = coord.list_groups(
-            tuple(getattr(request, "states_filter", ()) or ()),
-            tuple(getattr(request, "types_filter", ()) or ()),
-        )
+    error, groups = coord.list_groups(
+        tuple(getattr(request, "states_filter", ()) or ()),
+        tuple(getattr(request, "types_filter", ()) or ()),
+    )
     listed = tuple(
         make(
             types.ListedGroup,

@@ -3,9 +3,11 @@
 timestamp -2 (earliest) → log start offset; -1 (latest) → high watermark (consumers; the log
 end offset for a follower); -3 (max timestamp, v7+) → offset and timestamp of the record with
 the largest timestamp; -4 (earliest local) → log start offset; t ≥ 0 → the first offset whose
-timestamp is ≥ t (offset -1 and timestamp -1 when there is none).
-From v4 a request's current_leader_epoch (when ≥ 0) must be the partition's (older →
-FENCED_LEADER_EPOCH, newer → UNKNOWN_LEADER_EPOCH). Advertised from v0, served from v1.
+timestamp is ≥ t (offset -1 and timestamp -1 when there is none). The constants are
+``odradek.protocol.offsets``'.
+A partition this broker does not lead → NOT_LEADER_OR_FOLLOWER; from v4 a request's
+current_leader_epoch (when ≥ 0) must be the partition's (older → FENCED_LEADER_EPOCH, newer →
+UNKNOWN_LEADER_EPOCH): ``ReplicaManager.leader_partition``. Advertised from v0, served from v1.
 """
 
 from __future__ import annotations
@@ -14,35 +16,35 @@ from typing import Any
 
 from kio.schema.errors import ErrorCode
 
+from odradek.broker.api import ApiSpec, RequestContext
 from odradek.broker.apis._util import NO_THROTTLE, make, response_types
-from odradek.broker.registry import ApiSpec, RequestContext
+from odradek.broker.replica_manager import ReplicaManager
+from odradek.protocol.offsets import (
+    EARLIEST_LOCAL_TIMESTAMP,
+    EARLIEST_TIMESTAMP,
+    LATEST_TIMESTAMP,
+    MAX_TIMESTAMP,
+)
 
 __all__ = ["API", "handle"]
 
-EARLIEST = -2
-LATEST = -1
-MAX_TIMESTAMP = -3
-EARLIEST_LOCAL = -4
-
 
 def _lookup(
-    broker: Any, name: str, index: int, timestamp: int, follower: bool, current_epoch: int = -1
+    replicas: ReplicaManager,
+    name: str,
+    index: int,
+    timestamp: int,
+    follower: bool,
+    current_epoch: int = -1,
 ) -> tuple[ErrorCode, int, int, int]:
-    handle = broker.partition(name, index)
-    if handle is None:
-        return ErrorCode.unknown_topic_or_partition, -1, -1, -1
+    handle, code = replicas.leader_partition(name, index, current_epoch)
+    if handle is None or code is not ErrorCode.none:
+        return code, -1, -1, -1
     plog = handle.log
     epoch = handle.leader_epoch
-    if current_epoch >= 0 and current_epoch != epoch:
-        code = (
-            ErrorCode.fenced_leader_epoch
-            if current_epoch < epoch
-            else ErrorCode.unknown_leader_epoch
-        )
-        return code, -1, -1, -1
-    if timestamp in (EARLIEST, EARLIEST_LOCAL):
+    if timestamp in (EARLIEST_TIMESTAMP, EARLIEST_LOCAL_TIMESTAMP):
         return ErrorCode.none, -1, plog.log_start_offset, epoch
-    if timestamp == LATEST:
+    if timestamp == LATEST_TIMESTAMP:
         return ErrorCode.none, -1, plog.log_end_offset if follower else plog.high_watermark, epoch
     if timestamp == MAX_TIMESTAMP:
         found = plog.max_timestamp()
@@ -59,20 +61,21 @@ def _lookup(
 
 
 async def handle(ctx: RequestContext, request: Any) -> Any:
-    broker = ctx.broker
+    replicas = ctx.services.replica_manager
     types = response_types(request)
     follower = request.replica_id >= 0
+    check_epoch = int(request.__version__) >= 4
     topics = []
     for t in request.topics:
         parts = []
         for p in t.partitions:
             code, ts, offset, epoch = _lookup(
-                broker,
+                replicas,
                 t.name,
                 p.partition_index,
                 p.timestamp,
                 follower,
-                getattr(p, "current_leader_epoch", -1),
+                p.current_leader_epoch if check_epoch else -1,
             )
             parts.append(
                 make(

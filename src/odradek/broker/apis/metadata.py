@@ -1,5 +1,10 @@
 """Metadata (3): brokers, topics, partitions, leaders; auto-creates topics when allowed.
 
+Everything comes from the ``MetadataStore``: every live broker, the controller id, and per
+partition the leader, leader epoch, replicas, ISR and offline replicas (replicas on brokers
+that are not live). A partition whose leader is not a live broker is answered with
+LEADER_NOT_AVAILABLE and leader -1.
+
 Topics are auto-created when the request allows it (``allow_auto_topic_creation``, implicit
 before v4) and ``auto.create.topics.enable`` is true, with ``num.partitions`` partitions.
 """
@@ -10,32 +15,34 @@ from typing import Any
 
 from kio.schema.errors import ErrorCode
 
+from odradek.broker.api import ApiSpec, RequestContext
 from odradek.broker.apis._util import NO_THROTTLE, make, response_types, topic_name_error
-from odradek.broker.registry import ApiSpec, RequestContext
+from odradek.broker.metadata_store import PartitionState
 
 __all__ = ["API", "handle"]
 
 _NOT_REQUESTED = -(2**31)
 
 
-def _topic_entry(ctx: RequestContext, types: Any, name: str) -> Any:
-    broker = ctx.broker
-    topic = broker.metadata.topic(name)
+def _partition_entry(types: Any, p: PartitionState, live: frozenset[int]) -> Any:
+    leader = p.leader if p.leader in live else -1
+    return make(
+        types.MetadataResponsePartition,
+        error_code=ErrorCode.none if leader >= 0 else ErrorCode.leader_not_available,
+        partition_index=p.partition,
+        leader_id=leader,
+        leader_epoch=p.leader_epoch,
+        replica_nodes=tuple(p.replicas),
+        isr_nodes=tuple(p.isr),
+        offline_replicas=tuple(r for r in p.replicas if r not in live),
+    )
+
+
+def _topic_entry(ctx: RequestContext, types: Any, name: str, live: frozenset[int]) -> Any:
+    topic = ctx.services.metadata.topic(name)
     if topic is None:
         return None
-    partitions = tuple(
-        make(
-            types.MetadataResponsePartition,
-            error_code=ErrorCode.none,
-            partition_index=p.partition,
-            leader_id=p.leader,
-            leader_epoch=p.leader_epoch,
-            replica_nodes=tuple(p.replicas),
-            isr_nodes=tuple(p.isr),
-            offline_replicas=(),
-        )
-        for p in topic.partitions
-    )
+    partitions = tuple(_partition_entry(types, p, live) for p in topic.partitions)
     return make(
         types.MetadataResponseTopic,
         error_code=ErrorCode.none,
@@ -60,47 +67,55 @@ def _error_entry(types: Any, name: str | None, code: ErrorCode) -> Any:
 
 
 async def handle(ctx: RequestContext, request: Any) -> Any:
-    broker = ctx.broker
+    services = ctx.services
+    store = services.metadata
+    brokers = store.live_brokers()
+    live = frozenset(b.node_id for b in brokers)
     types = response_types(request)
     version = ctx.header.api_version
     allow_auto = bool(getattr(request, "allow_auto_topic_creation", True))
     entries = []
     if request.topics is None or (version == 0 and not request.topics):
         # all topics (v0: an empty list means all)
-        for t in sorted(broker.metadata.topics(), key=lambda t: t.name):
-            entries.append(_topic_entry(ctx, types, t.name))
+        for t in sorted(store.topics(), key=lambda t: t.name):
+            entries.append(_topic_entry(ctx, types, t.name, live))
     else:
         for rt in request.topics:
             name = rt.name
             if name is None:
                 topic_id = getattr(rt, "topic_id", None)
-                found = broker.metadata.topic_by_id(topic_id) if topic_id is not None else None
+                found = store.topic_by_id(topic_id) if topic_id is not None else None
                 if found is None:
                     entries.append(_error_entry(types, None, ErrorCode.unknown_topic_id))
                     continue
                 name = found.name
-            entry = _topic_entry(ctx, types, name)
+            entry = _topic_entry(ctx, types, name, live)
             if entry is None:
                 if topic_name_error(name) is not None:
                     entries.append(_error_entry(types, name, ErrorCode.invalid_topic_exception))
                     continue
-                if allow_auto and broker.config.auto_create_topics_enable:
-                    await broker.auto_create_topic(name)
-                    entry = _topic_entry(ctx, types, name)
+                if allow_auto and services.config.auto_create_topics_enable:
+                    await services.topic_admin.auto_create_topic(name)
+                    entry = _topic_entry(ctx, types, name, live)
                 if entry is None:
                     entries.append(_error_entry(types, name, ErrorCode.unknown_topic_or_partition))
                     continue
             entries.append(entry)
-    node = broker.node_id
-    host, port = broker.advertised_address
     return make(
         types.MetadataResponse,
         throttle_time=NO_THROTTLE,
-        brokers=(
-            make(types.MetadataResponseBroker, node_id=node, host=host, port=port, rack=None),
+        brokers=tuple(
+            make(
+                types.MetadataResponseBroker,
+                node_id=b.node_id,
+                host=b.host,
+                port=b.port,
+                rack=b.rack,
+            )
+            for b in brokers
         ),
-        cluster_id=broker.metadata.cluster_id,
-        controller_id=node,
+        cluster_id=store.cluster_id,
+        controller_id=store.controller_id(),
         topics=tuple(entries),
         cluster_authorized_operations=_NOT_REQUESTED,
     )

@@ -13,11 +13,10 @@ import struct
 from collections.abc import Sequence
 from typing import Any
 
+from odradek.broker.api import ApiSpec, EncodedResponse, RequestContext
+from odradek.broker.apis._groups import code, coordinator
 from odradek.broker.apis._util import NO_THROTTLE, make, response_types
-from odradek.broker.registry import ApiSpec, EncodedResponse, RequestContext
-from odradek.coordinator._api import code, coordinator
 from odradek.coordinator.group_manager import OffsetCommitEntry
-from odradek.coordinator.state import Errors
 from odradek.protocol._primitives import uvarint
 
 __all__ = ["API", "encode_response", "handle"]
@@ -66,16 +65,13 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
         for topic in request.topics
         for p in topic.partitions
     ]
-    if coord is None:
-        errors = [Errors.COORDINATOR_NOT_AVAILABLE] * len(entries)
-    else:
-        errors = await coord.commit_offsets(
-            request.group_id,
-            int(request.generation_id_or_member_epoch),
-            request.member_id,
-            getattr(request, "group_instance_id", None),
-            entries,
-        )
+    errors = await coord.commit_offsets(
+        request.group_id,
+        int(request.generation_id_or_member_epoch),
+        request.member_id,
+        getattr(request, "group_instance_id", None),
+        entries,
+    )
     it = iter(errors)
     body = encode_response(
         int(request.__version__),

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from odradek.broker.api import ApiSpec, RequestContext
+from odradek.broker.apis._groups import code, coordinator
 from odradek.broker.apis._util import NO_THROTTLE, make, response_types
-from odradek.broker.registry import ApiSpec, RequestContext
-from odradek.coordinator._api import code, coordinator
 from odradek.coordinator.state import Errors
 
 __all__ = ["API", "handle"]
@@ -17,10 +17,7 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
     types = response_types(request)
     coord = coordinator(ctx)
     wanted = [(t.name, int(p.partition_index)) for t in request.topics for p in t.partitions]
-    if coord is None:
-        top, errors = Errors.COORDINATOR_NOT_AVAILABLE, []
-    else:
-        top, errors = await coord.delete_offsets(request.group_id, wanted)
+    top, errors = await coord.delete_offsets(request.group_id, wanted)
     topics: tuple[Any, ...] = ()
     if top is Errors.NONE:
         it = iter(errors)

@@ -9,9 +9,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from odradek.broker.api import ApiSpec, RequestContext
+from odradek.broker.apis._groups import code, coordinator
 from odradek.broker.apis._util import NO_THROTTLE, make, response_types
-from odradek.broker.registry import ApiSpec, RequestContext
-from odradek.coordinator._api import code, coordinator
 from odradek.coordinator.state import Errors
 
 __all__ = ["API", "handle"]
@@ -26,8 +26,6 @@ def _fetch(
         if topics is None
         else [(t.name, [int(p) for p in t.partition_indexes]) for t in topics]
     )
-    if coord is None:
-        return Errors.COORDINATOR_NOT_AVAILABLE, []
     error, result = coord.fetch_offsets(group_id, wanted)
     if error is not Errors.NONE and wanted is not None:
         return error, [(t, [(p, None) for p in parts]) for t, parts in wanted]

@@ -5,18 +5,20 @@ Advertised from v0 (old librdkafka probes exact versions, DESIGN.md §4), served
 partition's data:
 
 1. unknown topic → auto-create (auto.create.topics.enable) or UNKNOWN_TOPIC_OR_PARTITION;
-   a partition index out of range → UNKNOWN_TOPIC_OR_PARTITION;
+   a partition index out of range → UNKNOWN_TOPIC_OR_PARTITION; a partition this broker does
+   not lead → NOT_LEADER_OR_FOLLOWER (``ReplicaManager.leader_partition``);
 2. every batch: whole (else CORRUPT_MESSAGE), magic 2 (else INVALID_RECORD), size ≤ the
    topic's max.message.bytes (else MESSAGE_TOO_LARGE);
-3. idempotence (producerId ≥ 0): see ``odradek.broker.producer_state`` — a duplicate is answered
+3. idempotence (producerId ≥ 0): see ``odradek.storage.producer_state`` — a duplicate is answered
    with the original base offset and not appended;
 4. append (storage checks the CRC: CORRUPT_MESSAGE) with LogAppendTime when the topic says so;
    then Fetch waiters on the partition are woken.
 
 acks must be 0, 1 or -1 (else INVALID_REQUIRED_ACKS for every partition). acks=0 gets no
-response. acks=-1 alone is acks=1: the high watermark follows the log end offset.
+response. acks=-1 waits (``Purgatory.wait_for_high_watermark``) until the high watermark passes
+the appended records; alone the high watermark follows the log end offset, so it never waits.
 
-Requests are decoded by ``odradek.protocol.produce_request`` (``ApiSpec.extra["decoder"]``):
+Requests are decoded by ``odradek.protocol.produce_request`` (``ApiSpec.decoder``):
 above 16 KiB ``records`` are views of the request frame, stamped in place and written without a
 copy; smaller requests are kio entities (faster to decode). Both have the same field names.
 """
@@ -28,13 +30,20 @@ from typing import Any
 
 from kio.schema.errors import ErrorCode
 
+from odradek.broker.api import ApiSpec, EncodedResponse, RequestContext
 from odradek.broker.apis._util import topic_name_error
-from odradek.broker.producer_state import DUPLICATE, OK
-from odradek.broker.registry import ApiSpec, EncodedResponse, RequestContext
+from odradek.broker.partition import Partition
+from odradek.broker.purgatory import Purgatory
 from odradek.protocol.produce_request import decode_produce_request
 from odradek.protocol.produce_response import PartitionTuple as PartitionResult
 from odradek.protocol.produce_response import encode_produce_response
-from odradek.protocol.records import CorruptRecordError, InvalidRecordError
+from odradek.storage.errors import (
+    CorruptRecordError,
+    InvalidRecordError,
+    RecordBatchTooLargeError,
+    RecordTooLargeError,
+)
+from odradek.storage.producer_state import Verdict
 
 __all__ = ["API", "handle"]
 
@@ -62,7 +71,7 @@ def _failed(
 
 
 def _produce_partition(
-    broker: Any, handle: Any, data: bytes | memoryview | None, now_ms: int
+    purgatory: Purgatory, handle: Partition, data: bytes | memoryview | None, now_ms: int
 ) -> PartitionResult:
     index = handle.partition
     if not data:
@@ -117,17 +126,17 @@ def _produce_partition(
             verdict, dup_offset = state.check(
                 pid, epoch, base_seq, (base_seq + last_delta) % _SEQ_MOD
             )
-            if verdict != OK:
-                if verdict == DUPLICATE:
+            if verdict is not Verdict.OK:
+                if verdict is Verdict.DUPLICATE:
                     return (index, _NONE, dup_offset, -1, plog.log_start_offset, (), None)
-                code = _OUT_OF_ORDER if verdict == _OUT_OF_ORDER.value else _BAD_EPOCH
+                code = _BAD_EPOCH if verdict is Verdict.INVALID_PRODUCER_EPOCH else _OUT_OF_ORDER
                 return _failed(index, code, None, plog.log_start_offset)
         else:
             for b_pid, b_epoch, b_seq, b_delta in batches:
                 verdict, _ = state.check(b_pid, b_epoch, b_seq, (b_seq + b_delta) % _SEQ_MOD)
-                if verdict != OK:
+                if verdict is not Verdict.OK:
                     code = (
-                        _OUT_OF_ORDER if verdict in (DUPLICATE, _OUT_OF_ORDER.value) else _BAD_EPOCH
+                        _BAD_EPOCH if verdict is Verdict.INVALID_PRODUCER_EPOCH else _OUT_OF_ORDER
                     )
                     return _failed(index, code, None, plog.log_start_offset)
     log_append_time = handle.config.message_timestamp_type == "LogAppendTime"
@@ -139,22 +148,19 @@ def _produce_partition(
         return _failed(index, _CORRUPT, str(exc) or "corrupt record batch")
     except InvalidRecordError as exc:
         return _failed(index, _INVALID_RECORD, str(exc) or "invalid record batch")
-    except Exception as exc:
-        name = type(exc).__name__
-        if name == "RecordTooLargeError":
-            return _failed(index, _TOO_LARGE, str(exc))
-        if name == "RecordBatchTooLargeError":
-            return _failed(index, ErrorCode.record_list_too_large, str(exc))
-        if isinstance(exc, OSError):
-            return _failed(index, _STORAGE, str(exc))
-        raise
+    except RecordTooLargeError as exc:
+        return _failed(index, _TOO_LARGE, str(exc))
+    except RecordBatchTooLargeError as exc:
+        return _failed(index, ErrorCode.record_list_too_large, str(exc))
+    except OSError as exc:  # storage's KafkaStorageError and plain I/O errors
+        return _failed(index, _STORAGE, str(exc))
     base_offset = result.base_offset
     if idempotent:
         off = base_offset
         for b_pid, b_epoch, b_seq, b_delta in batches:
             state.update(b_pid, b_epoch, b_seq, (b_seq + b_delta) % _SEQ_MOD, off, off + b_delta)
             off += b_delta + 1
-    broker.purgatory.notify(handle.topic, index)
+    purgatory.notify(handle.topic, index)
     lat = result.log_append_time_ms if log_append_time else -1
     return (
         index,
@@ -168,11 +174,12 @@ def _produce_partition(
 
 
 async def handle(ctx: RequestContext, request: Any) -> Any:
-    broker = ctx.broker
+    services = ctx.services
     acks = request.acks
-    now_ms = broker.clock.now_ms()
+    now_ms = services.clock.now_ms()
     results: list[tuple[str, list[PartitionResult]]] = []
-    partition = broker.partition
+    leader_partition = services.replica_manager.leader_partition
+    purgatory = services.purgatory
     if acks not in (0, 1, -1):
         for td in request.topic_data:
             results.append((td.name, [_failed(pd.index, _BAD_ACKS) for pd in td.partition_data]))
@@ -181,18 +188,28 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
             name = td.name
             presults: list[PartitionResult] = []
             for pd in td.partition_data:
-                handle_ = partition(name, pd.index)
+                handle_, code = leader_partition(name, pd.index)
                 if handle_ is None:
                     if (
-                        broker.metadata.topic(name) is None
-                        and broker.config.auto_create_topics_enable
+                        services.metadata.topic(name) is None
+                        and services.config.auto_create_topics_enable
                     ) and topic_name_error(name) is None:
-                        await broker.auto_create_topic(name)
-                        handle_ = partition(name, pd.index)
+                        await services.topic_admin.auto_create_topic(name)
+                        handle_, code = leader_partition(name, pd.index)
                     if handle_ is None:
                         presults.append(_failed(pd.index, _UNKNOWN))
                         continue
-                presults.append(_produce_partition(broker, handle_, pd.records, now_ms))
+                if code is not _NONE:
+                    presults.append(_failed(pd.index, code))
+                    continue
+                result = _produce_partition(purgatory, handle_, pd.records, now_ms)
+                presults.append(result)
+                if acks == -1 and result[1] is _NONE:
+                    plog = handle_.log
+                    if plog.high_watermark < plog.log_end_offset:
+                        await purgatory.wait_for_high_watermark(
+                            name, pd.index, plog.log_end_offset - 1
+                        )
             results.append((name, presults))
     if acks == 0:
         return None
@@ -219,5 +236,6 @@ API = ApiSpec(
     max_version=10,
     handler=handle,
     min_request_version=3,
-    extra={"error_response": error_response, "decoder": decode_produce_request},
+    error_response=error_response,
+    decoder=decode_produce_request,
 )

@@ -9,10 +9,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from odradek.broker.api import ApiSpec, RequestContext
+from odradek.broker.apis._groups import code, coordinator
 from odradek.broker.apis._util import NO_THROTTLE, make, response_types
-from odradek.broker.registry import ApiSpec, RequestContext
-from odradek.coordinator._api import code, coordinator
-from odradek.coordinator.state import Errors, SyncResult
 
 __all__ = ["API", "handle"]
 
@@ -20,18 +19,15 @@ __all__ = ["API", "handle"]
 async def handle(ctx: RequestContext, request: Any) -> Any:
     types = response_types(request)
     coord = coordinator(ctx)
-    if coord is None:
-        result = SyncResult(Errors.COORDINATOR_NOT_AVAILABLE)
-    else:
-        result = await coord.sync_group(
-            request.group_id,
-            int(request.generation_id),
-            request.member_id,
-            getattr(request, "group_instance_id", None),
-            getattr(request, "protocol_type", None),
-            getattr(request, "protocol_name", None),
-            [(a.member_id, bytes(a.assignment)) for a in request.assignments],
-        )
+    result = await coord.sync_group(
+        request.group_id,
+        int(request.generation_id),
+        request.member_id,
+        getattr(request, "group_instance_id", None),
+        getattr(request, "protocol_type", None),
+        getattr(request, "protocol_name", None),
+        [(a.member_id, bytes(a.assignment)) for a in request.assignments],
+    )
     return make(
         types.SyncGroupResponse,
         throttle_time=NO_THROTTLE,

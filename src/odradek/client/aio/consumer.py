@@ -29,6 +29,8 @@ from .._config import CONSUMER, parse_config
 from .._signal import Signal
 from ..errors import KafkaConnectionError, KafkaError, KafkaTimeoutError
 from ..types import ConsumerRecord, OffsetAndMetadata, OffsetAndTimestamp, TopicPartition
+from ._group import GroupMembership
+from ._offsets import commit_group_offsets, fetch_group_offsets, list_offsets
 
 try:
     from .. import _speedups  # type: ignore[attr-defined]
@@ -201,8 +203,6 @@ class AsyncConsumer:
         self._subscription = topics
         self._listener = listener
         self._cluster.want_topics(topics)
-        from ._group import GroupMembership
-
         if self._group is None:
             self._group = GroupMembership(self)
         self._group.start(topics)
@@ -312,8 +312,6 @@ class AsyncConsumer:
                     st.reset = None
 
     async def _list_offsets(self, query: dict[TopicPartition, int]) -> dict[TopicPartition, tuple[int, int]]:
-        from .admin import list_offsets
-
         return await list_offsets(self._cluster, query, read_committed=self._read_committed)
 
     async def beginning_offsets(self, partitions: Iterable[TopicPartition]) -> dict[TopicPartition, int]:
@@ -342,8 +340,6 @@ class AsyncConsumer:
         """The group's committed offsets (None where nothing is committed)."""
         if not self._group_id:
             raise KafkaError("committed() needs 'group.id'")
-        from .admin import fetch_group_offsets
-
         return await fetch_group_offsets(self._cluster, self._group_id, list(partitions))
 
     def _consumed_offsets(self) -> dict[TopicPartition, OffsetAndMetadata]:
@@ -362,8 +358,6 @@ class AsyncConsumer:
             }
         if not offsets_md:
             return
-        from .admin import commit_group_offsets
-
         generation, member = (-1, "")
         if self._group is not None:
             generation, member = self._group.generation_id, self._group.member_id

@@ -1,4 +1,5 @@
-"""Small helpers shared by the group API modules in ``odradek.broker.apis``."""
+"""Small helpers shared by the group API modules (kio glue, kept out of the coordinator
+package, which does not import kio)."""
 
 from __future__ import annotations
 
@@ -7,6 +8,8 @@ from typing import Any
 
 from kio.schema.errors import ErrorCode
 
+from odradek.broker.api import RequestContext
+from odradek.coordinator import GroupCoordinator
 from odradek.coordinator.state import Errors
 
 __all__ = ["AUTHORIZED_OPERATIONS_NOT_REQUESTED", "GROUP_OPERATIONS", "code", "coordinator", "ms"]
@@ -31,6 +34,6 @@ def code(error: Errors | int) -> ErrorCode:
     return ErrorCode(int(error))
 
 
-def coordinator(ctx: Any) -> Any:
-    """The broker's GroupCoordinator, or None if it is not running."""
-    return getattr(ctx.broker, "group_coordinator", None)
+def coordinator(ctx: RequestContext) -> GroupCoordinator:
+    """The broker's GroupCoordinator (it answers COORDINATOR_NOT_AVAILABLE once stopped)."""
+    return ctx.services.group_coordinator

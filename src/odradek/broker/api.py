@@ -1,0 +1,94 @@
+"""What an API module defines and what its handler receives.
+
+Every API lives in its own module under ``odradek.broker.apis`` and defines::
+
+    API = ApiSpec(key=0, name="Produce", min_version=0, max_version=10, handler=handle)
+
+    async def handle(ctx: RequestContext, request: ProduceRequest) -> Response: ...
+
+``odradek.broker.registry`` lists the modules' specs. This module imports no API module and
+no server, so that API modules, the registry and the connection layer import it without a
+circle.
+
+``min_version``/``max_version`` are what ApiVersions advertises. Versions below
+``min_request_version`` (the oldest kio can decode, or the oldest we accept) are refused at
+request time with UNSUPPORTED_VERSION (DESIGN.md §4: old librdkafka probes exact versions).
+``error_response`` (``(request, ErrorCode) -> Response``) is the UNKNOWN_SERVER_ERROR answer
+when a handler fails (without one, the connection is closed); ``decoder`` (``(frame, pos,
+version=v) -> (request, bytes read)``) is used instead of kio's decoder, e.g. Produce's
+zero-copy one.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from kio.schema.errors import ErrorCode
+
+from odradek.protocol.headers import RequestHeaderInfo
+
+if TYPE_CHECKING:  # services.py imports only downwards; no import circle at run time
+    from odradek.broker.services import BrokerServices
+
+__all__ = [
+    "ApiSpec",
+    "Decoder",
+    "EncodedResponse",
+    "ErrorResponse",
+    "Handler",
+    "RequestContext",
+    "RequestHeaderInfo",
+    "Response",
+]
+
+
+@dataclass(slots=True)
+class RequestContext:
+    """What a handler knows about the request besides its body: the broker's services, the
+    request header, the client's address and the connection's id."""
+
+    services: BrokerServices
+    header: RequestHeaderInfo
+    client_host: str
+    connection_id: int
+
+
+@dataclass(frozen=True, slots=True)
+class EncodedResponse:
+    """A response body already encoded by a hand-written encoder (no response header).
+
+    ``parts`` are written in order; a part is ``bytes``/``memoryview`` or a storage
+    ``FileRegion`` (sent with os.sendfile or read, at the connection's choice). ``size`` is
+    the total body size in bytes.
+    """
+
+    parts: Sequence[Any]
+    size: int
+
+
+# A kio response entity, an EncodedResponse, or None for "send no response" (Produce acks=0).
+Response = Any
+Handler = Callable[[RequestContext, Any], Awaitable[Response]]
+ErrorResponse = Callable[[Any, ErrorCode], Response]
+Decoder = Callable[..., tuple[Any, int]]
+
+
+@dataclass(frozen=True, slots=True)
+class ApiSpec:
+    """One API: its key, name, advertised versions, handler and optional hooks."""
+
+    key: int
+    name: str
+    min_version: int
+    max_version: int
+    handler: Handler
+    min_request_version: int | None = None
+    """Oldest version actually served; defaults to min_version."""
+    error_response: ErrorResponse | None = None
+    decoder: Decoder | None = None
+
+    @property
+    def oldest_served(self) -> int:
+        return self.min_version if self.min_request_version is None else self.min_request_version

@@ -1,0 +1,260 @@
+"""The seam between the broker and whoever owns the cluster's metadata: ``MetadataStore``.
+
+A store answers who is in the cluster (``BrokerInfo``), who the controller is, which topics
+exist and, per partition, the leader, leader epoch, replicas and ISR (``PartitionState``).
+Today's store is ``odradek.broker.metadata.LocalMetadataStore`` (one broker, a JSON file);
+a ZooKeeper-backed store (Kafka's znode layout, DESIGN.md §8) implements the same Protocol.
+
+Contract:
+
+* **Reads never block.** They answer from an in-memory image that the store keeps current
+  (a ZooKeeper store updates it from watches / UpdateMetadata). Returned objects are the
+  image's own: treat them as read-only.
+* **Writes are coroutines.** A ZooKeeper store needs network round trips (and conditional
+  multi-ops) for each of them; the local store could move its fsync off the event loop
+  behind the same signature. ``LocalMetadataStore``'s writes complete without suspending
+  (the change is durable and in the image when the coroutine's first ``send`` returns), which
+  keeps the single broker's request path unchanged. A write raises ``MetadataError``
+  subclasses (``TopicExistsError``, ``UnknownTopicError``, ``InvalidPartitionsError``).
+* **Changes are announced** to listeners (``add_listener``) with a typed event, after the
+  image has changed, on the event loop.
+
+Ids: ``node_id`` is ``broker.id``; a broker's ``epoch`` is the czxid of its registration
+znode in ZooKeeper (0 for the local store). ``PartitionState.controller_epoch`` and
+``.version`` (the state znode's version) are -1/0 in the local store.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+__all__ = [
+    "BrokerInfo",
+    "BrokersChanged",
+    "InvalidPartitionsError",
+    "MetadataChange",
+    "MetadataError",
+    "MetadataListener",
+    "MetadataStore",
+    "PartitionState",
+    "PartitionsChanged",
+    "TopicConfigsChanged",
+    "TopicCreated",
+    "TopicDeleted",
+    "TopicExistsError",
+    "TopicMetadata",
+    "UnknownTopicError",
+]
+
+
+class MetadataError(Exception):
+    pass
+
+
+class TopicExistsError(MetadataError):
+    """TOPIC_ALREADY_EXISTS (36)."""
+
+
+class UnknownTopicError(MetadataError):
+    """UNKNOWN_TOPIC_OR_PARTITION (3)."""
+
+
+class InvalidPartitionsError(MetadataError):
+    """INVALID_PARTITIONS (37)."""
+
+
+@dataclass(frozen=True, slots=True)
+class BrokerInfo:
+    """A live broker: id, advertised address, rack and epoch (ZooKeeper: czxid of
+    ``/brokers/ids/<id>``)."""
+
+    node_id: int
+    host: str
+    port: int
+    rack: str | None = None
+    epoch: int = 0
+
+
+@dataclass(slots=True)
+class PartitionState:
+    """Leadership of one partition (``/brokers/topics/<t>/partitions/<p>/state``). Alone:
+    leader = this broker, replicas = isr = [this broker]. ``leader`` is -1 when the
+    partition has no leader."""
+
+    partition: int
+    leader: int
+    leader_epoch: int = 0
+    replicas: list[int] = field(default_factory=list)
+    isr: list[int] = field(default_factory=list)
+    controller_epoch: int = -1
+    version: int = 0
+    """The state znode's version (every partition-state write is conditional on it)."""
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "partition": self.partition,
+            "leader": self.leader,
+            "leader_epoch": self.leader_epoch,
+            "replicas": list(self.replicas),
+            "isr": list(self.isr),
+        }
+
+    @classmethod
+    def from_json(cls, d: Mapping[str, Any]) -> PartitionState:
+        return cls(
+            partition=int(d["partition"]),
+            leader=int(d["leader"]),
+            leader_epoch=int(d.get("leader_epoch", 0)),
+            replicas=[int(x) for x in d.get("replicas", [d["leader"]])],
+            isr=[int(x) for x in d.get("isr", [d["leader"]])],
+        )
+
+
+@dataclass(slots=True)
+class TopicMetadata:
+    name: str
+    topic_id: uuid.UUID
+    partitions: list[PartitionState]
+    configs: dict[str, str] = field(default_factory=dict)
+    internal: bool = False
+
+    @property
+    def num_partitions(self) -> int:
+        return len(self.partitions)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "topic_id": str(self.topic_id),
+            "internal": self.internal,
+            "configs": dict(self.configs),
+            "partitions": [p.to_json() for p in self.partitions],
+        }
+
+    @classmethod
+    def from_json(cls, name: str, d: Mapping[str, Any]) -> TopicMetadata:
+        return cls(
+            name=name,
+            topic_id=uuid.UUID(d["topic_id"]),
+            partitions=[PartitionState.from_json(p) for p in d["partitions"]],
+            configs={str(k): str(v) for k, v in d.get("configs", {}).items()},
+            internal=bool(d.get("internal", False)),
+        )
+
+
+# -- change events ------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class TopicCreated:
+    topic: TopicMetadata
+
+
+@dataclass(frozen=True, slots=True)
+class TopicDeleted:
+    topic: TopicMetadata
+
+
+@dataclass(frozen=True, slots=True)
+class PartitionsChanged:
+    """Partitions were added, or their leader, epoch, replicas or ISR changed."""
+
+    topic: TopicMetadata
+    partitions: tuple[int, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class TopicConfigsChanged:
+    topic: TopicMetadata
+
+
+@dataclass(frozen=True, slots=True)
+class BrokersChanged:
+    """The live brokers or the controller changed."""
+
+    brokers: tuple[BrokerInfo, ...]
+    controller_id: int
+
+
+MetadataChange = (
+    TopicCreated | TopicDeleted | PartitionsChanged | TopicConfigsChanged | BrokersChanged
+)
+MetadataListener = Callable[[MetadataChange], None]
+
+
+class MetadataStore(Protocol):
+    """Cluster metadata as this broker sees it. See the module docstring for the contract."""
+
+    @property
+    def node_id(self) -> int:
+        """This broker's id (``broker.id``)."""
+        ...
+
+    @property
+    def cluster_id(self) -> str: ...
+
+    # -- reads (in-memory image, never block) ---------------------------------------------
+
+    def live_brokers(self) -> Sequence[BrokerInfo]:
+        """Every registered broker, by node id."""
+        ...
+
+    def broker(self, node_id: int) -> BrokerInfo | None: ...
+
+    def controller_id(self) -> int:
+        """The active controller's id, -1 when there is none."""
+        ...
+
+    def topics(self) -> list[TopicMetadata]: ...
+
+    def topic(self, name: str) -> TopicMetadata | None: ...
+
+    def topic_by_id(self, topic_id: uuid.UUID) -> TopicMetadata | None: ...
+
+    def partition(self, name: str, partition: int) -> PartitionState | None: ...
+
+    # -- writes (coroutines) ----------------------------------------------------------------
+
+    async def register_broker(self, info: BrokerInfo) -> None:
+        """Announce this broker as live at ``info``'s address (ZooKeeper: the ephemeral
+        ``/brokers/ids/<id>``)."""
+        ...
+
+    async def create_topic(
+        self,
+        name: str,
+        assignment: Mapping[int, Sequence[int]],
+        configs: Mapping[str, str] | None = None,
+        internal: bool = False,
+        topic_id: uuid.UUID | None = None,
+    ) -> TopicMetadata:
+        """Create ``name`` with ``assignment`` {partition: [broker ids], first = preferred
+        leader} for partitions 0..n-1."""
+        ...
+
+    async def delete_topic(self, name: str) -> TopicMetadata: ...
+
+    async def create_partitions(
+        self, name: str, assignment: Mapping[int, Sequence[int]]
+    ) -> TopicMetadata:
+        """Add the partitions of ``assignment`` (numbered from the current count up)."""
+        ...
+
+    async def alter_topic_configs(self, name: str, configs: Mapping[str, str]) -> TopicMetadata:
+        """Replace the topic's config overrides with ``configs``."""
+        ...
+
+    async def allocate_producer_ids(self, block_size: int) -> int:
+        """Reserve ``block_size`` producer ids for this broker; returns the first (ZooKeeper:
+        ``/latest_producer_id_block``). Ids are never handed out twice, also across restarts."""
+        ...
+
+    # -- change listeners ----------------------------------------------------------------------
+
+    def add_listener(self, listener: MetadataListener) -> None: ...
+
+    def remove_listener(self, listener: MetadataListener) -> None: ...
+
+    def close(self) -> None: ...

@@ -1,0 +1,47 @@
+"""``BrokerServices``: what a request handler may use, typed, instead of the whole Broker.
+
+Built once by ``Broker.start()`` (every service exists by then) and handed to each request in
+``RequestContext.services``. A handler reaches partitions only through the replica manager
+(whose ``leader_partition`` is the one leadership and epoch check), the cluster only through
+the metadata store, topic changes only through the topic admin.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from odradek.broker.config import BrokerConfig
+from odradek.broker.metadata_store import BrokerInfo, MetadataStore
+from odradek.broker.producer_ids import ProducerIdManager
+from odradek.broker.purgatory import Purgatory
+from odradek.broker.replica_manager import ReplicaManager
+from odradek.broker.topic_admin import TopicAdmin
+from odradek.clock import Clock
+from odradek.coordinator import GroupCoordinator
+
+__all__ = ["BrokerServices"]
+
+
+@dataclass(frozen=True, slots=True)
+class BrokerServices:
+    config: BrokerConfig
+    clock: Clock
+    metadata: MetadataStore
+    replica_manager: ReplicaManager
+    topic_admin: TopicAdmin
+    producer_ids: ProducerIdManager
+    purgatory: Purgatory
+    group_coordinator: GroupCoordinator
+    api_versions: tuple[tuple[int, int, int], ...]
+    """(api key, min version, max version) of every API served, by key (ApiVersions)."""
+
+    @property
+    def node_id(self) -> int:
+        return self.metadata.node_id
+
+    def this_broker(self) -> BrokerInfo:
+        """This broker as registered in the metadata store (its advertised address)."""
+        info = self.metadata.broker(self.metadata.node_id)
+        if info is None:
+            raise RuntimeError("this broker is not registered in the metadata store")
+        return info
