@@ -142,6 +142,10 @@ class Broker:
         self._stopping = False  # set for good by stop(): late connections are refused
         self.data_dir: Path | None = None if self.config.in_memory else self.config.data_dirs[0]
         self.next_producer_id = 0
+        # touch(broker): metrics and console (odradek.metrics, odradek.console.broker);
+        # .metrics is set when the console starts and fed by KafkaConnection per request
+        self.metrics: Any = None
+        self._console: Any = None
 
     # -- lifecycle ---------------------------------------------------------------------------
 
@@ -153,6 +157,11 @@ class Broker:
             host = "127.0.0.1" if self.host in ("0.0.0.0", "::", "") else self.host
         port = adv.port if self.config.advertised_listeners and adv.port else self.bound_port
         return host, port
+
+    @property
+    def http_address(self) -> tuple[str, int] | None:
+        """touch(broker): (host, port) of the console's HTTP listener, None when off."""
+        return self._console.bound if self._console is not None else None
 
     async def start(self) -> None:
         from odradek.storage import LogConfig, LogManager
@@ -219,6 +228,13 @@ class Broker:
             raise
         self._tasks.append(loop.create_task(self._maintenance_loop()))
         self._started = True
+        # touch(broker): the console's HTTP listener (http.listeners; empty = off)
+        if self.config.http_listeners:
+            from odradek.console.broker import BrokerConsole
+
+            self._console = await BrokerConsole.start(
+                self, self.config.http_listeners, ready=lambda: self._started
+            )
         log.info("broker %s listening on %s:%s", self.node_id, self.host, self.bound_port)
 
     async def _start_coordinator(self) -> None:
@@ -239,6 +255,11 @@ class Broker:
             return
         self._started = False
         self._stopping = True
+        # touch(broker): stop the console first (its client talks to this broker)
+        if self._console is not None:
+            console, self._console = self._console, None
+            with contextlib.suppress(Exception):
+                await console.stop()
         if self._server is not None:
             self._server.close()
         self.purgatory.close()
