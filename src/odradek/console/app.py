@@ -218,7 +218,7 @@ class Console:
                 snap = await self.source.snapshot(self.metrics_max_age_s)
                 return self._page("topics.html", {"snap": snap})
             case ["topics", topic]:
-                snap = await self.source.snapshot(self.metrics_max_age_s)
+                snap = await self._snapshot_with(topic=topic)
                 t = snap.topics.get(topic)
                 if t is None:
                     return self._page("error.html", {"message": f"no topic {topic}"}, 404)
@@ -233,7 +233,7 @@ class Console:
                 snap = await self.source.snapshot(self.metrics_max_age_s)
                 return self._page("groups.html", {"snap": snap})
             case ["groups", group]:
-                snap = await self.source.snapshot(self.metrics_max_age_s)
+                snap = await self._snapshot_with(group=group)
                 g = snap.groups.get(group)
                 if g is None:
                     return self._page("error.html", {"message": f"no group {group}"}, 404)
@@ -247,6 +247,15 @@ class Console:
             case ["api", *rest]:
                 return await self._api(req, rest)
         return self._page("error.html", {"message": f"no page {req.path}"}, 404)
+
+    async def _snapshot_with(self, topic: str | None = None, group: str | None = None) -> ClusterSnapshot:
+        """A recent snapshot; a fresh one when the one at hand lacks the topic or group."""
+        snap = await self.source.snapshot(self.metrics_max_age_s)
+        if (topic is not None and topic not in snap.topics) or (
+            group is not None and group not in snap.groups
+        ):
+            snap = await self.source.snapshot(0)
+        return snap
 
     async def _fresh_or_stale(self) -> ClusterSnapshot | None:
         """A fresh snapshot for /metrics; if the cluster does not answer, the last one."""

@@ -235,7 +235,8 @@ class _BrokerAdapter:
         return lm.all_logs() if lm is not None else []
 
     def connection_count(self) -> int:
-        return int(self._broker.connection_count())
+        count = self._broker.connection_count  # a property of Broker
+        return int(count() if callable(count) else count)
 
     def purgatory_size(self) -> int:
         return int(self._broker.purgatory.watching())
