@@ -34,6 +34,7 @@ import json
 import logging
 import os
 import struct
+import time
 from collections import deque
 from pathlib import Path
 from typing import Any
@@ -762,6 +763,7 @@ class KafkaConnection(asyncio.Protocol):
             self.abort(f"malformed {spec.name} v{version} request: {exc!r}")
             return
         ctx = RequestContext(self.broker, header, self.client_host, self.connection_id)
+        started = time.perf_counter()  # touch(broker): request metrics
         coro: Any = spec.handler(ctx, request)
         try:
             yielded = coro.send(None)
@@ -772,6 +774,10 @@ class KafkaConnection(asyncio.Protocol):
                 log.exception("%s v%d response encoding failed", spec.name, version)
                 parts = self._error(spec, info, correlation_id, request)
             self._emit(out, parts)
+            # touch(broker): request count, latency and size (odradek.metrics.BrokerMetrics)
+            metrics = self.broker.metrics
+            if metrics is not None:
+                metrics.request_done(api_key, version, time.perf_counter() - started, n)
             return
         except Exception:
             log.exception("%s v%d handler failed", spec.name, version)
@@ -783,7 +789,9 @@ class KafkaConnection(asyncio.Protocol):
         task = asyncio.get_running_loop().create_task(_finish(coro, yielded))
         self._tasks.add(task)
         task.add_done_callback(
-            lambda t: self._task_done(t, slot, spec, info, correlation_id, request)
+            lambda t: self._task_done(
+                t, slot, spec, info, correlation_id, request, (version, started, n)
+            )
         )
 
     def _task_done(
@@ -794,8 +802,15 @@ class KafkaConnection(asyncio.Protocol):
         info: RequestCodec,
         correlation_id: int,
         request: Any,
+        timing: tuple[int, float, int] | None = None,
     ) -> None:
         self._tasks.discard(task)
+        # touch(broker): request metrics of a handler that suspended (e.g. a long-polling Fetch);
+        # timing = (version, perf_counter at arrival, request bytes)
+        metrics = self.broker.metrics
+        if metrics is not None and timing is not None:
+            version, started, request_bytes = timing
+            metrics.request_done(spec.key, version, time.perf_counter() - started, request_bytes)
         if self._closing:
             return
         if task.cancelled():
