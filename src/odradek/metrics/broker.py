@@ -170,6 +170,8 @@ class BrokerMetrics(Collector):
             ("request_bytes", "Request bytes received, per API.", self._bytes_req),
             ("response_bytes", "Response bytes queued, per API.", self._bytes_resp),
         ):
+            if not values and name == "response_bytes":
+                continue  # only when the broker reports response sizes
             fam = CounterMetricFamily(
                 f"kafka_network_requestmetrics_{name}", doc, labels=["request"]
             )
