@@ -150,12 +150,19 @@ class HttpServer:
         headers = [
             ("content-type", response.content_type),
             ("content-length", str(len(response.body))),
-            ("cache-control", "no-store"),
             *response.headers,
         ]
+        if not any(k == "cache-control" for k, _v in response.headers):
+            headers.append(("cache-control", "no-store"))
         if close:
             headers.append(("connection", "close"))
         if conn.our_state is not h11.SEND_RESPONSE:
+            # the request line itself was bad: h11 has no request to answer, write it by hand
+            head = f"HTTP/1.1 {response.status} Error\r\n" + "".join(
+                f"{k}: {v}\r\n" for k, v in headers
+            )
+            writer.write(head.encode("latin-1") + b"\r\n" + response.body)
+            await writer.drain()
             return
         writer.write(conn.send(h11.Response(status_code=response.status, headers=headers)))
         if response.body:
