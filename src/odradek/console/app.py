@@ -161,6 +161,7 @@ class Console:
         self.env.globals["title"] = title
         self.http = HttpServer(self.handle)
         self._sampler: asyncio.Task[None] | None = None
+        self._metrics_cache: tuple[float, bytes] | None = None
 
     async def start(self, host: str, port: int) -> int:
         """Listen on host:port (0: any free port); returns the bound port."""
@@ -207,8 +208,7 @@ class Console:
                 snap = await self.source.snapshot(self.metrics_max_age_s)
                 return self._page("cluster.html", {"snap": snap})
             case ["metrics"]:
-                await self._fresh_or_stale()
-                return Response(200, generate_latest(self.registry), CONTENT_TYPE_LATEST)
+                return Response(200, await self._metrics_text(), CONTENT_TYPE_LATEST)
             case ["health"]:
                 ok = self.ready() if self.ready is not None else True
                 return _text(200 if ok else 503, "ready\n" if ok else "not ready\n")
@@ -256,6 +256,19 @@ class Console:
         ):
             snap = await self.source.snapshot(0)
         return snap
+
+    async def _metrics_text(self) -> bytes:
+        """The exposition, rendered at most once per ``metrics_max_age_s``: Prometheus scrapes
+        every 15 s or so, but a tight scrape loop (dashboards, benchmarks) must not make the
+        broker re-render every histogram each time (~0.15 ms per histogram in prometheus-client)."""
+        now = asyncio.get_running_loop().time()
+        cached = self._metrics_cache
+        if cached is not None and now - cached[0] < self.metrics_max_age_s:
+            return cached[1]
+        await self._fresh_or_stale()
+        body = generate_latest(self.registry)
+        self._metrics_cache = (asyncio.get_running_loop().time(), body)
+        return body
 
     async def _fresh_or_stale(self) -> ClusterSnapshot | None:
         """A fresh snapshot for /metrics; if the cluster does not answer, the last one."""

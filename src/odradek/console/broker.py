@@ -66,6 +66,8 @@ class BrokerConsole:
         addresses = parse_http_listeners(listeners)
         if not addresses:
             return None
+        from prometheus_client import ProcessCollector
+
         from odradek.console.app import Console
         from odradek.console.source import ClusterSource
         from odradek.metrics.broker import (
@@ -89,7 +91,12 @@ class BrokerConsole:
         source = ClusterSource(f"{kafka_host}:{kafka_port}", log_sizes=log_sizes)
         console = Console(
             source,
-            collectors=[metrics, BrokerStateCollector(state, metrics), loop_lag],
+            collectors=[
+                metrics,
+                BrokerStateCollector(state, metrics),
+                loop_lag,
+                ProcessCollector(registry=None),  # process_* (CPU, RSS, open fds)
+            ],
             ready=ready,
             title=f"odradek broker {broker.node_id}",
         )
