@@ -4,7 +4,8 @@
 ``http://127.0.0.1:9644``; empty turns the listener off; port 0 picks a free port). Only the first
 entry is served for now.
 
-``BrokerConsole.start(broker)`` (called once the broker serves Kafka requests) builds:
+``BrokerConsole(broker, listeners).start_soon()`` (called once the broker serves Kafka requests)
+imports the console's modules in a worker thread, then builds:
 
 * ``broker.metrics``'s ``BrokerMetrics`` (request counts and latency, fed by the connection);
 * ``BrokerStateCollector`` (log sizes and offsets, connections, purgatory) and ``EventLoopLag``;
@@ -18,8 +19,11 @@ If the HTTP port cannot be bound the broker keeps running without a console (log
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import logging
 import re
+from collections.abc import Callable
 from typing import Any
 
 __all__ = ["BrokerConsole", "parse_http_listeners"]
@@ -45,27 +49,55 @@ def parse_http_listeners(text: str) -> list[tuple[str, int]]:
     return out
 
 
-class BrokerConsole:
-    """The HTTP listener of one broker. ``bound`` is (host, port) once started."""
+def _import_console() -> None:
+    """The console's modules (jinja2, prometheus-client, h11, odradek.client: 0.2-0.5 s here),
+    imported in a worker thread so that neither the broker's start nor its event loop waits."""
+    import importlib
 
-    def __init__(self, console: Any, loop_lag: Any, bound: tuple[str, int]) -> None:
-        self.console = console
-        self.loop_lag = loop_lag
-        self.bound = bound
+    for name in ("odradek.console.app", "odradek.metrics.broker", "prometheus_client"):
+        importlib.import_module(name)
+
+
+class BrokerConsole:
+    """The HTTP listener of one broker, started in the background by ``start_soon()`` once the
+    broker serves Kafka requests (so that ``odradek broker`` is ready as fast as without it).
+    ``bound`` is (host, port) once listening, else None; ``started`` completes then (or when
+    the listener could not start)."""
+
+    def __init__(self, broker: Any, listeners: str, ready: Callable[[], bool] | None = None) -> None:
+        self.broker = broker
+        self.addresses = parse_http_listeners(listeners)
+        self.ready = ready
+        self.bound: tuple[str, int] | None = None
+        self.console: Any = None
+        self.loop_lag: Any = None
+        self._task: asyncio.Task[None] | None = None
 
     @property
-    def url(self) -> str:
-        return f"http://{self.bound[0]}:{self.bound[1]}"
-
-    @staticmethod
-    async def start(
-        broker: Any, listeners: str, ready: Any = None
-    ) -> BrokerConsole | None:
-        """Start the console for ``broker`` on the first of ``listeners``; None when empty or
-        when the port cannot be bound. ``ready()`` answers /health (default: always ready)."""
-        addresses = parse_http_listeners(listeners)
-        if not addresses:
+    def url(self) -> str | None:
+        if self.bound is None:
             return None
+        host, port = self.bound
+        return f"http://{host if ':' not in host else f'[{host}]'}:{port}"
+
+    def start_soon(self) -> None:
+        if self.addresses and self._task is None:
+            self._task = asyncio.get_running_loop().create_task(self._start())
+
+    async def started(self) -> None:
+        if self._task is not None:
+            await asyncio.shield(self._task)
+
+    async def _start(self) -> None:
+        try:
+            await asyncio.get_running_loop().run_in_executor(None, _import_console)
+            await self._listen()
+        except asyncio.CancelledError:
+            raise
+        except Exception:
+            log.exception("console failed to start (the broker runs without it)")
+
+    async def _listen(self) -> None:
         from prometheus_client import ProcessCollector
 
         from odradek.console.app import Console
@@ -77,7 +109,8 @@ class BrokerConsole:
             broker_state,
         )
 
-        host, port = addresses[0]
+        broker = self.broker
+        host, port = self.addresses[0]
         metrics = broker.metrics
         if metrics is None:
             metrics = broker.metrics = BrokerMetrics()
@@ -97,7 +130,7 @@ class BrokerConsole:
                 loop_lag,
                 ProcessCollector(registry=None),  # process_* (CPU, RSS, open fds)
             ],
-            ready=ready,
+            ready=self.ready,
             title=f"odradek broker {broker.node_id}",
         )
         try:
@@ -105,12 +138,20 @@ class BrokerConsole:
         except OSError as exc:
             log.error("console: cannot listen on http://%s:%s: %s (running without it)", host, port, exc)
             await source.close()
-            return None
+            return
         loop_lag.start()
-        shown = host if ":" not in host else f"[{host}]"
-        log.info("console listening on http://%s:%s", shown, bound_port)
-        return BrokerConsole(console, loop_lag, (host, bound_port))
+        self.console, self.loop_lag = console, loop_lag
+        self.bound = (host, bound_port)
+        log.info("console listening on %s", self.url)
 
     async def stop(self) -> None:
-        await self.loop_lag.stop()
-        await self.console.stop()
+        task, self._task = self._task, None
+        if task is not None and not task.done():
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await task
+        if self.loop_lag is not None:
+            await self.loop_lag.stop()
+        if self.console is not None:
+            await self.console.stop()
+        self.bound = None
