@@ -161,7 +161,8 @@ class Broker:
 
     @property
     def http_address(self) -> tuple[str, int] | None:
-        """touch(broker): (host, port) of the console's HTTP listener, None when off."""
+        """touch(broker): (host, port) of the console's HTTP listener; None when off or not yet
+        listening (it starts in the background, logging ``console listening on <url>``)."""
         return self._console.bound if self._console is not None else None
 
     async def start(self) -> None:
@@ -229,13 +230,15 @@ class Broker:
             raise
         self._tasks.append(loop.create_task(self._maintenance_loop()))
         self._started = True
-        # touch(broker): the console's HTTP listener (http.listeners; empty = off)
+        # touch(broker): the console's HTTP listener (http.listeners; empty = off), started in
+        # the background so that it does not delay the broker's start
         if self.config.http_listeners:
             from odradek.console.broker import BrokerConsole
 
-            self._console = await BrokerConsole.start(
+            self._console = BrokerConsole(
                 self, self.config.http_listeners, ready=lambda: self._started
             )
+            self._console.start_soon()
         log.info("broker %s listening on %s:%s", self.node_id, self.host, self.bound_port)
 
     async def _start_coordinator(self) -> None:
