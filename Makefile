@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 SUDO := $(shell [ "$$(id -u)" = "0" ] || echo sudo)
 PYTEST_ARGS ?=
 
-.PHONY: run test stress venv install install-test system-deps lint typecheck bench clean
+.PHONY: run test stress venv install install-test system-deps lint typecheck bench clean console-assets
 
 run: install ## create .venv, install odradek, start one broker on 127.0.0.1:9092
 	$(BIN)/odradek broker
@@ -34,12 +34,15 @@ $(VENV)/.installed-test: pyproject.toml src/odradek/client/_speedups.c | $(BIN)/
 install: $(VENV)/.installed
 install-test: $(VENV)/.installed-test
 
-# Debian packages the interop, Spark and cluster tests use; installed only when missing.
+# Debian packages the interop, Spark, cluster and console (browser) tests use; installed only
+# when missing.
 system-deps:
 	@missing=""; \
 	command -v kcat >/dev/null 2>&1 || missing="$$missing kcat"; \
 	command -v java >/dev/null 2>&1 || missing="$$missing openjdk-17-jre-headless"; \
 	[ -e /usr/share/java/zookeeper.jar ] || missing="$$missing zookeeper"; \
+	command -v chromium >/dev/null 2>&1 || missing="$$missing chromium"; \
+	command -v chromedriver >/dev/null 2>&1 || missing="$$missing chromium-driver"; \
 	if [ -n "$$missing" ]; then \
 		echo "installing Debian packages:$$missing"; \
 		$(SUDO) apt-get update -qq && DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq $$missing; \
@@ -59,6 +62,20 @@ bench: install-test system-deps
 	$(BIN)/python bench/groups.py
 	$(BIN)/python bench/embedded.py
 	$(BIN)/python bench/spark.py
+
+# The console's browser assets (htmx, uPlot) come from the npm registry; the minified files and
+# their licences are committed under src/odradek/console/static (package data, no CDN).
+HTMX_VERSION ?= 2.0.11
+UPLOT_VERSION ?= 1.6.32
+console-assets:
+	rm -rf build/npm && mkdir -p build/npm
+	cd build/npm && npm pack --silent htmx.org@$(HTMX_VERSION) uplot@$(UPLOT_VERSION) >/dev/null
+	cd build/npm && for f in *.tgz; do mkdir -p $${f%.tgz} && tar xzf $$f -C $${f%.tgz}; done
+	cp build/npm/htmx.org-$(HTMX_VERSION)/package/dist/htmx.min.js src/odradek/console/static/
+	cp build/npm/htmx.org-$(HTMX_VERSION)/package/LICENSE src/odradek/console/static/htmx.LICENSE
+	cp build/npm/uplot-$(UPLOT_VERSION)/package/dist/uPlot.iife.min.js src/odradek/console/static/
+	cp build/npm/uplot-$(UPLOT_VERSION)/package/dist/uPlot.min.css src/odradek/console/static/
+	cp build/npm/uplot-$(UPLOT_VERSION)/package/LICENSE src/odradek/console/static/uPlot.LICENSE
 
 clean:
 	rm -rf $(VENV) build dist src/*.egg-info .pytest_cache .mypy_cache .ruff_cache

@@ -147,6 +147,14 @@ def _listeners_value(text: str) -> str:
     return text.strip()
 
 
+def _http_listeners_value(text: str) -> str:
+    # touch(broker): the console's HTTP listener (odradek.console.broker)
+    from odradek.console.broker import parse_http_listeners
+
+    parse_http_listeners(text)
+    return text.strip()
+
+
 def _advertised_value(text: str) -> str:
     if text.strip():
         parse_listeners(text, "advertised.listeners")
@@ -173,6 +181,12 @@ BROKER_KEYS: dict[str, ConfigKey] = {
         ),
         _k(
             "advertised.listeners", _advertised_value, "", "Told to clients; defaults to listeners."
+        ),
+        _k(
+            "http.listeners",
+            _http_listeners_value,
+            "http://127.0.0.1:9644",
+            "The console, /metrics and /health (http://host:port); empty turns it off.",
         ),
         _k("broker.id", _int(-1), 0, "This broker's id (node id)."),
         _k("node.id", _int(-1), -1, "Alias of broker.id when set."),
@@ -245,6 +259,7 @@ class BrokerConfig:
 
     listeners: str
     advertised_listeners: str
+    http_listeners: str
     broker_id: int
     node_id: int
     log_dirs: str

@@ -31,6 +31,7 @@ import functools
 import logging
 import os
 import struct
+import time
 from collections import deque
 from typing import Any, Protocol
 
@@ -68,10 +69,18 @@ Route = tuple[ApiSpec, RequestCodec, bool] | str
 to close the connection."""
 
 
+class RequestMetrics(Protocol):
+    """Where a connection reports each request it answered (odradek.metrics.BrokerMetrics)."""
+
+    def request_done(self, api_key: int, version: int, seconds: float, request_bytes: int) -> None: ...
+
+
 class ConnectionOwner(Protocol):
     """What a connection needs from the broker that accepted it."""
 
     registry: dict[int, ApiSpec]
+    metrics: RequestMetrics | None
+    """Request count, latency and size; None when nothing collects them (no console)."""
     routes: dict[tuple[int, int], Route]
     """Shared cache of ``KafkaConnection._route`` answers."""
     stopping: bool
@@ -312,6 +321,7 @@ class KafkaConnection(asyncio.Protocol):
         services = self._services
         assert services is not None
         ctx = RequestContext(services, header, self.client_host, self.connection_id)
+        started = time.perf_counter()
         coro: Any = spec.handler(ctx, request)
         try:
             yielded = coro.send(None)
@@ -322,6 +332,9 @@ class KafkaConnection(asyncio.Protocol):
                 log.exception("%s v%d response encoding failed", spec.name, version)
                 parts = self._error(spec, info, correlation_id, request)
             self._emit(out, parts)
+            metrics = self.owner.metrics
+            if metrics is not None:
+                metrics.request_done(api_key, version, time.perf_counter() - started, n)
             return
         except Exception:
             log.exception("%s v%d handler failed", spec.name, version)
@@ -332,7 +345,9 @@ class KafkaConnection(asyncio.Protocol):
         task = asyncio.get_running_loop().create_task(_finish(coro, yielded))
         self._tasks.add(task)
         task.add_done_callback(
-            lambda t: self._task_done(t, slot, spec, info, correlation_id, request)
+            lambda t: self._task_done(
+                t, slot, spec, info, correlation_id, request, (version, started, n)
+            )
         )
 
     def _task_done(
@@ -343,8 +358,15 @@ class KafkaConnection(asyncio.Protocol):
         info: RequestCodec,
         correlation_id: int,
         request: Any,
+        timing: tuple[int, float, int],
     ) -> None:
+        """Answer a handler that suspended (e.g. a long-polling Fetch); ``timing`` is (version,
+        perf_counter at arrival, request bytes) for the request metrics."""
         self._tasks.discard(task)
+        metrics = self.owner.metrics
+        if metrics is not None:
+            version, started, request_bytes = timing
+            metrics.request_done(spec.key, version, time.perf_counter() - started, request_bytes)
         if self._closing:
             return
         parts: Any

@@ -25,10 +25,11 @@ import asyncio
 import contextlib
 import logging
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from odradek.broker.api import ApiSpec
 from odradek.broker.config import BrokerConfig
-from odradek.broker.connection import KafkaConnection, Route
+from odradek.broker.connection import KafkaConnection, RequestMetrics, Route
 from odradek.broker.coordinator_writer import BrokerPartitionWriter, complete_now
 from odradek.broker.metadata import LocalMetadataStore
 from odradek.broker.metadata_store import BrokerInfo, MetadataStore, TopicMetadata
@@ -42,6 +43,9 @@ from odradek.broker.topic_admin import TopicAdmin
 from odradek.clock import Clock, SystemClock
 from odradek.coordinator import CoordinatorConfig, GroupConfig, GroupCoordinator
 from odradek.storage import LogConfig, LogManager
+
+if TYPE_CHECKING:
+    from odradek.console.broker import BrokerConsole
 
 __all__ = ["Broker", "KafkaConnection", "coordinator_config", "default_log_config"]
 
@@ -123,6 +127,9 @@ class Broker:
         self.coordinator_writer: BrokerPartitionWriter
         self.group_coordinator: GroupCoordinator
         self._services: BrokerServices | None = None
+        # the console (http.listeners) sets .metrics when it starts; connections feed it
+        self.metrics: RequestMetrics | None = None
+        self._console: BrokerConsole | None = None
 
     # -- what connections see ----------------------------------------------------------------
 
@@ -156,6 +163,12 @@ class Broker:
             host = "127.0.0.1" if self.host in ("0.0.0.0", "::", "") else self.host
         port = adv.port if self.config.advertised_listeners and adv.port else self.bound_port
         return host, port
+
+    @property
+    def http_address(self) -> tuple[str, int] | None:
+        """(host, port) of the console's HTTP listener; None when off or not yet listening (it
+        starts in the background and logs ``console listening on <url>``)."""
+        return self._console.bound if self._console is not None else None
 
     # -- lifecycle ---------------------------------------------------------------------------
 
@@ -233,6 +246,15 @@ class Broker:
             raise
         self._tasks.append(loop.create_task(self._maintenance_loop()))
         self._started = True
+        if self.config.http_listeners:
+            # the console, /metrics and /health; started in the background (its imports run in
+            # a worker thread) so that it does not delay the broker's start
+            from odradek.console.broker import BrokerConsole
+
+            self._console = BrokerConsole(
+                self, self.config.http_listeners, ready=lambda: self._started
+            )
+            self._console.start_soon()
         log.info("broker %s listening on %s:%s", self.node_id, self.host, self.bound_port)
 
     def new_group_coordinator(self) -> GroupCoordinator:
@@ -246,6 +268,10 @@ class Broker:
             return
         self._started = False
         self.stopping = True
+        if self._console is not None:  # first: its client talks to this broker
+            console, self._console = self._console, None
+            with contextlib.suppress(Exception):
+                await console.stop()
         if self._server is not None:
             self._server.close()
         self.purgatory.close()

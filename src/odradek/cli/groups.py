@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import datetime
 import sys
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
@@ -87,6 +88,37 @@ def _committed(admin: Admin, group: str) -> dict[TopicPartition, int]:
     return {tp: om.offset for tp, om in admin.list_group_offsets(group).items() if om is not None}
 
 
+def _first_timestamps(
+    bootstrap: str, positions: dict[TopicPartition, int], timeout_s: float = 5.0
+) -> dict[TopicPartition, int]:
+    """Timestamp of the record at each position (the first one a group has not consumed), read
+    with a group-less consumer; partitions that give no record within ``timeout_s`` are left out."""
+    from odradek.client import Consumer
+
+    out: dict[TopicPartition, int] = {}
+    if not positions:
+        return out
+    config = {
+        "bootstrap.servers": bootstrap,
+        "client.id": CLIENT_ID,
+        "enable.auto.commit": False,
+        "max.partition.fetch.bytes": 65536,
+        "fetch.max.wait.ms": 100,
+    }
+    with Consumer(config) as consumer:
+        consumer.assign(list(positions))
+        for tp, offset in positions.items():
+            consumer.seek(tp, offset)
+        deadline = time.monotonic() + timeout_s
+        while len(out) < len(positions) and time.monotonic() < deadline:
+            for r in consumer.poll(timeout=max(0.0, deadline - time.monotonic())):
+                tp = TopicPartition(r.topic, r.partition)
+                if tp in positions and tp not in out and r.offset >= positions[tp]:
+                    out[tp] = r.timestamp
+                    consumer.pause(tp)
+    return out
+
+
 def _table(rows: list[list[str]]) -> str:
     if not rows:
         return ""
@@ -136,7 +168,8 @@ def describe(
         DEFAULT_BOOTSTRAP, "--bootstrap-server", help=BOOTSTRAP_HELP
     ),
 ) -> None:
-    """State, members, and per partition: committed offset, log end offset, lag, owner."""
+    """State, members, and per partition: committed offset, log end offset, lag in records
+    and in seconds (age of the first record not yet consumed), owner."""
 
     def run() -> None:
         with _admin(bootstrap_server) as admin:
@@ -148,6 +181,14 @@ def describe(
                     owners[TopicPartition(*tp)] = m
             partitions = sorted(set(committed) | set(owners))
             ends = _list_offsets(admin, partitions, -1)
+            starts = _list_offsets(admin, partitions, -2)
+            lagging = {
+                tp: max(committed[tp], starts.get(tp, 0))
+                for tp in partitions
+                if tp in committed and tp in ends and ends[tp] > committed[tp]
+            }
+            stamps = _first_timestamps(bootstrap_server, lagging)
+            now_ms = int(time.time() * 1000)
             typer.echo(
                 f"Group {group}: state {g.state}, protocol {g.protocol_type or '-'}"
                 f"/{g.protocol or '-'}, {len(g.members)} member(s)"
@@ -177,6 +218,7 @@ def describe(
                     "CURRENT-OFFSET",
                     "LOG-END-OFFSET",
                     "LAG",
+                    "LAG-SECONDS",
                     "CONSUMER-ID",
                     "HOST",
                     "CLIENT-ID",
@@ -186,6 +228,13 @@ def describe(
                 current = committed.get(tp)
                 end = ends.get(tp)
                 lag = "-" if current is None or end is None else str(max(end - current, 0))
+                # now - timestamp of the first unconsumed record; 0 when caught up
+                if lag == "0":
+                    lag_seconds = "0"
+                elif tp in stamps:
+                    lag_seconds = f"{max(now_ms - stamps[tp], 0) / 1000:.1f}"
+                else:
+                    lag_seconds = "-"
                 owner = owners.get(tp)
                 rows.append(
                     [
@@ -194,6 +243,7 @@ def describe(
                         "-" if current is None else str(current),
                         "-" if end is None else str(end),
                         lag,
+                        lag_seconds,
                         owner.member_id if owner else "-",
                         owner.client_host if owner else "-",
                         owner.client_id if owner else "-",

@@ -17,7 +17,8 @@ straight into Arrow for analytics (the Spark data source).
 
 from __future__ import annotations
 
-from ._range import read_range_arrow
+from typing import TYPE_CHECKING, Any
+
 from ._sync import Admin, Consumer, Producer
 from .aio.admin import ConfigEntry, GroupDescription, MemberDescription, NewTopic
 from .aio.consumer import ConsumerRebalanceListener
@@ -31,6 +32,20 @@ from .types import (
     TopicDescription,
     TopicPartition,
 )
+
+if TYPE_CHECKING:
+    from ._range import read_range_arrow
+
+
+def __getattr__(name: str) -> Any:
+    # read_range_arrow imports pyarrow (~26 MB RSS): only when asked for, so that a broker
+    # running the console (which uses this client) does not pay for it
+    if name == "read_range_arrow":
+        from ._range import read_range_arrow
+
+        return read_range_arrow
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
 
 __all__ = [
     "Admin",

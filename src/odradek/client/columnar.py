@@ -25,7 +25,7 @@ import pyarrow as pa
 from odradek.protocol.records import BATCH_HEADER_SIZE, decompress, iter_batch_headers, iter_records
 
 try:
-    from . import _speedups  # type: ignore[attr-defined]
+    from . import _speedups  # type: ignore[attr-defined, unused-ignore]
 except ImportError:  # pragma: no cover - depends on the build
     _speedups = None
 

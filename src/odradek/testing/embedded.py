@@ -76,6 +76,8 @@ TEST_DEFAULTS: dict[str, str] = {
     "offsets.topic.num.partitions": "1",
     # Let tests use short session timeouts (Kafka refuses anything below 6 s by default).
     "group.min.session.timeout.ms": "100",
+    # No console / HTTP listener unless asked ("http.listeners": "http://127.0.0.1:0").
+    "http.listeners": "",
 }
 """Settings every EmbeddedBroker starts from (before the caller's settings)."""
 

@@ -77,6 +77,9 @@ class BrokerProcess:
             )
         self.settings.setdefault("log.dirs", str(self.data_dir))
         self.settings.setdefault("listeners", "PLAINTEXT://127.0.0.1:0")
+        # touch(testing): no console unless asked (http.listeners), so test brokers never fight
+        # over its default port
+        self.settings.setdefault("http.listeners", "")
         self.start_timeout = start_timeout
         self.python = python or sys.executable
         self.log_level = log_level

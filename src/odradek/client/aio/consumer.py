@@ -33,7 +33,7 @@ from ._group import GroupMembership
 from ._offsets import commit_group_offsets, fetch_group_offsets, list_offsets
 
 try:
-    from .. import _speedups  # type: ignore[attr-defined]
+    from .. import _speedups  # type: ignore[attr-defined, unused-ignore]
 except ImportError:  # pragma: no cover
     _speedups = None
 

@@ -50,7 +50,7 @@ from ..errors import KafkaConnectionError, KafkaError, KafkaTimeoutError, Produc
 from ..types import RecordMetadata, TopicPartition
 
 try:  # compiled twin of the batch encoder
-    from .. import _speedups  # type: ignore[attr-defined]
+    from .. import _speedups  # type: ignore[attr-defined, unused-ignore]
 except ImportError:  # pragma: no cover - depends on the build
     _speedups = None
 

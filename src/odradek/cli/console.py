@@ -1,0 +1,67 @@
+"""`odradek console --bootstrap-server HOST:PORT`: the broker's web console and /metrics,
+served against any Kafka-compatible cluster (Apache Kafka included) through odradek.client.
+
+    odradek console --bootstrap-server kafka:9092 --listen http://127.0.0.1:9644
+
+It serves the same pages, JSON API and kafka_exporter series as a broker's ``http.listeners``;
+broker internals (request latency, log sizes, purgatory) are only known inside an odradek broker.
+"""
+
+from __future__ import annotations
+
+import sys
+from typing import Annotated
+
+import typer
+
+from ._clientopts import BOOTSTRAP_HELP, DEFAULT_BOOTSTRAP, fail, parse_props
+
+__all__ = ["app"]
+
+app = typer.Typer(add_completion=False, invoke_without_command=True)
+
+
+@app.callback(invoke_without_command=True)
+def console(
+    bootstrap_server: Annotated[str, typer.Option("--bootstrap-server", "-b", help=BOOTSTRAP_HELP)] = DEFAULT_BOOTSTRAP,
+    listen: Annotated[str, typer.Option("--listen", help="Where to serve: http://host:port (port 0: any free port).")] = "http://127.0.0.1:9644",
+    prop: Annotated[list[str] | None, typer.Option("--property", "-X", help="Client config key=value, repeatable.")] = None,
+    sample_interval: Annotated[float, typer.Option("--sample-interval", help="Seconds between lag samples (charts, time to clear).")] = 5.0,
+) -> None:
+    """Serve the web console and /metrics for a Kafka-compatible cluster."""
+    import asyncio
+    import signal
+
+    from odradek.console.app import Console
+    from odradek.console.broker import parse_http_listeners
+    from odradek.console.source import ClusterSource
+
+    try:
+        addresses = parse_http_listeners(listen)
+    except ValueError as exc:
+        fail(f"--listen: {exc}")
+    if not addresses:
+        fail("--listen: give http://host:port")
+    host, port = addresses[0]
+
+    async def main() -> None:
+        source = ClusterSource(bootstrap_server, client_config=parse_props(prop))
+        app_ = Console(source, title="odradek console", sample_interval_s=sample_interval)
+        try:
+            bound = await app_.start(host, port)
+        except OSError as exc:
+            fail(f"cannot listen on {listen}: {exc}")
+        shown = host if ":" not in host else f"[{host}]"
+        sys.stdout.write(f"odradek console on http://{shown}:{bound} for {bootstrap_server}\n")
+        sys.stdout.flush()
+        stop = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            try:
+                loop.add_signal_handler(sig, stop.set)
+            except (NotImplementedError, RuntimeError):
+                pass
+        await stop.wait()
+        await app_.stop()
+
+    asyncio.run(main())

@@ -1,0 +1,409 @@
+"""The console: routes, pages and the Prometheus endpoint over a ``ClusterSource``.
+
+Routes (GET unless marked):
+
+* ``/metrics`` Prometheus text format (cluster series from a snapshot at most
+  ``metrics_max_age_s`` old, plus any extra collectors, e.g. the broker's internals);
+* ``/health`` 200 ``ready`` or 503 ``not ready`` (``ready()`` decides; the broker passes its own);
+* ``/`` cluster and brokers; ``/topics``; ``/topics/<t>`` partitions, configs, message browser;
+  ``/topics/<t>/messages?partition=&offset=|timestamp=&limit=&format=text|json|hex`` (HTML
+  fragment); ``/groups``; ``/groups/<g>`` state, members, lag; ``/groups/<g>/lag`` (fragment);
+* POST ``/groups/<g>/reset`` (form: topic, to) and POST ``/groups/<g>/delete``: only with the
+  ``HX-Request`` header htmx sends (a cross-site form cannot set it), after the page's
+  confirmation dialog;
+* ``/api/cluster``, ``/api/topics``, ``/api/topics/<t>``, ``/api/topics/<t>/messages``,
+  ``/api/groups``, ``/api/groups/<g>``, ``/api/groups/<g>/history`` JSON;
+* ``/static/<file>`` the vendored htmx and uPlot (package data; no CDN).
+
+A background task refreshes the snapshot every ``sample_interval_s`` so that the lag charts and
+the time-to-clear estimates have history even when nobody scrapes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import dataclasses
+import datetime
+import json
+import logging
+import math
+from collections.abc import Callable, Iterable
+from importlib import resources
+from typing import Any
+from urllib.parse import unquote
+
+import jinja2
+from prometheus_client import CollectorRegistry, generate_latest
+from prometheus_client.exposition import CONTENT_TYPE_LATEST
+from prometheus_client.registry import Collector
+
+from odradek.client import KafkaError
+from odradek.console.http import HttpServer, Request, Response
+from odradek.console.source import MAX_BROWSE, ClusterSource
+from odradek.metrics.cluster import ClusterCollector, ClusterSnapshot
+
+__all__ = ["Console"]
+
+log = logging.getLogger("odradek.console")
+
+_STATIC_TYPES = {
+    ".js": "text/javascript; charset=utf-8",
+    ".css": "text/css; charset=utf-8",
+    ".png": "image/png",
+}
+_VALUE_PREVIEW = 4096
+"""Bytes of a key or value shown per record in the browser (the rest is cut)."""
+
+
+def _duration(seconds: float | None) -> str:
+    if seconds is None:
+        return "?"
+    if seconds < 0:
+        return "not clearing"
+    if math.isinf(seconds):
+        return "∞"
+    if seconds < 1:
+        return f"{seconds * 1000:.0f} ms"
+    if seconds < 120:
+        return f"{seconds:.1f} s"
+    if seconds < 7200:
+        return f"{seconds / 60:.1f} min"
+    return f"{seconds / 3600:.1f} h"
+
+
+def _size(n: int | None) -> str:
+    if n is None:
+        return "?"
+    value = float(n)
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if value < 1024 or unit == "TiB":
+            return f"{value:.0f} {unit}" if unit == "B" else f"{value:.1f} {unit}"
+        value /= 1024
+    return f"{n} B"  # pragma: no cover
+
+
+def _timestamp(ms: int) -> str:
+    if ms < 0:
+        return "-"
+    return datetime.datetime.fromtimestamp(ms / 1000, datetime.UTC).isoformat(
+        timespec="milliseconds"
+    )
+
+
+def render_bytes(data: bytes | None, fmt: str) -> str:
+    """A key, value or header value as text, pretty JSON or hex (cut at _VALUE_PREVIEW)."""
+    if data is None:
+        return "null"
+    cut = data[:_VALUE_PREVIEW]
+    suffix = f" … ({len(data)} bytes)" if len(data) > _VALUE_PREVIEW else ""
+    if fmt == "hex":
+        return cut.hex(" ") + suffix
+    text = cut.decode("utf-8", "replace")
+    if fmt == "json":
+        with contextlib.suppress(ValueError):
+            return json.dumps(json.loads(data), indent=2, ensure_ascii=False)
+    return text + suffix
+
+
+def _jsonable(obj: Any) -> Any:
+    if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
+        return {f.name: _jsonable(getattr(obj, f.name)) for f in dataclasses.fields(obj)}
+    if isinstance(obj, dict):
+        return {str(k): _jsonable(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [_jsonable(v) for v in obj]
+    if isinstance(obj, float) and not math.isfinite(obj):
+        return None
+    return obj
+
+
+def _json(obj: Any, status: int = 200) -> Response:
+    return Response(status, json.dumps(_jsonable(obj)).encode(), "application/json")
+
+
+def _text(status: int, text: str) -> Response:
+    return Response(status, text.encode(), "text/plain; charset=utf-8")
+
+
+class Console:
+    """Serve the console and /metrics for ``source`` on the running event loop."""
+
+    def __init__(
+        self,
+        source: ClusterSource,
+        *,
+        collectors: Iterable[Collector] = (),
+        ready: Callable[[], bool] | None = None,
+        title: str = "odradek",
+        metrics_max_age_s: float = 1.0,
+        sample_interval_s: float = 5.0,
+    ) -> None:
+        self.source = source
+        self.ready = ready
+        self.title = title
+        self.metrics_max_age_s = metrics_max_age_s
+        self.sample_interval_s = sample_interval_s
+        self.registry = CollectorRegistry(auto_describe=False)
+        self.registry.register(ClusterCollector(lambda: source.latest))
+        for collector in collectors:
+            self.registry.register(collector)
+        self.env = jinja2.Environment(
+            loader=jinja2.PackageLoader("odradek.console", "templates"),
+            autoescape=True,
+            trim_blocks=True,
+            lstrip_blocks=True,
+        )
+        self.env.filters["duration"] = _duration
+        self.env.filters["size"] = _size
+        self.env.filters["timestamp"] = _timestamp
+        self.env.globals["render_bytes"] = render_bytes
+        self.env.globals["title"] = title
+        self.http = HttpServer(self.handle)
+        self._sampler: asyncio.Task[None] | None = None
+        self._metrics_cache: tuple[float, bytes] | None = None
+
+    async def start(self, host: str, port: int) -> int:
+        """Listen on host:port (0: any free port); returns the bound port."""
+        bound = await self.http.start(host, port)
+        self._sampler = asyncio.get_running_loop().create_task(self._sample())
+        return bound
+
+    async def stop(self) -> None:
+        task, self._sampler = self._sampler, None
+        if task is not None:
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await task
+        await self.http.stop()
+        await self.source.close()
+
+    async def _sample(self) -> None:
+        while True:
+            try:
+                await self.source.snapshot(max_age_s=self.sample_interval_s / 2)
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:
+                log.debug("console: snapshot failed: %s", exc)
+            await asyncio.sleep(self.sample_interval_s)
+
+    # -- dispatch -------------------------------------------------------------------------------
+
+    async def handle(self, req: Request) -> Response:
+        path = req.path.rstrip("/") or "/"
+        parts = [unquote(p) for p in path.split("/") if p]
+        try:
+            if req.method == "POST":
+                return await self._post(req, parts)
+            if req.method not in ("GET", "HEAD"):
+                return _text(405, "method not allowed\n")
+            return await self._get(req, parts)
+        except KafkaError as exc:
+            return self._page("error.html", {"message": str(exc)}, status=502)
+
+    async def _get(self, req: Request, parts: list[str]) -> Response:
+        match parts:
+            case []:
+                snap = await self.source.snapshot(self.metrics_max_age_s)
+                return self._page("cluster.html", {"snap": snap})
+            case ["metrics"]:
+                return Response(200, await self._metrics_text(), CONTENT_TYPE_LATEST)
+            case ["health"]:
+                ok = self.ready() if self.ready is not None else True
+                return _text(200 if ok else 503, "ready\n" if ok else "not ready\n")
+            case ["static", name]:
+                return self._static(name)
+            case ["topics"]:
+                snap = await self.source.snapshot(self.metrics_max_age_s)
+                return self._page("topics.html", {"snap": snap})
+            case ["topics", topic]:
+                snap = await self._snapshot_with(topic=topic)
+                t = snap.topics.get(topic)
+                if t is None:
+                    return self._page("error.html", {"message": f"no topic {topic}"}, 404)
+                configs = await self.source.topic_configs(topic)
+                return self._page("topic.html", {"snap": snap, "topic": t, "configs": configs})
+            case ["topics", topic, "messages"]:
+                records, fmt, error = await self._browse(topic, req.query)
+                return self._page(
+                    "messages.html", {"records": records, "fmt": fmt, "error": error}
+                )
+            case ["groups"]:
+                snap = await self.source.snapshot(self.metrics_max_age_s)
+                return self._page("groups.html", {"snap": snap})
+            case ["groups", group]:
+                snap = await self._snapshot_with(group=group)
+                g = snap.groups.get(group)
+                if g is None:
+                    return self._page("error.html", {"message": f"no group {group}"}, 404)
+                return self._page("group.html", {"snap": snap, "group": g})
+            case ["groups", group, "lag"]:
+                snap = await self.source.snapshot(self.metrics_max_age_s)
+                g = snap.groups.get(group)
+                if g is None:
+                    return self._page("error.html", {"message": f"no group {group}"}, 404)
+                return self._page("group_lag.html", {"group": g})
+            case ["api", *rest]:
+                return await self._api(req, rest)
+        return self._page("error.html", {"message": f"no page {req.path}"}, 404)
+
+    async def _snapshot_with(self, topic: str | None = None, group: str | None = None) -> ClusterSnapshot:
+        """A recent snapshot; a fresh one when the one at hand lacks the topic or group."""
+        snap = await self.source.snapshot(self.metrics_max_age_s)
+        if (topic is not None and topic not in snap.topics) or (
+            group is not None and group not in snap.groups
+        ):
+            snap = await self.source.snapshot(0)
+        return snap
+
+    async def _metrics_text(self) -> bytes:
+        """The exposition, rendered at most once per ``metrics_max_age_s``: Prometheus scrapes
+        every 15 s or so, but a tight scrape loop (dashboards, benchmarks) must not make the
+        broker re-render every histogram each time (~0.15 ms per histogram in prometheus-client)."""
+        now = asyncio.get_running_loop().time()
+        cached = self._metrics_cache
+        if cached is not None and now - cached[0] < self.metrics_max_age_s:
+            return cached[1]
+        await self._fresh_or_stale()
+        body = generate_latest(self.registry)
+        self._metrics_cache = (asyncio.get_running_loop().time(), body)
+        return body
+
+    async def _fresh_or_stale(self) -> ClusterSnapshot | None:
+        """A fresh snapshot for /metrics; if the cluster does not answer, the last one."""
+        try:
+            return await self.source.snapshot(self.metrics_max_age_s)
+        except (TimeoutError, KafkaError, OSError) as exc:
+            log.warning("console: cluster snapshot failed: %s", exc)
+            return self.source.latest
+
+    async def _api(self, req: Request, parts: list[str]) -> Response:
+        snap = await self.source.snapshot(self.metrics_max_age_s)
+        match parts:
+            case ["cluster"]:
+                return _json(
+                    {
+                        "cluster_id": snap.cluster_id,
+                        "controller": snap.controller,
+                        "brokers": snap.brokers,
+                        "taken_ms": snap.taken_ms,
+                    }
+                )
+            case ["topics"]:
+                return _json(list(snap.topics.values()))
+            case ["topics", topic]:
+                t = snap.topics.get(topic)
+                if t is None:
+                    return _json({"error": f"no topic {topic}"}, 404)
+                configs = await self.source.topic_configs(topic)
+                return _json({"topic": t, "configs": {k: c._asdict() for k, c in configs.items()}})
+            case ["topics", topic, "messages"]:
+                records, fmt, error = await self._browse(topic, req.query)
+                if error:
+                    return _json({"error": error}, 400)
+                return _json(
+                    [
+                        {
+                            "partition": r.partition,
+                            "offset": r.offset,
+                            "timestamp": r.timestamp,
+                            "key": render_bytes(r.key, fmt) if r.key is not None else None,
+                            "value": render_bytes(r.value, fmt) if r.value is not None else None,
+                            "headers": [[k, render_bytes(v, fmt)] for k, v in r.headers],
+                        }
+                        for r in records
+                    ]
+                )
+            case ["groups"]:
+                return _json(list(snap.groups.values()))
+            case ["groups", group]:
+                g = snap.groups.get(group)
+                if g is None:
+                    return _json({"error": f"no group {group}"}, 404)
+                return _json(g)
+            case ["groups", group, "history"]:
+                hist = self.source.history
+                keys = hist.group_keys(group)
+                series = {f"{t}-{p}": hist.series(group, t, p) for t, p in keys}
+                return _json(
+                    {
+                        name: [[s.at_ms / 1000, s.lag] for s in samples]
+                        for name, samples in series.items()
+                    }
+                )
+        return _json({"error": "not found"}, 404)
+
+    async def _browse(self, topic: str, query: dict[str, str]) -> tuple[list[Any], str, str | None]:
+        fmt = query.get("format", "text")
+        if fmt not in ("text", "json", "hex"):
+            fmt = "text"
+        try:
+            partition = int(query.get("partition", "0"))
+            limit = min(int(query.get("limit", "20") or 20), MAX_BROWSE)
+            offset = query.get("offset", "").strip()
+            stamp = query.get("timestamp", "").strip()
+            timestamp_ms: int | None = None
+            if stamp:
+                if stamp.lstrip("-").isdigit():
+                    timestamp_ms = int(stamp)
+                else:
+                    dt = datetime.datetime.fromisoformat(stamp.replace("Z", "+00:00"))
+                    if dt.tzinfo is None:
+                        dt = dt.replace(tzinfo=datetime.UTC)
+                    timestamp_ms = int(dt.timestamp() * 1000)
+            start = int(offset) if offset and timestamp_ms is None else None
+        except ValueError as exc:
+            return [], fmt, f"bad query: {exc}"
+        records = await self.source.read(
+            topic, partition, offset=start, timestamp_ms=timestamp_ms, limit=limit
+        )
+        return records, fmt, None
+
+    async def _post(self, req: Request, parts: list[str]) -> Response:
+        if req.headers.get("hx-request") != "true":
+            return _text(403, "actions need the console page (HX-Request header)\n")
+        form = req.form()
+        match parts:
+            case ["groups", group, "reset"]:
+                topic = form.get("topic", "")
+                to: str | int = form.get("to", "earliest")
+                if to not in ("earliest", "latest"):
+                    try:
+                        to = int(to)
+                    except ValueError:
+                        return self._page("flash.html", {"ok": False, "message": f"bad offset {to!r}"})
+                try:
+                    new = await self.source.reset_offsets(group, topic, to)
+                except KafkaError as exc:
+                    return self._page("flash.html", {"ok": False, "message": str(exc)})
+                text = ", ".join(f"{tp.topic}-{tp.partition} → {o}" for tp, o in sorted(new.items()))
+                return self._page(
+                    "flash.html", {"ok": True, "message": f"committed {len(new)} offset(s): {text}"}
+                )
+            case ["groups", group, "delete"]:
+                try:
+                    await self.source.delete_group(group)
+                except KafkaError as exc:
+                    return self._page("flash.html", {"ok": False, "message": str(exc)})
+                return self._page("flash.html", {"ok": True, "message": f"deleted group {group}"})
+        return _text(404, "not found\n")
+
+    # -- rendering ------------------------------------------------------------------------------
+
+    def _page(self, template: str, context: dict[str, Any], status: int = 200) -> Response:
+        body = self.env.get_template(template).render(**context)
+        return Response(status, body.encode())
+
+    def _static(self, name: str) -> Response:
+        if "/" in name or name.startswith("."):
+            return _text(404, "not found\n")
+        suffix = name[name.rfind(".") :] if "." in name else ""
+        ctype = _STATIC_TYPES.get(suffix)
+        if ctype is None:
+            return _text(404, "not found\n")
+        try:
+            data = resources.files("odradek.console").joinpath("static", name).read_bytes()
+        except (FileNotFoundError, IsADirectoryError):
+            return _text(404, "not found\n")
+        return Response(200, data, ctype, [("cache-control", "max-age=86400")])

@@ -1,0 +1,157 @@
+"""The console inside a broker: ``http.listeners`` parsing and the start/stop the broker calls.
+
+``http.listeners`` is a comma-separated list of ``http://host:port`` (default
+``http://127.0.0.1:9644``; empty turns the listener off; port 0 picks a free port). Only the first
+entry is served for now.
+
+``BrokerConsole(broker, listeners).start_soon()`` (called once the broker serves Kafka requests)
+imports the console's modules in a worker thread, then builds:
+
+* ``broker.metrics``'s ``BrokerMetrics`` (request counts and latency, fed by the connection);
+* ``BrokerStateCollector`` (log sizes and offsets, connections, purgatory) and ``EventLoopLag``;
+* a ``ClusterSource`` talking to the broker's own advertised Kafka address through
+  odradek.client on the same event loop (topics, groups, lag: kafka_exporter's series), with
+  log sizes read from the broker's logs;
+* the ``Console`` HTTP server on the same loop.
+
+If the HTTP port cannot be bound the broker keeps running without a console (logged as an error).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import re
+from collections.abc import Callable
+from typing import Any
+
+__all__ = ["BrokerConsole", "parse_http_listeners"]
+
+log = logging.getLogger("odradek.console")
+
+_HTTP_RE = re.compile(r"^http://(\[[^\]]*\]|[^:/]*):(\d+)/?$")
+
+
+def parse_http_listeners(text: str) -> list[tuple[str, int]]:
+    """``"http://127.0.0.1:9644,http://[::1]:9645"`` -> [(host, port)]; "" -> []."""
+    out: list[tuple[str, int]] = []
+    for item in (s.strip() for s in text.split(",")):
+        if not item:
+            continue
+        m = _HTTP_RE.match(item)
+        if m is None:
+            raise ValueError(f"expected http://host:port, got {item!r}")
+        port = int(m.group(2))
+        if port > 65535:
+            raise ValueError(f"port out of range in {item!r}")
+        out.append((m.group(1).strip("[]"), port))
+    return out
+
+
+def _import_console() -> None:
+    """The console's modules (jinja2, prometheus-client, h11, odradek.client: 0.2-0.5 s here),
+    imported in a worker thread so that neither the broker's start nor its event loop waits."""
+    import importlib
+
+    for name in ("odradek.console.app", "odradek.metrics.broker", "prometheus_client"):
+        importlib.import_module(name)
+
+
+class BrokerConsole:
+    """The HTTP listener of one broker, started in the background by ``start_soon()`` once the
+    broker serves Kafka requests (so that ``odradek broker`` is ready as fast as without it).
+    ``bound`` is (host, port) once listening, else None; ``started`` completes then (or when
+    the listener could not start)."""
+
+    def __init__(self, broker: Any, listeners: str, ready: Callable[[], bool] | None = None) -> None:
+        self.broker = broker
+        self.addresses = parse_http_listeners(listeners)
+        self.ready = ready
+        self.bound: tuple[str, int] | None = None
+        self.console: Any = None
+        self.loop_lag: Any = None
+        self._task: asyncio.Task[None] | None = None
+
+    @property
+    def url(self) -> str | None:
+        if self.bound is None:
+            return None
+        host, port = self.bound
+        return f"http://{host if ':' not in host else f'[{host}]'}:{port}"
+
+    def start_soon(self) -> None:
+        if self.addresses and self._task is None:
+            self._task = asyncio.get_running_loop().create_task(self._start())
+
+    async def started(self) -> None:
+        if self._task is not None:
+            await asyncio.shield(self._task)
+
+    async def _start(self) -> None:
+        try:
+            await asyncio.get_running_loop().run_in_executor(None, _import_console)
+            await self._listen()
+        except asyncio.CancelledError:
+            raise
+        except Exception:
+            log.exception("console failed to start (the broker runs without it)")
+
+    async def _listen(self) -> None:
+        from prometheus_client import ProcessCollector
+
+        from odradek.console.app import Console
+        from odradek.console.source import ClusterSource
+        from odradek.metrics.broker import (
+            BrokerMetrics,
+            BrokerStateCollector,
+            EventLoopLag,
+            broker_state,
+        )
+
+        broker = self.broker
+        host, port = self.addresses[0]
+        metrics = broker.metrics
+        if metrics is None:
+            metrics = broker.metrics = BrokerMetrics()
+        state = broker_state(broker)
+        kafka_host, kafka_port = broker.advertised_address
+
+        def log_sizes() -> dict[tuple[str, int], int]:
+            return {(plog.topic, plog.partition): plog.size_in_bytes for plog in state.logs()}
+
+        loop_lag = EventLoopLag()
+        source = ClusterSource(f"{kafka_host}:{kafka_port}", log_sizes=log_sizes)
+        console = Console(
+            source,
+            collectors=[
+                metrics,
+                BrokerStateCollector(state, metrics),
+                loop_lag,
+                ProcessCollector(registry=None),  # process_* (CPU, RSS, open fds)
+            ],
+            ready=self.ready,
+            title=f"odradek broker {broker.node_id}",
+        )
+        try:
+            bound_port = await console.start(host, port)
+        except OSError as exc:
+            log.error("console: cannot listen on http://%s:%s: %s (running without it)", host, port, exc)
+            await source.close()
+            return
+        loop_lag.start()
+        self.console, self.loop_lag = console, loop_lag
+        self.bound = (host, bound_port)
+        log.info("console listening on %s", self.url)
+
+    async def stop(self) -> None:
+        task, self._task = self._task, None
+        if task is not None and not task.done():
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await task
+        if self.loop_lag is not None:
+            await self.loop_lag.stop()
+        if self.console is not None:
+            await self.console.stop()
+        self.bound = None

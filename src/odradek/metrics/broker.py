@@ -1,0 +1,365 @@
+"""Broker internals as Prometheus metrics, in the style of Kafka's JMX names.
+
+``BrokerMetrics`` holds what must be counted as it happens, with plain methods the broker calls:
+
+* ``request_done(api_key, version, seconds, request_bytes, response_bytes)`` once per answered
+  request (the only hot-path call: a dict lookup, a bisect and a few additions; no locks, it runs
+  on the event loop);
+* ``topic_bytes_in(topic, n, records)`` / ``topic_bytes_out(topic, n)`` for per-topic traffic
+  (optional hooks in Produce / Fetch; counters stay absent until called).
+
+Everything else is read from the broker when Prometheus scrapes (``BrokerStateCollector``), through
+the small ``BrokerState`` protocol: partition logs (log size, start and end offsets, high
+watermark), purgatory size, connection count. ``EventLoopLag`` measures how late a timer fires.
+
+Exported series (``docs/operations.md`` describes each one):
+
+* ``kafka_network_requestmetrics_requests_total{request,version}``
+* ``kafka_network_requestmetrics_totaltime_seconds{request}`` (histogram)
+* ``kafka_network_requestmetrics_request_bytes_total{request}``, ``..._response_bytes_total{request}``
+* ``kafka_server_brokertopicmetrics_bytesin_total{topic}``, ``..._bytesout_total{topic}``,
+  ``..._messagesin_total{topic}``
+* ``kafka_server_socketserver_connections``
+* ``kafka_log_log_size{topic,partition}``, ``kafka_log_log_logstartoffset{topic,partition}``,
+  ``kafka_log_log_logendoffset{topic,partition}``, ``kafka_log_log_numlogsegments{topic,partition}``
+* ``kafka_server_replicamanager_partitioncount``, ``..._underreplicatedpartitions``
+* ``kafka_server_delayedoperationpurgatory_purgatorysize{delayedoperation}``
+* ``odradek_event_loop_lag_seconds`` (histogram), ``odradek_event_loop_lag_max_seconds``
+"""
+
+from __future__ import annotations
+
+import asyncio
+import bisect
+import contextlib
+import time
+from collections.abc import Callable, Iterable, Iterator
+from typing import Any, Protocol
+
+from prometheus_client.core import (
+    CounterMetricFamily,
+    GaugeMetricFamily,
+    HistogramMetricFamily,
+    Metric,
+)
+from prometheus_client.registry import Collector
+
+__all__ = [
+    "LATENCY_BUCKETS",
+    "BrokerMetrics",
+    "BrokerState",
+    "BrokerStateCollector",
+    "EventLoopLag",
+    "broker_state",
+]
+
+LATENCY_BUCKETS = (
+    0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0,
+    10.0,
+)
+"""Upper bounds (seconds) of the request-latency and event-loop-lag histograms."""
+
+
+def _api_names() -> dict[int, str]:
+    """Kafka's request names (``Produce``, ``Fetch``...) by API key, from the broker's registry."""
+    try:
+        from odradek.broker.registry import load_registry
+
+        return {key: spec.name for key, spec in load_registry().items()}
+    except Exception:  # pragma: no cover - the names are a nicety, never a failure
+        return {}
+
+
+class _Histogram:
+    """Counts per bucket, sum and count; exported as a Prometheus histogram."""
+
+    __slots__ = ("buckets", "count", "sum")
+
+    def __init__(self, n: int) -> None:
+        self.buckets = [0] * (n + 1)
+        self.count = 0
+        self.sum = 0.0
+
+    def observe(self, bounds: tuple[float, ...], value: float) -> None:
+        self.buckets[bisect.bisect_left(bounds, value)] += 1
+        self.count += 1
+        self.sum += value
+
+    def cumulative(self, bounds: tuple[float, ...]) -> list[tuple[str, float]]:
+        out: list[tuple[str, float]] = []
+        total = 0
+        for bound, n in zip(bounds, self.buckets, strict=False):
+            total += n
+            out.append((repr(bound), float(total)))
+        out.append(("+Inf", float(self.count)))
+        return out
+
+
+class BrokerMetrics(Collector):
+    """Counters the broker updates as requests are answered; a Prometheus collector."""
+
+    def __init__(self, api_names: dict[int, str] | None = None) -> None:
+        self._names = api_names if api_names is not None else _api_names()
+        self._count: dict[tuple[int, int], int] = {}
+        self._latency: dict[int, _Histogram] = {}
+        self._bytes_req: dict[int, int] = {}
+        self._bytes_resp: dict[int, int] = {}
+        self._topic_in: dict[str, list[int]] = {}  # topic -> [bytes, records]
+        self._topic_out: dict[str, int] = {}
+
+    # -- called by the broker -----------------------------------------------------------------
+
+    def request_done(
+        self,
+        api_key: int,
+        version: int,
+        seconds: float,
+        request_bytes: int = 0,
+        response_bytes: int = 0,
+    ) -> None:
+        key = (api_key, version)
+        count = self._count
+        count[key] = count.get(key, 0) + 1
+        hist = self._latency.get(api_key)
+        if hist is None:
+            hist = self._latency[api_key] = _Histogram(len(LATENCY_BUCKETS))
+        hist.observe(LATENCY_BUCKETS, seconds)
+        if request_bytes:
+            self._bytes_req[api_key] = self._bytes_req.get(api_key, 0) + request_bytes
+        if response_bytes:
+            self._bytes_resp[api_key] = self._bytes_resp.get(api_key, 0) + response_bytes
+
+    def topic_bytes_in(self, topic: str, nbytes: int, records: int) -> None:
+        entry = self._topic_in.get(topic)
+        if entry is None:
+            entry = self._topic_in[topic] = [0, 0]
+        entry[0] += nbytes
+        entry[1] += records
+
+    def topic_bytes_out(self, topic: str, nbytes: int) -> None:
+        self._topic_out[topic] = self._topic_out.get(topic, 0) + nbytes
+
+    # -- read back ----------------------------------------------------------------------------
+
+    def request_name(self, api_key: int) -> str:
+        return self._names.get(api_key, str(api_key))
+
+    def request_counts(self) -> dict[tuple[str, int], int]:
+        return {(self.request_name(k), v): n for (k, v), n in self._count.items()}
+
+    def collect(self) -> Iterator[Metric]:
+        requests = CounterMetricFamily(
+            "kafka_network_requestmetrics_requests",
+            "Requests answered, per API (Kafka's RequestMetrics RequestsPerSec).",
+            labels=["request", "version"],
+        )
+        for (key, version), n in sorted(self._count.items()):
+            requests.add_metric([self.request_name(key), str(version)], n)
+        yield requests
+        latency = HistogramMetricFamily(
+            "kafka_network_requestmetrics_totaltime_seconds",
+            "Time from a request's arrival to its response being queued (Kafka's TotalTimeMs).",
+            labels=["request"],
+        )
+        for key, hist in sorted(self._latency.items()):
+            latency.add_metric(
+                [self.request_name(key)], hist.cumulative(LATENCY_BUCKETS), sum_value=hist.sum
+            )
+        yield latency
+        for name, doc, values in (
+            ("request_bytes", "Request bytes received, per API.", self._bytes_req),
+            ("response_bytes", "Response bytes queued, per API.", self._bytes_resp),
+        ):
+            if not values and name == "response_bytes":
+                continue  # only when the broker reports response sizes
+            fam = CounterMetricFamily(
+                f"kafka_network_requestmetrics_{name}", doc, labels=["request"]
+            )
+            for key, n in sorted(values.items()):
+                fam.add_metric([self.request_name(key)], n)
+            yield fam
+        if self._topic_in:
+            bytes_in = CounterMetricFamily(
+                "kafka_server_brokertopicmetrics_bytesin",
+                "Record bytes appended by producers, per topic (BytesInPerSec).",
+                labels=["topic"],
+            )
+            for topic, (nbytes, _records) in sorted(self._topic_in.items()):
+                bytes_in.add_metric([topic], nbytes)
+            yield bytes_in
+        if self._topic_out:
+            bytes_out = CounterMetricFamily(
+                "kafka_server_brokertopicmetrics_bytesout",
+                "Record bytes sent to consumers, per topic (BytesOutPerSec).",
+                labels=["topic"],
+            )
+            for topic, nbytes in sorted(self._topic_out.items()):
+                bytes_out.add_metric([topic], nbytes)
+            yield bytes_out
+
+
+class LogView(Protocol):
+    """What the collectors read from one partition log (storage.PartitionLog has these)."""
+
+    topic: str
+    partition: int
+    log_start_offset: int
+    log_end_offset: int
+    high_watermark: int
+
+    @property
+    def size_in_bytes(self) -> int: ...
+
+    @property
+    def segment_count(self) -> int: ...
+
+
+class BrokerState(Protocol):
+    """The broker state read at scrape time. ``broker_state(broker)`` adapts a Broker."""
+
+    def logs(self) -> Iterable[LogView]: ...
+
+    def connection_count(self) -> int: ...
+
+    def purgatory_size(self) -> int: ...
+
+    def under_replicated(self) -> int: ...
+
+
+class _BrokerAdapter:
+    """The one place that knows where the broker keeps the state the collectors read."""
+
+    def __init__(self, broker: Any) -> None:
+        self._broker = broker
+
+    def logs(self) -> Iterable[LogView]:
+        lm = self._broker.log_manager
+        return lm.all_logs() if lm is not None else []
+
+    def connection_count(self) -> int:
+        count = self._broker.connection_count  # a property of Broker
+        return int(count() if callable(count) else count)
+
+    def purgatory_size(self) -> int:
+        return int(self._broker.purgatory.watching())
+
+    def under_replicated(self) -> int:
+        return 0  # one broker, replication factor 1: nothing can be under-replicated
+
+
+def broker_state(broker: Any) -> BrokerState:
+    return _BrokerAdapter(broker)
+
+
+class BrokerStateCollector(Collector):
+    """Series read from the broker when Prometheus scrapes (see the module docstring)."""
+
+    def __init__(self, state: BrokerState, metrics: BrokerMetrics | None = None) -> None:
+        self.state = state
+        self.metrics = metrics
+
+    def collect(self) -> Iterator[Metric]:
+        st = self.state
+        yield GaugeMetricFamily(
+            "kafka_server_socketserver_connections",
+            "Open client connections.",
+            value=st.connection_count(),
+        )
+        size = GaugeMetricFamily(
+            "kafka_log_log_size", "Bytes of the partition's log segments.", labels=["topic", "partition"]
+        )
+        start = GaugeMetricFamily(
+            "kafka_log_log_logstartoffset", "Log start offset.", labels=["topic", "partition"]
+        )
+        end = GaugeMetricFamily(
+            "kafka_log_log_logendoffset", "Log end offset.", labels=["topic", "partition"]
+        )
+        segments = GaugeMetricFamily(
+            "kafka_log_log_numlogsegments", "Number of segments.", labels=["topic", "partition"]
+        )
+        messages: dict[str, int] = {}
+        count = 0
+        for plog in st.logs():
+            labels = [plog.topic, str(plog.partition)]
+            size.add_metric(labels, plog.size_in_bytes)
+            start.add_metric(labels, plog.log_start_offset)
+            end.add_metric(labels, plog.log_end_offset)
+            segments.add_metric(labels, plog.segment_count)
+            messages[plog.topic] = messages.get(plog.topic, 0) + plog.log_end_offset
+            count += 1
+        yield from (size, start, end, segments)
+        messages_in = CounterMetricFamily(
+            "kafka_server_brokertopicmetrics_messagesin",
+            "Records appended to the topic since its logs began (sum of log end offsets; "
+            "MessagesInPerSec as a counter).",
+            labels=["topic"],
+        )
+        for topic, n in sorted(messages.items()):
+            messages_in.add_metric([topic], n)
+        yield messages_in
+        yield GaugeMetricFamily(
+            "kafka_server_replicamanager_partitioncount",
+            "Partitions with a log on this broker.",
+            value=count,
+        )
+        yield GaugeMetricFamily(
+            "kafka_server_replicamanager_underreplicatedpartitions",
+            "Partitions led here whose ISR is smaller than their replica set.",
+            value=st.under_replicated(),
+        )
+        purgatory = GaugeMetricFamily(
+            "kafka_server_delayedoperationpurgatory_purgatorysize",
+            "Requests parked in a purgatory.",
+            labels=["delayedoperation"],
+        )
+        purgatory.add_metric(["Fetch"], st.purgatory_size())
+        yield purgatory
+
+
+class EventLoopLag(Collector):
+    """How late a timer on the event loop fires: a ``probe`` task sleeps ``interval_s`` and
+    records the overshoot (time spent in callbacks that did not yield)."""
+
+    def __init__(
+        self, interval_s: float = 0.25, monotonic: Callable[[], float] = time.monotonic
+    ) -> None:
+        self.interval_s = interval_s
+        self._monotonic = monotonic
+        self._hist = _Histogram(len(LATENCY_BUCKETS))
+        self.max_s = 0.0
+        self.last_s = 0.0
+        self._task: asyncio.Task[None] | None = None
+
+    def observe(self, lag_s: float) -> None:
+        lag_s = max(lag_s, 0.0)
+        self.last_s = lag_s
+        self.max_s = max(self.max_s, lag_s)
+        self._hist.observe(LATENCY_BUCKETS, lag_s)
+
+    async def probe(self) -> None:
+        while True:
+            before = self._monotonic()
+            await asyncio.sleep(self.interval_s)
+            self.observe(self._monotonic() - before - self.interval_s)
+
+    def start(self) -> None:
+        if self._task is None:
+            self._task = asyncio.get_running_loop().create_task(self.probe())
+
+    async def stop(self) -> None:
+        task, self._task = self._task, None
+        if task is not None:
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+
+    def collect(self) -> Iterator[Metric]:
+        hist = HistogramMetricFamily(
+            "odradek_event_loop_lag_seconds",
+            "How late the event loop ran a timer (a measure of blocking work on the loop).",
+        )
+        hist.add_metric([], self._hist.cumulative(LATENCY_BUCKETS), sum_value=self._hist.sum)
+        yield hist
+        yield GaugeMetricFamily(
+            "odradek_event_loop_lag_max_seconds", "Largest event-loop lag seen.", value=self.max_s
+        )

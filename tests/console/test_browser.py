@@ -1,0 +1,129 @@
+"""The console in a real browser: Debian's chromium + chromium-driver, driven by Selenium.
+
+Opens the home page, a topic page and a group page, checks that the names and the lag figures
+are visible after the pages' scripts (htmx, uPlot) ran, browses a message by offset, and saves
+a screenshot of each page into the test's temporary folder.
+"""
+
+from __future__ import annotations
+
+import shutil
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from odradek.client import Admin, Producer, TopicPartition
+
+from .conftest import ConsoleBroker
+
+webdriver = pytest.importorskip("selenium.webdriver")
+from selenium.webdriver.common.by import By  # noqa: E402
+from selenium.webdriver.support import expected_conditions as ec  # noqa: E402
+from selenium.webdriver.support.ui import WebDriverWait  # noqa: E402
+
+CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
+CHROMEDRIVER = shutil.which("chromedriver")
+pytestmark = [
+    pytest.mark.timeout(120),
+    pytest.mark.skipif(
+        CHROMIUM is None or CHROMEDRIVER is None,
+        reason="needs Debian's chromium and chromium-driver (make system-deps)",
+    ),
+]
+
+TOPIC = "browser-topic"
+GROUP = "browser-group"
+
+
+@pytest.fixture(scope="module")
+def state(console_broker: ConsoleBroker) -> ConsoleBroker:
+    conf = {"bootstrap.servers": console_broker.bootstrap}
+    with Admin(conf) as admin:
+        admin.create_topics([TOPIC])
+    with Producer(conf) as producer:
+        for i in range(100):
+            producer.send(TOPIC, b'{"order": %d, "item": "widget"}' % i, key=b"order-%d" % i)
+        producer.flush()
+    with Admin(conf) as admin:
+        admin.alter_group_offsets(GROUP, {TopicPartition(TOPIC, 0): 40})
+    return console_broker
+
+
+@pytest.fixture(scope="module")
+def driver(tmp_path_factory: pytest.TempPathFactory) -> Iterator[object]:
+    from selenium.webdriver.chrome.options import Options
+    from selenium.webdriver.chrome.service import Service
+
+    options = Options()
+    assert CHROMIUM is not None and CHROMEDRIVER is not None
+    options.binary_location = CHROMIUM
+    for flag in (
+        "--headless",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--disable-quic",
+        "--no-first-run",
+        "--disable-background-networking",
+        "--disable-component-update",
+        "--disable-sync",
+        "--window-size=1280,1000",
+        f"--user-data-dir={tmp_path_factory.mktemp('chromium-profile')}",
+    ):
+        options.add_argument(flag)
+    drv = webdriver.Chrome(service=Service(CHROMEDRIVER), options=options)
+    drv.set_page_load_timeout(30)
+    try:
+        yield drv
+    finally:
+        drv.quit()
+
+
+def wait(drv: object, seconds: float = 20) -> WebDriverWait:
+    return WebDriverWait(drv, seconds)
+
+
+def test_home_page(state: ConsoleBroker, driver: object, tmp_path: Path) -> None:
+    driver.get(state.url + "/")
+    table = wait(driver).until(ec.visibility_of_element_located((By.ID, "topics")))
+    wait(driver).until(lambda d: TOPIC in d.find_element(By.ID, "topics").text)
+    assert GROUP in driver.find_element(By.ID, "groups").text
+    assert "127.0.0.1" in driver.find_element(By.ID, "brokers").text
+    assert table.is_displayed()
+    driver.save_screenshot(str(tmp_path / "home.png"))
+    assert (tmp_path / "home.png").stat().st_size > 5000
+
+
+def test_topic_page_and_message_by_offset(state: ConsoleBroker, driver: object, tmp_path: Path) -> None:
+    driver.get(f"{state.url}/topics/{TOPIC}")
+    assert wait(driver).until(ec.visibility_of_element_located((By.ID, "topic-name"))).text == TOPIC
+    partitions = driver.find_element(By.ID, "partitions").text
+    assert "100" in partitions  # end offset
+    offset = driver.find_element(By.ID, "browse-offset")
+    offset.clear()
+    offset.send_keys("42")
+    driver.find_element(By.ID, "browse-go").click()  # htmx fetches the records fragment
+    wait(driver).until(ec.visibility_of_element_located((By.ID, "records")))
+    rows = driver.find_elements(By.CSS_SELECTOR, "#records tr.record")
+    assert rows, "no records shown"
+    first = rows[0].text
+    assert first.startswith("42") and "order-42" in first and '"order": 42' in first
+    driver.save_screenshot(str(tmp_path / "topic.png"))
+
+
+def test_group_page_shows_lag(state: ConsoleBroker, driver: object, tmp_path: Path) -> None:
+    driver.get(f"{state.url}/groups/{GROUP}")
+    assert wait(driver).until(ec.visibility_of_element_located((By.ID, "group-name"))).text == GROUP
+    # the lag table arrives through htmx after the page loaded
+    lag_table = wait(driver).until(ec.visibility_of_element_located((By.ID, "lag-table")))
+    assert driver.find_element(By.ID, "total-lag").text == "60"
+    cells = [c.text for c in lag_table.find_elements(By.CSS_SELECTOR, "td")]
+    assert TOPIC in cells and "40" in cells and "100" in cells and "60" in cells
+    seconds = driver.find_element(By.ID, "lag-seconds").text
+    assert seconds.endswith(("ms", "s", "min", "h")) and seconds != "?"
+    # the uPlot chart was drawn from /api/groups/<g>/history
+    wait(driver).until(
+        lambda d: d.find_element(By.ID, "chart").get_attribute("data-ready") == "1"
+    )
+    assert driver.find_elements(By.CSS_SELECTOR, "#chart canvas")
+    driver.save_screenshot(str(tmp_path / "group.png"))

@@ -1,0 +1,150 @@
+"""/metrics, /health and /api of a real broker process against known states."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+from prometheus_client.parser import text_string_to_metric_families
+
+from odradek.client import Admin, Producer, TopicPartition
+
+from .conftest import ConsoleBroker
+
+pytestmark = pytest.mark.timeout(90)
+
+TOPIC = "metrics-topic"
+GROUP = "metrics-group"
+
+
+def samples(text: str) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
+    out = {}
+    for family in text_string_to_metric_families(text):
+        for s in family.samples:
+            out[(s.name, tuple(sorted(s.labels.items())))] = s.value
+    return out
+
+
+def sample(all_: dict, name: str, **labels: str) -> float | None:
+    return all_.get((name, tuple(sorted(labels.items()))))
+
+
+def wait_metrics(cb: ConsoleBroker, ok, timeout: float = 20.0) -> dict:
+    """Scrape until ``ok(samples)`` holds (the console caches a snapshot for up to 1 s)."""
+    deadline = time.monotonic() + timeout
+    last: dict = {}
+    while time.monotonic() < deadline:
+        status, text = cb.get("/metrics")
+        assert status == 200
+        last = samples(text)
+        if ok(last):
+            return last
+        time.sleep(0.2)
+    raise AssertionError(f"metrics never matched; last: {sorted(k for k in last if 'consumergroup' in k[0])}")
+
+
+@pytest.fixture(scope="module")
+def lagging(console_broker: ConsoleBroker) -> ConsoleBroker:
+    """100 records in TOPIC (one partition), GROUP committed at 40: lag 60."""
+    conf = {"bootstrap.servers": console_broker.bootstrap}
+    with Admin(conf) as admin:
+        admin.create_topics([TOPIC])
+    with Producer(conf) as producer:
+        for i in range(100):
+            producer.send(TOPIC, b'{"n": %d}' % i, key=b"key-%d" % i, headers=[("h", b"v")])
+        producer.flush()
+    with Admin(conf) as admin:
+        admin.alter_group_offsets(GROUP, {TopicPartition(TOPIC, 0): 40})
+    return console_broker
+
+
+def test_health(console_broker: ConsoleBroker) -> None:
+    assert console_broker.get("/health") == (200, "ready\n")
+
+
+def test_lag_and_offsets(lagging: ConsoleBroker) -> None:
+    m = wait_metrics(
+        lagging,
+        lambda s: sample(s, "kafka_consumergroup_lag", consumergroup=GROUP, topic=TOPIC, partition="0")
+        is not None,
+    )
+    g = {"consumergroup": GROUP, "topic": TOPIC, "partition": "0"}
+    tp = {"topic": TOPIC, "partition": "0"}
+    assert sample(m, "kafka_consumergroup_lag", **g) == 60
+    assert sample(m, "kafka_consumergroup_current_offset", **g) == 40
+    assert sample(m, "kafka_consumergroup_lag_sum", consumergroup=GROUP, topic=TOPIC) == 60
+    assert sample(m, "kafka_consumergroup_members", consumergroup=GROUP) == 0
+    lag_s = sample(m, "kafka_consumergroup_lag_seconds", **g)
+    assert lag_s is not None and 0 <= lag_s < 120
+    assert sample(m, "kafka_brokers") == 1
+    assert sample(m, "kafka_topic_partitions", topic=TOPIC) == 1
+    assert sample(m, "kafka_topic_partition_current_offset", **tp) == 100
+    assert sample(m, "kafka_topic_partition_oldest_offset", **tp) == 0
+    assert sample(m, "kafka_topic_partition_in_sync_replica", **tp) == 1
+    assert sample(m, "kafka_topic_partition_under_replicated_partition", **tp) == 0
+    # broker internals, read from the broker's state at scrape time
+    assert sample(m, "kafka_log_log_logendoffset", **tp) == 100
+    size = sample(m, "kafka_log_log_size", **tp)
+    assert size is not None and size > 100 * 10
+    assert sample(m, "kafka_server_brokertopicmetrics_messagesin_total", topic=TOPIC) == 100
+    produce = sample(m, "kafka_network_requestmetrics_requests_total", request="Produce", version="9")
+    produce = produce or sum(
+        v for (name, labels), v in m.items()
+        if name == "kafka_network_requestmetrics_requests_total" and ("request", "Produce") in labels
+    )
+    assert produce >= 1
+    count = sample(m, "kafka_network_requestmetrics_totaltime_seconds_count", request="Produce")
+    assert count is not None and count >= 1
+    assert sample(m, "kafka_server_socketserver_connections") is not None
+    assert sample(m, "kafka_server_delayedoperationpurgatory_purgatorysize", delayedoperation="Fetch") is not None
+    assert sample(m, "odradek_event_loop_lag_max_seconds") is not None
+
+
+def test_caught_up_group_has_zero_lag_seconds(lagging: ConsoleBroker) -> None:
+    with Admin({"bootstrap.servers": lagging.bootstrap}) as admin:
+        admin.alter_group_offsets("caught-up", {TopicPartition(TOPIC, 0): 100})
+    g = {"consumergroup": "caught-up", "topic": TOPIC, "partition": "0"}
+    m = wait_metrics(lagging, lambda s: sample(s, "kafka_consumergroup_lag", **g) is not None)
+    assert sample(m, "kafka_consumergroup_lag", **g) == 0
+    assert sample(m, "kafka_consumergroup_lag_seconds", **g) == 0
+    assert sample(m, "kafka_consumergroup_lag_time_to_clear_seconds", **g) in (None, 0)
+
+
+def test_api_and_pages(lagging: ConsoleBroker) -> None:
+    import json
+
+    status, body = lagging.get(f"/api/groups/{GROUP}")
+    assert status == 200
+    group = json.loads(body)
+    (p,) = group["partitions"]
+    assert (p["committed"], p["end"], p["lag"]) == (40, 100, 60)
+    assert p["lag_seconds"] >= 0
+    status, body = lagging.get(f"/api/topics/{TOPIC}/messages?partition=0&offset=41&limit=3")
+    assert status == 200
+    records = json.loads(body)
+    assert [r["offset"] for r in records] == [41, 42, 43]
+    assert records[0]["key"] == "key-41" and records[0]["value"] == '{"n": 41}'
+    assert records[0]["headers"] == [["h", "v"]]
+    status, body = lagging.get(f"/topics/{TOPIC}/messages?partition=0&offset=7&limit=1&format=hex")
+    assert status == 200 and "6b 65 79 2d 37" in body  # "key-7"
+    status, body = lagging.get(f"/groups/{GROUP}/lag")
+    assert status == 200 and ">60<" in body
+    assert lagging.get("/topics/no-such-topic")[0] == 404
+    status, body = lagging.get(f"/topics/{TOPIC}")
+    assert status == 200 and "retention.ms" in body
+
+
+def test_group_actions_need_the_console_header(lagging: ConsoleBroker) -> None:
+    conf = {"bootstrap.servers": lagging.bootstrap}
+    with Admin(conf) as admin:
+        admin.alter_group_offsets("to-reset", {TopicPartition(TOPIC, 0): 10})
+    form = {"topic": TOPIC, "to": "latest"}
+    assert lagging.post("/groups/to-reset/reset", form, {})[0] == 403
+    status, body = lagging.post("/groups/to-reset/reset", form, {"HX-Request": "true"})
+    assert status == 200 and "committed 1 offset" in body
+    with Admin(conf) as admin:
+        assert admin.list_group_offsets("to-reset")[TopicPartition(TOPIC, 0)].offset == 100
+    status, body = lagging.post("/groups/to-reset/delete", {}, {"HX-Request": "true"})
+    assert status == 200 and "deleted group to-reset" in body
+    with Admin(conf) as admin:
+        assert "to-reset" not in {gid for gid, _t, _s in admin.list_groups()}
