@@ -125,6 +125,7 @@ class Broker:
         self.purgatory = Purgatory()
         self.metadata: MetadataStore = None  # type: ignore[assignment]  # set by start()
         self.log_manager: Any = None
+        self.log_cleaner: Any = None
         self.group_coordinator: Any = None
         listener = self.config.listener
         self.host = listener.host or "0.0.0.0"
@@ -174,6 +175,10 @@ class Broker:
             flush_interval_ms=cfg.flush_interval_ms,
             cleanup_policy=cfg.log_cleanup_policy,
             message_timestamp_type=cfg.log_message_timestamp_type,
+            delete_retention_ms=cfg.log_cleaner_delete_retention_ms,
+            min_compaction_lag_ms=cfg.log_cleaner_min_compaction_lag_ms,
+            max_compaction_lag_ms=cfg.log_cleaner_max_compaction_lag_ms,
+            min_cleanable_dirty_ratio=cfg.log_cleaner_min_cleanable_ratio,
         )
         topic_configs = {
             t.name: self.log_config_for(t) for t in self.metadata.topics() if t.configs
@@ -218,8 +223,22 @@ class Broker:
             self.metadata.close()
             raise
         self._tasks.append(loop.create_task(self._maintenance_loop()))
+        self._start_log_cleaner(loop)
         self._started = True
         log.info("broker %s listening on %s:%s", self.node_id, self.host, self.bound_port)
+
+    def _start_log_cleaner(self, loop: asyncio.AbstractEventLoop) -> None:
+        """log.cleaner.*: compaction threads that swap segments through this loop."""
+        from odradek.storage.cleaner import CleanerConfig, LogCleaner
+
+        self.log_cleaner = LogCleaner(
+            self.log_manager,
+            CleanerConfig.from_broker_config({k: self.config.get(k) for k in CleanerConfig.KEYS}),
+            self.clock,
+            loop=loop,
+        )
+        if self.config.log_cleaner_threads > 0:
+            self.log_cleaner.start()
 
     async def _start_coordinator(self) -> None:
         try:
@@ -252,6 +271,8 @@ class Broker:
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await task
         self._tasks.clear()
+        if self.log_cleaner is not None:
+            await asyncio.get_running_loop().run_in_executor(None, self.log_cleaner.shutdown)
         if self._background is not None:
             with contextlib.suppress(Exception):
                 await self._background  # a checkpoint or snapshot still being written
