@@ -138,7 +138,10 @@ def _produce_partition(
     except CorruptRecordError as exc:
         return _failed(index, _CORRUPT, str(exc) or "corrupt record batch")
     except InvalidRecordError as exc:
-        return _failed(index, _INVALID_RECORD, str(exc) or "invalid record batch")
+        # KIP-467: storage lists the offending records (e.g. keyless on a compacted topic)
+        record_errors = tuple(getattr(exc, "record_errors", ()))
+        message = str(exc) or "invalid record batch"
+        return (index, _INVALID_RECORD, -1, -1, -1, record_errors, message)
     except Exception as exc:
         name = type(exc).__name__
         if name == "RecordTooLargeError":
