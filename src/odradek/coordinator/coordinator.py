@@ -387,9 +387,20 @@ class GroupCoordinator:
             handle = self.broker.partition(OFFSETS_TOPIC, p)
             if handle is None:
                 raise RuntimeError(f"{OFFSETS_TOPIC}-{p} does not exist")
-            handle.log.append(build_batch(pairs, now), handle.leader_epoch)
+            handle.log.append(build_batch(pairs, now, self._codec()), handle.leader_epoch)
             self._since_snapshot[p] = self._since_snapshot.get(p, 0) + len(pairs)
         return set(by_partition)
+
+    def _codec(self) -> int:
+        """offsets.topic.compression.codec (Kafka's: 0 none ... 4 zstd)."""
+        return int(
+            _cfg(
+                self.broker.config,
+                "offsets_topic_compression_codec",
+                "offsets.topic.compression.codec",
+                0,
+            )
+        )
 
     def maybe_snapshot(self) -> list[int]:
         """Snapshot every partition whose log has outgrown its live state; returns them."""
@@ -416,7 +427,7 @@ class GroupCoordinator:
         now = self.clock.now_ms()
         for i in range(0, len(records), _SNAPSHOT_BATCH):
             pairs = [self._encode(r) for r in records[i : i + _SNAPSHOT_BATCH]]
-            plog.append(build_batch(pairs, now), handle.leader_epoch)
+            plog.append(build_batch(pairs, now, self._codec()), handle.leader_epoch)
         plog.flush()
         self._snapshot_offsets[p] = base
         self._since_snapshot[p] = 0
