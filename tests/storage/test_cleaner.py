@@ -34,9 +34,7 @@ COMPACT = LogConfig(
 
 
 def kv(key: str, value: str | None, ts: int = T0, **kw: Any) -> bytes:
-    return build_batch(
-        [(key.encode(), None if value is None else value.encode(), (), ts)], **kw
-    )
+    return build_batch([(key.encode(), None if value is None else value.encode(), (), ts)], **kw)
 
 
 def batches(log: Any, offset: int | None = None) -> list[RecordBatch]:
@@ -165,7 +163,9 @@ def test_min_cleanable_dirty_ratio(manager: LogManager) -> None:
 
 def test_min_compaction_lag(manager: LogManager, clock: ManualClock) -> None:
     config = LogConfig(
-        cleanup_policy="compact", segment_bytes=600, min_cleanable_dirty_ratio=0.01,
+        cleanup_policy="compact",
+        segment_bytes=600,
+        min_cleanable_dirty_ratio=0.01,
         min_compaction_lag_ms=10_000,
     )
     log = manager.get_or_create("t", 0, config)
@@ -225,7 +225,9 @@ def test_producer_last_batch_kept_even_if_empty(manager: LogManager) -> None:
 
 def test_transactional_logs_are_left_alone(manager: LogManager) -> None:
     log = manager.get_or_create("t", 0)
-    log.append(kv("a", "1", producer_id=1, producer_epoch=0, base_sequence=0, is_transactional=True), 0)
+    log.append(
+        kv("a", "1", producer_id=1, producer_epoch=0, base_sequence=0, is_transactional=True), 0
+    )
     log.append(kv("a", "2"), 0)
     log.roll()
     cleaner = cleaner_for(manager)
@@ -236,7 +238,9 @@ def test_transactional_logs_are_left_alone(manager: LogManager) -> None:
 
 def test_compact_delete_does_both(manager: LogManager, clock: ManualClock) -> None:
     config = LogConfig(
-        cleanup_policy="compact,delete", segment_bytes=600, min_cleanable_dirty_ratio=0.01,
+        cleanup_policy="compact,delete",
+        segment_bytes=600,
+        min_cleanable_dirty_ratio=0.01,
         retention_ms=60_000,
     )
     log = manager.get_or_create("t", 0, config)
@@ -254,8 +258,10 @@ def test_compressed_batches_are_filtered(manager: LogManager) -> None:
     log = manager.get_or_create("t", 0)
     for codec in (1, 2, 3, 4):
         log.append(
-            build_batch([(b"a", b"x%d" % codec, (), T0), (b"b", b"y%d" % codec, (), T0 + 1)],
-                        compression=codec),
+            build_batch(
+                [(b"a", b"x%d" % codec, (), T0), (b"b", b"y%d" % codec, (), T0 + 1)],
+                compression=codec,
+            ),
             0,
         )
     log.append(kv("a", "last"), 0)
@@ -393,7 +399,8 @@ def test_cleaner_threads_with_an_event_loop_owner(tmp_path: Path) -> None:
         manager = LogManager([tmp_path / "data"], config)
         log = manager.get_or_create("t", 0)
         cleaner = LogCleaner(
-            manager, CleanerConfig(backoff_ms=10, dedupe_buffer_size=1 << 20),
+            manager,
+            CleanerConfig(backoff_ms=10, dedupe_buffer_size=1 << 20),
             loop=asyncio.get_running_loop(),
         )
         cleaner.start()
@@ -451,7 +458,9 @@ ops = st.lists(
 )
 
 
-@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(
+    max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
 @given(ops=ops)
 def test_property_latest_value_per_key(engine: str, tmp_path_factory: Any, ops: Any) -> None:
     """Any sequence of keyed appends and tombstones: after cleaning, a read gives the latest
@@ -472,10 +481,8 @@ def test_property_latest_value_per_key(engine: str, tmp_path_factory: Any, ops: 
         cleaner = cleaner_for(manager)
         cleaner.clean_once()
         written = {}
-        offset = 0
-        for key, value, _ in ops:
+        for offset, (key, value, _) in enumerate(ops):
             written[b"k%d" % key] = (offset, None if value is None else value.hex().encode())
-            offset += 1
         got = records(log)
         assert [r.offset for r in got] == sorted(r.offset for r in got)
         assert {r.key: (r.offset, r.value) for r in got} == written  # tombstones still there

@@ -478,8 +478,13 @@ def clean_log(
             stats.segments_cleaned += 1
         if replacements:
             expected = [(v.segment, v.size) for v in views]
+            # from here on the files belong to the swap: if it fails half-way (an I/O error
+            # after the commit point), start-up recovery completes it or removes them
+            ours, new_segments = new_segments, []
             swapped = owner(lambda: log.replace_cleaned_segments(expected, replacements))
             if not swapped:
+                for new in ours:
+                    log.discard_cleaned_segment(new)
                 logger.info(
                     "%s-%d changed while it was cleaned; discarding the cleaned segments",
                     log.topic,
@@ -487,7 +492,6 @@ def clean_log(
                 )
                 stats.end_offset = to_clean.first_dirty_offset
                 return stats
-            new_segments.clear()
         stats.swapped = True
         return stats
     finally:
