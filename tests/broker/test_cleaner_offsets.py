@@ -55,8 +55,8 @@ async def test_consumer_offsets_stays_bounded_and_reloads(tmp_path: Path) -> Non
         # bounded: a few segments, not 20,000 commits (about 1.3 MB uncompressed)
         # bounded: a handful of segments; without the cleaner 20,000 commits take ~100
         assert peak < 16 * SEGMENT, peak
-        plog = broker.broker.partition(OFFSETS_TOPIC, 0).log
-        assert plog.log_end_offset >= 20_000
+        handle = broker.broker.partition(OFFSETS_TOPIC, 0)
+        assert handle is not None and handle.log.log_end_offset >= 20_000
     finally:
         await broker.astop()
     again = EmbeddedBroker(SETTINGS, storage="file", data_dir=tmp_path, thread=False)
@@ -65,7 +65,7 @@ async def test_consumer_offsets_stays_bounded_and_reloads(tmp_path: Path) -> Non
         coord = again.broker.group_coordinator
         await coord.wait_loaded()
         got = coord.fetch_offsets("g", [("orders", [0, 1, 2, 3])])
-        offsets = {p: om.offset for p, om in got[1][0][1]}
+        offsets = {p: om.offset if om else None for p, om in got[1][0][1]}
         assert offsets == {0: 19_996, 1: 19_997, 2: 19_998, 3: 19_999}, got
     finally:
         await again.astop()
