@@ -497,3 +497,24 @@ def test_property_latest_value_per_key(engine: str, tmp_path_factory: Any, ops: 
         assert {r.key: (r.offset, r.value) for r in got if r.key != b"zz"} == live
     finally:
         manager.close()
+
+
+def test_dump_shows_gaps_and_tombstones(
+    tmp_path: Path, clock: ManualClock, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from odradek.storage.dump import main
+
+    manager = LogManager([tmp_path / "data"], COMPACT, clock)
+    log = manager.get_or_create("t", 0)
+    log.append(build_batch([(b"a", b"1", (), T0), (b"b", b"1", (), T0)]), 0)
+    log.append(kv("a", "2"), 0)
+    log.append(kv("b", None), 0)
+    log.append(kv("c", "1"), 0)
+    log.roll()
+    cleaner_for(manager).clean_once()
+    manager.close()
+    main([str(tmp_path / "data" / "t-0" / "00000000000000000000.log"), "--records"])
+    out = capsys.readouterr().out
+    assert "gap: offsets 0..1 removed by compaction" in out
+    assert "value: null (tombstone)" in out
+    assert "key: b'c' value: b'1'" in out
