@@ -69,3 +69,29 @@ async def test_consumer_offsets_stays_bounded_and_reloads(tmp_path: Path) -> Non
         assert offsets == {0: 19_996, 1: 19_997, 2: 19_998, 3: 19_999}, got
     finally:
         await again.astop()
+
+
+@pytest.mark.parametrize("version", [8, 9, 10])
+def test_produce_lists_keyless_records_kip467(version: int) -> None:
+    """A keyless record on a compacted topic: INVALID_RECORD (87), the offending record listed
+    in record_errors by its index in the batch, nothing of the batch written."""
+    from odradek.protocol.records import build_batch
+
+    from .wire import Wire, create, produce_request
+
+    broker = EmbeddedBroker({}, storage="memory")
+    broker.start()
+    try:
+        with Wire(broker.bootstrap_servers) as wire:
+            create(wire, "c", 1, configs={"cleanup.policy": "compact"})
+            batch = build_batch([(b"a", b"1", (), 0), (None, b"2", (), 0), (b"c", b"3", (), 0)])
+            r = wire.call(produce_request("c", 0, batch, version=version))
+            p = r.responses[0].partition_responses[0]
+            assert p.error_code == 87
+            assert [(e.batch_index, e.batch_index_error_message) for e in p.record_errors] == [
+                (1, "Compacted topic cannot accept message without key.")
+            ]
+            r = wire.call(produce_request("c", 0, build_batch([(b"a", b"1", (), 0)])))
+            assert r.responses[0].partition_responses[0].base_offset == 0  # nothing was written
+    finally:
+        broker.stop()
