@@ -55,7 +55,14 @@ class SkimpyOffsetMap:
         return self.size >= self.max_entries
 
     def clear(self) -> None:
-        self._slots[:] = bytes(len(self._slots))
+        """Empty the map in place (no second buffer: the memory bound holds)."""
+        if self.size:
+            zeros = bytes(min(len(self._slots), 1 << 16))
+            view = memoryview(self._slots)
+            for start in range(0, len(view), len(zeros)):
+                chunk = view[start : start + len(zeros)]
+                chunk[:] = zeros[: len(chunk)]
+            view.release()
         self.size = 0
         self.latest_offset = -1
 
