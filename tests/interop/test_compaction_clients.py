@@ -157,3 +157,23 @@ def test_keyless_record_refused_with_record_errors(
             KafkaError.INVALID_RECORD,
             getattr(KafkaError, "_INVALID_DIFFERENT_RECORD", KafkaError.INVALID_RECORD),
         ), results
+
+
+def test_odradek_client_reads_compacted_topic(
+    compacted: tuple[BrokerProcess, str, dict[bytes, bytes]],
+) -> None:
+    from odradek.client import Consumer, TopicPartition
+
+    broker, topic, latest = compacted
+    got: list[tuple[int, bytes, bytes]] = []
+    with Consumer(
+        {"bootstrap.servers": broker.bootstrap_servers, "auto.offset.reset": "earliest"}
+    ) as consumer:
+        consumer.assign([TopicPartition(topic, 0)])
+        deadline = time.monotonic() + 30
+        idle = 0
+        while time.monotonic() < deadline and idle < 4:
+            batch = consumer.poll(0.5)
+            idle = 0 if batch else idle + 1
+            got.extend((r.offset, r.key, r.value) for r in batch)
+    _check(got, latest)
