@@ -186,6 +186,7 @@ class CleanerStats:
     end_offset: int = 0  # the next first dirty offset
     swapped: bool = False
     elapsed_s: float = 0.0
+    owner_s: float = 0.0  # time spent on the owner thread (snapshot + swap)
     map_entries: int = 0
     map_memory: int = 0
 
@@ -365,7 +366,20 @@ def clean_log(
     log = to_clean.log
     started = time.monotonic()
     stats = CleanerStats(log.topic, log.partition, first_dirty_offset=to_clean.first_dirty_offset)
-    snapshot: _Snapshot | None = owner(lambda: _snapshot(log, to_clean.first_uncleanable_offset))
+
+    def timed(fn: Callable[[], _T]) -> Callable[[], _T]:
+        def run() -> _T:
+            start = time.perf_counter()
+            try:
+                return fn()
+            finally:
+                stats.owner_s += time.perf_counter() - start
+
+        return run
+
+    snapshot: _Snapshot | None = owner(
+        timed(lambda: _snapshot(log, to_clean.first_uncleanable_offset))
+    )
     if snapshot is None:
         return stats
     if offset_map is None:
@@ -500,7 +514,7 @@ def clean_log(
             # from here on the files belong to the swap: if it fails half-way (an I/O error
             # after the commit point), start-up recovery completes it or removes them
             ours, new_segments = new_segments, []
-            swapped = owner(lambda: log.replace_cleaned_segments(expected, replacements))
+            swapped = owner(timed(lambda: log.replace_cleaned_segments(expected, replacements)))
             if not swapped:
                 for new in ours:
                     log.discard_cleaned_segment(new)
