@@ -518,3 +518,19 @@ def test_dump_shows_gaps_and_tombstones(
     assert "gap: offsets 0..1 removed by compaction" in out
     assert "value: null (tombstone)" in out
     assert "key: b'c' value: b'1'" in out
+
+
+def test_io_max_bytes_per_second_throttles(manager: LogManager) -> None:
+    import time
+
+    log = manager.get_or_create("t", 0)
+    fill(log, 20, 20)  # ~30 KB
+    log.roll()
+    size = log.size_in_bytes
+    cleaner = cleaner_for(manager, io_max_bytes_per_second=float(size * 10))
+    start = time.monotonic()
+    stats = cleaner.clean_once()
+    elapsed = time.monotonic() - start
+    assert stats is not None and stats.swapped
+    # the map and the rewrite each read the whole log: at least 0.2 s at 10 logs per second
+    assert elapsed >= 0.18, elapsed
