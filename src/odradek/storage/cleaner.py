@@ -469,9 +469,7 @@ def clean_log(
             for batch in _iter_batches(view.reader, view.size, config.io_buffer_size, throttler):
                 throttler.pause()
                 header = _HEADER.unpack_from(batch)
-                if view.upper > to_clean.first_dirty_offset:
-                    pass  # dirty records were counted while mapping
-                else:
+                if view.upper <= to_clean.first_dirty_offset:  # dirty ones: counted while mapping
                     stats.records_read += header[12]
                 pid = header[9]
                 keep_empty = pid >= 0 and last_batch_of.get(pid) == header[0] + header[6]
