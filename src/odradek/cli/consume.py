@@ -20,9 +20,7 @@ from ._clientopts import BOOTSTRAP_HELP, DEFAULT_BOOTSTRAP, fail, parse_props
 __all__ = ["app"]
 
 app = typer.Typer(
-    add_completion=False,
-    invoke_without_command=True,
-    context_settings={"allow_interspersed_args": True},
+    add_completion=False, invoke_without_command=True, context_settings={"allow_interspersed_args": True}
 )
 
 
@@ -33,36 +31,19 @@ def _text(b: bytes | None) -> str:
 @app.callback(invoke_without_command=True)
 def consume(
     topic: Annotated[str, typer.Argument(help="Topic to consume.")],
-    from_beginning: Annotated[
-        bool, typer.Option("--from-beginning", help="Start at the earliest offset.")
-    ] = False,
-    partition: Annotated[
-        int | None, typer.Option("--partition", "-p", help="Only this partition.")
-    ] = None,
-    offset: Annotated[
-        int | None, typer.Option("--offset", "-o", help="Start offset (needs --partition).")
-    ] = None,
-    max_messages: Annotated[
-        int | None, typer.Option("--max-messages", "-n", help="Exit after this many records.")
-    ] = None,
-    timeout_ms: Annotated[
-        int | None, typer.Option("--timeout-ms", help="Exit when no record arrives for this long.")
-    ] = None,
-    group: Annotated[
-        str | None, typer.Option("--group", "-g", help="Consumer group to join.")
-    ] = None,
+    from_beginning: Annotated[bool, typer.Option("--from-beginning", help="Start at the earliest offset.")] = False,
+    partition: Annotated[int | None, typer.Option("--partition", "-p", help="Only this partition.")] = None,
+    offset: Annotated[int | None, typer.Option("--offset", "-o", help="Start offset (needs --partition).")] = None,
+    max_messages: Annotated[int | None, typer.Option("--max-messages", "-n", help="Exit after this many records.")] = None,
+    timeout_ms: Annotated[int | None, typer.Option("--timeout-ms", help="Exit when no record arrives for this long.")] = None,
+    group: Annotated[str | None, typer.Option("--group", "-g", help="Consumer group to join.")] = None,
     print_key: Annotated[bool, typer.Option("--print-key")] = False,
     print_offset: Annotated[bool, typer.Option("--print-offset")] = False,
     print_timestamp: Annotated[bool, typer.Option("--print-timestamp")] = False,
     print_partition: Annotated[bool, typer.Option("--print-partition")] = False,
     print_headers: Annotated[bool, typer.Option("--print-headers")] = False,
-    prop: Annotated[
-        list[str] | None,
-        typer.Option("--property", "-X", help="Consumer config key=value, repeatable."),
-    ] = None,
-    bootstrap_server: Annotated[
-        str, typer.Option("--bootstrap-server", "-b", help=BOOTSTRAP_HELP)
-    ] = DEFAULT_BOOTSTRAP,
+    prop: Annotated[list[str] | None, typer.Option("--property", "-X", help="Consumer config key=value, repeatable.")] = None,
+    bootstrap_server: Annotated[str, typer.Option("--bootstrap-server", "-b", help=BOOTSTRAP_HELP)] = DEFAULT_BOOTSTRAP,
 ) -> None:
     """Consume records from a topic and print them."""
     from odradek.client import Consumer, KafkaError, TopicPartition
@@ -83,11 +64,7 @@ def consume(
             if group:
                 consumer.subscribe([topic])
             else:
-                parts = (
-                    [partition]
-                    if partition is not None
-                    else sorted(consumer.partitions_for_topic(topic))
-                )
+                parts = [partition] if partition is not None else sorted(consumer.partitions_for_topic(topic))
                 tps = [TopicPartition(topic, p) for p in parts]
                 consumer.assign(tps)
                 if offset is not None:
@@ -101,9 +78,7 @@ def consume(
                 wait = 1.0
                 if timeout_ms is not None:
                     wait = max(0.0, min(wait, timeout_ms / 1000 - (time.monotonic() - last)))
-                records = consumer.poll(
-                    wait, max_records=None if max_messages is None else max_messages - count
-                )
+                records = consumer.poll(wait, max_records=None if max_messages is None else max_messages - count)
                 if not records:
                     if timeout_ms is not None and time.monotonic() - last >= timeout_ms / 1000:
                         break
@@ -116,14 +91,9 @@ def consume(
                     if print_offset:
                         fields.append(f"Offset:{r.offset}")
                     if print_timestamp:
-                        fields.append(
-                            ("LogAppendTime:" if r.timestamp_type else "CreateTime:")
-                            + str(r.timestamp)
-                        )
+                        fields.append(("LogAppendTime:" if r.timestamp_type else "CreateTime:") + str(r.timestamp))
                     if print_headers:
-                        fields.append(
-                            ",".join(f"{k}:{_text(v)}" for k, v in r.headers) or "NO_HEADERS"
-                        )
+                        fields.append(",".join(f"{k}:{_text(v)}" for k, v in r.headers) or "NO_HEADERS")
                     if print_key:
                         fields.append(_text(r.key))
                     fields.append(_text(r.value))

@@ -24,9 +24,7 @@ __all__ = ["app", "percentile"]
 app = typer.Typer(no_args_is_help=True, add_completion=False)
 
 Bootstrap = Annotated[str, typer.Option("--bootstrap-server", "-b", help=BOOTSTRAP_HELP)]
-Props = Annotated[
-    list[str] | None, typer.Option("--property", "-X", help="Client config key=value, repeatable.")
-]
+Props = Annotated[list[str] | None, typer.Option("--property", "-X", help="Client config key=value, repeatable.")]
 
 
 def percentile(sorted_values: list[float], q: float) -> float:
@@ -53,15 +51,9 @@ def _progress(total: int, quiet: bool) -> Any:
 @app.command()
 def produce(
     topic: Annotated[str, typer.Option("--topic", "-t", help="Topic to produce to.")],
-    num_records: Annotated[
-        int, typer.Option("--num-records", "-n", help="Records to send.")
-    ] = 1_000_000,
-    record_size: Annotated[
-        int, typer.Option("--record-size", "-s", help="Value size in bytes.")
-    ] = 100,
-    throughput: Annotated[
-        int, typer.Option("--throughput", help="Max records/s (-1: unthrottled).")
-    ] = -1,
+    num_records: Annotated[int, typer.Option("--num-records", "-n", help="Records to send.")] = 1_000_000,
+    record_size: Annotated[int, typer.Option("--record-size", "-s", help="Value size in bytes.")] = 100,
+    throughput: Annotated[int, typer.Option("--throughput", help="Max records/s (-1: unthrottled).")] = -1,
     prop: Props = None,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress bar.")] = False,
     bootstrap_server: Bootstrap = DEFAULT_BOOTSTRAP,
@@ -69,11 +61,7 @@ def produce(
     """Producer performance test: records/s, MB/s, latency percentiles."""
     from odradek.client import KafkaError, Producer
 
-    config = {
-        "bootstrap.servers": bootstrap_server,
-        "client.id": "odradek-perf",
-        **parse_props(prop),
-    }
+    config = {"bootstrap.servers": bootstrap_server, "client.id": "odradek-perf", **parse_props(prop)}
     value = os.urandom(record_size)
     sample_every = max(1, num_records // 100_000)
     latencies: list[float] = []
@@ -109,9 +97,7 @@ def produce(
                     send(topic, value)
                 if i % step == 0:
                     el = time.perf_counter() - start
-                    progress.update(
-                        task, completed=i, rate=f"{i / el:,.0f} rec/s" if el > 0 else ""
-                    )
+                    progress.update(task, completed=i, rate=f"{i / el:,.0f} rec/s" if el > 0 else "")
             producer.flush()
             elapsed = time.perf_counter() - start
             progress.update(task, completed=num_records)
@@ -134,16 +120,9 @@ def produce(
 @app.command()
 def consume(
     topic: Annotated[str, typer.Option("--topic", "-t", help="Topic to consume.")],
-    messages: Annotated[
-        int, typer.Option("--messages", "-m", help="Records to consume.")
-    ] = 1_000_000,
-    group: Annotated[
-        str | None,
-        typer.Option("--group", "-g", help="Consumer group (default: assign all partitions)."),
-    ] = None,
-    timeout_ms: Annotated[
-        int, typer.Option("--timeout", help="Give up after this long without records.")
-    ] = 10_000,
+    messages: Annotated[int, typer.Option("--messages", "-m", help="Records to consume.")] = 1_000_000,
+    group: Annotated[str | None, typer.Option("--group", "-g", help="Consumer group (default: assign all partitions).")] = None,
+    timeout_ms: Annotated[int, typer.Option("--timeout", help="Give up after this long without records.")] = 10_000,
     prop: Props = None,
     quiet: Annotated[bool, typer.Option("--quiet", "-q")] = False,
     bootstrap_server: Bootstrap = DEFAULT_BOOTSTRAP,

@@ -16,41 +16,23 @@ from ._clientopts import BOOTSTRAP_HELP, DEFAULT_BOOTSTRAP, fail, parse_props
 __all__ = ["app"]
 
 app = typer.Typer(
-    add_completion=False,
-    invoke_without_command=True,
-    context_settings={"allow_interspersed_args": True},
+    add_completion=False, invoke_without_command=True, context_settings={"allow_interspersed_args": True}
 )
 
 
 @app.callback(invoke_without_command=True)
 def produce(
     topic: Annotated[str, typer.Argument(help="Topic to produce to.")],
-    key_separator: Annotated[
-        str | None, typer.Option("--key-separator", help="Split each line into key SEP value.")
-    ] = None,
-    partition: Annotated[
-        int | None, typer.Option("--partition", "-p", help="Send every record to this partition.")
-    ] = None,
-    header: Annotated[
-        list[str] | None,
-        typer.Option("--header", "-H", help="Header key=value added to every record, repeatable."),
-    ] = None,
-    prop: Annotated[
-        list[str] | None,
-        typer.Option("--property", "-X", help="Producer config key=value, repeatable."),
-    ] = None,
-    bootstrap_server: Annotated[
-        str, typer.Option("--bootstrap-server", "-b", help=BOOTSTRAP_HELP)
-    ] = DEFAULT_BOOTSTRAP,
+    key_separator: Annotated[str | None, typer.Option("--key-separator", help="Split each line into key SEP value.")] = None,
+    partition: Annotated[int | None, typer.Option("--partition", "-p", help="Send every record to this partition.")] = None,
+    header: Annotated[list[str] | None, typer.Option("--header", "-H", help="Header key=value added to every record, repeatable.")] = None,
+    prop: Annotated[list[str] | None, typer.Option("--property", "-X", help="Producer config key=value, repeatable.")] = None,
+    bootstrap_server: Annotated[str, typer.Option("--bootstrap-server", "-b", help=BOOTSTRAP_HELP)] = DEFAULT_BOOTSTRAP,
 ) -> None:
     """Produce lines from stdin to a topic."""
     from odradek.client import KafkaError, Producer
 
-    config = {
-        "bootstrap.servers": bootstrap_server,
-        "client.id": "odradek-produce",
-        **parse_props(prop),
-    }
+    config = {"bootstrap.servers": bootstrap_server, "client.id": "odradek-produce", **parse_props(prop)}
     headers = [(k, v.encode()) for k, v in parse_props(header).items()] or None
     errors: list[BaseException] = []
 
@@ -68,14 +50,7 @@ def produce(
                     sep = key_separator.encode()
                     if sep in line:
                         key, line = line.split(sep, 1)
-                producer.send(
-                    topic,
-                    line,
-                    key=key,
-                    headers=headers,
-                    partition=partition,
-                    on_delivery=on_delivery,
-                )
+                producer.send(topic, line, key=key, headers=headers, partition=partition, on_delivery=on_delivery)
                 count += 1
             producer.flush()
     except KafkaError as exc:

@@ -1,11 +1,11 @@
 """`odradek topics`: create, list, describe, alter and delete topics (like kafka-topics.sh).
 
-odradek topics create T --partitions 3 [--replication-factor 1] [--config k=v ...] [--if-not-exists]
-odradek topics list
-odradek topics describe [T ...]
-odradek topics alter T [--partitions N] [--config k=v ...] [--delete-config k ...]
-odradek topics delete T [T ...]
-odradek topics explain-retention T [--log-dirs DIRS] [--retention-check-interval-ms MS]
+    odradek topics create T --partitions 3 [--replication-factor 1] [--config k=v ...] [--if-not-exists]
+    odradek topics list
+    odradek topics describe [T ...]
+    odradek topics alter T [--partitions N] [--config k=v ...] [--delete-config k ...]
+    odradek topics delete T [T ...]
+    odradek topics explain-retention T [--log-dirs DIRS] [--retention-check-interval-ms MS]
 """
 
 from __future__ import annotations
@@ -35,16 +35,10 @@ def _admin(bootstrap: str):  # type: ignore[no-untyped-def]
 @app.command()
 def create(
     topic: Annotated[str, typer.Argument(help="Topic name.")],
-    partitions: Annotated[
-        int, typer.Option("--partitions", "-p", help="Number of partitions.")
-    ] = 1,
+    partitions: Annotated[int, typer.Option("--partitions", "-p", help="Number of partitions.")] = 1,
     replication_factor: Annotated[int, typer.Option("--replication-factor", "-r")] = 1,
-    config: Annotated[
-        list[str] | None, typer.Option("--config", "-c", help="Topic config key=value, repeatable.")
-    ] = None,
-    if_not_exists: Annotated[
-        bool, typer.Option("--if-not-exists", help="No error if the topic exists.")
-    ] = False,
+    config: Annotated[list[str] | None, typer.Option("--config", "-c", help="Topic config key=value, repeatable.")] = None,
+    if_not_exists: Annotated[bool, typer.Option("--if-not-exists", help="No error if the topic exists.")] = False,
     bootstrap_server: Bootstrap = DEFAULT_BOOTSTRAP,
 ) -> None:
     """Create a topic."""
@@ -53,10 +47,7 @@ def create(
     cfg = parse_props(config)
     with _admin(bootstrap_server) as admin:
         try:
-            result = admin.create_topics(
-                [NewTopic(topic, partitions, replication_factor, cfg)],
-                raise_on_exists=not if_not_exists,
-            )
+            result = admin.create_topics([NewTopic(topic, partitions, replication_factor, cfg)], raise_on_exists=not if_not_exists)
         except KafkaError as exc:
             fail(str(exc))
     if result.get(topic) == 36:
@@ -91,36 +82,20 @@ def describe(
         except KafkaError as exc:
             fail(str(exc))
         for name, d in descs.items():
-            cfg = ",".join(
-                f"{k}={e.value}"
-                for k, e in sorted(configs.get(name, {}).items())
-                if not e.is_default and e.value is not None
-            )
-            typer.echo(
-                f"Topic: {name}\tTopicId: {d.topic_id or '-'}\tPartitionCount: {d.partition_count}\tConfigs: {cfg}"
-            )
+            cfg = ",".join(f"{k}={e.value}" for k, e in sorted(configs.get(name, {}).items()) if not e.is_default and e.value is not None)
+            typer.echo(f"Topic: {name}\tTopicId: {d.topic_id or '-'}\tPartitionCount: {d.partition_count}\tConfigs: {cfg}")
             for p in d.partitions:
                 replicas = ",".join(map(str, p.replicas))
                 isr = ",".join(map(str, p.isr))
-                typer.echo(
-                    f"\tTopic: {name}\tPartition: {p.partition}\tLeader: {p.leader}\tReplicas: {replicas}\tIsr: {isr}"
-                )
+                typer.echo(f"\tTopic: {name}\tPartition: {p.partition}\tLeader: {p.leader}\tReplicas: {replicas}\tIsr: {isr}")
 
 
 @app.command()
 def alter(
     topic: Annotated[str, typer.Argument(help="Topic name.")],
-    partitions: Annotated[
-        int | None, typer.Option("--partitions", "-p", help="New total partition count.")
-    ] = None,
-    config: Annotated[
-        list[str] | None,
-        typer.Option("--config", "-c", help="Set topic config key=value, repeatable."),
-    ] = None,
-    delete_config: Annotated[
-        list[str] | None,
-        typer.Option("--delete-config", help="Revert a topic config to its default."),
-    ] = None,
+    partitions: Annotated[int | None, typer.Option("--partitions", "-p", help="New total partition count.")] = None,
+    config: Annotated[list[str] | None, typer.Option("--config", "-c", help="Set topic config key=value, repeatable.")] = None,
+    delete_config: Annotated[list[str] | None, typer.Option("--delete-config", help="Revert a topic config to its default.")] = None,
     bootstrap_server: Bootstrap = DEFAULT_BOOTSTRAP,
 ) -> None:
     """Add partitions and/or change topic configs."""

@@ -132,13 +132,7 @@ class Cluster:
     def metadata_stale(self) -> bool:
         return time.monotonic() - self._metadata_time > self.config["metadata.max.age.ms"] / 1000
 
-    async def refresh(
-        self,
-        topics: Iterable[str] | None = None,
-        *,
-        all_topics: bool = False,
-        auto_create: bool = False,
-    ) -> None:
+    async def refresh(self, topics: Iterable[str] | None = None, *, all_topics: bool = False, auto_create: bool = False) -> None:
         """Fetch metadata for ``topics`` (plus those wanted before), or every topic."""
         if self._metadata_lock is None:
             self._metadata_lock = asyncio.Lock()
@@ -151,10 +145,7 @@ class Cluster:
             if all_topics:
                 req_topics = None
             else:
-                req_topics = [
-                    proto.nested(mod, "MetadataRequestTopic", name=t, topic_id=None)
-                    for t in sorted(self._wanted_topics)
-                ]
+                req_topics = [proto.nested(mod, "MetadataRequestTopic", name=t, topic_id=None) for t in sorted(self._wanted_topics)]
             req = proto.build(
                 mod.MetadataRequest,
                 topics=req_topics,
@@ -216,30 +207,20 @@ class Cluster:
             return -1
         return parts[tp.partition].leader
 
-    async def wait_for_topics(
-        self, topics: Iterable[str], timeout: float, *, auto_create: bool = False
-    ) -> None:
+    async def wait_for_topics(self, topics: Iterable[str], timeout: float, *, auto_create: bool = False) -> None:
         """Refresh until every topic has metadata with leaders (or raise after ``timeout``)."""
         topics = list(topics)
         deadline = time.monotonic() + timeout
         delay = self.config["retry.backoff.ms"] / 1000
         while True:
-            missing = [
-                t
-                for t in topics
-                if t not in self.topics or any(p.leader < 0 for p in self.topics[t])
-            ]
+            missing = [t for t in topics if t not in self.topics or any(p.leader < 0 for p in self.topics[t])]
             if not missing:
                 return
             try:
                 await self.refresh(missing, auto_create=auto_create)
             except KafkaConnectionError:
                 pass
-            missing = [
-                t
-                for t in topics
-                if t not in self.topics or any(p.leader < 0 for p in self.topics[t])
-            ]
+            missing = [t for t in topics if t not in self.topics or any(p.leader < 0 for p in self.topics[t])]
             if not missing:
                 return
             if time.monotonic() >= deadline:
@@ -249,9 +230,7 @@ class Cluster:
             delay = min(delay * 2, 1.0)
 
     # -- coordinators -----------------------------------------------------------------------
-    async def coordinator(
-        self, group_id: str, *, refresh: bool = False, timeout: float = 30.0
-    ) -> int:
+    async def coordinator(self, group_id: str, *, refresh: bool = False, timeout: float = 30.0) -> int:
         if not refresh and group_id in self.coordinators:
             return self.coordinators[group_id]
         deadline = time.monotonic() + timeout
@@ -259,9 +238,7 @@ class Cluster:
             conn = await self.any_connection()
             version = conn.version(10)
             mod = proto.request_module(10, version)
-            resp = await conn.request(
-                proto.build(mod.FindCoordinatorRequest, key=group_id, key_type=0)
-            )
+            resp = await conn.request(proto.build(mod.FindCoordinatorRequest, key=group_id, key_type=0))
             err = int(resp.error_code)
             if not err:
                 node = int(resp.node_id)

@@ -150,9 +150,7 @@ def parse_config(config: Mapping[str, Any] | None, spec: Spec, kind: str) -> dic
         try:
             out[key] = conv(value)
         except (TypeError, ValueError) as exc:
-            raise ConfigError(
-                f"invalid value {value!r} for {kind} configuration key {key!r}: {exc}"
-            ) from None
+            raise ConfigError(f"invalid value {value!r} for {kind} configuration key {key!r}: {exc}") from None
     if not out["bootstrap.servers"]:
         raise ConfigError(f"{kind} configuration needs 'bootstrap.servers'")
     if kind == "producer":
@@ -161,19 +159,13 @@ def parse_config(config: Mapping[str, Any] | None, spec: Spec, kind: str) -> dic
             raise ConfigError("max.in.flight.requests.per.connection must be >= 1")
         if out["enable.idempotence"]:
             if mif > 5:
-                raise ConfigError(
-                    "enable.idempotence requires max.in.flight.requests.per.connection <= 5"
-                )
+                raise ConfigError("enable.idempotence requires max.in.flight.requests.per.connection <= 5")
             if out["acks"] != -1:
                 if config and "enable.idempotence" in config:
                     raise ConfigError("enable.idempotence requires acks=all")
-                out["enable.idempotence"] = (
-                    False  # Java: idempotence is silently off when acks != all
-                )
+                out["enable.idempotence"] = False  # Java: idempotence is silently off when acks != all
         if out["transactional.id"] is not None:
-            raise ConfigError(
-                "transactions are not supported by odradek.client ('transactional.id')"
-            )
+            raise ConfigError("transactions are not supported by odradek.client ('transactional.id')")
     if kind == "consumer":
         names = []
         for name in out["partition.assignment.strategy"]:

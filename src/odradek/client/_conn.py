@@ -25,9 +25,7 @@ _SIZE = struct.Struct(">i")
 
 
 class BrokerConnection(asyncio.Protocol):
-    def __init__(
-        self, node_id: int, host: str, port: int, client_id: str, request_timeout_ms: int
-    ) -> None:
+    def __init__(self, node_id: int, host: str, port: int, client_id: str, request_timeout_ms: int) -> None:
         self.node_id = node_id
         self.host = host
         self.port = port
@@ -82,9 +80,7 @@ class BrokerConnection(asyncio.Protocol):
                 pass
 
     def connection_lost(self, exc: Exception | None) -> None:
-        self._fail_all(
-            KafkaConnectionError(f"connection to {self.host}:{self.port} lost: {exc or 'closed'}")
-        )
+        self._fail_all(KafkaConnectionError(f"connection to {self.host}:{self.port} lost: {exc or 'closed'}"))
         self.transport = None
 
     def pause_writing(self) -> None:
@@ -168,14 +164,8 @@ class BrokerConnection(asyncio.Protocol):
         return self.transport
 
     def send_frame(
-        self,
-        api_key: int,
-        version: int,
-        parts: Sequence[bytes | memoryview],
-        corr: int,
-        *,
-        expect_response: bool = True,
-        raw: bool = False,
+        self, api_key: int, version: int, parts: Sequence[bytes | memoryview], corr: int, *,
+        expect_response: bool = True, raw: bool = False,
     ) -> asyncio.Future[Any] | None:
         """Write an encoded frame; return a future of its response (None if no response)."""
         transport = self._check()
@@ -218,25 +208,15 @@ class BrokerConnection(asyncio.Protocol):
 
     async def _negotiate(self) -> None:
         mod = proto.request_module(18, 3)
-        req = proto.build(
-            mod.ApiVersionsRequest, client_software_name="odradek", client_software_version="0.1.0"
-        )
+        req = proto.build(mod.ApiVersionsRequest, client_software_name="odradek", client_software_version="0.1.0")
         corr = self._corr()
-        fut = self.send_frame(
-            18,
-            3,
-            [proto.encode_request(req, correlation_id=corr, client_id=self.client_id)],
-            corr,
-            raw=True,
-        )
+        fut = self.send_frame(18, 3, [proto.encode_request(req, correlation_id=corr, client_id=self.client_id)], corr, raw=True)
         assert fut is not None
         frame = await self.wait(fut, corr)
         (error,) = struct.unpack_from(">h", frame, 4)
         if error == 35:  # UNSUPPORTED_VERSION: v0-format answer, retry with a version it has
             resp = proto.decode_api_versions_fallback(frame)
-            ranges = {
-                int(k.api_key): (int(k.min_version), int(k.max_version)) for k in resp.api_keys
-            }
+            ranges = {int(k.api_key): (int(k.min_version), int(k.max_version)) for k in resp.api_keys}
             hi = min(ranges.get(18, (0, 0))[1], 2)
             req = proto.build(proto.request_module(18, hi).ApiVersionsRequest)
             resp = await self.request(req)

@@ -22,15 +22,7 @@ Callback = Callable[[RecordMetadata | None, BaseException | None], Any]
 
 
 class BatchResult:
-    __slots__ = (
-        "_async_waiters",
-        "_callbacks",
-        "_event",
-        "base_offset",
-        "done",
-        "exception",
-        "log_append_time",
-    )
+    __slots__ = ("_async_waiters", "_callbacks", "_event", "base_offset", "done", "exception", "log_append_time")
 
     def __init__(self) -> None:
         self.done = False
@@ -39,13 +31,9 @@ class BatchResult:
         self.exception: BaseException | None = None
         self._event: threading.Event | None = None
         self._callbacks: list[tuple[RecordFuture, Callback]] | None = None
-        self._async_waiters: list[tuple[asyncio.AbstractEventLoop, asyncio.Future[Any]]] | None = (
-            None
-        )
+        self._async_waiters: list[tuple[asyncio.AbstractEventLoop, asyncio.Future[Any]]] | None = None
 
-    def complete(
-        self, base_offset: int, log_append_time: int = -1, exception: BaseException | None = None
-    ) -> None:
+    def complete(self, base_offset: int, log_append_time: int = -1, exception: BaseException | None = None) -> None:
         if self.done:
             return
         self.base_offset = base_offset
@@ -83,9 +71,7 @@ class RecordFuture:
 
     __slots__ = ("_batch", "index", "partition", "timestamp", "topic")
 
-    def __init__(
-        self, batch: BatchResult, index: int, topic: str, partition: int, timestamp: int
-    ) -> None:
+    def __init__(self, batch: BatchResult, index: int, topic: str, partition: int, timestamp: int) -> None:
         self._batch = batch
         self.index = index
         self.topic = topic

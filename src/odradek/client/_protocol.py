@@ -92,7 +92,6 @@ CLIENT_VERSIONS: dict[int, tuple[int, int]] = {
     47: (0, 0),  # OffsetDelete
 }
 
-
 @cache
 def request_module(api_key: int, version: int) -> ModuleType:
     return load_payload_module(api_key, version, EntityType.request)

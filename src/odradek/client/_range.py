@@ -42,9 +42,7 @@ def _client(config: dict[str, Any]) -> tuple[_LoopThread, Cluster]:
         return entry
 
 
-async def _fetch(
-    cluster: Cluster, tp: TopicPartition, offset: int, max_bytes: int, max_wait_ms: int
-) -> tuple[bytes, int, int]:
+async def _fetch(cluster: Cluster, tp: TopicPartition, offset: int, max_bytes: int, max_wait_ms: int) -> tuple[bytes, int, int]:
     """One Fetch for one partition: (records bytes, error code, high watermark)."""
     if cluster.leader_for(tp) < 0:
         await cluster.wait_for_topics([tp.topic], 10.0)
@@ -59,24 +57,9 @@ async def _fetch(
         isolation_level=0,
         session_id=0,
         session_epoch=-1,
-        topics=[
-            proto.nested(
-                mod,
-                "FetchTopic",
-                topic=tp.topic,
-                partitions=[
-                    proto.nested(
-                        mod,
-                        "FetchPartition",
-                        partition=tp.partition,
-                        fetch_offset=offset,
-                        partition_max_bytes=max_bytes,
-                        log_start_offset=-1,
-                        current_leader_epoch=-1,
-                    )
-                ],
-            )
-        ],
+        topics=[proto.nested(mod, "FetchTopic", topic=tp.topic, partitions=[
+            proto.nested(mod, "FetchPartition", partition=tp.partition, fetch_offset=offset,
+                         partition_max_bytes=max_bytes, log_start_offset=-1, current_leader_epoch=-1)])],
         forgotten_topics_data=[],
         rack_id="",
     )
@@ -87,16 +70,8 @@ async def _fetch(
     return b"", 0, -1
 
 
-async def _pump(
-    cluster: Cluster,
-    tp: TopicPartition,
-    start: int,
-    end: int,
-    out: queue.Queue[Any],
-    room: asyncio.Semaphore,
-    max_bytes: int,
-    stop: threading.Event,
-) -> None:
+async def _pump(cluster: Cluster, tp: TopicPartition, start: int, end: int, out: queue.Queue[Any],
+                room: asyncio.Semaphore, max_bytes: int, stop: threading.Event) -> None:
     offset = start
     retries = 0
     try:
@@ -160,9 +135,7 @@ def read_range_arrow(
     async def start() -> None:
         room = asyncio.Semaphore(2)  # at most 2 undecoded answers ahead of the caller
         room_holder.append(room)
-        task = asyncio.ensure_future(
-            _pump(cluster, tp, start_offset, end_offset, out, room, fetch_max_bytes, stop)
-        )
+        task = asyncio.ensure_future(_pump(cluster, tp, start_offset, end_offset, out, room, fetch_max_bytes, stop))
         _TASKS.add(task)
         task.add_done_callback(_TASKS.discard)
 
@@ -177,14 +150,7 @@ def read_range_arrow(
                 raise item
             data, offset = item
             lt.loop.call_soon_threadsafe(room.release)
-            rb = records_to_arrow(
-                topic,
-                partition,
-                data,
-                include_headers=include_headers,
-                start_offset=offset,
-                end_offset=end_offset,
-            )
+            rb = records_to_arrow(topic, partition, data, include_headers=include_headers, start_offset=offset, end_offset=end_offset)
             for i in range(0, rb.num_rows, max_rows_per_batch):
                 yield rb.slice(i, max_rows_per_batch)
     finally:

@@ -129,17 +129,7 @@ def decode_batch_records(
             out.append(
                 new(
                     cls,
-                    (
-                        topic,
-                        partition,
-                        offset,
-                        timestamp,
-                        timestamp_type,
-                        key,
-                        value,
-                        list(headers),
-                        leader_epoch,
-                    ),
+                    (topic, partition, offset, timestamp, timestamp_type, key, value, list(headers), leader_epoch),
                 )
             )
 
@@ -183,21 +173,7 @@ def decode_records(
     next_offset = min_offset
     filt = AbortedFilter(aborted) if read_committed else None
     for pos, h in iter_batch_headers(data):
-        (
-            base_offset,
-            blen,
-            epoch,
-            magic,
-            crc,
-            attrs,
-            last_delta,
-            base_ts,
-            max_ts,
-            pid,
-            _pe,
-            _bs,
-            count,
-        ) = h
+        (base_offset, blen, epoch, magic, crc, attrs, last_delta, base_ts, max_ts, pid, _pe, _bs, count) = h
         end = pos + blen + 12
         last = base_offset + last_delta
         if last < min_offset:
@@ -219,19 +195,7 @@ def decode_records(
         tstype = (attrs >> 3) & 1
         body = memoryview(data)[pos + BATCH_HEADER_SIZE : end]
         raw = decompress(codec, body) if codec else bytes(body)
-        decode_batch_records(
-            topic,
-            partition,
-            raw,
-            count,
-            base_offset,
-            base_ts,
-            tstype,
-            max_ts,
-            min_offset,
-            epoch,
-            out,
-        )
+        decode_batch_records(topic, partition, raw, count, base_offset, base_ts, tstype, max_ts, min_offset, epoch, out)
     return out, next_offset
 
 

@@ -125,9 +125,7 @@ class Producer:
         aio = self._aio
         parts = aio._cluster.topics.get(topic)
         n = len(parts) if parts else self._lt.run(aio._ensure_topic(topic))
-        recs, sizes, ps, nk, tss = aio._prepare_columns(
-            topic, values, keys, partitions, headers, timestamps, n
-        )
+        recs, sizes, ps, nk, tss = aio._prepare_columns(topic, values, keys, partitions, headers, timestamps, n)
         segments: list[Segment] = []
         for lo, hi in aio._slices(sizes):
             seg = aio._append_rows(topic, recs, sizes, ps, nk, lo, hi, n, block=True)
@@ -182,9 +180,7 @@ class Consumer:
     def assignment(self) -> set[TopicPartition]:
         return self._lt.call(self._aio.assignment)
 
-    def subscribe(
-        self, topics: Iterable[str], listener: ConsumerRebalanceListener | None = None
-    ) -> None:
+    def subscribe(self, topics: Iterable[str], listener: ConsumerRebalanceListener | None = None) -> None:
         self._lt.call(self._aio.subscribe, list(topics), listener)
 
     def subscription(self) -> set[str]:
@@ -226,9 +222,7 @@ class Consumer:
     def paused(self) -> set[TopicPartition]:
         return self._aio.paused()
 
-    def offsets_for_times(
-        self, timestamps: dict[TopicPartition, int]
-    ) -> dict[TopicPartition, OffsetAndTimestamp | None]:
+    def offsets_for_times(self, timestamps: dict[TopicPartition, int]) -> dict[TopicPartition, OffsetAndTimestamp | None]:
         return self._lt.run(self._aio.offsets_for_times(timestamps))
 
     def beginning_offsets(self, partitions: Iterable[TopicPartition]) -> dict[TopicPartition, int]:
@@ -244,19 +238,13 @@ class Consumer:
         return self._lt.run(self._aio.partitions_for_topic(topic))
 
     # commits
-    def committed(
-        self, partitions: Iterable[TopicPartition]
-    ) -> dict[TopicPartition, OffsetAndMetadata | None]:
+    def committed(self, partitions: Iterable[TopicPartition]) -> dict[TopicPartition, OffsetAndMetadata | None]:
         return self._lt.run(self._aio.committed(list(partitions)))
 
     def commit(self, offsets: dict[TopicPartition, OffsetAndMetadata | int] | None = None) -> None:
         self._lt.run(self._aio.commit(offsets))
 
-    def commit_async(
-        self,
-        offsets: dict[TopicPartition, OffsetAndMetadata | int] | None = None,
-        callback: Any = None,
-    ) -> None:
+    def commit_async(self, offsets: dict[TopicPartition, OffsetAndMetadata | int] | None = None, callback: Any = None) -> None:
         self._lt.call(self._aio.commit_async, offsets, callback)
 
     def close(self, autocommit: bool = True) -> None:
@@ -288,18 +276,8 @@ class Admin:
             raise
 
     # topics
-    def create_topics(
-        self,
-        topics: Iterable[NewTopic | str],
-        *,
-        validate_only: bool = False,
-        raise_on_exists: bool = True,
-    ) -> dict[str, int]:
-        return self._lt.run(
-            self._aio.create_topics(
-                topics, validate_only=validate_only, raise_on_exists=raise_on_exists
-            )
-        )
+    def create_topics(self, topics: Iterable[NewTopic | str], *, validate_only: bool = False, raise_on_exists: bool = True) -> dict[str, int]:
+        return self._lt.run(self._aio.create_topics(topics, validate_only=validate_only, raise_on_exists=raise_on_exists))
 
     def delete_topics(self, names: Iterable[str]) -> dict[str, int]:
         return self._lt.run(self._aio.delete_topics(list(names)))
@@ -314,9 +292,7 @@ class Admin:
         self._lt.run(self._aio.create_partitions(new_counts, validate_only=validate_only))
 
     # configs
-    def describe_configs(
-        self, topics: Iterable[str], keys: list[str] | None = None
-    ) -> dict[str, dict[str, ConfigEntry]]:
+    def describe_configs(self, topics: Iterable[str], keys: list[str] | None = None) -> dict[str, dict[str, ConfigEntry]]:
         return self._lt.run(self._aio.describe_configs(list(topics), keys))
 
     def alter_configs(self, changes: dict[str, dict[str, str | None]]) -> None:
@@ -325,9 +301,7 @@ class Admin:
     incremental_alter_configs = alter_configs
 
     # offsets
-    def list_offsets(
-        self, query: dict[TopicPartition | tuple[str, int], Any], *, read_committed: bool = False
-    ) -> dict[TopicPartition, tuple[int, int]]:
+    def list_offsets(self, query: dict[TopicPartition | tuple[str, int], Any], *, read_committed: bool = False) -> dict[TopicPartition, tuple[int, int]]:
         """{(topic, partition): "earliest" | "latest" | "max_timestamp" | timestamp_ms}
         -> {TopicPartition: (offset, timestamp)}."""
         return self._lt.run(self._aio.list_offsets(query, read_committed=read_committed))
@@ -342,18 +316,12 @@ class Admin:
     def delete_groups(self, group_ids: Iterable[str]) -> dict[str, int]:
         return self._lt.run(self._aio.delete_groups(list(group_ids)))
 
-    def list_group_offsets(
-        self, group_id: str, partitions: Iterable[TopicPartition] | None = None
-    ) -> dict[TopicPartition, OffsetAndMetadata | None]:
-        return self._lt.run(
-            self._aio.list_group_offsets(group_id, None if partitions is None else list(partitions))
-        )
+    def list_group_offsets(self, group_id: str, partitions: Iterable[TopicPartition] | None = None) -> dict[TopicPartition, OffsetAndMetadata | None]:
+        return self._lt.run(self._aio.list_group_offsets(group_id, None if partitions is None else list(partitions)))
 
     list_consumer_group_offsets = list_group_offsets
 
-    def alter_group_offsets(
-        self, group_id: str, offsets: dict[TopicPartition, int | OffsetAndMetadata]
-    ) -> None:
+    def alter_group_offsets(self, group_id: str, offsets: dict[TopicPartition, int | OffsetAndMetadata]) -> None:
         self._lt.run(self._aio.alter_group_offsets(group_id, offsets))
 
     alter_consumer_group_offsets = alter_group_offsets

@@ -78,9 +78,7 @@ class _BinCol:
         }
 
 
-def _columnar_python(
-    data: bytes | memoryview, start: int, end: int, include_headers: bool
-) -> dict[str, Any]:
+def _columnar_python(data: bytes | memoryview, start: int, end: int, include_headers: bool) -> dict[str, Any]:
     """Pure-Python twin of ``_speedups.columnar``: same dict of buffers."""
     buf = bytes(data)
     key, val, hkey, hval = _BinCol(), _BinCol(), _BinCol(), _BinCol()
@@ -91,21 +89,7 @@ def _columnar_python(
     nheaders = 0
     next_offset = start
     for pos, h in iter_batch_headers(buf):
-        (
-            base_offset,
-            blen,
-            _ep,
-            magic,
-            _crc,
-            attrs,
-            last_delta,
-            base_ts,
-            max_ts,
-            _pid,
-            _pe,
-            _bs,
-            count,
-        ) = h
+        base_offset, blen, _ep, magic, _crc, attrs, last_delta, base_ts, max_ts, _pid, _pe, _bs, count = h
         if base_offset >= end:
             break
         if base_offset + last_delta < start:
@@ -119,9 +103,7 @@ def _columnar_python(
         tstype = (attrs >> 3) & 1
         body = memoryview(buf)[pos + BATCH_HEADER_SIZE : pos + 12 + blen]
         rec = decompress(codec, body) if codec else bytes(body)
-        for offset, timestamp, k, v, headers in iter_records(
-            rec, count, base_offset, base_ts, max_ts if tstype else None
-        ):
+        for offset, timestamp, k, v, headers in iter_records(rec, count, base_offset, base_ts, max_ts if tstype else None):
             if offset < start or offset >= end:
                 continue
             key.push(k)
@@ -145,11 +127,7 @@ def _columnar_python(
         "timestamp_type": tst.tobytes(),
     }
     if include_headers:
-        out["headers"] = {
-            "list_offsets": hlist.tobytes(),
-            "key": hkey.as_dict(),
-            "value": hval.as_dict(),
-        }
+        out["headers"] = {"list_offsets": hlist.tobytes(), "key": hkey.as_dict(), "value": hval.as_dict()}
     return out
 
 
@@ -157,28 +135,19 @@ def _binary(col: dict[str, Any], typ: pa.DataType = pa.binary()) -> pa.Array:
     n = col["length"]
     validity = pa.py_buffer(col["validity"]) if col["null_count"] else None
     return pa.Array.from_buffers(
-        typ,
-        n,
-        [validity, pa.py_buffer(col["offsets"]), pa.py_buffer(col["data"])],
-        null_count=col["null_count"],
+        typ, n, [validity, pa.py_buffer(col["offsets"]), pa.py_buffer(col["data"])], null_count=col["null_count"]
     )
 
 
-def _to_batch(
-    topic: str, partition: int, cols: dict[str, Any], include_headers: bool
-) -> pa.RecordBatch:
+def _to_batch(topic: str, partition: int, cols: dict[str, Any], include_headers: bool) -> pa.RecordBatch:
     n = cols["rows"]
     arrays = [
         _binary(cols["key"]),
         _binary(cols["value"]),
         _constant_string(topic, n),
-        pa.Array.from_buffers(
-            pa.int32(), n, [None, pa.py_buffer(struct.pack("<i", partition) * n)]
-        ),
+        pa.Array.from_buffers(pa.int32(), n, [None, pa.py_buffer(struct.pack("<i", partition) * n)]),
         pa.Array.from_buffers(pa.int64(), n, [None, pa.py_buffer(cols["offset"])]),
-        pa.Array.from_buffers(
-            pa.timestamp("us", tz="UTC"), n, [None, pa.py_buffer(cols["timestamp"])]
-        ),
+        pa.Array.from_buffers(pa.timestamp("us", tz="UTC"), n, [None, pa.py_buffer(cols["timestamp"])]),
         pa.Array.from_buffers(pa.int32(), n, [None, pa.py_buffer(cols["timestamp_type"])]),
     ]
     schema = SCHEMA
@@ -187,12 +156,7 @@ def _to_batch(
         hk = _binary(h["key"], pa.string())
         hv = _binary(h["value"])
         structs = pa.StructArray.from_arrays([hk, hv], fields=list(HEADER_TYPE.value_type))
-        arrays.append(
-            pa.ListArray.from_arrays(
-                pa.Array.from_buffers(pa.int32(), n + 1, [None, pa.py_buffer(h["list_offsets"])]),
-                structs,
-            )
-        )
+        arrays.append(pa.ListArray.from_arrays(pa.Array.from_buffers(pa.int32(), n + 1, [None, pa.py_buffer(h["list_offsets"])]), structs))
         schema = SCHEMA_WITH_HEADERS
     return pa.RecordBatch.from_arrays(arrays, schema=schema)
 
@@ -210,12 +174,7 @@ def _constant_string(s: str, n: int) -> pa.Array:
 
 
 def decode_columns(
-    data: bytes | memoryview,
-    start_offset: int = 0,
-    end_offset: int | None = None,
-    include_headers: bool = False,
-    *,
-    python: bool = False,
+    data: bytes | memoryview, start_offset: int = 0, end_offset: int | None = None, include_headers: bool = False, *, python: bool = False
 ) -> dict[str, Any]:
     """The raw column buffers (see module docstring) plus ``rows`` and ``next_offset``."""
     end = _MAX if end_offset is None else end_offset

@@ -60,20 +60,11 @@ def _tp_array(tps: Iterable[TopicPartition]) -> bytes:
     return b"".join(out)
 
 
-def encode_subscription(
-    topics: Iterable[str],
-    owned: Iterable[TopicPartition] = (),
-    user_data: bytes | None = None,
-    version: int = 1,
-) -> bytes:
+def encode_subscription(topics: Iterable[str], owned: Iterable[TopicPartition] = (), user_data: bytes | None = None, version: int = 1) -> bytes:
     topics = sorted(topics)
     out = [struct.pack(">hi", version, len(topics))]
     out += [_str(t) for t in topics]
-    out.append(
-        struct.pack(">i", -1)
-        if user_data is None
-        else struct.pack(">i", len(user_data)) + user_data
-    )
+    out.append(struct.pack(">i", -1) if user_data is None else struct.pack(">i", len(user_data)) + user_data)
     if version >= 1:
         out.append(_tp_array(owned))
     return b"".join(out)
@@ -129,14 +120,8 @@ def decode_subscription(data: bytes) -> tuple[list[str], list[TopicPartition], b
     return topics, owned, user_data
 
 
-def encode_assignment(
-    tps: Iterable[TopicPartition], user_data: bytes | None = None, version: int = 1
-) -> bytes:
-    ud = (
-        struct.pack(">i", -1)
-        if user_data is None
-        else struct.pack(">i", len(user_data)) + user_data
-    )
+def encode_assignment(tps: Iterable[TopicPartition], user_data: bytes | None = None, version: int = 1) -> bytes:
+    ud = struct.pack(">i", -1) if user_data is None else struct.pack(">i", len(user_data)) + user_data
     return struct.pack(">h", version) + _tp_array(tps) + ud
 
 
@@ -168,9 +153,7 @@ def assign_range(members: Members, partitions: dict[str, int]) -> dict[str, list
     return out
 
 
-def assign_roundrobin(
-    members: Members, partitions: dict[str, int]
-) -> dict[str, list[TopicPartition]]:
+def assign_roundrobin(members: Members, partitions: dict[str, int]) -> dict[str, list[TopicPartition]]:
     """Java's RoundRobinAssignor: all partitions sorted, dealt to subscribed members in turn."""
     out: dict[str, list[TopicPartition]] = {m: [] for m in members}
     order = sorted(members)
@@ -186,9 +169,7 @@ def assign_roundrobin(
     return out
 
 
-def assign_cooperative_sticky(
-    members: Members, partitions: dict[str, int]
-) -> dict[str, list[TopicPartition]]:
+def assign_cooperative_sticky(members: Members, partitions: dict[str, int]) -> dict[str, list[TopicPartition]]:
     """Balanced and sticky; partitions that change owner are withheld for one round."""
     all_tps = [TopicPartition(t, p) for t, n in sorted(partitions.items()) for p in range(n)]
     valid = set(all_tps)
@@ -221,11 +202,7 @@ def assign_cooperative_sticky(
     return target
 
 
-ASSIGNORS = {
-    "range": assign_range,
-    "roundrobin": assign_roundrobin,
-    "cooperative-sticky": assign_cooperative_sticky,
-}
+ASSIGNORS = {"range": assign_range, "roundrobin": assign_roundrobin, "cooperative-sticky": assign_cooperative_sticky}
 
 
 # -- membership -----------------------------------------------------------------------------
@@ -329,10 +306,7 @@ class GroupMembership:
             member_id=self.member_id,
             group_instance_id=self.instance_id,
             protocol_type="consumer",
-            protocols=[
-                proto.nested(mod, "JoinGroupRequestProtocol", name=a, metadata=meta)
-                for a in self.assignors
-            ],
+            protocols=[proto.nested(mod, "JoinGroupRequestProtocol", name=a, metadata=meta) for a in self.assignors],
             reason=None,
         )
         timeout = self.rebalance_timeout_ms / 1000 + 5
@@ -363,19 +337,9 @@ class GroupMembership:
                 await self.cluster.wait_for_topics(all_topics, 5.0)
             except KafkaError:
                 pass
-            counts = {
-                t: len(self.cluster.topics[t]) for t in all_topics if t in self.cluster.topics
-            }
+            counts = {t: len(self.cluster.topics[t]) for t in all_topics if t in self.cluster.topics}
             result = ASSIGNORS[protocol](members, counts)
-            assignments = [
-                proto.nested(
-                    smod,
-                    "SyncGroupRequestAssignment",
-                    member_id=m,
-                    assignment=encode_assignment(tps),
-                )
-                for m, tps in result.items()
-            ]
+            assignments = [proto.nested(smod, "SyncGroupRequestAssignment", member_id=m, assignment=encode_assignment(tps)) for m, tps in result.items()]
         sreq = proto.build(
             smod.SyncGroupRequest,
             group_id=self.group_id,
@@ -430,13 +394,8 @@ class GroupMembership:
         conn = await self._conn()
         mod = proto.request_module(12, conn.version(12))
         resp = await conn.request(
-            proto.build(
-                mod.HeartbeatRequest,
-                group_id=self.group_id,
-                generation_id=self.generation_id,
-                member_id=self.member_id,
-                group_instance_id=self.instance_id,
-            )
+            proto.build(mod.HeartbeatRequest, group_id=self.group_id, generation_id=self.generation_id,
+                        member_id=self.member_id, group_instance_id=self.instance_id)
         )
         err = int(resp.error_code)
         if err == 27:
@@ -470,20 +429,8 @@ class GroupMembership:
             conn = await asyncio.wait_for(self._conn(), 5)
             mod = proto.request_module(13, conn.version(13))
             await conn.request(
-                proto.build(
-                    mod.LeaveGroupRequest,
-                    group_id=self.group_id,
-                    member_id=self.member_id,
-                    members=[
-                        proto.nested(
-                            mod,
-                            "MemberIdentity",
-                            member_id=self.member_id,
-                            group_instance_id=None,
-                            reason=None,
-                        )
-                    ],
-                ),
+                proto.build(mod.LeaveGroupRequest, group_id=self.group_id, member_id=self.member_id,
+                            members=[proto.nested(mod, "MemberIdentity", member_id=self.member_id, group_instance_id=None, reason=None)]),
                 timeout=5,
             )
         except (TimeoutError, KafkaError, OSError) as exc:

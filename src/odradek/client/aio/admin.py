@@ -72,20 +72,14 @@ def _ms(v: Any) -> int:
 
 
 async def list_offsets(
-    cluster: Cluster,
-    query: dict[TopicPartition, Any],
-    *,
-    read_committed: bool = False,
-    timeout: float = 30.0,
+    cluster: Cluster, query: dict[TopicPartition, Any], *, read_committed: bool = False, timeout: float = 30.0
 ) -> dict[TopicPartition, tuple[int, int]]:
     """{tp: spec} -> {tp: (offset, timestamp)}; (-1, -1) where no offset matches a timestamp."""
     todo = {TopicPartition(*tp): _timestamp(v) for tp, v in query.items()}
     out: dict[TopicPartition, tuple[int, int]] = {}
     deadline = time.monotonic() + timeout
     while todo:
-        await cluster.wait_for_topics(
-            {tp.topic for tp in todo}, max(0.1, deadline - time.monotonic())
-        )
+        await cluster.wait_for_topics({tp.topic for tp in todo}, max(0.1, deadline - time.monotonic()))
         by_node: dict[int, list[TopicPartition]] = {}
         for tp in todo:
             leader = cluster.leader_for(tp)
@@ -107,24 +101,15 @@ async def list_offsets(
                 for tp in tps:
                     ts = todo[tp]
                     topics.setdefault(tp.topic, []).append(
-                        proto.nested(
-                            mod,
-                            "ListOffsetsPartition",
-                            partition_index=tp.partition,
-                            timestamp=ts,
-                            current_leader_epoch=-1,
-                            max_num_offsets=1,
-                        )
+                        proto.nested(mod, "ListOffsetsPartition", partition_index=tp.partition, timestamp=ts,
+                                     current_leader_epoch=-1, max_num_offsets=1)
                     )
                 resp = await conn.request(
                     proto.build(
                         mod.ListOffsetsRequest,
                         replica_id=-1,
                         isolation_level=1 if read_committed else 0,
-                        topics=[
-                            proto.nested(mod, "ListOffsetsTopic", name=t, partitions=ps)
-                            for t, ps in topics.items()
-                        ],
+                        topics=[proto.nested(mod, "ListOffsetsTopic", name=t, partitions=ps) for t, ps in topics.items()],
                     )
                 )
             except KafkaConnectionError:
@@ -152,9 +137,7 @@ async def list_offsets(
     return out
 
 
-async def _coordinator_request(
-    cluster: Cluster, group_id: str, api_key: int, make: Any, timeout: float = 30.0
-) -> Any:
+async def _coordinator_request(cluster: Cluster, group_id: str, api_key: int, make: Any, timeout: float = 30.0) -> Any:
     """Send ``make(module, version)`` to the group coordinator, retrying coordinator errors."""
     deadline = time.monotonic() + timeout
     refresh = False
@@ -189,13 +172,8 @@ async def fetch_group_offsets(
             by_topic: dict[str, list[int]] = {}
             for tp in partitions:
                 by_topic.setdefault(tp.topic, []).append(tp.partition)
-            topics = [
-                proto.nested(mod, "OffsetFetchRequestTopic", name=t, partition_indexes=ps)
-                for t, ps in by_topic.items()
-            ]
-        return proto.build(
-            mod.OffsetFetchRequest, group_id=group_id, topics=topics, require_stable=False
-        )
+            topics = [proto.nested(mod, "OffsetFetchRequestTopic", name=t, partition_indexes=ps) for t, ps in by_topic.items()]
+        return proto.build(mod.OffsetFetchRequest, group_id=group_id, topics=topics, require_stable=False)
 
     resp = await _coordinator_request(cluster, group_id, 9, make)
     err = int(getattr(resp, "error_code", 0) or 0)
@@ -209,13 +187,7 @@ async def fetch_group_offsets(
             if perr and perr != 3:
                 raise KafkaError(f"OffsetFetch for {tp} failed", perr)
             off = int(p.committed_offset)
-            out[tp] = (
-                None
-                if off < 0
-                else OffsetAndMetadata(
-                    off, p.metadata or "", int(getattr(p, "committed_leader_epoch", -1))
-                )
-            )
+            out[tp] = None if off < 0 else OffsetAndMetadata(off, p.metadata or "", int(getattr(p, "committed_leader_epoch", -1)))
     if partitions is not None:
         for tp in partitions:
             out.setdefault(tp, None)
@@ -234,28 +206,15 @@ async def commit_group_offsets(
         by_topic: dict[str, list[Any]] = {}
         for tp, om in offsets.items():
             by_topic.setdefault(tp.topic, []).append(
-                proto.nested(
-                    mod,
-                    "OffsetCommitRequestPartition",
-                    partition_index=tp.partition,
-                    committed_offset=om.offset,
-                    committed_leader_epoch=om.leader_epoch,
-                    committed_metadata=om.metadata,
-                    commit_timestamp=-1,
-                )
+                proto.nested(mod, "OffsetCommitRequestPartition", partition_index=tp.partition,
+                             committed_offset=om.offset, committed_leader_epoch=om.leader_epoch,
+                             committed_metadata=om.metadata, commit_timestamp=-1)
             )
         return proto.build(
-            mod.OffsetCommitRequest,
-            group_id=group_id,
-            generation_id=generation_id,
-            generation_id_or_member_epoch=generation_id,
-            member_id=member_id,
-            group_instance_id=group_instance_id,
-            retention_time_ms=-1,
-            topics=[
-                proto.nested(mod, "OffsetCommitRequestTopic", name=t, partitions=ps)
-                for t, ps in by_topic.items()
-            ],
+            mod.OffsetCommitRequest, group_id=group_id, generation_id=generation_id,
+            generation_id_or_member_epoch=generation_id, member_id=member_id,
+            group_instance_id=group_instance_id, retention_time_ms=-1,
+            topics=[proto.nested(mod, "OffsetCommitRequestTopic", name=t, partitions=ps) for t, ps in by_topic.items()],
         )
 
     resp = await _coordinator_request(cluster, group_id, 8, make)
@@ -296,11 +255,7 @@ class AsyncAdmin:
 
     # -- topics -----------------------------------------------------------------------------
     async def create_topics(
-        self,
-        topics: Iterable[NewTopic | str],
-        *,
-        validate_only: bool = False,
-        raise_on_exists: bool = True,
+        self, topics: Iterable[NewTopic | str], *, validate_only: bool = False, raise_on_exists: bool = True
     ) -> dict[str, int]:
         """Create topics; returns {name: error code} (0 = created). Raises on the first error
         unless it is TOPIC_ALREADY_EXISTS and ``raise_on_exists`` is False."""
@@ -310,18 +265,9 @@ class AsyncAdmin:
         req = proto.build(
             mod.CreateTopicsRequest,
             topics=[
-                proto.nested(
-                    mod,
-                    "CreatableTopic",
-                    name=t.name,
-                    num_partitions=t.num_partitions,
-                    replication_factor=t.replication_factor,
-                    assignments=[],
-                    configs=[
-                        proto.nested(mod, "CreatableTopicConfig", name=k, value=str(v))
-                        for k, v in (t.config or {}).items()
-                    ],
-                )
+                proto.nested(mod, "CreatableTopic", name=t.name, num_partitions=t.num_partitions,
+                             replication_factor=t.replication_factor, assignments=[],
+                             configs=[proto.nested(mod, "CreatableTopicConfig", name=k, value=str(v)) for k, v in (t.config or {}).items()])
                 for t in new
             ],
             timeout=self._timeout_ms,
@@ -333,9 +279,7 @@ class AsyncAdmin:
             err = int(r.error_code)
             out[str(r.name)] = err
             if err and (raise_on_exists or err != 36):
-                raise KafkaError(
-                    f"CreateTopics {r.name!r}: {getattr(r, 'error_message', '') or ''}", err
-                )
+                raise KafkaError(f"CreateTopics {r.name!r}: {getattr(r, 'error_message', '') or ''}", err)
         await self._wait_topics_visible([t.name for t in new] if not validate_only else [])
         return out
 
@@ -350,9 +294,7 @@ class AsyncAdmin:
         names = list(names)
         conn = await self._controller()
         mod = proto.request_module(20, conn.version(20))
-        resp = await conn.request(
-            proto.build(mod.DeleteTopicsRequest, topic_names=names, timeout=self._timeout_ms)
-        )
+        resp = await conn.request(proto.build(mod.DeleteTopicsRequest, topic_names=names, timeout=self._timeout_ms))
         out = {}
         for r in resp.responses:
             err = int(r.error_code)
@@ -366,12 +308,7 @@ class AsyncAdmin:
     async def list_topics(self, *, include_internal: bool = False) -> dict[str, TopicDescription]:
         await self._cluster.refresh(all_topics=True)
         return {
-            name: TopicDescription(
-                name,
-                parts,
-                name in self._cluster.internal_topics,
-                _tid(self._cluster.topic_ids.get(name)),
-            )
+            name: TopicDescription(name, parts, name in self._cluster.internal_topics, _tid(self._cluster.topic_ids.get(name)))
             for name, parts in sorted(self._cluster.topics.items())
             if include_internal or name not in self._cluster.internal_topics
         }
@@ -384,38 +321,27 @@ class AsyncAdmin:
             parts = self._cluster.topics.get(n)
             if parts is None:
                 raise KafkaError(f"unknown topic {n!r}", self._cluster.topic_errors.get(n, 3))
-            out[n] = TopicDescription(
-                n, parts, n in self._cluster.internal_topics, _tid(self._cluster.topic_ids.get(n))
-            )
+            out[n] = TopicDescription(n, parts, n in self._cluster.internal_topics, _tid(self._cluster.topic_ids.get(n)))
         return out
 
-    async def create_partitions(
-        self, new_counts: dict[str, int], *, validate_only: bool = False
-    ) -> None:
+    async def create_partitions(self, new_counts: dict[str, int], *, validate_only: bool = False) -> None:
         """Grow topics to the given total partition counts."""
         conn = await self._controller()
         mod = proto.request_module(37, conn.version(37))
         req = proto.build(
             mod.CreatePartitionsRequest,
-            topics=[
-                proto.nested(mod, "CreatePartitionsTopic", name=t, count=n, assignments=None)
-                for t, n in new_counts.items()
-            ],
+            topics=[proto.nested(mod, "CreatePartitionsTopic", name=t, count=n, assignments=None) for t, n in new_counts.items()],
             timeout=self._timeout_ms,
             validate_only=validate_only,
         )
         resp = await conn.request(req)
         for r in resp.results:
             if int(r.error_code):
-                raise KafkaError(
-                    f"CreatePartitions {r.name!r}: {r.error_message or ''}", int(r.error_code)
-                )
+                raise KafkaError(f"CreatePartitions {r.name!r}: {r.error_message or ''}", int(r.error_code))
         await self._cluster.refresh(list(new_counts))
 
     # -- configs ----------------------------------------------------------------------------
-    async def describe_configs(
-        self, topics: Iterable[str], keys: list[str] | None = None
-    ) -> dict[str, dict[str, ConfigEntry]]:
+    async def describe_configs(self, topics: Iterable[str], keys: list[str] | None = None) -> dict[str, dict[str, ConfigEntry]]:
         """Topic configs: {topic: {key: ConfigEntry}}. (Resource type 2 = topic.)"""
         topics = list(topics)
         conn = await self._controller()
@@ -424,16 +350,7 @@ class AsyncAdmin:
         resp = await conn.request(
             proto.build(
                 mod.DescribeConfigsRequest,
-                resources=[
-                    proto.nested(
-                        mod,
-                        "DescribeConfigsResource",
-                        resource_type=2,
-                        resource_name=t,
-                        configuration_keys=keys,
-                    )
-                    for t in topics
-                ],
+                resources=[proto.nested(mod, "DescribeConfigsResource", resource_type=2, resource_name=t, configuration_keys=keys) for t in topics],
                 include_synonyms=False,
                 include_documentation=False,
             )
@@ -441,22 +358,12 @@ class AsyncAdmin:
         out: dict[str, dict[str, ConfigEntry]] = {}
         for r in resp.results:
             if int(r.error_code):
-                raise KafkaError(
-                    f"DescribeConfigs {r.resource_name!r}: {r.error_message or ''}",
-                    int(r.error_code),
-                )
+                raise KafkaError(f"DescribeConfigs {r.resource_name!r}: {r.error_message or ''}", int(r.error_code))
             entries = {}
             for c in r.configs:
                 source = int(getattr(c, "config_source", -1))
                 is_default = bool(getattr(c, "is_default", source == 5))
-                entries[str(c.name)] = ConfigEntry(
-                    str(c.name),
-                    c.value,
-                    bool(c.read_only),
-                    is_default,
-                    bool(c.is_sensitive),
-                    source,
-                )
+                entries[str(c.name)] = ConfigEntry(str(c.name), c.value, bool(c.read_only), is_default, bool(c.is_sensitive), source)
             out[str(r.resource_name)] = entries
         return out
 
@@ -469,22 +376,9 @@ class AsyncAdmin:
             proto.build(
                 mod.IncrementalAlterConfigsRequest,
                 resources=[
-                    proto.nested(
-                        mod,
-                        "AlterConfigsResource",
-                        resource_type=2,
-                        resource_name=t,
-                        configs=[
-                            proto.nested(
-                                mod,
-                                "AlterableConfig",
-                                name=k,
-                                config_operation=0 if v is not None else 1,
-                                value=None if v is None else str(v),
-                            )
-                            for k, v in cfg.items()
-                        ],
-                    )
+                    proto.nested(mod, "AlterConfigsResource", resource_type=2, resource_name=t,
+                                 configs=[proto.nested(mod, "AlterableConfig", name=k, config_operation=0 if v is not None else 1,
+                                                       value=None if v is None else str(v)) for k, v in cfg.items()])
                     for t, cfg in changes.items()
                 ],
                 validate_only=False,
@@ -492,24 +386,15 @@ class AsyncAdmin:
         )
         for r in resp.responses:
             if int(r.error_code):
-                raise KafkaError(
-                    f"IncrementalAlterConfigs {r.resource_name!r}: {r.error_message or ''}",
-                    int(r.error_code),
-                )
+                raise KafkaError(f"IncrementalAlterConfigs {r.resource_name!r}: {r.error_message or ''}", int(r.error_code))
 
     incremental_alter_configs = alter_configs
 
     # -- offsets ----------------------------------------------------------------------------
-    async def list_offsets(
-        self, query: dict[TopicPartition | tuple[str, int], Any], *, read_committed: bool = False
-    ) -> dict[TopicPartition, tuple[int, int]]:
+    async def list_offsets(self, query: dict[TopicPartition | tuple[str, int], Any], *, read_committed: bool = False) -> dict[TopicPartition, tuple[int, int]]:
         """{(topic, partition): "earliest" | "latest" | "max_timestamp" | timestamp_ms}
         -> {(topic, partition): (offset, timestamp)}."""
-        return await list_offsets(
-            self._cluster,
-            {TopicPartition(*tp): v for tp, v in query.items()},
-            read_committed=read_committed,
-        )
+        return await list_offsets(self._cluster, {TopicPartition(*tp): v for tp, v in query.items()}, read_committed=read_committed)
 
     # -- groups -----------------------------------------------------------------------------
     async def list_groups(self) -> list[tuple[str, str, str]]:
@@ -519,17 +404,11 @@ class AsyncAdmin:
         for node in list(self._cluster.brokers):
             conn = await self._cluster.connection(node)
             mod = proto.request_module(16, conn.version(16))
-            resp = await conn.request(
-                proto.build(mod.ListGroupsRequest, states_filter=[], types_filter=[])
-            )
+            resp = await conn.request(proto.build(mod.ListGroupsRequest, states_filter=[], types_filter=[]))
             if int(resp.error_code):
                 raise KafkaError("ListGroups failed", int(resp.error_code))
             for g in resp.groups:
-                out[str(g.group_id)] = (
-                    str(g.group_id),
-                    str(g.protocol_type),
-                    str(getattr(g, "group_state", "") or ""),
-                )
+                out[str(g.group_id)] = (str(g.group_id), str(g.protocol_type), str(getattr(g, "group_state", "") or ""))
         return sorted(out.values())
 
     async def describe_groups(self, group_ids: Iterable[str]) -> dict[str, GroupDescription]:
@@ -537,47 +416,24 @@ class AsyncAdmin:
 
         out = {}
         for gid in group_ids:
-
             def make(mod: Any, version: int, gid: str = gid) -> Any:
-                return proto.build(
-                    mod.DescribeGroupsRequest, groups=[gid], include_authorized_operations=False
-                )
+                return proto.build(mod.DescribeGroupsRequest, groups=[gid], include_authorized_operations=False)
 
             resp = await _coordinator_request(self._cluster, gid, 15, make)
             for g in resp.groups:
                 members = []
                 for m in g.members:
                     try:
-                        assignment = (
-                            decode_assignment(bytes(m.member_assignment))
-                            if g.protocol_type == "consumer" and m.member_assignment
-                            else []
-                        )
+                        assignment = decode_assignment(bytes(m.member_assignment)) if g.protocol_type == "consumer" and m.member_assignment else []
                     except Exception:
                         assignment = []
-                    members.append(
-                        MemberDescription(
-                            str(m.member_id),
-                            str(m.client_id),
-                            str(m.client_host),
-                            getattr(m, "group_instance_id", None),
-                            assignment,
-                        )
-                    )
-                out[str(g.group_id)] = GroupDescription(
-                    str(g.group_id),
-                    str(g.group_state),
-                    str(g.protocol_type),
-                    str(g.protocol_data),
-                    members,
-                    int(g.error_code),
-                )
+                    members.append(MemberDescription(str(m.member_id), str(m.client_id), str(m.client_host), getattr(m, "group_instance_id", None), assignment))
+                out[str(g.group_id)] = GroupDescription(str(g.group_id), str(g.group_state), str(g.protocol_type), str(g.protocol_data), members, int(g.error_code))
         return out
 
     async def delete_groups(self, group_ids: Iterable[str]) -> dict[str, int]:
         out = {}
         for gid in group_ids:
-
             def make(mod: Any, version: int, gid: str = gid) -> Any:
                 return proto.build(mod.DeleteGroupsRequest, groups_names=[gid])
 
@@ -589,38 +445,21 @@ class AsyncAdmin:
                     raise KafkaError(f"DeleteGroups {r.group_id!r}", err)
         return out
 
-    async def list_group_offsets(
-        self, group_id: str, partitions: Iterable[TopicPartition] | None = None
-    ) -> dict[TopicPartition, OffsetAndMetadata | None]:
-        return await fetch_group_offsets(
-            self._cluster,
-            group_id,
-            None if partitions is None else [TopicPartition(*tp) for tp in partitions],
-        )
+    async def list_group_offsets(self, group_id: str, partitions: Iterable[TopicPartition] | None = None) -> dict[TopicPartition, OffsetAndMetadata | None]:
+        return await fetch_group_offsets(self._cluster, group_id, None if partitions is None else [TopicPartition(*tp) for tp in partitions])
 
     list_consumer_group_offsets = list_group_offsets
 
-    async def alter_group_offsets(
-        self, group_id: str, offsets: dict[TopicPartition, int | OffsetAndMetadata]
-    ) -> None:
+    async def alter_group_offsets(self, group_id: str, offsets: dict[TopicPartition, int | OffsetAndMetadata]) -> None:
         """Commit offsets for a group with no active members (like kafka-consumer-groups --reset-offsets)."""
-        md = {
-            TopicPartition(*tp): (
-                o if isinstance(o, OffsetAndMetadata) else OffsetAndMetadata(int(o))
-            )
-            for tp, o in offsets.items()
-        }
+        md = {TopicPartition(*tp): (o if isinstance(o, OffsetAndMetadata) else OffsetAndMetadata(int(o))) for tp, o in offsets.items()}
         await commit_group_offsets(self._cluster, group_id, md)
 
     alter_consumer_group_offsets = alter_group_offsets
 
     async def describe_cluster(self) -> dict[str, Any]:
         await self._cluster.refresh([])
-        return {
-            "cluster_id": self._cluster.cluster_id,
-            "controller": self._cluster.controller_id,
-            "brokers": dict(self._cluster.brokers),
-        }
+        return {"cluster_id": self._cluster.cluster_id, "controller": self._cluster.controller_id, "brokers": dict(self._cluster.brokers)}
 
 
 def _tid(v: Any) -> str | None:

@@ -57,16 +57,7 @@ class ConsumerRebalanceListener:
 
 
 class _PartitionState:
-    __slots__ = (
-        "buffered",
-        "epoch",
-        "fetch_position",
-        "high_watermark",
-        "in_flight",
-        "paused",
-        "position",
-        "reset",
-    )
+    __slots__ = ("buffered", "epoch", "fetch_position", "high_watermark", "in_flight", "paused", "position", "reset")
 
     def __init__(self) -> None:
         self.position: int | None = None
@@ -87,30 +78,12 @@ def _check_crcs(data: bytes) -> None:
             raise KafkaError(f"CRC mismatch in batch at offset {h[0]}", 2)
 
 
-def _decode(
-    topic: str,
-    partition: int,
-    data: bytes,
-    min_offset: int,
-    aborted: Any,
-    read_committed: bool,
-    check_crcs: bool,
-) -> tuple[list[ConsumerRecord], int]:
+def _decode(topic: str, partition: int, data: bytes, min_offset: int, aborted: Any, read_committed: bool, check_crcs: bool) -> tuple[list[ConsumerRecord], int]:
     if _speedups is not None and not read_committed:
         if check_crcs:
             _check_crcs(data)
-        return _speedups.decode_records(
-            topic, partition, data, min_offset, ConsumerRecord, _records.decompress
-        )  # type: ignore[no-any-return,unused-ignore]
-    return _records.decode_records(
-        topic,
-        partition,
-        data,
-        min_offset=min_offset,
-        aborted=aborted,
-        read_committed=read_committed,
-        check_crcs=check_crcs,
-    )
+        return _speedups.decode_records(topic, partition, data, min_offset, ConsumerRecord, _records.decompress)  # type: ignore[no-any-return,unused-ignore]
+    return _records.decode_records(topic, partition, data, min_offset=min_offset, aborted=aborted, read_committed=read_committed, check_crcs=check_crcs)
 
 
 class AsyncConsumer:
@@ -167,12 +140,7 @@ class AsyncConsumer:
         if self._closed:
             return
         try:
-            if (
-                self._started
-                and self._group_id
-                and autocommit
-                and self.config["enable.auto.commit"]
-            ):
+            if self._started and self._group_id and autocommit and self.config["enable.auto.commit"]:
                 try:
                     await asyncio.wait_for(self.commit(), 5)
                 except (TimeoutError, KafkaError) as exc:
@@ -219,9 +187,7 @@ class AsyncConsumer:
     def assignment(self) -> set[TopicPartition]:
         return set(self._states)
 
-    def subscribe(
-        self, topics: Iterable[str], listener: ConsumerRebalanceListener | None = None
-    ) -> None:
+    def subscribe(self, topics: Iterable[str], listener: ConsumerRebalanceListener | None = None) -> None:
         """Join ``group.id`` and consume the partitions the group assigns to this member."""
         if not self._group_id:
             raise KafkaError("subscribe() needs 'group.id' in the consumer config")
@@ -342,30 +308,20 @@ class AsyncConsumer:
                     st.position = st.fetch_position = offset
                     st.reset = None
 
-    async def _list_offsets(
-        self, query: dict[TopicPartition, int]
-    ) -> dict[TopicPartition, tuple[int, int]]:
+    async def _list_offsets(self, query: dict[TopicPartition, int]) -> dict[TopicPartition, tuple[int, int]]:
         from .admin import list_offsets
 
         return await list_offsets(self._cluster, query, read_committed=self._read_committed)
 
-    async def beginning_offsets(
-        self, partitions: Iterable[TopicPartition]
-    ) -> dict[TopicPartition, int]:
-        r = await self._list_offsets(
-            dict.fromkeys((TopicPartition(*tp) for tp in partitions), EARLIEST)
-        )
+    async def beginning_offsets(self, partitions: Iterable[TopicPartition]) -> dict[TopicPartition, int]:
+        r = await self._list_offsets(dict.fromkeys((TopicPartition(*tp) for tp in partitions), EARLIEST))
         return {tp: o for tp, (o, _t) in r.items()}
 
     async def end_offsets(self, partitions: Iterable[TopicPartition]) -> dict[TopicPartition, int]:
-        r = await self._list_offsets(
-            dict.fromkeys((TopicPartition(*tp) for tp in partitions), LATEST)
-        )
+        r = await self._list_offsets(dict.fromkeys((TopicPartition(*tp) for tp in partitions), LATEST))
         return {tp: o for tp, (o, _t) in r.items()}
 
-    async def offsets_for_times(
-        self, timestamps: dict[TopicPartition, int]
-    ) -> dict[TopicPartition, OffsetAndTimestamp | None]:
+    async def offsets_for_times(self, timestamps: dict[TopicPartition, int]) -> dict[TopicPartition, OffsetAndTimestamp | None]:
         """Earliest offset whose timestamp >= the given ms timestamp (None when there is none)."""
         r = await self._list_offsets({TopicPartition(*tp): ts for tp, ts in timestamps.items()})
         return {tp: (OffsetAndTimestamp(o, t) if o >= 0 else None) for tp, (o, t) in r.items()}
@@ -379,9 +335,7 @@ class AsyncConsumer:
         return {p.partition for p in self._cluster.topics[topic]}
 
     # -- commits ----------------------------------------------------------------------------
-    async def committed(
-        self, partitions: Iterable[TopicPartition]
-    ) -> dict[TopicPartition, OffsetAndMetadata | None]:
+    async def committed(self, partitions: Iterable[TopicPartition]) -> dict[TopicPartition, OffsetAndMetadata | None]:
         """The group's committed offsets (None where nothing is committed)."""
         if not self._group_id:
             raise KafkaError("committed() needs 'group.id'")
@@ -390,15 +344,9 @@ class AsyncConsumer:
         return await fetch_group_offsets(self._cluster, self._group_id, list(partitions))
 
     def _consumed_offsets(self) -> dict[TopicPartition, OffsetAndMetadata]:
-        return {
-            tp: OffsetAndMetadata(st.position)
-            for tp, st in self._states.items()
-            if st.position is not None
-        }
+        return {tp: OffsetAndMetadata(st.position) for tp, st in self._states.items() if st.position is not None}
 
-    async def commit(
-        self, offsets: Mapping[TopicPartition, OffsetAndMetadata | int] | None = None
-    ) -> None:
+    async def commit(self, offsets: Mapping[TopicPartition, OffsetAndMetadata | int] | None = None) -> None:
         """Commit ``offsets`` (default: the current positions) for ``group.id`` and wait."""
         if not self._group_id:
             raise KafkaError("commit() needs 'group.id'")
@@ -406,9 +354,7 @@ class AsyncConsumer:
             offsets_md = self._consumed_offsets()
         else:
             offsets_md = {
-                TopicPartition(*tp): (
-                    o if isinstance(o, OffsetAndMetadata) else OffsetAndMetadata(int(o))
-                )
+                TopicPartition(*tp): (o if isinstance(o, OffsetAndMetadata) else OffsetAndMetadata(int(o)))
                 for tp, o in offsets.items()
             }
         if not offsets_md:
@@ -418,22 +364,12 @@ class AsyncConsumer:
         generation, member = (-1, "")
         if self._group is not None:
             generation, member = self._group.generation_id, self._group.member_id
-        await commit_group_offsets(
-            self._cluster,
-            self._group_id,
-            offsets_md,
-            generation,
-            member,
-            self.config["group.instance.id"],
-        )
+        await commit_group_offsets(self._cluster, self._group_id, offsets_md, generation, member, self.config["group.instance.id"])
 
     def commit_async(
         self,
         offsets: Mapping[TopicPartition, OffsetAndMetadata | int] | None = None,
-        callback: Callable[
-            [Mapping[TopicPartition, OffsetAndMetadata | int] | None, BaseException | None], Any
-        ]
-        | None = None,
+        callback: Callable[[Mapping[TopicPartition, OffsetAndMetadata | int] | None, BaseException | None], Any] | None = None,
     ) -> asyncio.Task[None]:
         if offsets is None:
             offsets = dict(self._consumed_offsets())
@@ -484,9 +420,7 @@ class AsyncConsumer:
                     await self._resolve_positions(unresolved)
                 missing = {tp.topic for tp in self._states if self._cluster.leader_for(tp) < 0}
                 if missing:
-                    await self._cluster.wait_for_topics(
-                        missing, 5.0, auto_create=self.config["allow.auto.create.topics"]
-                    )
+                    await self._cluster.wait_for_topics(missing, 5.0, auto_create=self.config["allow.auto.create.topics"])
                 elif self._cluster.metadata_stale():  # metadata.max.age.ms
                     await self._cluster.refresh()
             except KafkaError as exc:
@@ -525,15 +459,9 @@ class AsyncConsumer:
             for tp in tps:
                 st = self._states[tp]
                 topics.setdefault(tp.topic, []).append(
-                    proto.nested(
-                        mod,
-                        "FetchPartition",
-                        partition=tp.partition,
-                        fetch_offset=st.fetch_position,
-                        partition_max_bytes=c["max.partition.fetch.bytes"],
-                        log_start_offset=-1,
-                        current_leader_epoch=-1,
-                    )
+                    proto.nested(mod, "FetchPartition", partition=tp.partition, fetch_offset=st.fetch_position,
+                                 partition_max_bytes=c["max.partition.fetch.bytes"], log_start_offset=-1,
+                                 current_leader_epoch=-1)
                 )
             req = proto.build(
                 mod.FetchRequest,
@@ -544,16 +472,11 @@ class AsyncConsumer:
                 isolation_level=1 if self._read_committed else 0,
                 session_id=0,
                 session_epoch=-1,
-                topics=[
-                    proto.nested(mod, "FetchTopic", topic=t, partitions=ps)
-                    for t, ps in topics.items()
-                ],
+                topics=[proto.nested(mod, "FetchTopic", topic=t, partitions=ps) for t, ps in topics.items()],
                 forgotten_topics_data=[],
                 rack_id="",
             )
-            resp = await conn.request(
-                req, timeout=c["request.timeout.ms"] / 1000 + c["fetch.max.wait.ms"] / 1000
-            )
+            resp = await conn.request(req, timeout=c["request.timeout.ms"] / 1000 + c["fetch.max.wait.ms"] / 1000)
             err = int(getattr(resp, "error_code", 0))
             if err:
                 raise KafkaError("fetch failed", err)
@@ -587,10 +510,7 @@ class AsyncConsumer:
                         nxt = _next_fetch_offset(records, st.fetch_position or 0)
                         if nxt > (st.fetch_position or 0):
                             st.fetch_position = nxt
-                        aborted = [
-                            (int(a.producer_id), int(a.first_offset))
-                            for a in (p.aborted_transactions or ())
-                        ]
+                        aborted = [(int(a.producer_id), int(a.first_offset)) for a in (p.aborted_transactions or ())]
                         st.buffered.append((st.epoch, records, aborted))
                         got = True
             if refresh:
@@ -644,15 +564,7 @@ class AsyncConsumer:
                 self._kick()
                 if epoch != st.epoch or st.position is None:
                     continue
-                records, nxt = _decode(
-                    tp.topic,
-                    tp.partition,
-                    data,
-                    st.position,
-                    aborted,
-                    self._read_committed,
-                    self.config["check.crcs"],
-                )
+                records, nxt = _decode(tp.topic, tp.partition, data, st.position, aborted, self._read_committed, self.config["check.crcs"])
                 if self._key_deserializer or self._value_deserializer:
                     records = [self._deserialize(r) for r in records]
                 if not records:
@@ -675,9 +587,7 @@ class AsyncConsumer:
             value=vd(r.value) if vd and r.value is not None else r.value,
         )
 
-    async def poll(
-        self, timeout: float = 0.0, max_records: int | None = None
-    ) -> list[ConsumerRecord]:
+    async def poll(self, timeout: float = 0.0, max_records: int | None = None) -> list[ConsumerRecord]:
         """Up to ``max.poll.records`` records, waiting up to ``timeout`` seconds for some."""
         self._check_started()
         assert self._data_ready is not None

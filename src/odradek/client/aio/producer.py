@@ -197,18 +197,11 @@ class AsyncProducer:
             try:
                 version = conn.version(22)
             except KafkaError:
-                raise KafkaError(
-                    "broker does not support InitProducerId: set enable.idempotence=false", 35
-                ) from None
+                raise KafkaError("broker does not support InitProducerId: set enable.idempotence=false", 35) from None
             mod = proto.request_module(22, version)
             resp = await conn.request(
-                proto.build(
-                    mod.InitProducerIdRequest,
-                    transactional_id=None,
-                    transaction_timeout=60000,
-                    producer_id=-1,
-                    producer_epoch=-1,
-                )
+                proto.build(mod.InitProducerIdRequest, transactional_id=None, transaction_timeout=60000,
+                            producer_id=-1, producer_epoch=-1)
             )
             err = int(resp.error_code)
             if not err:
@@ -270,25 +263,12 @@ class AsyncProducer:
         if self._closed:
             raise ProducerClosedError()
         # fast paths for the common types; _to_bytes handles the rest
-        kb = (
-            None
-            if key is None
-            else key
-            if type(key) is bytes and self._key_serializer is None
-            else _to_bytes(key, self._key_serializer)
-        )
-        vb = (
-            value
-            if type(value) is bytes and self._value_serializer is None
-            else _to_bytes(value, self._value_serializer)
-        )
+        kb = None if key is None else key if type(key) is bytes and self._key_serializer is None else _to_bytes(key, self._key_serializer)
+        vb = value if type(value) is bytes and self._value_serializer is None else _to_bytes(value, self._value_serializer)
         hdrs = None
         size = _RECORD_OVERHEAD + (0 if kb is None else len(kb)) + (0 if vb is None else len(vb))
         if headers:
-            hdrs = [
-                (k, _to_bytes(v, None))
-                for k, v in (headers.items() if isinstance(headers, dict) else headers)
-            ]
+            hdrs = [(k, _to_bytes(v, None)) for k, v in (headers.items() if isinstance(headers, dict) else headers)]
             size += sum(len(k) + (len(v) if v else 0) + 4 for k, v in hdrs)
         if size > self._max_request_size:
             raise KafkaError(f"record of {size} bytes exceeds max.request.size", 10)
@@ -316,20 +296,14 @@ class AsyncProducer:
                 while acc.used + size > acc.buffer_memory:
                     left = deadline - time.monotonic()
                     if left <= 0 or self._closed:
-                        raise KafkaTimeoutError(
-                            "buffer.memory is full: not freed within max.block.ms"
-                        )
+                        raise KafkaTimeoutError("buffer.memory is full: not freed within max.block.ms")
                     acc.room.wait(left)
             acc.used += size
             q = acc.queues.get(tp)
             if q is None:
                 q = acc.queues[tp] = deque()
             batch = q[-1] if q else None
-            if (
-                batch is None
-                or batch.encoded is not None
-                or (batch.size + size > acc.batch_size and batch.records)
-            ):
+            if batch is None or batch.encoded is not None or (batch.size + size > acc.batch_size and batch.records):
                 if batch is not None and batch.encoded is None:
                     wake = True  # the previous batch is full
                     if kb is None and partition == self._sticky.get(topic):
@@ -400,15 +374,8 @@ class AsyncProducer:
             fut.add_callback(on_delivery)
         return fut
 
-    async def send_and_wait(
-        self,
-        topic: str,
-        value: Any = None,
-        key: Any = None,
-        headers: Any = None,
-        partition: int | None = None,
-        timestamp: int | None = None,
-    ) -> RecordMetadata:
+    async def send_and_wait(self, topic: str, value: Any = None, key: Any = None, headers: Any = None,
+                            partition: int | None = None, timestamp: int | None = None) -> RecordMetadata:
         fut = await self.send(topic, value, key, headers, partition, timestamp)
         return await fut
 
@@ -432,9 +399,7 @@ class AsyncProducer:
             await self.start()
         parts = self._cluster.partitions_for(topic)
         n = len(parts) if parts else await self._ensure_topic(topic)
-        recs, sizes, ps, nk, tss = self._prepare_columns(
-            topic, values, keys, partitions, headers, timestamps, n
-        )
+        recs, sizes, ps, nk, tss = self._prepare_columns(topic, values, keys, partitions, headers, timestamps, n)
         segments: list[_bulk.Segment] = []
         for lo, hi in self._slices(sizes):
             seg = self._append_rows(topic, recs, sizes, ps, nk, lo, hi, n, block=False)
@@ -442,9 +407,7 @@ class AsyncProducer:
                 deadline = time.monotonic() + self._max_block
                 while seg is None:
                     if time.monotonic() > deadline:
-                        raise KafkaTimeoutError(
-                            "buffer.memory is full: not freed within max.block.ms"
-                        )
+                        raise KafkaTimeoutError("buffer.memory is full: not freed within max.block.ms")
                     await asyncio.sleep(0.001)
                     seg = self._append_rows(topic, recs, sizes, ps, nk, lo, hi, n, block=False)
             segments.extend(seg)
@@ -492,10 +455,7 @@ class AsyncProducer:
         if ks is None:
             sizes = [o if v is None else o + len(v) for v in vals]
         else:
-            sizes = [
-                o + (0 if k is None else len(k)) + (0 if v is None else len(v))
-                for k, v in zip(ks, vals, strict=True)
-            ]
+            sizes = [o + (0 if k is None else len(k)) + (0 if v is None else len(v)) for k, v in zip(ks, vals, strict=True)]
         if hs is not None:
             for i, h in enumerate(hs):
                 if h:
@@ -520,10 +480,7 @@ class AsyncProducer:
             if not -1 <= p < num_partitions:
                 raise KafkaError(f"partition {p} of topic {topic!r} does not exist", 3)
         null_key = [True] * n if ks is None else [k is None for k in ks]
-        use_keys = not self.config["partitioner.ignore.keys"] and strategy not in (
-            "sticky",
-            "round_robin",
-        )
+        use_keys = not self.config["partitioner.ignore.keys"] and strategy not in ("sticky", "round_robin")
         for i in range(n):
             if parts[i] >= 0:
                 continue
@@ -601,9 +558,7 @@ class AsyncProducer:
                 while acc.used + total > acc.buffer_memory:
                     left = deadline - time.monotonic()
                     if left <= 0 or self._closed:
-                        raise KafkaTimeoutError(
-                            "buffer.memory is full: not freed within max.block.ms"
-                        )
+                        raise KafkaTimeoutError("buffer.memory is full: not freed within max.block.ms")
                     acc.room.wait(left)
             acc.used += total
             if parts is None:
@@ -625,11 +580,7 @@ class AsyncProducer:
                     if only_one:
                         j = i + 1
                     else:
-                        j = (
-                            bisect_right(cum, cum[i - lo] + bs - b.size, i - lo, hi - lo + 1)
-                            - 1
-                            + lo
-                        )
+                        j = bisect_right(cum, cum[i - lo] + bs - b.size, i - lo, hi - lo + 1) - 1 + lo
                         if j <= i:
                             j = i + 1
                     put(b, range(i, j), recs[i:j], cum[j - lo] - cum[i - lo], p)
@@ -792,12 +743,7 @@ class AsyncProducer:
                 nodes = per_node.setdefault(leader, [])
                 nodes.append(batch)
         for b in expired:
-            self._complete(
-                b,
-                -1,
-                -1,
-                KafkaTimeoutError("record expired: not delivered within delivery.timeout.ms"),
-            )
+            self._complete(b, -1, -1, KafkaTimeoutError("record expired: not delivered within delivery.timeout.ms"))
         for node, batches in per_node.items():
             size = 0
             chosen: list[_Batch] = []
@@ -838,14 +784,7 @@ class AsyncProducer:
         else:
             data, count, max_ts = _records.encode_records(recs, base_ts)
         b.encoded = _records.finish_batch(
-            data,
-            count,
-            base_ts,
-            max_ts,
-            codec=self._codec,
-            producer_id=pid,
-            producer_epoch=epoch,
-            base_sequence=seq,
+            data, count, base_ts, max_ts, codec=self._codec, producer_id=pid, producer_epoch=epoch, base_sequence=seq
         )
 
     async def _send_request(self, node: int, batches: list[_Batch]) -> None:
@@ -861,12 +800,7 @@ class AsyncProducer:
                 b.attempts += 1
             corr = conn.next_correlation_id()
             parts = proto.encode_produce_request(
-                version,
-                corr,
-                conn.client_id,
-                self._acks,
-                self.config["request.timeout.ms"],
-                topic_data,
+                version, corr, conn.client_id, self._acks, self.config["request.timeout.ms"], topic_data
             )
             fut = conn.send_frame(0, version, parts, corr, expect_response=self._acks != 0)
             if fut is None:
@@ -875,9 +809,7 @@ class AsyncProducer:
                 return
             resp = await conn.wait(fut, corr)
             by_tp = {
-                (str(t.name), int(p.index)): p
-                for t in resp.responses
-                for p in t.partition_responses
+                (str(t.name), int(p.index)): p for t in resp.responses for p in t.partition_responses
             }
             for b in batches:
                 p = by_tp.get((b.tp.topic, b.tp.partition))
@@ -886,9 +818,7 @@ class AsyncProducer:
                     continue
                 err = int(p.error_code)
                 if err == 0:
-                    self._complete(
-                        b, int(p.base_offset), _ms(getattr(p, "log_append_time", None)), None
-                    )
+                    self._complete(b, int(p.base_offset), _ms(getattr(p, "log_append_time", None)), None)
                 elif err == 46 and self._idempotent:  # DUPLICATE_SEQUENCE_NUMBER: already written
                     self._complete(b, -1, -1, None)
                 elif err in _RETRIABLE and (err != 45 or self._idempotent):
@@ -896,12 +826,7 @@ class AsyncProducer:
                     requeue.append(b)
                 else:
                     msg = getattr(p, "error_message", None) or ""
-                    self._complete(
-                        b,
-                        -1,
-                        -1,
-                        KafkaError(f"produce to {b.tp.topic}-{b.tp.partition} failed {msg}", err),
-                    )
+                    self._complete(b, -1, -1, KafkaError(f"produce to {b.tp.topic}-{b.tp.partition} failed {msg}", err))
         except (KafkaConnectionError, KafkaTimeoutError) as exc:
             log.debug("produce to node %s failed: %s", node, exc)
             requeue = [b for b in batches if not b.result.done]
@@ -929,23 +854,14 @@ class AsyncProducer:
                 q = self._acc.queues.setdefault(b.tp, deque())
                 # keep sequence order: retried batches go before newer ones
                 i = 0
-                while (
-                    i < len(q) and q[i].encoded is not None and q[i].base_sequence < b.base_sequence
-                ):
+                while i < len(q) and q[i].encoded is not None and q[i].base_sequence < b.base_sequence:
                     i += 1
                 q.insert(i, b)
         for b in batches:
             if now > b.deadline:
-                self._complete(
-                    b,
-                    -1,
-                    -1,
-                    KafkaTimeoutError("record expired: not delivered within delivery.timeout.ms"),
-                )
+                self._complete(b, -1, -1, KafkaTimeoutError("record expired: not delivered within delivery.timeout.ms"))
 
-    def _complete(
-        self, b: _Batch, base_offset: int, log_append_time: int, exc: BaseException | None
-    ) -> None:
+    def _complete(self, b: _Batch, base_offset: int, log_append_time: int, exc: BaseException | None) -> None:
         if b.result.done:
             return
         nbytes = b.size - 61
