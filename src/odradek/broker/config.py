@@ -110,6 +110,16 @@ def _bool(text: str) -> bool:
     raise ValueError("must be true or false")
 
 
+def _float(lo: float, hi: float) -> Callable[[str], float]:
+    def parse(text: str) -> float:
+        value = float(text.strip())
+        if not lo <= value <= hi:
+            raise ValueError(f"must be in [{lo}, {hi}]")
+        return value
+
+    return parse
+
+
 def _str(text: str) -> str:
     return text.strip()
 
@@ -217,10 +227,22 @@ BROKER_KEYS: dict[str, ConfigKey] = {
         _k("log.cleanup.policy", _cleanup_policy, "delete"),
         _k("log.message.timestamp.type", _enum("CreateTime", "LogAppendTime"), "CreateTime"),
         _k("compression.type", _compression, "producer"),
+        _k("log.cleaner.enable", _bool, True),
+        _k("log.cleaner.threads", _int(0), 1),
+        _k("log.cleaner.backoff.ms", _int(0), 15000),
+        _k("log.cleaner.dedupe.buffer.size", _int(0), 134217728),
+        _k("log.cleaner.io.buffer.size", _int(0), 524288),
+        _k("log.cleaner.io.buffer.load.factor", _float(0.01, 1.0), 0.9),
+        _k("log.cleaner.io.max.bytes.per.second", _float(1.0, float("inf")), float("inf")),
+        _k("log.cleaner.min.cleanable.ratio", _float(0.0, 1.0), 0.5),
+        _k("log.cleaner.delete.retention.ms", _int(0, _LONG_MAX), 86400000),
+        _k("log.cleaner.min.compaction.lag.ms", _int(0, _LONG_MAX), 0),
+        _k("log.cleaner.max.compaction.lag.ms", _int(1, _LONG_MAX), _LONG_MAX),
         _k("min.insync.replicas", _int(1), 1),
         _k("offsets.topic.num.partitions", _int(1), 50),
         _k("offsets.topic.replication.factor", _int(1), 1),
         _k("offsets.topic.segment.bytes", _int(1), 104857600),
+        _k("offsets.topic.compression.codec", _int(0, 4), 0),
         _k("offsets.retention.minutes", _int(1), 10080),
         _k("offsets.retention.check.interval.ms", _int(1), 600000),
         _k("offsets.commit.timeout.ms", _int(1), 5000),
@@ -289,10 +311,22 @@ class BrokerConfig:
     log_cleanup_policy: str
     log_message_timestamp_type: str
     compression_type: str
+    log_cleaner_enable: bool
+    log_cleaner_threads: int
+    log_cleaner_backoff_ms: int
+    log_cleaner_dedupe_buffer_size: int
+    log_cleaner_io_buffer_size: int
+    log_cleaner_io_buffer_load_factor: float
+    log_cleaner_io_max_bytes_per_second: float
+    log_cleaner_min_cleanable_ratio: float
+    log_cleaner_delete_retention_ms: int
+    log_cleaner_min_compaction_lag_ms: int
+    log_cleaner_max_compaction_lag_ms: int
     min_insync_replicas: int
     offsets_topic_num_partitions: int
     offsets_topic_replication_factor: int
     offsets_topic_segment_bytes: int
+    offsets_topic_compression_codec: int
     offsets_retention_minutes: int
     offsets_retention_check_interval_ms: int
     offsets_commit_timeout_ms: int
@@ -541,8 +575,30 @@ TOPIC_KEYS: dict[str, TopicKey] = {
         TopicKey(
             "message.timestamp.difference.max.ms", _int(0, _LONG_MAX), None, _const(str(_LONG_MAX))
         ),
-        TopicKey("delete.retention.ms", _int(0, _LONG_MAX), None, _const("86400000")),
-        TopicKey("min.compaction.lag.ms", _int(0, _LONG_MAX), None, _const("0")),
+        TopicKey(
+            "delete.retention.ms",
+            _log_int("delete.retention.ms"),
+            "log.cleaner.delete.retention.ms",
+            _from("log.cleaner.delete.retention.ms"),
+        ),
+        TopicKey(
+            "min.compaction.lag.ms",
+            _log_int("min.compaction.lag.ms"),
+            "log.cleaner.min.compaction.lag.ms",
+            _from("log.cleaner.min.compaction.lag.ms"),
+        ),
+        TopicKey(
+            "max.compaction.lag.ms",
+            _log_int("max.compaction.lag.ms"),
+            "log.cleaner.max.compaction.lag.ms",
+            _from("log.cleaner.max.compaction.lag.ms"),
+        ),
+        TopicKey(
+            "min.cleanable.dirty.ratio",
+            _float(0.0, 1.0),
+            "log.cleaner.min.cleanable.ratio",
+            _from("log.cleaner.min.cleanable.ratio"),
+        ),
         TopicKey("file.delete.delay.ms", _log_int("file.delete.delay.ms"), None, _const("60000")),
         TopicKey("preallocate", _bool, None, _const("false")),
     ]

@@ -43,6 +43,7 @@ from odradek.broker.topic_admin import TopicAdmin
 from odradek.clock import Clock, SystemClock
 from odradek.coordinator import CoordinatorConfig, GroupConfig, GroupCoordinator
 from odradek.storage import LogConfig, LogManager
+from odradek.storage.cleaner import CleanerConfig, LogCleaner
 
 if TYPE_CHECKING:
     from odradek.console.broker import BrokerConsole
@@ -68,6 +69,10 @@ def default_log_config(cfg: BrokerConfig) -> LogConfig:
         flush_interval_ms=cfg.flush_interval_ms,
         cleanup_policy=cfg.log_cleanup_policy,
         message_timestamp_type=cfg.log_message_timestamp_type,
+        delete_retention_ms=cfg.log_cleaner_delete_retention_ms,
+        min_compaction_lag_ms=cfg.log_cleaner_min_compaction_lag_ms,
+        max_compaction_lag_ms=cfg.log_cleaner_max_compaction_lag_ms,
+        min_cleanable_dirty_ratio=cfg.log_cleaner_min_cleanable_ratio,
     )
 
 
@@ -76,6 +81,7 @@ def coordinator_config(cfg: BrokerConfig, data_dir: Path | None) -> CoordinatorC
     return CoordinatorConfig(
         offsets_topic_num_partitions=cfg.offsets_topic_num_partitions,
         offsets_topic_segment_bytes=cfg.offsets_topic_segment_bytes,
+        offsets_topic_compression_codec=cfg.offsets_topic_compression_codec,
         offsets_retention_check_interval_ms=cfg.offsets_retention_check_interval_ms,
         group=GroupConfig(
             initial_rebalance_delay_ms=cfg.group_initial_rebalance_delay_ms,
@@ -126,6 +132,7 @@ class Broker:
         self.producer_ids: ProducerIdManager
         self.coordinator_writer: BrokerPartitionWriter
         self.group_coordinator: GroupCoordinator
+        self.log_cleaner: LogCleaner | None = None
         self._services: BrokerServices | None = None
         # the console (http.listeners) sets .metrics when it starts; connections feed it
         self.metrics: RequestMetrics | None = None
@@ -245,6 +252,7 @@ class Broker:
             metadata.close()
             raise
         self._tasks.append(loop.create_task(self._maintenance_loop()))
+        self._start_log_cleaner(loop)
         self._started = True
         if self.config.http_listeners:
             # the console, /metrics and /health; started in the background (its imports run in
@@ -262,6 +270,17 @@ class Broker:
         return GroupCoordinator(
             self.coordinator_writer, coordinator_config(self.config, self.data_dir), self.clock
         )
+
+    def _start_log_cleaner(self, loop: asyncio.AbstractEventLoop) -> None:
+        """log.cleaner.*: compaction threads that swap segments through this loop."""
+        self.log_cleaner = LogCleaner(
+            self.log_manager,
+            CleanerConfig.from_broker_config({k: self.config.get(k) for k in CleanerConfig.KEYS}),
+            self.clock,
+            loop=loop,
+        )
+        if self.config.log_cleaner_threads > 0:
+            self.log_cleaner.start()
 
     async def stop(self) -> None:
         if not self._started:
@@ -285,6 +304,8 @@ class Broker:
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await task
         self._tasks.clear()
+        if self.log_cleaner is not None:
+            await asyncio.get_running_loop().run_in_executor(None, self.log_cleaner.shutdown)
         if self._background is not None:
             with contextlib.suppress(Exception):
                 await self._background  # a checkpoint or snapshot still being written

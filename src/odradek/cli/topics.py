@@ -5,6 +5,7 @@
     odradek topics describe [T ...]
     odradek topics alter T [--partitions N] [--config k=v ...] [--delete-config k ...]
     odradek topics delete T [T ...]
+    odradek topics explain-retention T [--log-dirs DIRS] [--retention-check-interval-ms MS]
 """
 
 from __future__ import annotations
@@ -132,3 +133,91 @@ def delete(
             fail(str(exc))
     for t in topics:
         typer.echo(f"Deleted topic {t}.")
+
+
+@app.command("explain-retention")
+def explain_retention(
+    topic: Annotated[str, typer.Argument(help="Topic name.")],
+    log_dirs: Annotated[
+        str, typer.Option("--log-dirs", help="The broker's log.dirs (comma separated).")
+    ] = "./odradek-data",
+    check_interval_ms: Annotated[
+        int,
+        typer.Option(
+            "--retention-check-interval-ms", help="The broker's log.retention.check.interval.ms."
+        ),
+    ] = 300_000,
+    bootstrap_server: Annotated[
+        str | None,
+        typer.Option("--bootstrap-server", "-b", help="Read the topic's configs from this broker."),
+    ] = None,
+) -> None:
+    """Per partition: the oldest data kept, the rule that keeps it and when it will go.
+
+    Segments are read from the log dirs (read-only; the broker may run). Topic configs come
+    from the broker (DescribeConfigs) with -b, else from the overrides in the log dir's
+    odradek-metadata.json over Kafka's defaults. See docs/retention.md."""
+    import datetime
+    import json
+    import time
+    from pathlib import Path
+
+    from odradek.storage.config import LogConfig
+    from odradek.storage.log import parse_log_dir_name
+    from odradek.storage.retention import explain_retention as explain
+    from odradek.storage.retention import scan_log_dir
+
+    dirs = [Path(d) for d in log_dirs.split(",") if d]
+    overrides: dict[str, str] = {}
+    if bootstrap_server:
+        from odradek.client import KafkaError
+
+        with _admin(bootstrap_server) as admin:
+            try:
+                entries = admin.describe_configs([topic]).get(topic, {})
+            except KafkaError as exc:
+                fail(str(exc))
+            overrides = {k: e.value for k, e in entries.items() if e.value is not None}
+    else:
+        meta = dirs[0] / "odradek-metadata.json" if dirs else None
+        if meta is not None and meta.exists():
+            topics = json.loads(meta.read_text()).get("topics", {})
+            overrides = dict(topics.get(topic, {}).get("configs", {}) or {})
+    known = {k: v for k, v in overrides.items() if k in LogConfig._TOPIC_KEYS}
+    try:
+        config = LogConfig.from_topic_config(known)
+    except ValueError as exc:
+        fail(str(exc))
+    partitions = []
+    for d in dirs:
+        for path in sorted(d.glob(f"{topic}-*")):
+            try:
+                name, partition = parse_log_dir_name(path.name)
+            except ValueError:
+                continue
+            if name == topic and path.is_dir():
+                partitions.append((partition, path))
+    if not partitions:
+        fail(f"no partition of {topic} under {log_dirs}")
+    now = int(time.time() * 1000)
+
+    def when(ms: int) -> str:
+        if ms < 0:
+            return "never (by retention)"
+        stamp = datetime.datetime.fromtimestamp(ms / 1000, datetime.UTC)
+        return stamp.isoformat(timespec="seconds")
+
+    typer.echo(
+        f"Topic: {topic}\tcleanup.policy={config.cleanup_policy} retention.ms={config.retention_ms} "
+        f"retention.bytes={config.retention_bytes} segment.ms={config.segment_ms} "
+        f"log.retention.check.interval.ms={check_interval_ms}"
+    )
+    for partition, path in sorted(partitions):
+        e = explain(scan_log_dir(path), config, now, retention_check_interval_ms=check_interval_ms)
+        typer.echo(
+            f"\tPartition: {partition}\tOldestOffset: {e.oldest_offset}\t"
+            f"OldestTimestamp: {when(e.oldest_timestamp) if e.oldest_timestamp >= 0 else '-'}\t"
+            f"Segments: {e.segments}\tSize: {e.size}\tKeptBy: {e.rule}\t"
+            f"DueAt: {when(e.deletable_at_ms)}\tDeletedBy: {when(e.deleted_by_ms)}"
+        )
+        typer.echo(f"\t\t{e.detail}")

@@ -84,6 +84,7 @@ class CoordinatorConfig:
 
     offsets_topic_num_partitions: int = 50  # offsets.topic.num.partitions
     offsets_topic_segment_bytes: int = 104857600  # offsets.topic.segment.bytes
+    offsets_topic_compression_codec: int = 0  # offsets.topic.compression.codec (0 none .. 4 zstd)
     offsets_retention_check_interval_ms: int = 600_000  # offsets.retention.check.interval.ms
     group: GroupConfig = field(default_factory=GroupConfig)
     checkpoint_dir: Path | None = None
@@ -324,7 +325,7 @@ class GroupCoordinator:
         for r in records:
             by_partition.setdefault(self.partition_for(r.group_id), []).append(self._encode(r))
         for p, pairs in by_partition.items():
-            self.writer.append(OFFSETS_TOPIC, p, build_batch(pairs, now))
+            self.writer.append(OFFSETS_TOPIC, p, build_batch(pairs, now, self.settings.offsets_topic_compression_codec))
             self._since_snapshot[p] = self._since_snapshot.get(p, 0) + len(pairs)
         return set(by_partition)
 
@@ -350,7 +351,7 @@ class GroupCoordinator:
         now = self.clock.now_ms()
         for i in range(0, len(records), _SNAPSHOT_BATCH):
             pairs = [self._encode(r) for r in records[i : i + _SNAPSHOT_BATCH]]
-            self.writer.append(OFFSETS_TOPIC, p, build_batch(pairs, now))
+            self.writer.append(OFFSETS_TOPIC, p, build_batch(pairs, now, self.settings.offsets_topic_compression_codec))
         self.writer.flush(OFFSETS_TOPIC, p)
         self._snapshot_offsets[p] = base
         self._since_snapshot[p] = 0

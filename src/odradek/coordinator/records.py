@@ -346,8 +346,11 @@ def iter_pairs(records: Iterator[tuple[bytes | None, bytes | None]]) -> Iterator
 # -- record batches -------------------------------------------------------------------------
 
 
-def build_batch(pairs: Sequence[tuple[bytes, bytes | None]], timestamp_ms: int) -> bytes:
-    """One uncompressed RecordBatch v2 of (key, value) records, all stamped ``timestamp_ms``:
-    no headers, producer id -1, base offset 0 and leader epoch -1 (the log stamps both)."""
+def build_batch(
+    pairs: Sequence[tuple[bytes, bytes | None]], timestamp_ms: int, compression: int = 0
+) -> bytes:
+    """One RecordBatch v2 of (key, value) records, all stamped ``timestamp_ms``: no headers,
+    producer id -1, base offset 0 and leader epoch -1 (the log stamps both); ``compression``
+    is the codec (``offsets.topic.compression.codec``: 0 none, 1 gzip, 2 snappy, 3 lz4, 4 zstd)."""
     data, count, max_ts = encode_records(((k, v, (), timestamp_ms) for k, v in pairs), timestamp_ms)
-    return finish_batch(data, count, timestamp_ms, max_ts)
+    return finish_batch(data, count, timestamp_ms, max_ts, compression=compression)

@@ -19,7 +19,17 @@ flush_interval_ms          flush.ms                         log.flush.interval.m
 cleanup_policy             cleanup.policy                   log.cleanup.policy           delete
 message_timestamp_type     message.timestamp.type           log.message.timestamp.type   CreateTime
 file_delete_delay_ms       file.delete.delay.ms             log.segment.delete.delay.ms  60000
+delete_retention_ms        delete.retention.ms              log.cleaner.delete.retention 1 day
+                                                            .ms
+min_compaction_lag_ms      min.compaction.lag.ms            log.cleaner.min.compaction   0
+                                                            .lag.ms
+max_compaction_lag_ms      max.compaction.lag.ms            log.cleaner.max.compaction   Long.MAX
+                                                            .lag.ms
+min_cleanable_dirty_ratio  min.cleanable.dirty.ratio        log.cleaner.min.cleanable    0.5
+                                                            .ratio
 =========================  ===============================  ===========================  =================
+
+The last four drive the log cleaner (``odradek.storage.cleaner``) on ``cleanup.policy=compact``.
 
 With the default flush policy odradek never calls fsync on its own: the OS writes the page cache
 back, and replication (later) provides durability, as in Kafka. ``flush()`` is always available.
@@ -48,19 +58,15 @@ _IGNORED_TOPIC_KEYS = frozenset(
         "compression.gzip.level",
         "compression.lz4.level",
         "compression.zstd.level",
-        "delete.retention.ms",
         "follower.replication.throttled.replicas",
         "leader.replication.throttled.replicas",
         "local.retention.bytes",
         "local.retention.ms",
-        "max.compaction.lag.ms",
         "message.downconversion.enable",
         "message.format.version",
         "message.timestamp.after.max.ms",
         "message.timestamp.before.max.ms",
         "message.timestamp.difference.max.ms",
-        "min.cleanable.dirty.ratio",
-        "min.compaction.lag.ms",
         "min.insync.replicas",
         "preallocate",
         "remote.storage.enable",
@@ -86,6 +92,10 @@ class LogConfig:
     cleanup_policy: str = "delete"
     message_timestamp_type: str = "CreateTime"
     file_delete_delay_ms: int = 60000
+    delete_retention_ms: int = _DAY_MS
+    min_compaction_lag_ms: int = 0
+    max_compaction_lag_ms: int = LONG_MAX
+    min_cleanable_dirty_ratio: float = 0.5
 
     # topic key -> (field, minimum, maximum)
     _TOPIC_KEYS = {
@@ -101,6 +111,10 @@ class LogConfig:
         "cleanup.policy": ("cleanup_policy", None, None),
         "message.timestamp.type": ("message_timestamp_type", None, None),
         "file.delete.delay.ms": ("file_delete_delay_ms", 0, LONG_MAX),
+        "delete.retention.ms": ("delete_retention_ms", 0, LONG_MAX),
+        "min.compaction.lag.ms": ("min_compaction_lag_ms", 0, LONG_MAX),
+        "max.compaction.lag.ms": ("max_compaction_lag_ms", 1, LONG_MAX),
+        "min.cleanable.dirty.ratio": ("min_cleanable_dirty_ratio", None, None),
     }
 
     def __post_init__(self) -> None:
@@ -112,6 +126,11 @@ class LogConfig:
                 raise InvalidConfigError(key, f"expected an integer, got {value!r}")
             if value < lo or (hi is not None and value > hi):
                 raise InvalidConfigError(key, f"value {value} is outside [{lo}, {hi}]")
+        ratio = self.min_cleanable_dirty_ratio
+        if isinstance(ratio, bool) or not isinstance(ratio, int | float) or not 0 <= ratio <= 1:
+            raise InvalidConfigError(
+                "min.cleanable.dirty.ratio", f"value {ratio!r} is outside [0, 1]"
+            )
         policies = {p.strip() for p in self.cleanup_policy.split(",")}
         if not policies or not policies <= {"delete", "compact"}:
             raise InvalidConfigError(
@@ -127,6 +146,20 @@ class LogConfig:
     def delete_enabled(self) -> bool:
         """True when ``cleanup.policy`` contains ``delete`` (retention applies)."""
         return "delete" in self.cleanup_policy
+
+    @property
+    def max_segment_ms(self) -> int:
+        """The active segment's age at which it rolls: ``segment.ms``, or
+        ``max.compaction.lag.ms`` when smaller on a compacted log (as in Kafka), so that
+        old data leaves the active segment and becomes cleanable (and deletable)."""
+        if self.compact:
+            return min(self.segment_ms, self.max_compaction_lag_ms)
+        return self.segment_ms
+
+    @property
+    def compact(self) -> bool:
+        """True when ``cleanup.policy`` contains ``compact`` (the log cleaner applies)."""
+        return "compact" in self.cleanup_policy
 
     @property
     def log_append_time(self) -> bool:
@@ -161,7 +194,10 @@ class LogConfig:
                     continue
                 raise InvalidConfigError(key, "unknown topic config")
             field, lo, _ = spec
-            changes[field] = _parse_int(key, raw) if lo is not None else _parse_str(key, raw)
+            if field == "min_cleanable_dirty_ratio":
+                changes[field] = _parse_float(key, raw)
+            else:
+                changes[field] = _parse_int(key, raw) if lo is not None else _parse_str(key, raw)
         return dataclasses.replace(base, **changes) if changes else base
 
     @classmethod
@@ -187,6 +223,9 @@ class LogConfig:
             "log.flush.interval.messages": "flush_interval_messages",
             "log.flush.interval.ms": "flush_interval_ms",
             "log.segment.delete.delay.ms": "file_delete_delay_ms",
+            "log.cleaner.delete.retention.ms": "delete_retention_ms",
+            "log.cleaner.min.compaction.lag.ms": "min_compaction_lag_ms",
+            "log.cleaner.max.compaction.lag.ms": "max_compaction_lag_ms",
         }
         for key, field in simple.items():
             if (v := get(key)) is not None:
@@ -201,6 +240,8 @@ class LogConfig:
             values["retention_ms"] = _minus_one_or(_parse_int("log.retention.minutes", v), 60_000)
         elif (v := get("log.retention.hours")) is not None:
             values["retention_ms"] = _minus_one_or(_parse_int("log.retention.hours", v), 3_600_000)
+        if (v := get("log.cleaner.min.cleanable.ratio")) is not None:
+            values["min_cleanable_dirty_ratio"] = _parse_float("log.cleaner.min.cleanable.ratio", v)
         if (v := get("log.cleanup.policy")) is not None:
             values["cleanup_policy"] = _parse_str("log.cleanup.policy", v)
         if (v := get("log.message.timestamp.type")) is not None:
@@ -216,6 +257,10 @@ class LogConfig:
                 "flush.messages": "log.flush.interval.messages",
                 "flush.ms": "log.flush.interval.ms",
                 "file.delete.delay.ms": "log.segment.delete.delay.ms",
+                "delete.retention.ms": "log.cleaner.delete.retention.ms",
+                "min.compaction.lag.ms": "log.cleaner.min.compaction.lag.ms",
+                "max.compaction.lag.ms": "log.cleaner.max.compaction.lag.ms",
+                "min.cleanable.dirty.ratio": "log.cleaner.min.cleanable.ratio",
             }.get(exc.key, "log." + exc.key)
             raise InvalidConfigError(broker_key, str(exc).split(": ", 1)[1]) from None
 
@@ -238,6 +283,17 @@ def _parse_int(key: str, raw: Any) -> int:
         return int(str(raw).strip())
     except ValueError:
         raise InvalidConfigError(key, f"expected an integer, got {raw!r}") from None
+
+
+def _parse_float(key: str, raw: Any) -> float:
+    if isinstance(raw, bool):
+        raise InvalidConfigError(key, f"expected a number, got {raw!r}")
+    if isinstance(raw, int | float):
+        return float(raw)
+    try:
+        return float(str(raw).strip())
+    except ValueError:
+        raise InvalidConfigError(key, f"expected a number, got {raw!r}") from None
 
 
 def _parse_str(key: str, raw: Any) -> str:

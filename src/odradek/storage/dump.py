@@ -6,7 +6,11 @@
     python -m odradek.storage.dump leader-epoch-checkpoint
 
 For a ``.log`` file every batch is listed with its position, offsets, sizes, timestamps and
-whether its CRC is valid; a damaged or torn tail is reported where it starts. Read-only.
+whether its CRC is valid; a damaged or torn tail is reported where it starts. Compacted logs:
+offsets the cleaner removed show as ``gap:`` lines (between batches, and between records with
+``--records``), a batch holding fewer records than its offset span says so, and a record with a
+null value is marked ``tombstone``. The log cleaner's ``.log.cleaned`` / ``.log.swap`` /
+``.log.deleted`` files are dumped like ``.log`` files. Read-only.
 """
 
 from __future__ import annotations
@@ -29,9 +33,11 @@ _HEADER_SIZE = 61
 
 def _dump_log(path: Path, records: bool) -> Iterator[str]:
     data = path.read_bytes()
-    base = int(path.stem) if path.stem.isdigit() else 0
+    stem = path.name.split(".")[0]
+    base = int(stem) if stem.isdigit() else 0
     yield f"Dumping {path} (base offset {base}, {len(data)} bytes)"
     position = 0
+    expected = base
     while position < len(data):
         if len(data) - position < _HEADER_SIZE:
             yield f"position: {position} torn tail: {len(data) - position} bytes"
@@ -56,6 +62,10 @@ def _dump_log(path: Path, records: bool) -> Iterator[str]:
             yield f"position: {position} bad batch length {batch_length} (file ends at {len(data)})"
             return
         valid = crc32c(memoryview(data)[position + 21 : position + size]) == crc
+        if base_offset > expected:
+            yield f"gap: offsets {expected}..{base_offset - 1} removed by compaction"
+        expected = base_offset + lod + 1
+        compacted = f" (compacted: {count} of {lod + 1} offsets kept)" if count != lod + 1 else ""
         yield (
             f"baseOffset: {base_offset} lastOffset: {base_offset + lod} count: {count} "
             f"baseSequence: {bseq} producerId: {pid} producerEpoch: {pepoch} "
@@ -64,14 +74,19 @@ def _dump_log(path: Path, records: bool) -> Iterator[str]:
             f"CreateTime: {max_ts if not attributes & 0x08 else -1} "
             f"LogAppendTime: {max_ts if attributes & 0x08 else -1} baseTimestamp: {base_ts} "
             f"size: {size} magic: {magic} compresscodec: {attributes & 0x07} crc: {crc} "
-            f"isvalid: {valid}"
+            f"isvalid: {valid}{compacted}"
         )
         if records and valid:
             try:
+                next_offset = base_offset
                 for record in RecordBatch(data, position).records():
+                    if record.offset > next_offset:
+                        yield f"| gap: offsets {next_offset}..{record.offset - 1} removed"
+                    next_offset = record.offset + 1
+                    value = "null (tombstone)" if record.value is None else repr(record.value)
                     yield (
                         f"| offset: {record.offset} timestamp: {record.timestamp} "
-                        f"key: {record.key!r} value: {record.value!r} headers: {record.headers!r}"
+                        f"key: {record.key!r} value: {value} headers: {record.headers!r}"
                     )
             except ValueError as exc:
                 yield f"| records unreadable: {exc}"
@@ -93,7 +108,7 @@ def _dump_index(path: Path, entry: struct.Struct, names: tuple[str, str]) -> Ite
 
 def dump_file(path: Path, *, records: bool = False) -> Iterator[str]:
     """Lines describing ``path`` (a .log, .index, .timeindex or checkpoint file)."""
-    if path.suffix == ".log":
+    if path.suffix == ".log" or ".log." in path.name:
         return _dump_log(path, records)
     if path.suffix == ".index":
         return _dump_index(path, struct.Struct(">ii"), ("offset", "position"))

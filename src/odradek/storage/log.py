@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import os
 import shutil
 from bisect import bisect_right
 from collections.abc import Callable
@@ -18,6 +19,7 @@ from odradek.protocol.offsets import (  # ListOffsets' special timestamps
 from odradek.storage._batch import check_follower_batches, prepare_append, writable
 from odradek.storage.api import AppendResult, FileRegion, ReadResult
 from odradek.storage.checkpoint import LEADER_EPOCH_CHECKPOINT, LeaderEpochCache, fsync_dir
+from odradek.storage.cleaner_records import check_compacted_append
 from odradek.storage.config import LogConfig
 from odradek.storage.errors import OffsetOutOfRangeError
 from odradek.storage.segment import LogSegment
@@ -45,6 +47,34 @@ def parse_log_dir_name(name: str) -> tuple[str, int]:
 
 _INT32_MAX = 2**31 - 1
 """Offsets in a segment are stored relative to its base offset as int32."""
+
+
+class SegmentReader(Protocol):
+    """Reads a segment's bytes for the log cleaner, safe against the segment's deletion."""
+
+    def read(self, position: int, length: int) -> bytes: ...
+    def close(self) -> None: ...
+
+
+class _FdReader:
+    """A ``SegmentReader`` over a private dup of a segment file's fd."""
+
+    def __init__(self, fd: int) -> None:
+        self._fd = os.dup(fd)
+
+    def read(self, position: int, length: int) -> bytes:
+        data = os.pread(self._fd, length, position)
+        while len(data) < length:
+            more = os.pread(self._fd, length - len(data), position + len(data))
+            if not more:
+                break
+            data += more
+        return data
+
+    def close(self) -> None:
+        if self._fd >= 0:
+            os.close(self._fd)
+            self._fd = -1
 
 
 class _Segment(Protocol):
@@ -169,6 +199,8 @@ class LogBase:
         infos = prepare_append(
             buf, base, leader_epoch, config.max_message_bytes, config.segment_bytes, append_time
         )
+        if config.compact:
+            check_compacted_append(buf)
         last = infos[-1][2]
         segment = self.segments[-1]
         if segment.size and self._should_roll(segment, len(buf), infos, now_ms):
@@ -235,9 +267,9 @@ class LogBase:
         first = segment.first_batch_timestamp()
         if first >= 0:
             newest = infos[0][3] if len(infos) == 1 else max(info[3] for info in infos)
-            return bool(newest - first > config.segment_ms)
+            return bool(newest - first > config.max_segment_ms)
         now = self.clock.now_ms() if now_ms is None else now_ms
-        return bool(now - segment.created_ms > config.segment_ms)
+        return bool(now - segment.created_ms > config.max_segment_ms)
 
     def roll(self, now_ms: int | None = None) -> None:
         """Start a new active segment at the log end offset (no-op if the active one is empty)."""
@@ -458,6 +490,60 @@ class LogBase:
         self._epochs.truncate_from_start(start)
         return count
 
+    # --- log cleaner (odradek.storage.cleaner) ------------------------------------------------
+    #
+    # The cleaner works off the owner's thread on segments that are closed (never written
+    # again). The owner thread (the broker's event loop) runs only cleaner_snapshot() and
+    # replace_cleaned_segments(); everything between them reads through the snapshot's own
+    # readers and writes new segments no one else sees.
+
+    def cleaner_segments(self) -> list[Any]:
+        """The closed segments (every one but the active segment), in offset order."""
+        return self.segments[:-1]
+
+    def segment_reader(self, segment: Any) -> SegmentReader:
+        """A reader of ``segment``'s bytes that stays valid if the log deletes the segment
+        meanwhile (FileLog: a dup of its fd). Owner thread; close it when done."""
+        raise NotImplementedError
+
+    def new_cleaned_segment(self, base_offset: int, created_ms: int) -> Any:
+        """An empty segment for the cleaner's output, not part of the log (any thread)."""
+        raise NotImplementedError
+
+    def finish_cleaned_segment(self, segment: Any) -> None:
+        """Make a filled cleaner output segment durable (any thread)."""
+        segment.on_become_inactive()
+        segment.flush()
+
+    def discard_cleaned_segment(self, segment: Any) -> None:
+        """Throw away a cleaner output segment that was not swapped in (any thread)."""
+
+    def replace_cleaned_segments(
+        self, expected: list[tuple[Any, int]], replacements: list[tuple[Any, Any]]
+    ) -> bool:
+        """Swap cleaned segments in (owner thread). ``expected``: ``(segment, size)`` of every
+        segment the cleaning read; if any of them is gone or changed (retention, truncation,
+        deletion) nothing is swapped and False is returned. ``replacements``: ``(old, new)``
+        pairs; ``new`` None removes ``old`` (it kept no record; never the first segment).
+        The new segment takes the old one's place and base offset."""
+        if self.closed:
+            return False
+        present = {id(s) for s in self.segments[:-1]}
+        for segment, size in expected:
+            if id(segment) not in present or segment.size != size:
+                return False
+        self._swap_cleaned(replacements)
+        doomed = {id(old) for old, new in replacements if new is None}
+        swapped = {id(old): new for old, new in replacements if new is not None}
+        segments = [swapped.get(id(s), s) for s in self.segments if id(s) not in doomed]
+        self.segments = segments
+        self._bases = [s.base_offset for s in segments]
+        return True
+
+    def _swap_cleaned(self, replacements: list[tuple[Any, Any]]) -> None:
+        for old, _new in replacements:
+            self._remove_segment(old)
+
     # --- flush ----------------------------------------------------------------------------
 
     def flush(self, offset: int | None = None) -> None:
@@ -523,6 +609,17 @@ class FileLog(LogBase):
     segment is always scanned unless ``clean_shutdown`` (the manager found its clean-shutdown
     marker); its indexes are still sanity-checked and rebuilt if damaged. Leftover
     ``*.deleted``/``*.cleaned``/``*.swap``/``*.tmp`` files are removed.
+
+    Log cleaner swap (Kafka's replaceSegments), for a closed segment ``B`` and its cleaned
+    replacement: the cleaner thread writes and fsyncs ``B.log.cleaned`` (+ ``.index.cleaned``,
+    ``.timeindex.cleaned``); then, on the owner thread, ``.cleaned`` is renamed to ``.swap``
+    and the directory fsynced (the commit point), the old files are renamed to ``.deleted``
+    and unlinked (their fd stays open for ``file.delete.delay.ms``), and ``.swap`` is renamed to
+    the final name. Renames move the indexes first and the ``.log`` last. On open, before
+    anything else, every ``B.log.swap`` completes its swap: ``B.log``/``.index``/``.timeindex``
+    are deleted, ``B.log.swap`` becomes ``B.log`` and that segment is recovered (indexes
+    rebuilt). A ``.cleaned`` file (crash before the commit point) is deleted with the other
+    leftovers: the old segment stays.
     """
 
     def __init__(
@@ -562,6 +659,7 @@ class FileLog(LogBase):
     ) -> None:
         directory = self.directory
         now_ms = self.clock.now_ms()
+        swapped = self._complete_swaps()
         bases: list[int] = []
         for path in directory.iterdir():
             name = path.name
@@ -589,7 +687,9 @@ class FileLog(LogBase):
                 )
                 self._delete_files_from(bases[i:])
                 break
-            segment = LogSegment.open(directory, base, self.config, now_ms, recover=needs_recovery)
+            segment = LogSegment.open(
+                directory, base, self.config, now_ms, recover=needs_recovery or base in swapped
+            )
             segments.append(segment)
             if segment.truncated_bytes and i + 1 < len(bases):
                 logger.warning(
@@ -623,6 +723,26 @@ class FileLog(LogBase):
         self._epochs.truncate_from_start(self.log_start_offset)
         self._latest_epoch = self._epochs.latest_epoch
 
+    def _complete_swaps(self) -> set[int]:
+        """Finish the log cleaner swaps a crash interrupted after their commit point (see the
+        class docstring); returns the base offsets of the swapped-in segments."""
+        swapped: set[int] = set()
+        for path in sorted(self.directory.glob("*.log.swap")):
+            stem = path.name.removesuffix(".log.swap")
+            if len(stem) != 20 or not stem.isdigit():
+                continue
+            for suffix in (".index", ".timeindex", ".log"):
+                try:
+                    (self.directory / f"{stem}{suffix}").unlink()
+                except FileNotFoundError:
+                    pass
+            path.rename(self.directory / f"{stem}.log")
+            swapped.add(int(stem))
+            logger.warning("completed an interrupted log cleaner swap of %s", path)
+        if swapped:
+            fsync_dir(self.directory)
+        return swapped
+
     def _delete_files_from(self, bases: list[int]) -> None:
         for base in bases:
             for suffix in (".log", ".index", ".timeindex"):
@@ -647,6 +767,28 @@ class FileLog(LogBase):
         deadline = self.clock.monotonic() + self.config.file_delete_delay_ms / 1000.0
         self._graveyard.append((deadline, segment))
         self._reap()
+
+    def segment_reader(self, segment: LogSegment) -> SegmentReader:
+        return _FdReader(segment.fd)
+
+    def new_cleaned_segment(self, base_offset: int, created_ms: int) -> LogSegment:
+        return LogSegment(self.directory, base_offset, self.config, created_ms, suffix=".cleaned")
+
+    def discard_cleaned_segment(self, segment: LogSegment) -> None:
+        segment.close_fd()
+        segment.delete_files()
+
+    def _swap_cleaned(self, replacements: list[tuple[Any, Any]]) -> None:
+        for _old, new in replacements:
+            if new is not None:
+                new.change_suffix(".cleaned", ".swap")
+        fsync_dir(self.directory)  # the commit point: recovery completes the swap from here on
+        for old, new in replacements:
+            old.change_suffix("", ".deleted")
+            if new is not None:
+                new.change_suffix(".swap", "")
+            self._remove_segment(old)
+        self._dir_dirty = True
 
     def _reap(self, everything: bool = False) -> None:
         """Close the fds of deleted segments once file.delete.delay.ms has passed."""

@@ -140,6 +140,20 @@ class MemorySegment:
         pass
 
 
+class _BytesReader:
+    """A SegmentReader over a memory segment's buffer (a retention or cleaner swap replaces a
+    segment's buffer rather than emptying it, so the reader keeps seeing the old bytes)."""
+
+    def __init__(self, data: bytearray) -> None:
+        self._data = data
+
+    def read(self, position: int, length: int) -> bytes:
+        return bytes(self._data[position : position + length])
+
+    def close(self) -> None:
+        pass
+
+
 class MemoryLog(LogBase):
     """A partition log in memory with exactly FileLog's semantics (rolling by segment.bytes and
     segment.ms, retention by whole segments, truncation, leader epochs), minus durability:
@@ -169,6 +183,14 @@ class MemoryLog(LogBase):
 
     def _remove_segment(self, segment: MemorySegment) -> None:
         segment.data = bytearray()
+
+    # --- log cleaner hooks (see LogBase) ---------------------------------------------------
+
+    def segment_reader(self, segment: MemorySegment) -> _BytesReader:
+        return _BytesReader(segment.data)
+
+    def new_cleaned_segment(self, base_offset: int, created_ms: int) -> MemorySegment:
+        return MemorySegment(base_offset, created_ms, self.clock)
 
     def close(self) -> None:
         self.closed = True

@@ -75,15 +75,27 @@ class LogSegment:
         "truncated_bytes",
     )
 
-    def __init__(self, directory: Path, base_offset: int, config: LogConfig, created_ms: int):
+    def __init__(
+        self,
+        directory: Path,
+        base_offset: int,
+        config: LogConfig,
+        created_ms: int,
+        *,
+        suffix: str = "",
+    ):
+        """``suffix`` (e.g. ``".cleaned"``) is appended to the three file names: the log
+        cleaner writes its output segments under such names (see ``change_suffix``)."""
         self.directory = directory
         self.base_offset = base_offset
-        self.log_path = directory / log_file_name(base_offset)
+        self.log_path = directory / log_file_name(base_offset, ".log" + suffix)
         self.index = OffsetIndex(
-            directory / log_file_name(base_offset, ".index"), base_offset, config.max_index_entries
+            directory / log_file_name(base_offset, ".index" + suffix),
+            base_offset,
+            config.max_index_entries,
         )
         self.time_index = TimeIndex(
-            directory / log_file_name(base_offset, ".timeindex"),
+            directory / log_file_name(base_offset, ".timeindex" + suffix),
             base_offset,
             config.segment_index_bytes // TimeIndex.ENTRY_SIZE,
         )
@@ -485,6 +497,23 @@ class LogSegment:
                 path.unlink()
             except FileNotFoundError:
                 pass
+
+    def change_suffix(self, old: str, new: str) -> None:
+        """Rename the three files from ``<name><old>`` to ``<name><new>`` (Kafka's
+        changeFileSuffixes), the indexes first and the ``.log`` last: the log cleaner's swap
+        protocol and start-up recovery key on the ``.log`` file's name alone (see
+        ``FileLog``). Open fds stay valid. A missing index file is skipped."""
+        for index in (self.index, self.time_index):
+            path = index.path
+            target = path.with_name(path.name.removesuffix(old) + new)
+            try:
+                path.rename(target)
+            except FileNotFoundError:
+                pass
+            index.path = target
+        target = self.log_path.with_name(self.log_path.name.removesuffix(old) + new)
+        self.log_path.rename(target)
+        self.log_path = target
 
     def close_fd(self) -> None:
         if not self.closed:

@@ -37,6 +37,7 @@ from odradek.broker.purgatory import Purgatory
 from odradek.protocol.produce_request import decode_produce_request
 from odradek.protocol.produce_response import PartitionTuple as PartitionResult
 from odradek.protocol.produce_response import encode_produce_response
+from odradek.storage.cleaner_records import RecordValidationError
 from odradek.storage.errors import (
     CorruptRecordError,
     InvalidRecordError,
@@ -147,7 +148,10 @@ def _produce_partition(
     except CorruptRecordError as exc:
         return _failed(index, _CORRUPT, str(exc) or "corrupt record batch")
     except InvalidRecordError as exc:
-        return _failed(index, _INVALID_RECORD, str(exc) or "invalid record batch")
+        # KIP-467: storage lists the offending records (e.g. keyless on a compacted topic)
+        record_errors = tuple(exc.record_errors) if isinstance(exc, RecordValidationError) else ()
+        message = str(exc) or "invalid record batch"
+        return (index, _INVALID_RECORD, -1, -1, -1, record_errors, message)
     except RecordTooLargeError as exc:
         return _failed(index, _TOO_LARGE, str(exc))
     except RecordBatchTooLargeError as exc:
