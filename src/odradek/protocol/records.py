@@ -74,6 +74,7 @@ __all__ = [
     "iter_batch_headers",
     "iter_batches",
     "iter_records",
+    "read_varint",
     "set_log_append_time",
     "stamp_batch",
 ]
@@ -264,6 +265,10 @@ def _read_varint(data: bytes, pos: int) -> tuple[int, int]:
         shift += 7
         if shift > 63:
             raise CorruptRecordError("varint is too long")
+
+
+read_varint = _read_varint
+"""Public name of the zig-zag varint/varlong decoder (the log cleaner's record scan uses it)."""
 
 
 def _encode_varint(value: int) -> bytes:

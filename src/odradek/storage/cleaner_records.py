@@ -24,7 +24,7 @@ from collections.abc import Callable, Iterator
 
 from crc32c import crc32c
 
-from odradek.protocol.records import compress, decompress
+from odradek.protocol.records import compress, decompress, read_varint
 from odradek.storage.errors import CorruptRecordError, InvalidRecordError
 
 __all__ = [
@@ -61,20 +61,6 @@ class RecordValidationError(InvalidRecordError):
         self.record_errors = record_errors
 
 
-def _varint(data: bytes, pos: int) -> tuple[int, int]:
-    result = 0
-    shift = 0
-    while True:
-        b = data[pos]
-        pos += 1
-        result |= (b & 0x7F) << shift
-        if b < 0x80:
-            return (result >> 1) ^ -(result & 1), pos
-        shift += 7
-        if shift > 63:
-            raise CorruptRecordError("varint is too long")
-
-
 def iter_raw_records(data: bytes, count: int) -> Iterator[RawRecord]:
     """The ``count`` records of a batch's uncompressed record bytes, each as
     ``(start, end, offsetDelta, timestampDelta, key, value_is_null)``: ``data[start:end]`` is
@@ -84,19 +70,19 @@ def iter_raw_records(data: bytes, count: int) -> Iterator[RawRecord]:
     try:
         for _ in range(count):
             start = pos
-            length, pos = _varint(data, pos)
+            length, pos = read_varint(data, pos)
             end = pos + length
             if length < 0 or end > n:
                 raise CorruptRecordError("record extends past the end of its batch")
             pos += 1  # attributes
-            ts_delta, pos = _varint(data, pos)
-            offset_delta, pos = _varint(data, pos)
-            key_length, pos = _varint(data, pos)
+            ts_delta, pos = read_varint(data, pos)
+            offset_delta, pos = read_varint(data, pos)
+            key_length, pos = read_varint(data, pos)
             key = None
             if key_length >= 0:
                 key = data[pos : pos + key_length]
                 pos += key_length
-            value_length, pos = _varint(data, pos)
+            value_length, pos = read_varint(data, pos)
             yield start, end, offset_delta, ts_delta, key, value_length < 0
             pos = end
     except IndexError:
