@@ -268,3 +268,157 @@ def test_write_txn_markers_checks_epochs(wire: Wire) -> None:
     part = _fetch(wire, 0, partition=1)
     last = list(iter_batches(bytes(part.records)))[-1]
     assert last.is_control and last.producer_id == pid and last.producer_epoch == 3
+
+
+# -- in process: a coordinator restarting with a transaction in PrepareCommit ---------------------
+
+
+async def _call(broker: Any, api_key: int, version: int, **fields: Any) -> Any:
+    from kio.index import load_request_schema, load_response_schema
+    from kio.serial import entity_reader
+
+    from odradek.broker.api import EncodedResponse, RequestContext, RequestHeaderInfo
+    from odradek.broker.registry import load_registry
+    from odradek.protocol.messages import make_entity
+
+    cls = load_request_schema(api_key, version)
+    ctx = RequestContext(
+        broker.services, RequestHeaderInfo(api_key, version, 1, "unit"), "127.0.0.1", 1
+    )
+    response = await load_registry()[api_key].handler(ctx, make_entity(cls, **fields))
+    if isinstance(response, EncodedResponse):
+        body = b"".join(bytes(p) for p in response.parts)
+        return entity_reader(load_response_schema(api_key, version))(body, 0)[0]
+    return response
+
+
+async def test_restart_completes_a_prepared_commit(tmp_path: Any) -> None:
+    """The broker stops after PrepareCommit reached ``__transaction_state`` but before any
+    marker was written (as after a crash there): the restarted coordinator finds it while
+    loading, writes the COMMIT markers (the data and the group offsets become visible) and
+    CompleteCommit."""
+    from odradek.broker.config import BrokerConfig
+    from odradek.broker.server import Broker
+    from odradek.coordinator.records import build_batch as state_batch
+    from odradek.coordinator.transaction.records import (
+        TRANSACTION_STATE_TOPIC,
+        TransactionLogRecord,
+        TransactionLogValue,
+        encode_record,
+    )
+    from odradek.coordinator.transaction.state import TransactionState
+
+    config = BrokerConfig.from_properties(
+        {
+            "listeners": "PLAINTEXT://127.0.0.1:0",
+            "log.dirs": str(tmp_path),
+            "offsets.topic.num.partitions": "3",
+            "group.initial.rebalance.delay.ms": "0",
+        }
+    )
+    b = Broker(config)
+    await b.start()
+    try:
+        b.create_topic("t", 1)
+        r = await _call(
+            b,
+            22,
+            4,
+            transactional_id="r1",
+            transaction_timeout=ms(60000),
+            producer_id=-1,
+            producer_epoch=-1,
+        )
+        pid, epoch = int(r.producer_id), int(r.producer_epoch)
+        t = req(24, 3, "AddPartitionsToTxnTopic", name="t", partitions=(0,))
+        await _call(
+            b,
+            24,
+            3,
+            v3_and_below_transactional_id="r1",
+            v3_and_below_producer_id=pid,
+            v3_and_below_producer_epoch=epoch,
+            v3_and_below_topics=(t,),
+        )
+        r = await _call(
+            b, 25, 3, transactional_id="r1", producer_id=pid, producer_epoch=epoch, group_id="g"
+        )
+        assert int(r.error_code) == 0
+        p = req(
+            28,
+            3,
+            "TxnOffsetCommitRequestPartition",
+            partition_index=0,
+            committed_offset=7,
+            committed_leader_epoch=-1,
+            committed_metadata="",
+        )
+        tt = req(28, 3, "TxnOffsetCommitRequestTopic", name="t", partitions=(p,))
+        r = await _call(
+            b,
+            28,
+            3,
+            transactional_id="r1",
+            group_id="g",
+            producer_id=pid,
+            producer_epoch=epoch,
+            generation_id=-1,
+            member_id="",
+            group_instance_id=None,
+            topics=(tt,),
+        )
+        assert int(r.topics[0].partitions[0].error_code) == 0
+        now = int(time.time() * 1000)
+        batch = build_batch(
+            [(None, b"v", (), now)],
+            producer_id=pid,
+            producer_epoch=epoch,
+            base_sequence=0,
+            is_transactional=True,
+        )
+        pd = req(0, 8, "PartitionProduceData", index=0, records=batch)
+        td = req(0, 8, "TopicProduceData", name="t", partition_data=(pd,))
+        r = await _call(b, 0, 8, transactional_id="r1", acks=-1, timeout=ms(5000), topic_data=(td,))
+        assert int(r.responses[0].partition_responses[0].error_code) == 0
+        m = b.txn_coordinator.manager.transactions["r1"]
+        assert m.state is TransactionState.ONGOING
+        prepared = TransactionLogRecord(
+            "r1",
+            TransactionLogValue(
+                pid,
+                epoch,
+                m.txn_timeout_ms,
+                TransactionState.PREPARE_COMMIT,
+                tuple(sorted(m.topic_partitions)),
+                now,
+                m.txn_start_timestamp_ms,
+            ),
+        )
+        b.coordinator_writer.append(
+            TRANSACTION_STATE_TOPIC,
+            b.txn_coordinator.manager.partition_for("r1"),
+            state_batch([encode_record(prepared)], now),
+        )
+        part = b.partition("t", 0)
+        assert part is not None
+        assert part.producer_state().last_stable_offset(part.high_watermark) == 0
+    finally:
+        await b.stop()
+
+    b = Broker(config)
+    await b.start()
+    try:
+        await b.txn_coordinator.wait_loaded()
+        await b.group_coordinator.wait_loaded()
+        m = b.txn_coordinator.manager.transactions["r1"]
+        assert m.state is TransactionState.COMPLETE_COMMIT
+        part = b.partition("t", 0)
+        assert part is not None
+        assert part.high_watermark == 2  # the data and the COMMIT marker
+        assert part.producer_state().last_stable_offset(part.high_watermark) == 2
+        error, offsets = b.group_coordinator.fetch_offsets("g", [("t", [0])])
+        assert int(error) == 0
+        om = offsets[0][1][0][1]
+        assert om is not None and om.offset == 7
+    finally:
+        await b.stop()
