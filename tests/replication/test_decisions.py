@@ -226,6 +226,9 @@ def test_truncation_offset() -> None:
     # the leader answers epoch 1, which we never saw: cut to our end of epoch 0, ask again
     assert truncation_offset(plog, 1, 4) == (3, False)
     assert truncation_offset(plog, -1, -1) == (2, True)  # no such epoch there: our HW
+    # every epoch we hold is newer than the leader's answer: nothing of ours is the leader's
+    newer = epoch_log((1, 2))
+    assert truncation_offset(newer, 0, 1) == (0, True)
 
 
 # -- the replica manager with a local AlterPartitionManager ------------------------------------
@@ -316,3 +319,58 @@ async def _settle(rm: ReplicaManager) -> None:
     """Let the AlterPartition tasks finish (they complete without I/O)."""
     for _ in range(10):
         await asyncio.sleep(0)
+
+
+# -- property: a diverged follower ends as a prefix of its leader (KIP-101/279) ----------------
+
+_terms = st.lists(
+    st.tuples(st.sampled_from(["F", "L", "both"]), st.integers(0, 3)), min_size=1, max_size=8
+)
+
+
+@settings(max_examples=150, deadline=None)
+@given(_terms)
+def test_truncation_loop_leaves_the_follower_a_prefix_of_the_leader(
+    terms: list[tuple[str, int]],
+) -> None:
+    """Epochs 0, 1, 2, ... each led by one replica; "both" terms were replicated to both (the
+    common, committed history, which must come first), "F"/"L" terms only the replica that led
+    them wrote. The follower asks the leader for its latest epoch's end, truncates, repeats;
+    it must end as a prefix of the leader's log and keep all of the common history."""
+    terms = sorted(terms, key=lambda t: t[0] != "both")  # the common history first
+    follower, leader_log = MemoryLog("t", 0), MemoryLog("t", 0)
+    common = 0
+    for epoch, (who, count) in enumerate(terms):
+        for plog, mine in ((follower, who in ("F", "both")), (leader_log, who in ("L", "both"))):
+            if not mine:
+                continue
+            plog.assign_leader_epoch(epoch)
+            for _ in range(count):
+                plog.append(batch(), epoch)
+        if who == "both":
+            common += count
+    follower.update_high_watermark(common)
+    for _ in range(len(terms) + 2):
+        entries = follower.leader_epoch_entries()
+        if not entries:
+            follower.truncate_to(follower.high_watermark)
+            break
+        asked = entries[-1][0]
+        epoch, end = leader_log.end_offset_for_epoch(asked)
+        target, done = truncation_offset(follower, epoch, end)
+        follower.truncate_to(target)
+        now = follower.leader_epoch_entries()
+        if done or not now or now[-1][0] >= asked:
+            break
+    else:
+        raise AssertionError("the truncation loop did not end")
+
+    def layout(plog: MemoryLog) -> list[tuple[int, int]]:
+        from odradek.protocol.records import iter_batches
+
+        data = plog.read(0, 1 << 30).records
+        return [(b.base_offset, b.partition_leader_epoch) for b in iter_batches(bytes(data))]
+
+    mine, theirs = layout(follower), layout(leader_log)
+    assert mine == theirs[: len(mine)], (terms, mine, theirs)
+    assert follower.log_end_offset >= common

@@ -88,7 +88,9 @@ def truncation_offset(
     settles it (Kafka's ``getOffsetTruncationState``):
 
     * the leader knows no such epoch (end offset -1) → the follower's high watermark;
-    * the follower holds no epoch ≤ the leader's → min(leader end, own LEO);
+    * the follower holds no epoch ≤ the leader's → min(leader end, start of its first epoch):
+      nothing it wrote in its (newer) epochs is on the leader (Kafka keeps up to the leader's
+      end here, which keeps a diverged record when the leader never had the follower's epoch);
     * the follower's largest epoch ≤ the leader's is older (it never saw the leader's epoch)
       → its end of that older epoch, not settled (ask again with the new latest epoch);
     * else min(leader end, own end of that epoch, own LEO).
@@ -97,8 +99,10 @@ def truncation_offset(
     if leader_end_offset < 0 or leader_epoch < 0:
         return min(plog.high_watermark, leo), True
     own_epoch, own_end = plog.end_offset_for_epoch(leader_epoch)
-    if own_epoch < 0:
-        return min(leader_end_offset, leo), True
+    if own_epoch < 0:  # all our epochs are newer than the leader's: none of it is the leader's
+        entries = plog.leader_epoch_entries()
+        first_start = entries[0][1] if entries else leo
+        return min(leader_end_offset, first_start, leo), True
     if own_epoch != leader_epoch:
         return min(own_end, leo), False
     return min(own_end, leader_end_offset, leo), True
