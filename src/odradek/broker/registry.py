@@ -36,6 +36,7 @@ from odradek.broker.apis import (
     incremental_alter_configs,
     init_producer_id,
     join_group,
+    leader_and_isr,
     leave_group,
     list_groups,
     list_offsets,
@@ -46,6 +47,7 @@ from odradek.broker.apis import (
     offset_fetch,
     offsets_for_leader_epoch,
     produce,
+    stop_replica,
     sync_group,
     txn_offset_commit,
     write_txn_markers,
@@ -96,6 +98,9 @@ API_SPECS: tuple[ApiSpec, ...] = (
     txn_offset_commit.API,
     describe_transactions.API,
     list_transactions.API,
+    # inter-broker (ZooKeeper mode) APIs
+    leader_and_isr.API,
+    stop_replica.API,
 )
 
 

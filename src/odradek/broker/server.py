@@ -37,7 +37,7 @@ from odradek.broker.partition import Partition
 from odradek.broker.producer_ids import ProducerIdManager
 from odradek.broker.purgatory import Purgatory
 from odradek.broker.registry import load_registry
-from odradek.broker.replica_manager import ReplicaManager, write_snapshots
+from odradek.broker.replica_manager import ReplicaManager, ReplicationConfig, write_snapshots
 from odradek.broker.services import BrokerServices
 from odradek.broker.topic_admin import TopicAdmin
 from odradek.broker.txn_markers import TxnMarkerAppender
@@ -229,7 +229,13 @@ class Broker:
             checkpoint_interval_ms=max(1, cfg.log_flush_offset_checkpoint_interval_ms),
         )
         self.replica_manager = ReplicaManager(
-            metadata, self.log_manager, defaults, self.purgatory, self.data_dir
+            metadata,
+            self.log_manager,
+            defaults,
+            self.purgatory,
+            self.data_dir,
+            clock=self.clock,
+            replication=ReplicationConfig.from_broker_config(cfg),
         )
         self.topic_admin = TopicAdmin(cfg, metadata, self.replica_manager)
         self.producer_ids = ProducerIdManager(metadata)
@@ -333,6 +339,7 @@ class Broker:
         if self._server is not None:
             self._server.close()
         self.purgatory.close()
+        await self.replica_manager.close()  # replica fetchers, ISR expiration
         # abort, not close: a client that stopped reading must not keep its socket (and this
         # stop) waiting for its write buffer to drain
         for conn in list(self._connections.values()):

@@ -33,6 +33,7 @@ from typing import Any, NamedTuple
 from kio.index import KioIndexError, load_request_schema, load_response_schema
 from kio.serial import entity_reader, entity_writer
 
+from odradek.protocol import inter_broker
 from odradek.protocol.errors import (
     InvalidRequestError,
     InvalidResponseError,
@@ -45,6 +46,7 @@ from odradek.protocol.headers import (
     encode_request_header,
     parse_request_header,
     parse_response_header,
+    request_header_version,
     response_header_version,
 )
 
@@ -143,6 +145,14 @@ def request_codec(api_key: int, api_version: int) -> RequestCodec | None:
             2 if flexible else 1,
             1 if flexible and api_key != API_VERSIONS_KEY else 0,
         )
+    else:  # the ZooKeeper-mode inter-broker APIs (4-7): not in kio
+        ib_reader = inter_broker.request_reader(api_key, api_version)
+        if ib_reader is not None:
+            entry = RequestCodec(
+                ib_reader,
+                request_header_version(api_key, api_version),
+                response_header_version(api_key, api_version),
+            )
     if len(_request_codecs) < _CACHE_LIMIT:
         _request_codecs[key] = entry
     return entry
