@@ -759,7 +759,7 @@ class LegacyCodec:
         records objects are never copied before down-conversion."""
         if self.api_key == 1:
             return self._encode_fetch(response, legacy, records_source_of)
-        if not dataclasses.is_dataclass(response):
+        if not hasattr(response, "__version__"):  # not a kio entity: an encoded body
             response = self._read_target_response(response)
         values = entity_to_dict(response)
         if self.entry.response_fixup is not None:
