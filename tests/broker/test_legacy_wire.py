@@ -36,7 +36,7 @@ KAFKA_3_9 = {
     3: (0, 12),  # Metadata
     8: (0, 9),  # OffsetCommit
     9: (0, 9),  # OffsetFetch
-    10: (0, 5),  # FindCoordinator (v6, KIP-932, came with 4.0)
+    10: (0, 6),  # FindCoordinator
     11: (0, 9),  # JoinGroup
     12: (0, 4),  # Heartbeat
     13: (0, 5),  # LeaveGroup
