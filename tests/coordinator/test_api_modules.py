@@ -360,7 +360,9 @@ async def test_list_describe_delete_offset_delete(broker: Any) -> None:
         if v >= 3:
             assert busy.authorized_operations == INT32_MIN
     d = await call(broker, 15, 5, groups=("busy",), include_authorized_operations=True)
-    assert d.groups[0].authorized_operations == (1 << 3) | (1 << 6) | (1 << 8)
+    # READ, DELETE, DESCRIBE, DESCRIBE_CONFIGS, ALTER_CONFIGS
+    expected = (1 << 3) | (1 << 6) | (1 << 8) | (1 << 10) | (1 << 11)
+    assert d.groups[0].authorized_operations == expected
     od = _mod("offset_delete", 0)
     r = await call(
         broker,
