@@ -259,7 +259,33 @@ def test_describe_cluster_authorized_operations(wire: Wire) -> None:
 # -- group configs -------------------------------------------------------------------------------
 
 
-def test_group_configs(wire: Wire) -> None:
+def describe_group_operations(wire: Wire, group: str) -> int:
+    r = wire.call(req(15, 5, groups=(group,), include_authorized_operations=True))
+    return int(r.groups[0].authorized_operations)
+
+
+def test_group_configs_refused_as_kafka_3_9(wire: Wire) -> None:
+    """group.coordinator.rebalance.protocols=classic (Kafka 3.9's default): no GROUP config
+    resource, and READ, DELETE, DESCRIBE on groups (librdkafka 0081 expects both below 4.0)."""
+    g = topic_name("group")
+    code, message = incremental(wire, GROUP, g, [("consumer.session.timeout.ms", SET, "50000")])
+    assert code == INVALID_REQUEST and message and "consumer" in message
+    assert describe(wire, GROUP, g)[0] == INVALID_REQUEST
+    assert _ops(describe_group_operations(wire, g)) == {3, 6, 8}
+
+
+@pytest.mark.parametrize(
+    "fresh_broker", [{"group.coordinator.rebalance.protocols": "classic,consumer"}], indirect=True
+)
+def test_group_configs(fresh_broker: BrokerProcess) -> None:
+    """As Kafka 4.0 (consumer listed): group configs, and DESCRIBE_CONFIGS, ALTER_CONFIGS on
+    groups."""
+    with Wire(fresh_broker.bootstrap_servers) as wire:
+        _check_group_configs(wire)
+        assert _ops(describe_group_operations(wire, "any")) == {3, 6, 8, 10, 11}
+
+
+def _check_group_configs(wire: Wire) -> None:
     g = topic_name("group")
     code, configs = describe(wire, GROUP, g)  # a group need not exist
     assert code == NONE

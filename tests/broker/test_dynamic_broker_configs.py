@@ -40,7 +40,11 @@ from .wire import Wire, create
 
 pytestmark = pytest.mark.timeout(90)
 
-BROKER_SETTINGS = {"log.retention.hours": "100", "log.retention.check.interval.ms": "100"}
+BROKER_SETTINGS = {
+    "log.retention.hours": "100",
+    "log.retention.check.interval.ms": "100",
+    "group.coordinator.rebalance.protocols": "classic,consumer",  # group configs, as Kafka 4.0
+}
 
 
 @pytest.fixture

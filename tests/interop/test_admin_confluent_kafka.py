@@ -33,7 +33,10 @@ from .support import unique_topic
 
 pytestmark = [pytest.mark.interop, pytest.mark.timeout(120)]
 
-BROKER_SETTINGS = {"log.retention.hours": 100}
+BROKER_SETTINGS = {
+    "log.retention.hours": 100,
+    "group.coordinator.rebalance.protocols": "classic,consumer",  # group configs, as Kafka 4.0
+}
 TIMEOUT = 15
 
 

@@ -192,6 +192,13 @@ def _false_only(text: str) -> bool:
     return False
 
 
+def _rebalance_protocols(text: str) -> str:
+    parts = [p.strip() for p in text.split(",") if p.strip()]
+    if "classic" not in parts or any(p not in ("classic", "consumer") for p in parts):
+        raise ValueError("must list classic, and optionally consumer")
+    return ",".join(parts)
+
+
 def _dirs(text: str) -> str:
     parts = [p.strip() for p in text.split(",") if p.strip()]
     if not parts:
@@ -330,6 +337,14 @@ BROKER_KEYS: dict[str, ConfigKey] = {
         _k("sasl.login.refresh.window.jitter", _float(0.0, 0.25), 0.05),
         _k("sasl.login.refresh.min.period.seconds", _int(0, 900), 60),
         _k("sasl.login.refresh.buffer.seconds", _int(0, 3600), 300),
+        _k(
+            "group.coordinator.rebalance.protocols",
+            _rebalance_protocols,
+            "classic",
+            "Kafka 3.9's default, classic; listing consumer enables the KIP-848 group configs "
+            "(the GROUP config resource) as Kafka 4.0 does. The consumer protocol's "
+            "heartbeats are not served.",
+        ),
         # KIP-848 group configs: broker defaults and the bounds a group override must respect
         _k("group.consumer.session.timeout.ms", _int(1), 45000),
         _k("group.consumer.min.session.timeout.ms", _int(1), 45000),

@@ -16,7 +16,9 @@ A value must be an integer within the broker's ``group.<kind>.min.*`` / ``max.*`
 (``consumer.session.timeout.ms`` within ``group.consumer.min.session.timeout.ms`` and
 ``group.consumer.max.session.timeout.ms``...), and a session timeout must be larger than the
 heartbeat interval of the same kind, as Kafka's GroupConfig.validate. A group need not exist to
-be configured. Overrides are persisted through the ``ConfigEntityStore`` (entity
+be configured. Served when ``enabled`` (``group.coordinator.rebalance.protocols`` lists
+``consumer``, Kafka 4.0's default); a Kafka 3.9 broker refuses the GROUP resource, and so does
+odradek by default. Overrides are persisted through the ``ConfigEntityStore`` (entity
 ``groups/<group id>``). odradek serves the classic group protocol, whose timeouts come from
 JoinGroup: the overrides are validated, stored and described for the clients and tools that
 manage them (librdkafka, Kafka's admin client).
@@ -78,6 +80,14 @@ class GroupConfigManager:
     def __init__(self, config: BrokerConfig, store: ConfigEntityStore) -> None:
         self.config = config
         self.store = store
+
+    @property
+    def enabled(self) -> bool:
+        """Whether groups have configs: as in Kafka 4.0, when the broker's
+        ``group.coordinator.rebalance.protocols`` lists ``consumer``; otherwise the GROUP
+        config resource is refused (INVALID_REQUEST), as a Kafka 3.9 (ZooKeeper) broker does."""
+        protocols = str(self.config.get("group.coordinator.rebalance.protocols") or "")
+        return "consumer" in protocols.split(",")
 
     def overrides(self, group: str) -> dict[str, str]:
         return self.store.entity_config(GROUPS, group)

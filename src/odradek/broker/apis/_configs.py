@@ -45,6 +45,7 @@ __all__ = [
     "DEFAULT_CONFIG",
     "DYNAMIC_TOPIC_CONFIG",
     "GROUP",
+    "GROUP_CONFIGS_DISABLED",
     "TOPIC",
     "Entry",
     "alter_broker",
@@ -63,6 +64,11 @@ BROKER_LOGGER = 8
 GROUP = 32
 
 _log = logging.getLogger("odradek.broker")
+
+GROUP_CONFIGS_DISABLED = (
+    "group configs need group.coordinator.rebalance.protocols to list consumer "
+    "(Kafka 4.0's default)"
+)
 
 DYNAMIC_TOPIC_CONFIG = 1
 
@@ -202,6 +208,8 @@ async def alter_group(
     services: BrokerServices, name: str, new_configs: Mapping[str, str | None], validate_only: bool
 ) -> tuple[ErrorCode, str | None]:
     """Replace a group's config overrides (KIP-848 group configs)."""
+    if not services.group_configs.enabled:
+        return ErrorCode.invalid_request, GROUP_CONFIGS_DISABLED
     if not name:
         return ErrorCode.invalid_request, "Group name must not be empty"
     nulls = sorted(k for k, v in new_configs.items() if v is None)

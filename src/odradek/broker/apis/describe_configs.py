@@ -15,6 +15,7 @@ from odradek.broker.apis._configs import (
     BROKER_LOGGER,
     DEFAULT_CONFIG,
     GROUP,
+    GROUP_CONFIGS_DISABLED,
     TOPIC,
     broker_entries,
     check_broker_resource,
@@ -50,7 +51,9 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
         elif res.resource_type == BROKER_LOGGER:
             entries = []
         elif res.resource_type == GROUP:
-            if not res.resource_name:
+            if not services.group_configs.enabled:
+                code, message = ErrorCode.invalid_request, GROUP_CONFIGS_DISABLED
+            elif not res.resource_name:
                 code, message = ErrorCode.invalid_request, "Group name must not be empty"
             else:
                 entries = group_entries(services, res.resource_name, keys)
