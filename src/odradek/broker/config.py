@@ -34,6 +34,7 @@ __all__ = [
     "ConfigKey",
     "Listener",
     "effective_topic_configs",
+    "ignored_topic_configs",
     "load_properties",
     "load_properties_file",
     "parse_listeners",
@@ -145,6 +146,59 @@ def _compression(text: str) -> str:
     return _enum("uncompressed", "zstd", "lz4", "snappy", "gzip", "producer")(text)
 
 
+def _message_format_version(text: str) -> str:
+    """A Kafka version string as ``message.format.version`` takes (``0.10.0``, ``0.11.0-IV2``,
+    ``2.8``, ``3.0-IV1``...): validated as Kafka's MetadataVersion does, then ignored."""
+    t = text.strip()
+    if _VERSION_RE.match(t) is None:
+        raise ValueError(f"Version {t} is not a valid version")
+    return t
+
+
+# 0.8.0 .. 0.11.0 (three parts), 1.0 .. 4.0 (two parts), each optionally -IVn; Kafka
+# also accepts extra trailing parts (0.10.0.1, 2.8.1).
+_VERSION_RE = re.compile(
+    r"^(0\.(8\.[0-2]|9\.0|10\.[0-2]|11\.0)|1\.[01]|2\.[0-8]|3\.[0-9]|4\.0)"
+    r"(\.\d+)*(-IV\d+)?$"
+)
+
+
+def _gzip_level(text: str) -> int:
+    value = int(text.strip())
+    if value != -1 and not 1 <= value <= 9:
+        raise ValueError("must be -1 (the default level) or in [1, 9]")
+    return value
+
+
+def _throttled_replicas(text: str) -> str:
+    """``*`` or ``partition:broker,...`` (leader/follower.replication.throttled.replicas)."""
+    t = text.strip()
+    if t in ("", "*"):
+        return t
+    for item in t.split(","):
+        if re.fullmatch(r"\s*\d+\s*:\s*\d+\s*", item) is None:
+            raise ValueError("must be * or a list of partition:broker")
+    return t
+
+
+def _false_only(text: str) -> bool:
+    """remote.storage.enable: tiered storage is not offered (Kafka refuses true when the
+    broker's remote log storage system is disabled)."""
+    if _bool(text):
+        raise ValueError(
+            "Tiered Storage functionality is disabled in the broker "
+            "(remote.log.storage.system.enable is false)"
+        )
+    return False
+
+
+def _rebalance_protocols(text: str) -> str:
+    parts = [p.strip() for p in text.split(",") if p.strip()]
+    if "classic" not in parts or any(p not in ("classic", "consumer") for p in parts):
+        raise ValueError("must list classic, and optionally consumer")
+    return ",".join(parts)
+
+
 def _dirs(text: str) -> str:
     parts = [p.strip() for p in text.split(",") if p.strip()]
     if not parts:
@@ -239,6 +293,74 @@ BROKER_KEYS: dict[str, ConfigKey] = {
         _k("log.cleaner.min.compaction.lag.ms", _int(0, _LONG_MAX), 0),
         _k("log.cleaner.max.compaction.lag.ms", _int(1, _LONG_MAX), _LONG_MAX),
         _k("min.insync.replicas", _int(1), 1),
+        _k("log.segment.delete.delay.ms", _int(0, _LONG_MAX), 60000),
+        _k(
+            "log.roll.jitter.ms",
+            _int(0, _LONG_MAX),
+            None,
+            "Accepted; odradek rolls without jitter.",
+        ),
+        _k(
+            "log.roll.jitter.hours", _int(0, _INT_MAX), 0, "Accepted; odradek rolls without jitter."
+        ),
+        _k("log.preallocate", _bool, False, "Accepted; segments are not preallocated."),
+        _k(
+            "log.message.format.version",
+            _message_format_version,
+            "3.0-IV1",
+            "Deprecated; ignored (record batches are always v2), as in Kafka 3.x.",
+        ),
+        _k("log.message.downconversion.enable", _bool, True),
+        _k("log.message.timestamp.difference.max.ms", _int(0, _LONG_MAX), _LONG_MAX),
+        _k("log.message.timestamp.before.max.ms", _int(0, _LONG_MAX), _LONG_MAX),
+        _k("log.message.timestamp.after.max.ms", _int(0, _LONG_MAX), _LONG_MAX),
+        _k("log.local.retention.ms", _int(-2, _LONG_MAX), -2),
+        _k("log.local.retention.bytes", _int(-2, _LONG_MAX), -2),
+        _k("unclean.leader.election.enable", _bool, False),
+        _k("compression.gzip.level", _gzip_level, -1),
+        _k("compression.lz4.level", _int(1, 17), 9),
+        _k("compression.zstd.level", _int(-131072, 22), 3),
+        _k("background.threads", _int(1), 10, "Accepted for compatibility; unused."),
+        _k("num.replica.fetchers", _int(1), 1),
+        _k("max.connections", _int(0, _INT_MAX), _INT_MAX),
+        _k("max.connections.per.ip", _int(0, _INT_MAX), _INT_MAX),
+        _k("max.connection.creation.rate", _int(0, _INT_MAX), _INT_MAX),
+        _k("transaction.partition.verification.enable", _bool, True),
+        # SASL settings a client may set per broker (DynamicListenerConfig in Kafka); odradek
+        # serves PLAINTEXT only, so they are accepted, stored and shown, and unused.
+        _k("sasl.kerberos.service.name", _str, None),
+        _k("sasl.kerberos.kinit.cmd", _str, "/usr/bin/kinit"),
+        _k("sasl.kerberos.ticket.renew.window.factor", _float(0.0, 1.0), 0.8),
+        _k("sasl.kerberos.ticket.renew.jitter", _float(0.0, 1.0), 0.05),
+        _k("sasl.kerberos.min.time.before.relogin", _int(0, _LONG_MAX), 60000),
+        _k("sasl.login.refresh.window.factor", _float(0.5, 1.0), 0.8),
+        _k("sasl.login.refresh.window.jitter", _float(0.0, 0.25), 0.05),
+        _k("sasl.login.refresh.min.period.seconds", _int(0, 900), 60),
+        _k("sasl.login.refresh.buffer.seconds", _int(0, 3600), 300),
+        _k(
+            "group.coordinator.rebalance.protocols",
+            _rebalance_protocols,
+            "classic",
+            "Kafka 3.9's default, classic; listing consumer enables the KIP-848 group configs "
+            "(the GROUP config resource) as Kafka 4.0 does. The consumer protocol's "
+            "heartbeats are not served.",
+        ),
+        # KIP-848 group configs: broker defaults and the bounds a group override must respect
+        _k("group.consumer.session.timeout.ms", _int(1), 45000),
+        _k("group.consumer.min.session.timeout.ms", _int(1), 45000),
+        _k("group.consumer.max.session.timeout.ms", _int(1), 60000),
+        _k("group.consumer.heartbeat.interval.ms", _int(1), 5000),
+        _k("group.consumer.min.heartbeat.interval.ms", _int(1), 5000),
+        _k("group.consumer.max.heartbeat.interval.ms", _int(1), 15000),
+        _k("group.share.session.timeout.ms", _int(1), 45000),
+        _k("group.share.min.session.timeout.ms", _int(1), 45000),
+        _k("group.share.max.session.timeout.ms", _int(1), 60000),
+        _k("group.share.heartbeat.interval.ms", _int(1), 5000),
+        _k("group.share.min.heartbeat.interval.ms", _int(1), 5000),
+        _k("group.share.max.heartbeat.interval.ms", _int(1), 15000),
+        _k("group.share.record.lock.duration.ms", _int(1000), 30000),
+        _k("group.share.min.record.lock.duration.ms", _int(1000), 15000),
+        _k("group.share.max.record.lock.duration.ms", _int(1000), 60000),
         _k("offsets.topic.num.partitions", _int(1), 50),
         _k("offsets.topic.replication.factor", _int(1), 1),
         _k("offsets.topic.segment.bytes", _int(1), 104857600),
@@ -417,6 +539,18 @@ class BrokerConfig:
         merged.update(props)
         return BrokerConfig.from_properties(merged)
 
+    def update_current(self, current: BrokerConfig) -> None:
+        """Take every value of ``current`` (this config with dynamic broker configs applied,
+        see ``broker.dynamic_config``), in place so that every holder sees it; the keys set
+        statically (``is_explicit``, ``explicit()``) stay as they were."""
+        self._values = dict(current._values)
+        for key, value in self._values.items():
+            setattr(self, key.replace(".", "_"), value)
+
+    def copy(self) -> BrokerConfig:
+        """A snapshot of the current values."""
+        return BrokerConfig(self._values, self._explicit)
+
     # -- access ------------------------------------------------------------------------------
 
     def get(self, key: str, default: Any = None) -> Any:
@@ -501,6 +635,9 @@ class TopicKey:
     broker_key: str | None
     default_from: Callable[[BrokerConfig], str]
     read_only: bool = False
+    ignored: str | None = None
+    """Why odradek accepts this key and does not act on it (logged as a warning when set);
+    None for the keys that are applied."""
 
 
 def _from(key: str) -> Callable[[BrokerConfig], str]:
@@ -588,9 +725,18 @@ TOPIC_KEYS: dict[str, TopicKey] = {
         TopicKey(
             "min.insync.replicas", _int(1), "min.insync.replicas", _from("min.insync.replicas")
         ),
-        TopicKey("unclean.leader.election.enable", _bool, None, _const("false")),
         TopicKey(
-            "message.timestamp.difference.max.ms", _int(0, _LONG_MAX), None, _const(str(_LONG_MAX))
+            "unclean.leader.election.enable",
+            _bool,
+            "unclean.leader.election.enable",
+            _from("unclean.leader.election.enable"),
+        ),
+        TopicKey(
+            "message.timestamp.difference.max.ms",
+            _int(0, _LONG_MAX),
+            "log.message.timestamp.difference.max.ms",
+            _from("log.message.timestamp.difference.max.ms"),
+            ignored="deprecated; record timestamps are not checked against the broker's clock",
         ),
         TopicKey(
             "delete.retention.ms",
@@ -616,8 +762,125 @@ TOPIC_KEYS: dict[str, TopicKey] = {
             "log.cleaner.min.cleanable.ratio",
             _from("log.cleaner.min.cleanable.ratio"),
         ),
-        TopicKey("file.delete.delay.ms", _log_int("file.delete.delay.ms"), None, _const("60000")),
-        TopicKey("preallocate", _bool, None, _const("false")),
+        TopicKey(
+            "file.delete.delay.ms",
+            _log_int("file.delete.delay.ms"),
+            "log.segment.delete.delay.ms",
+            _from("log.segment.delete.delay.ms"),
+        ),
+        TopicKey(
+            "preallocate",
+            _bool,
+            "log.preallocate",
+            _from("log.preallocate"),
+            ignored="segments are not preallocated",
+        ),
+        # -- accepted as Kafka 3.x accepts them; not acted on (``ignored`` says why) --------
+        TopicKey(
+            "message.format.version",
+            _message_format_version,
+            "log.message.format.version",
+            _from("log.message.format.version"),
+            ignored=(
+                "deprecated; ignored because the inter-broker protocol is 3.0 or later "
+                "(batches are always written as v2), as in Kafka 3.x"
+            ),
+        ),
+        TopicKey(
+            "message.downconversion.enable",
+            _bool,
+            "log.message.downconversion.enable",
+            _from("log.message.downconversion.enable"),
+        ),
+        TopicKey(
+            "message.timestamp.before.max.ms",
+            _int(0, _LONG_MAX),
+            "log.message.timestamp.before.max.ms",
+            _from("log.message.timestamp.before.max.ms"),
+            ignored="record timestamps are not checked against the broker's clock",
+        ),
+        TopicKey(
+            "message.timestamp.after.max.ms",
+            _int(0, _LONG_MAX),
+            "log.message.timestamp.after.max.ms",
+            _from("log.message.timestamp.after.max.ms"),
+            ignored="record timestamps are not checked against the broker's clock",
+        ),
+        TopicKey(
+            "segment.jitter.ms",
+            _int(0, _LONG_MAX),
+            "log.roll.jitter.ms",
+            lambda c: str(
+                c.get("log.roll.jitter.ms")
+                if c.get("log.roll.jitter.ms") is not None
+                else c.get("log.roll.jitter.hours") * 3_600_000
+            ),
+            ignored="segments roll without jitter",
+        ),
+        TopicKey(
+            "compression.gzip.level",
+            _gzip_level,
+            "compression.gzip.level",
+            _from("compression.gzip.level"),
+            ignored="batches are stored as produced",
+        ),
+        TopicKey(
+            "compression.lz4.level",
+            _int(1, 17),
+            "compression.lz4.level",
+            _from("compression.lz4.level"),
+            ignored="batches are stored as produced",
+        ),
+        TopicKey(
+            "compression.zstd.level",
+            _int(-131072, 22),
+            "compression.zstd.level",
+            _from("compression.zstd.level"),
+            ignored="batches are stored as produced",
+        ),
+        TopicKey(
+            "leader.replication.throttled.replicas",
+            _throttled_replicas,
+            None,
+            _const(""),
+            ignored="replication is not throttled",
+        ),
+        TopicKey(
+            "follower.replication.throttled.replicas",
+            _throttled_replicas,
+            None,
+            _const(""),
+            ignored="replication is not throttled",
+        ),
+        TopicKey("remote.storage.enable", _false_only, None, _const("false")),
+        TopicKey(
+            "local.retention.ms",
+            _int(-2, _LONG_MAX),
+            "log.local.retention.ms",
+            _from("log.local.retention.ms"),
+            ignored="there is no tiered storage",
+        ),
+        TopicKey(
+            "local.retention.bytes",
+            _int(-2, _LONG_MAX),
+            "log.local.retention.bytes",
+            _from("log.local.retention.bytes"),
+            ignored="there is no tiered storage",
+        ),
+        TopicKey(
+            "remote.log.copy.disable",
+            _bool,
+            None,
+            _const("false"),
+            ignored="there is no tiered storage",
+        ),
+        TopicKey(
+            "remote.log.delete.on.disable",
+            _bool,
+            None,
+            _const("false"),
+            ignored="there is no tiered storage",
+        ),
     ]
 }
 
@@ -639,6 +902,25 @@ def validate_topic_configs(configs: Mapping[str, str | None]) -> dict[str, str]:
             )
             raise ConfigError(name, f"invalid value {raw!r}: {detail}") from None
         out[name] = ("true" if value else "false") if isinstance(value, bool) else str(value)
+    lo = out.get("min.compaction.lag.ms")
+    hi = out.get("max.compaction.lag.ms")
+    if lo is not None and hi is not None and int(lo) > int(hi):
+        raise ConfigError(
+            "min.compaction.lag.ms",
+            f"conflict topic config setting min.compaction.lag.ms ({lo}) > "
+            f"max.compaction.lag.ms ({hi})",
+        )
+    return out
+
+
+def ignored_topic_configs(configs: Mapping[str, str]) -> list[str]:
+    """The warnings for the keys of ``configs`` that are accepted but not acted on (Kafka
+    logs such a warning for ``message.format.version``); the caller logs them."""
+    out = []
+    for name in sorted(configs):
+        spec = TOPIC_KEYS.get(name)
+        if spec is not None and spec.ignored is not None:
+            out.append(f"topic config {name}={configs[name]} is ignored: {spec.ignored}")
     return out
 
 

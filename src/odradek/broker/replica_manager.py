@@ -260,6 +260,14 @@ class ReplicaManager:
                 with contextlib.suppress(FileNotFoundError):
                     path.unlink()
 
+    def set_default_log_config(self, config: LogConfig) -> None:
+        """New broker-wide log defaults (dynamic broker configs): applied at once to every
+        live log, under its topic's overrides."""
+        self.default_log_config = config
+        self.log_manager.default_config = config
+        for topic in self.metadata.topics():
+            self.apply_topic_config(topic)
+
     def apply_topic_config(self, topic: TopicMetadata) -> None:
         """Apply a topic's changed overrides to its live logs."""
         config = self.log_config_for(topic)

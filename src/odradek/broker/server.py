@@ -29,8 +29,11 @@ from typing import TYPE_CHECKING
 
 from odradek.broker.api import ApiSpec
 from odradek.broker.config import BrokerConfig
+from odradek.broker.config_store import ConfigEntityStore, LocalConfigEntityStore
 from odradek.broker.connection import KafkaConnection, RequestMetrics, Route
 from odradek.broker.coordinator_writer import BrokerPartitionWriter, complete_now
+from odradek.broker.dynamic_config import LOG_CLEANER_KEYS, LOG_KEYS, DynamicBrokerConfig
+from odradek.broker.group_configs import GroupConfigManager
 from odradek.broker.metadata import LocalMetadataStore
 from odradek.broker.metadata_store import BrokerInfo, MetadataStore, TopicMetadata
 from odradek.broker.partition import Partition
@@ -79,6 +82,7 @@ def default_log_config(cfg: BrokerConfig) -> LogConfig:
         min_compaction_lag_ms=cfg.log_cleaner_min_compaction_lag_ms,
         max_compaction_lag_ms=cfg.log_cleaner_max_compaction_lag_ms,
         min_cleanable_dirty_ratio=cfg.log_cleaner_min_cleanable_ratio,
+        file_delete_delay_ms=int(cfg.get("log.segment.delete.delay.ms")),
     )
 
 
@@ -128,8 +132,10 @@ class Broker:
         config: BrokerConfig | None = None,
         clock: Clock | None = None,
         metadata: MetadataStore | None = None,
+        config_store: ConfigEntityStore | None = None,
     ) -> None:
         self.config = config if config is not None else BrokerConfig.default()
+        self._injected_config_store = config_store
         self.clock: Clock = clock if clock is not None else SystemClock()
         self.node_id = self.config.node_id_effective
         self.registry: dict[int, ApiSpec] = load_registry()
@@ -160,6 +166,9 @@ class Broker:
         self.txn_markers: TxnMarkerAppender
         self.txn_coordinator: TransactionCoordinator
         self.log_cleaner: LogCleaner | None = None
+        self.config_store: ConfigEntityStore
+        self.dynamic_config: DynamicBrokerConfig
+        self.group_configs: GroupConfigManager
         self._services: BrokerServices | None = None
         # the console (http.listeners) sets .metrics when it starts; connections feed it
         self.metrics: RequestMetrics | None = None
@@ -212,6 +221,11 @@ class Broker:
             self.data_dir.mkdir(parents=True, exist_ok=True)
         metadata = self._injected_metadata or LocalMetadataStore(self.node_id, self.data_dir)
         self.metadata = metadata
+        # dynamic broker configs apply before anything reads the config
+        self.config_store = self._injected_config_store or LocalConfigEntityStore(self.data_dir)
+        self.dynamic_config = DynamicBrokerConfig(cfg, self.config_store)
+        self.dynamic_config.initialize()
+        self.group_configs = GroupConfigManager(cfg, self.config_store)
         defaults = default_log_config(cfg)
         topic_configs = {
             t.name: LogConfig.from_topic_config(t.configs, defaults)
@@ -267,7 +281,11 @@ class Broker:
             ),
             txn_coordinator=self.txn_coordinator,
             txn_markers=self.txn_markers,
+            dynamic_config=self.dynamic_config,
+            group_configs=self.group_configs,
         )
+        self.dynamic_config.add_reconfigurable(LOG_KEYS, self._reconfigure_log_defaults)
+        self.dynamic_config.add_reconfigurable(LOG_CLEANER_KEYS, self._reconfigure_log_cleaner)
         try:
             self.replica_manager.open_all()
             loop = asyncio.get_running_loop()
@@ -326,6 +344,20 @@ class Broker:
         )
         if self.config.log_cleaner_threads > 0:
             self.log_cleaner.start()
+
+    async def _reconfigure_log_defaults(self, old: BrokerConfig, new: BrokerConfig) -> None:
+        """Dynamic log.* defaults: every live log without a topic override follows them."""
+        self.replica_manager.set_default_log_config(default_log_config(new))
+
+    async def _reconfigure_log_cleaner(self, old: BrokerConfig, new: BrokerConfig) -> None:
+        """Dynamic log.cleaner.*: restart the cleaner with the new settings (as Kafka's
+        LogCleaner.reconfigure: shutdown, then start)."""
+        if not self._started:
+            return
+        loop = asyncio.get_running_loop()
+        if self.log_cleaner is not None:
+            await loop.run_in_executor(None, self.log_cleaner.shutdown)
+        self._start_log_cleaner(loop)
 
     async def stop(self) -> None:
         if not self._started:

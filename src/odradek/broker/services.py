@@ -11,6 +11,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from odradek.broker.config import BrokerConfig
+from odradek.broker.dynamic_config import DynamicBrokerConfig
+from odradek.broker.group_configs import GroupConfigManager
 from odradek.broker.metadata_store import BrokerInfo, MetadataStore
 from odradek.broker.producer_ids import ProducerIdManager
 from odradek.broker.purgatory import Purgatory
@@ -39,6 +41,10 @@ class BrokerServices:
     txn_coordinator: TransactionCoordinator
     txn_markers: TxnMarkerAppender
     """Appends COMMIT/ABORT markers to the partitions this broker leads (WriteTxnMarkers)."""
+    dynamic_config: DynamicBrokerConfig
+    """Dynamic broker configs (AlterConfigs on the BROKER resource); ``config`` is kept current."""
+    group_configs: GroupConfigManager
+    """Group config overrides (the GROUP config resource, KIP-848)."""
 
     @property
     def node_id(self) -> int:

@@ -69,6 +69,8 @@ _IGNORED_TOPIC_KEYS = frozenset(
         "message.timestamp.difference.max.ms",
         "min.insync.replicas",
         "preallocate",
+        "remote.log.copy.disable",
+        "remote.log.delete.on.disable",
         "remote.storage.enable",
         "segment.jitter.ms",
         "unclean.leader.election.enable",

@@ -381,6 +381,14 @@ class LogBase:
         self._epochs.truncate_from_start(offset)
         return True
 
+    def delete_segments_below_log_start(self, now_ms: int | None = None) -> int:
+        """Delete the segments wholly below the log start offset (after DeleteRecords moved
+        it), without applying retention; returns the number of segments deleted."""
+        return self._delete_segments(
+            lambda _s, n: n is not None and n.base_offset <= self.log_start_offset,
+            self.clock.now_ms() if now_ms is None else now_ms,
+        )
+
     def update_high_watermark(self, offset: int) -> int:
         """Set the high watermark (clamped to [log start, LEO]); returns the value set."""
         self.high_watermark = min(max(offset, self.log_start_offset), self.log_end_offset)

@@ -7,6 +7,7 @@ import logging
 import os
 import re
 import shutil
+import threading
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
@@ -104,6 +105,7 @@ class LogManager:
         self._logs: dict[tuple[str, int], PartitionLog] = {}
         self._log_dir_of: dict[tuple[str, int], Path] = {}
         self._locks: list[int] = []
+        self._checkpoint_lock = threading.Lock()  # one writer of the checkpoint files at a time
         self._deleted: list[FileLog] = []  # deleted logs whose fds close after file.delete.delay.ms
         self.retention_check_interval_ms = retention_check_interval_ms
         self.flush_check_interval_ms = flush_check_interval_ms
@@ -286,11 +288,27 @@ class LogManager:
             self._next_checkpoint_ms = now_ms + self.checkpoint_interval_ms
             self.checkpoint()
 
+    def checkpoint_log_start_offsets(self) -> None:
+        """Write only the log-start-offset-checkpoint of every log dir (after DeleteRecords,
+        so that the new start survives a crash, not only a clean stop). Any thread."""
+        if self.in_memory:
+            return
+        with self._checkpoint_lock:
+            for log_dir in self.log_dirs:
+                keys = [k for k, d in list(self._log_dir_of.items()) if d == log_dir]
+                OffsetCheckpointFile(log_dir / LOG_START_OFFSET_CHECKPOINT).write(
+                    {k: self._logs[k].log_start_offset for k in keys if k in self._logs}
+                )
+
     def checkpoint(self) -> None:
         """Write the recovery point, log start offset and high watermark checkpoints of every
         log dir (fsync + atomic rename)."""
         if self.in_memory:
             return
+        with self._checkpoint_lock:
+            self._checkpoint()
+
+    def _checkpoint(self) -> None:
         for log_dir in self.log_dirs:
             keys = [k for k, d in self._log_dir_of.items() if d == log_dir]
             logs: dict[tuple[str, int], Any] = {k: self._logs[k] for k in keys}

@@ -1,8 +1,23 @@
 """Shared by DescribeConfigs, AlterConfigs and IncrementalAlterConfigs: resource types,
-config sources and applying topic config changes to the live logs."""
+config sources, describing and altering topic, broker and group resources.
+
+Resources, as Kafka serves them:
+
+* TOPIC (2): overrides over the broker defaults (``TopicAdmin``), applied to live logs.
+* BROKER (4): name = this broker's id (every config, current values, read-only flags) or
+  ``""`` (the cluster-wide dynamic defaults only). Dynamic configs go through
+  ``DynamicBrokerConfig``; another broker id or a non-integer name is INVALID_REQUEST; a
+  read-only or unknown key, or a bad value, is INVALID_CONFIG.
+* BROKER_LOGGER (8): described empty.
+* GROUP (32): KIP-848 group configs (``GroupConfigManager``); an empty name is INVALID_REQUEST.
+
+Describing: ``(name, value, read_only, source, synonyms)`` per config, ``synonyms`` being
+``(name, value, source)`` highest precedence first, as Kafka's ConfigHelper builds them.
+"""
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
@@ -12,9 +27,14 @@ from odradek.broker.apis._util import make, response_types
 from odradek.broker.config import (
     BROKER_KEYS,
     TOPIC_KEYS,
-    BrokerConfig,
     ConfigError,
+    ignored_topic_configs,
     validate_topic_configs,
+)
+from odradek.broker.dynamic_config import (
+    DEFAULT_CONFIG,
+    DYNAMIC_DEFAULT_BROKER_CONFIG,
+    broker_config_synonyms,
 )
 from odradek.broker.metadata_store import TopicMetadata
 from odradek.broker.services import BrokerServices
@@ -22,48 +42,62 @@ from odradek.broker.services import BrokerServices
 __all__ = [
     "BROKER",
     "BROKER_LOGGER",
+    "DEFAULT_CONFIG",
+    "DYNAMIC_TOPIC_CONFIG",
+    "GROUP",
+    "GROUP_CONFIGS_DISABLED",
     "TOPIC",
+    "Entry",
+    "alter_broker",
+    "alter_group",
     "alter_resources",
     "alter_topic",
     "broker_entries",
     "check_broker_resource",
+    "group_entries",
     "topic_entries",
 ]
 
 TOPIC = 2
 BROKER = 4
 BROKER_LOGGER = 8
+GROUP = 32
 
-# config sources (DescribeConfigs v1+)
+_log = logging.getLogger("odradek.broker")
+
+GROUP_CONFIGS_DISABLED = (
+    "group configs need group.coordinator.rebalance.protocols to list consumer "
+    "(Kafka 4.0's default)"
+)
+
 DYNAMIC_TOPIC_CONFIG = 1
-STATIC_BROKER_CONFIG = 4
-DEFAULT_CONFIG = 5
+
+Entry = tuple[str, str | None, bool, int, list[tuple[str, str | None, int]]]
+"""(name, value, read_only, source, synonyms [(name, value, source)])."""
+
+
+def _source(synonyms: list[tuple[str, str | None, int]]) -> int:
+    return synonyms[0][2] if synonyms else DEFAULT_CONFIG
 
 
 def topic_entries(
     services: BrokerServices, topic: TopicMetadata, keys: tuple[str, ...] | None
-) -> list[tuple[str, str | None, bool, int, list[tuple[str, str | None, int]]]]:
-    """[(name, value, read_only, source, synonyms)] for a topic resource."""
+) -> list[Entry]:
+    """Every config of a topic resource: its override, else the broker's current default."""
     effective = services.topic_admin.topic_configs_from(topic.configs)
-    config = services.config
-    out: list[tuple[str, str | None, bool, int, list[tuple[str, str | None, int]]]] = []
+    dynamic = services.dynamic_config
+    out: list[Entry] = []
     for name, value in sorted(effective.items()):
         if keys and name not in keys:
             continue
         spec = TOPIC_KEYS.get(name)
         synonyms: list[tuple[str, str | None, int]] = []
         if name in topic.configs:
-            source = DYNAMIC_TOPIC_CONFIG
             synonyms.append((name, value, DYNAMIC_TOPIC_CONFIG))
-        else:
-            source = DEFAULT_CONFIG
         if spec is not None and spec.broker_key is not None:
             bkey = spec.broker_key
-            bsource = STATIC_BROKER_CONFIG if config.is_explicit(bkey) else DEFAULT_CONFIG
-            if name not in topic.configs and bsource == STATIC_BROKER_CONFIG:
-                source = STATIC_BROKER_CONFIG
-            synonyms.append((bkey, spec.default_from(config), bsource))
-        out.append((name, value, False, source, synonyms))
+            synonyms += dynamic.config_synonyms(bkey, broker_config_synonyms(bkey))
+        out.append((name, value, False, _source(synonyms), synonyms))
     return out
 
 
@@ -75,66 +109,150 @@ def _str(value: Any) -> str | None:
     return str(value)
 
 
+def check_broker_resource(node_id: int, name: str) -> tuple[ErrorCode, str | None]:
+    """NONE for ``""`` (the cluster-wide default) or this broker's id; else INVALID_REQUEST."""
+    if name == "":
+        return ErrorCode.none, None
+    try:
+        broker_id = int(name)
+    except ValueError:
+        return ErrorCode.invalid_request, f"Broker id must be an integer, but it is: {name}"
+    if broker_id != node_id:
+        return (
+            ErrorCode.invalid_request,
+            f"Unexpected broker id, expected {node_id} or empty string, but received {name}",
+        )
+    return ErrorCode.none, None
+
+
 def broker_entries(
-    config: BrokerConfig, keys: tuple[str, ...] | None
-) -> list[tuple[str, str | None, bool, int, list[tuple[str, str | None, int]]]]:
-    out = []
-    for name in sorted(BROKER_KEYS):
-        if keys and name not in keys:
+    services: BrokerServices, name: str, keys: tuple[str, ...] | None
+) -> list[Entry]:
+    """This broker's configs (``name`` = its id) or the dynamic cluster defaults (``""``)."""
+    dynamic = services.dynamic_config
+    config = services.config
+    out: list[Entry] = []
+    if name == "":
+        for key, value in sorted(dynamic.dynamic_default_configs().items()):
+            if keys and key not in keys:
+                continue
+            synonyms = [
+                s
+                for s in dynamic.config_synonyms(key, broker_config_synonyms(key))
+                if s[2] == DYNAMIC_DEFAULT_BROKER_CONFIG
+            ]
+            out.append((key, value, dynamic.is_read_only(key), _source(synonyms), list(synonyms)))
+        return out
+    for key in sorted(BROKER_KEYS):
+        if keys and key not in keys:
             continue
-        source = STATIC_BROKER_CONFIG if config.is_explicit(name) else DEFAULT_CONFIG
-        value = _str(config.get(name))
-        out.append((name, value, True, source, [(name, value, source)]))
+        synonyms = list(dynamic.config_synonyms(key, broker_config_synonyms(key)))
+        out.append(
+            (key, _str(config.get(key)), dynamic.is_read_only(key), _source(synonyms), synonyms)
+        )
     return out
 
 
-def check_broker_resource(node_id: int, name: str) -> tuple[ErrorCode, str | None]:
-    if name not in ("", str(node_id)):
-        return ErrorCode.invalid_request, f"unknown broker {name!r}"
-    return ErrorCode.none, None
+def group_entries(
+    services: BrokerServices, group: str, keys: tuple[str, ...] | None
+) -> list[Entry]:
+    return [
+        (name, value, False, source, [(name, value, source)])
+        for name, value, source in services.group_configs.describe(group)
+        if not keys or name in keys
+    ]
 
 
 async def alter_topic(
     services: BrokerServices, name: str, new_configs: Mapping[str, str | None], validate_only: bool
 ) -> tuple[ErrorCode, str | None]:
     """Replace the topic's overrides with ``new_configs`` (validated); apply to live logs."""
+    if name == "":
+        return ErrorCode.invalid_request, "Default topic resources are not allowed."
     topic = services.metadata.topic(name)
     if topic is None:
-        return ErrorCode.unknown_topic_or_partition, f"topic {name!r} does not exist"
+        return ErrorCode.unknown_topic_or_partition, f"The topic '{name}' does not exist."
     try:
         configs = validate_topic_configs(new_configs)
         services.topic_admin.check_log_config(configs)
-    except ConfigError as exc:
-        return ErrorCode.invalid_config, str(exc)
-    except ValueError as exc:
+    except ValueError as exc:  # ConfigError, storage's InvalidConfigError
         return ErrorCode.invalid_config, str(exc)
     if not validate_only:
         await services.topic_admin.alter_topic_configs(name, configs)
+        for warning in ignored_topic_configs(configs):
+            _log.warning("topic %r: %s", name, warning)
     return ErrorCode.none, None
 
 
-async def alter_resources(
-    request: Any, alter: Callable[[str, Any], Awaitable[tuple[ErrorCode, str | None]]]
-) -> tuple[Any, ...]:
+async def alter_broker(
+    services: BrokerServices, name: str, new_configs: Mapping[str, str | None], validate_only: bool
+) -> tuple[ErrorCode, str | None]:
+    """Replace one level of dynamic broker configs (``name`` = broker id or ``""``)."""
+    code, message = check_broker_resource(services.node_id, name)
+    if code != ErrorCode.none:
+        return code, message
+    nulls = sorted(k for k, v in new_configs.items() if v is None)
+    if nulls:
+        return ErrorCode.invalid_request, f"Null value not supported for : {', '.join(nulls)}"
+    props = {k: v for k, v in new_configs.items() if v is not None}
+    try:
+        await services.dynamic_config.alter(
+            props, per_broker=name != "", validate_only=validate_only
+        )
+    except ConfigError as exc:
+        return ErrorCode.invalid_config, f"Invalid config value for resource BROKER {name!r}: {exc}"
+    return ErrorCode.none, None
+
+
+async def alter_group(
+    services: BrokerServices, name: str, new_configs: Mapping[str, str | None], validate_only: bool
+) -> tuple[ErrorCode, str | None]:
+    """Replace a group's config overrides (KIP-848 group configs)."""
+    if not services.group_configs.enabled:
+        return ErrorCode.invalid_request, GROUP_CONFIGS_DISABLED
+    if not name:
+        return ErrorCode.invalid_request, "Group name must not be empty"
+    nulls = sorted(k for k, v in new_configs.items() if v is None)
+    if nulls:
+        return ErrorCode.invalid_request, f"Null value not supported for : {', '.join(nulls)}"
+    props = {k: v for k, v in new_configs.items() if v is not None}
+    try:
+        await services.group_configs.alter(name, props, validate_only)
+    except ConfigError as exc:
+        return ErrorCode.invalid_config, str(exc)
+    return ErrorCode.none, None
+
+
+Alter = Callable[[int, str, Any], Awaitable[tuple[ErrorCode, str | None]]]
+
+
+async def alter_resources(request: Any, alter: Alter) -> tuple[Any, ...]:
     """The per-resource answers of AlterConfigs / IncrementalAlterConfigs.
 
-    ``alter(topic name, the resource's configs)`` changes one topic; broker resources are
-    refused (broker configs are static), other resource types too.
+    ``alter(resource type, name, the resource's configs)`` changes one TOPIC, BROKER or GROUP
+    resource. A resource named twice is INVALID_REQUEST for both (Kafka); other resource
+    types are INVALID_REQUEST.
     """
     types = response_types(request)
+    seen: dict[tuple[int, str], int] = {}
+    for res in request.resources:
+        key = (res.resource_type, res.resource_name)
+        seen[key] = seen.get(key, 0) + 1
     out = []
     for res in request.resources:
-        if res.resource_type == TOPIC:
-            code, message = await alter(res.resource_name, res.configs)
-        elif res.resource_type == BROKER:
-            code, message = (
-                ErrorCode.invalid_request,
-                "broker configs are static in odradek; restart with --set",
-            )
+        if seen[(res.resource_type, res.resource_name)] > 1:
+            code: ErrorCode = ErrorCode.invalid_request
+            message: str | None = "Each resource must appear at most once."
+        elif res.resource_type in (TOPIC, BROKER, GROUP):
+            try:
+                code, message = await alter(res.resource_type, res.resource_name, res.configs)
+            except ValueError as exc:
+                code, message = ErrorCode.invalid_request, str(exc)
         else:
             code, message = (
                 ErrorCode.invalid_request,
-                f"unsupported resource type {res.resource_type}",
+                f"AlterConfigs is only supported for topics, brokers and groups, but resource "
+                f"type is {res.resource_type}",
             )
         out.append(
             make(

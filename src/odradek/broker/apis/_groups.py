@@ -12,11 +12,21 @@ from odradek.broker.api import RequestContext
 from odradek.coordinator import GroupCoordinator
 from odradek.coordinator.state import Errors
 
-__all__ = ["AUTHORIZED_OPERATIONS_NOT_REQUESTED", "GROUP_OPERATIONS", "code", "coordinator", "ms"]
+__all__ = [
+    "AUTHORIZED_OPERATIONS_NOT_REQUESTED",
+    "GROUP_OPERATIONS",
+    "GROUP_OPERATIONS_WITH_CONFIGS",
+    "code",
+    "coordinator",
+    "ms",
+]
 
 AUTHORIZED_OPERATIONS_NOT_REQUESTED = -(2**31)  # INT32_MIN (kafka-python crashes on -1)
 # No ACLs: every operation Kafka defines for a group is allowed — READ (3), DELETE (6), DESCRIBE (8).
 GROUP_OPERATIONS = (1 << 3) | (1 << 6) | (1 << 8)
+# ... plus DESCRIBE_CONFIGS (10) and ALTER_CONFIGS (11) where groups have configs (KIP-848, as
+# Kafka 4.0; here when group.coordinator.rebalance.protocols lists consumer)
+GROUP_OPERATIONS_WITH_CONFIGS = GROUP_OPERATIONS | (1 << 10) | (1 << 11)
 
 _ONE_MS = datetime.timedelta(milliseconds=1)
 

@@ -21,8 +21,11 @@ from odradek.protocol.messages import make_entity as make
 from odradek.storage.manager import TOPIC_NAME_MAX, topic_name_error
 
 __all__ = [
+    "AUTHORIZED_OPERATIONS_NOT_REQUESTED",
+    "CLUSTER_OPERATIONS",
     "NO_THROTTLE",
     "TOPIC_NAME_MAX",
+    "TOPIC_OPERATIONS",
     "make",
     "response_module",
     "response_types",
@@ -30,6 +33,21 @@ __all__ = [
 ]
 
 NO_THROTTLE = datetime.timedelta(0)
+
+AUTHORIZED_OPERATIONS_NOT_REQUESTED = -(2**31)
+"""INT32_MIN: what Kafka answers when authorized operations were not asked for."""
+
+
+def _bits(*operations: int) -> int:
+    return sum(1 << op for op in operations)
+
+
+# Kafka's AclOperation codes: READ 3, WRITE 4, CREATE 5, DELETE 6, ALTER 7, DESCRIBE 8,
+# CLUSTER_ACTION 9, DESCRIBE_CONFIGS 10, ALTER_CONFIGS 11, IDEMPOTENT_WRITE 12. With no
+# authorizer configured Kafka allows every operation defined for a resource type
+# (AclEntry.supportedOperations) and answers that set as a bit field.
+TOPIC_OPERATIONS = _bits(3, 4, 5, 6, 7, 8, 10, 11)
+CLUSTER_OPERATIONS = _bits(5, 7, 8, 9, 10, 11, 12)
 
 
 @cache

@@ -1,12 +1,23 @@
-"""AlterConfigs (33): replace a topic's config overrides (keys not given return to the
-default), applied to the live logs. Broker configs are static here: INVALID_REQUEST."""
+"""AlterConfigs (33): replace the whole config of a resource (keys not given return to their
+default): a topic's overrides (applied to the live logs), one level of dynamic broker configs
+(the broker id, or "" for the cluster-wide default; persisted and applied at once), or a
+group's configs. See ``_configs`` for the resources and their errors."""
 
 from __future__ import annotations
 
 from typing import Any
 
+from kio.schema.errors import ErrorCode
+
 from odradek.broker.api import ApiSpec, RequestContext
-from odradek.broker.apis._configs import alter_resources, alter_topic
+from odradek.broker.apis._configs import (
+    BROKER,
+    TOPIC,
+    alter_broker,
+    alter_group,
+    alter_resources,
+    alter_topic,
+)
 from odradek.broker.apis._util import NO_THROTTLE, make, response_types
 
 __all__ = ["API", "handle"]
@@ -14,12 +25,16 @@ __all__ = ["API", "handle"]
 
 async def handle(ctx: RequestContext, request: Any) -> Any:
     services = ctx.services
-    responses = await alter_resources(
-        request,
-        lambda name, configs: alter_topic(
-            services, name, {c.name: c.value for c in configs}, request.validate_only
-        ),
-    )
+
+    async def alter(rtype: int, name: str, configs: Any) -> tuple[ErrorCode, str | None]:
+        values = {c.name: c.value for c in configs}
+        if rtype == TOPIC:
+            return await alter_topic(services, name, values, request.validate_only)
+        if rtype == BROKER:
+            return await alter_broker(services, name, values, request.validate_only)
+        return await alter_group(services, name, values, request.validate_only)
+
+    responses = await alter_resources(request, alter)
     return make(
         response_types(request).AlterConfigsResponse,
         throttle_time=NO_THROTTLE,

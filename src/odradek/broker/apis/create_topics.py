@@ -10,17 +10,20 @@ INVALID_REPLICA_ASSIGNMENT; an unknown or invalid topic config → INVALID_CONFI
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 from kio.schema.errors import ErrorCode
 
 from odradek.broker.api import ApiSpec, RequestContext
 from odradek.broker.apis._util import NO_THROTTLE, make, response_types, topic_name_error
-from odradek.broker.config import ConfigError, validate_topic_configs
+from odradek.broker.config import ConfigError, ignored_topic_configs, validate_topic_configs
 from odradek.broker.metadata_store import TopicExistsError
 from odradek.broker.services import BrokerServices
 
 __all__ = ["API", "handle"]
+
+log = logging.getLogger("odradek.broker")
 
 
 def _check(
@@ -117,6 +120,8 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
             try:
                 meta = await services.topic_admin.create_topic(topic.name, partitions, configs)
                 topic_id = meta.topic_id
+                for warning in ignored_topic_configs(configs):
+                    log.warning("topic %r: %s", topic.name, warning)
             except TopicExistsError as exc:
                 code, message = ErrorCode.topic_already_exists, str(exc)
         config_entries = None

@@ -1,5 +1,6 @@
 """DescribeCluster (60): the live brokers, the cluster id and the controller, from the
-``MetadataStore``."""
+``MetadataStore``; with no authorizer, every cluster operation when
+include_cluster_authorized_operations is set (as Kafka)."""
 
 from __future__ import annotations
 
@@ -8,7 +9,13 @@ from typing import Any
 from kio.schema.errors import ErrorCode
 
 from odradek.broker.api import ApiSpec, RequestContext
-from odradek.broker.apis._util import NO_THROTTLE, make, response_types
+from odradek.broker.apis._util import (
+    AUTHORIZED_OPERATIONS_NOT_REQUESTED,
+    CLUSTER_OPERATIONS,
+    NO_THROTTLE,
+    make,
+    response_types,
+)
 
 __all__ = ["API", "handle"]
 
@@ -34,7 +41,10 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
             )
             for b in store.live_brokers()
         ),
-        cluster_authorized_operations=-(2**31),
+        # no authorizer: every cluster operation, when asked for
+        cluster_authorized_operations=CLUSTER_OPERATIONS
+        if request.include_cluster_authorized_operations
+        else AUTHORIZED_OPERATIONS_NOT_REQUESTED,
     )
 
 

@@ -1,5 +1,7 @@
-"""DescribeConfigs (32): topic configs (override or broker default, with synonyms on request)
-and broker configs (read-only, static). Unknown topic → UNKNOWN_TOPIC_OR_PARTITION."""
+"""DescribeConfigs (32): topic configs (override or the broker's current default), broker
+configs (this broker's id: every config with its current value, source and read-only flag;
+"": the cluster-wide dynamic defaults) and group configs, with synonyms on request (see
+``_configs``). Unknown topic → UNKNOWN_TOPIC_OR_PARTITION; another broker id → INVALID_REQUEST."""
 
 from __future__ import annotations
 
@@ -11,9 +13,13 @@ from odradek.broker.api import ApiSpec, RequestContext
 from odradek.broker.apis._configs import (
     BROKER,
     BROKER_LOGGER,
+    DEFAULT_CONFIG,
+    GROUP,
+    GROUP_CONFIGS_DISABLED,
     TOPIC,
     broker_entries,
     check_broker_resource,
+    group_entries,
     topic_entries,
 )
 from odradek.broker.apis._util import NO_THROTTLE, make, response_types
@@ -41,9 +47,16 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
         elif res.resource_type == BROKER:
             code, message = check_broker_resource(services.node_id, res.resource_name)
             if code == ErrorCode.none:
-                entries = broker_entries(services.config, keys)
+                entries = broker_entries(services, res.resource_name, keys)
         elif res.resource_type == BROKER_LOGGER:
             entries = []
+        elif res.resource_type == GROUP:
+            if not services.group_configs.enabled:
+                code, message = ErrorCode.invalid_request, GROUP_CONFIGS_DISABLED
+            elif not res.resource_name:
+                code, message = ErrorCode.invalid_request, "Group name must not be empty"
+            else:
+                entries = group_entries(services, res.resource_name, keys)
         else:
             code, message = (
                 ErrorCode.invalid_request,
@@ -56,7 +69,7 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
                 value=value,
                 read_only=read_only,
                 config_source=source,
-                is_default=source == 5,
+                is_default=source == DEFAULT_CONFIG,
                 is_sensitive=False,
                 synonyms=tuple(
                     make(types.DescribeConfigsSynonym, name=sn, value=sv, source=ss)

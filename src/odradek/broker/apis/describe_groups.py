@@ -3,7 +3,8 @@
 An unknown group is described as Dead with no members (error NONE), as Kafka does below v6.
 Member metadata and assignments are given only for Stable groups. authorized_operations is
 INT32_MIN unless requested (kafka-python fails on -1); there are no ACLs, so when requested
-every group operation is allowed.
+every group operation is allowed: READ, DELETE, DESCRIBE, and DESCRIBE_CONFIGS, ALTER_CONFIGS
+when groups have configs (``GroupConfigManager.enabled``, as Kafka 4.0).
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from odradek.broker.api import ApiSpec, RequestContext
 from odradek.broker.apis._groups import (
     AUTHORIZED_OPERATIONS_NOT_REQUESTED,
     GROUP_OPERATIONS,
+    GROUP_OPERATIONS_WITH_CONFIGS,
     code,
     coordinator,
 )
@@ -27,8 +29,11 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
     coord = coordinator(ctx)
     wanted = list(request.groups)
     described = coord.describe_groups(wanted)
+    every_op = (
+        GROUP_OPERATIONS_WITH_CONFIGS if ctx.services.group_configs.enabled else GROUP_OPERATIONS
+    )
     ops = (
-        GROUP_OPERATIONS
+        every_op
         if getattr(request, "include_authorized_operations", False)
         else AUTHORIZED_OPERATIONS_NOT_REQUESTED
     )

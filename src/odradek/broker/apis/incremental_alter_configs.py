@@ -1,65 +1,134 @@
 """IncrementalAlterConfigs (44): SET (0) / DELETE (1) / APPEND (2) / SUBTRACT (3) on a
-topic's config overrides, applied to the live logs. APPEND/SUBTRACT work on list configs
-(cleanup.policy)."""
+topic's overrides, one level of dynamic broker configs (the broker id, or "" for the
+cluster-wide default) or a group's configs. APPEND/SUBTRACT work on list configs
+(``cleanup.policy``, ``log.cleanup.policy``); their base is the current value of the
+resource's own level, else the default, as in Kafka. A key altered twice is INVALID_REQUEST."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from kio.schema.errors import ErrorCode
 
 from odradek.broker.api import ApiSpec, RequestContext
-from odradek.broker.apis._configs import alter_resources, alter_topic
+from odradek.broker.apis._configs import (
+    BROKER,
+    TOPIC,
+    alter_broker,
+    alter_group,
+    alter_resources,
+    alter_topic,
+    check_broker_resource,
+)
 from odradek.broker.apis._util import NO_THROTTLE, make, response_types
+from odradek.broker.config import BROKER_KEYS
+from odradek.broker.group_configs import GROUP_CONFIG_KEYS
 from odradek.broker.services import BrokerServices
 
-__all__ = ["API", "handle"]
+__all__ = ["API", "apply_operations", "handle"]
 
 SET, DELETE, APPEND, SUBTRACT = 0, 1, 2, 3
-_LIST_KEYS = {"cleanup.policy"}
+LIST_KEYS = frozenset(
+    {
+        "cleanup.policy",
+        "log.cleanup.policy",
+        "leader.replication.throttled.replicas",
+        "follower.replication.throttled.replicas",
+    }
+)
 
 
-async def _apply(
-    services: BrokerServices, name: str, ops: Any, validate_only: bool
-) -> tuple[ErrorCode, str | None]:
-    topic = services.metadata.topic(name)
-    if topic is None:
-        return ErrorCode.unknown_topic_or_partition, f"topic {name!r} does not exist"
-    configs: dict[str, str | None] = dict(topic.configs)
-    effective = services.topic_admin.topic_configs_from(topic.configs)
+def apply_operations(
+    configs: Mapping[str, str], ops: Any, base: Mapping[str, str | None]
+) -> tuple[dict[str, str], ErrorCode, str | None]:
+    """``configs`` (one resource's stored overrides) after ``ops``; ``base`` gives the value
+    APPEND/SUBTRACT start from when ``configs`` lacks the key. Pure."""
+    out = dict(configs)
     seen: set[str] = set()
     for op in ops:
         key = op.name
         if key in seen:
-            return ErrorCode.invalid_request, f"{key}: altered more than once"
+            return out, ErrorCode.invalid_request, f"Error due to duplicate config keys: {key}"
         seen.add(key)
         if op.config_operation == SET:
-            configs[key] = op.value
+            if op.value is None:
+                return out, ErrorCode.invalid_request, f"Null value not supported for : {key}"
+            out[key] = op.value
         elif op.config_operation == DELETE:
-            configs.pop(key, None)
+            out.pop(key, None)
         elif op.config_operation in (APPEND, SUBTRACT):
-            if key not in _LIST_KEYS:
+            if key not in LIST_KEYS:
+                verb = "append" if op.config_operation == APPEND else "subtract"
                 return (
+                    out,
                     ErrorCode.invalid_config,
-                    f"{key}: APPEND/SUBTRACT only apply to list configs",
+                    f"Config value {verb} is not allowed for config key: {key}",
                 )
-            current = [v for v in (effective.get(key) or "").split(",") if v]
+            start = out.get(key, base.get(key)) or ""
+            current = [v.strip() for v in start.split(",") if v.strip()]
             values = [v.strip() for v in (op.value or "").split(",") if v.strip()]
             if op.config_operation == APPEND:
                 current += [v for v in values if v not in current]
             else:
                 current = [v for v in current if v not in values]
-            configs[key] = ",".join(current)
+            out[key] = ",".join(current)
         else:
-            return ErrorCode.invalid_request, f"{key}: unknown operation {op.config_operation}"
+            return out, ErrorCode.invalid_request, f"{key}: unknown operation {op.config_operation}"
+    return out, ErrorCode.none, None
+
+
+async def _topic(
+    services: BrokerServices, name: str, ops: Any, validate_only: bool
+) -> tuple[ErrorCode, str | None]:
+    topic = services.metadata.topic(name) if name else None
+    if topic is None:
+        return await alter_topic(services, name, {}, validate_only)  # the error
+    base = services.topic_admin.topic_configs_from(topic.configs)
+    configs, code, message = apply_operations(topic.configs, ops, base)
+    if code != ErrorCode.none:
+        return code, message
     return await alter_topic(services, name, configs, validate_only)
+
+
+async def _broker(
+    services: BrokerServices, name: str, ops: Any, validate_only: bool
+) -> tuple[ErrorCode, str | None]:
+    code, message = check_broker_resource(services.node_id, name)
+    if code != ErrorCode.none:
+        return code, message
+    stored = services.dynamic_config.entity_props(per_broker=name != "")
+    base = {
+        k: None if spec.default is None else str(spec.default) for k, spec in BROKER_KEYS.items()
+    }
+    configs, code, message = apply_operations(stored, ops, base)
+    if code != ErrorCode.none:
+        return code, message
+    return await alter_broker(services, name, configs, validate_only)
+
+
+async def _group(
+    services: BrokerServices, name: str, ops: Any, validate_only: bool
+) -> tuple[ErrorCode, str | None]:
+    stored = services.group_configs.overrides(name) if name else {}
+    base = {k: None for k in GROUP_CONFIG_KEYS}
+    configs, code, message = apply_operations(stored, ops, base)
+    if code != ErrorCode.none:
+        return code, message
+    return await alter_group(services, name, configs, validate_only)
 
 
 async def handle(ctx: RequestContext, request: Any) -> Any:
     services = ctx.services
-    responses = await alter_resources(
-        request, lambda name, ops: _apply(services, name, ops, request.validate_only)
-    )
+
+    async def alter(rtype: int, name: str, ops: Any) -> tuple[ErrorCode, str | None]:
+        if rtype == TOPIC:
+            return await _topic(services, name, ops, request.validate_only)
+        if rtype == BROKER:
+            return await _broker(services, name, ops, request.validate_only)
+        return await _group(services, name, ops, request.validate_only)
+
+    responses = await alter_resources(request, alter)
     return make(
         response_types(request).IncrementalAlterConfigsResponse,
         throttle_time=NO_THROTTLE,

@@ -16,12 +16,20 @@ from typing import Any
 from kio.schema.errors import ErrorCode
 
 from odradek.broker.api import ApiSpec, RequestContext
-from odradek.broker.apis._util import NO_THROTTLE, make, response_types, topic_name_error
+from odradek.broker.apis._util import (
+    AUTHORIZED_OPERATIONS_NOT_REQUESTED,
+    CLUSTER_OPERATIONS,
+    NO_THROTTLE,
+    TOPIC_OPERATIONS,
+    make,
+    response_types,
+    topic_name_error,
+)
 from odradek.broker.metadata_store import PartitionState
 
 __all__ = ["API", "handle"]
 
-_NOT_REQUESTED = -(2**31)
+_NOT_REQUESTED = AUTHORIZED_OPERATIONS_NOT_REQUESTED
 
 
 def _partition_entry(types: Any, p: PartitionState, live: frozenset[int]) -> Any:
@@ -38,7 +46,9 @@ def _partition_entry(types: Any, p: PartitionState, live: frozenset[int]) -> Any
     )
 
 
-def _topic_entry(ctx: RequestContext, types: Any, name: str, live: frozenset[int]) -> Any:
+def _topic_entry(
+    ctx: RequestContext, types: Any, name: str, live: frozenset[int], ops: int = _NOT_REQUESTED
+) -> Any:
     topic = ctx.services.metadata.topic(name)
     if topic is None:
         return None
@@ -50,11 +60,11 @@ def _topic_entry(ctx: RequestContext, types: Any, name: str, live: frozenset[int
         topic_id=topic.topic_id,
         is_internal=topic.internal,
         partitions=partitions,
-        topic_authorized_operations=_NOT_REQUESTED,
+        topic_authorized_operations=ops,
     )
 
 
-def _error_entry(types: Any, name: str | None, code: ErrorCode) -> Any:
+def _error_entry(types: Any, name: str | None, code: ErrorCode, ops: int = _NOT_REQUESTED) -> Any:
     return make(
         types.MetadataResponseTopic,
         error_code=code,
@@ -62,7 +72,7 @@ def _error_entry(types: Any, name: str | None, code: ErrorCode) -> Any:
         topic_id=None,
         is_internal=False,
         partitions=(),
-        topic_authorized_operations=_NOT_REQUESTED,
+        topic_authorized_operations=ops,
     )
 
 
@@ -74,11 +84,22 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
     types = response_types(request)
     version = ctx.header.api_version
     allow_auto = bool(getattr(request, "allow_auto_topic_creation", True))
+    # no authorizer: every operation of the resource type, when asked for (v8+)
+    topic_ops = (
+        TOPIC_OPERATIONS
+        if getattr(request, "include_topic_authorized_operations", False)
+        else _NOT_REQUESTED
+    )
+    cluster_ops = (
+        CLUSTER_OPERATIONS
+        if getattr(request, "include_cluster_authorized_operations", False)
+        else _NOT_REQUESTED
+    )
     entries = []
     if request.topics is None or (version == 0 and not request.topics):
         # all topics (v0: an empty list means all)
         for t in sorted(store.topics(), key=lambda t: t.name):
-            entries.append(_topic_entry(ctx, types, t.name, live))
+            entries.append(_topic_entry(ctx, types, t.name, live, topic_ops))
     else:
         for rt in request.topics:
             name = rt.name
@@ -86,19 +107,23 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
                 topic_id = getattr(rt, "topic_id", None)
                 found = store.topic_by_id(topic_id) if topic_id is not None else None
                 if found is None:
-                    entries.append(_error_entry(types, None, ErrorCode.unknown_topic_id))
+                    entries.append(_error_entry(types, None, ErrorCode.unknown_topic_id, topic_ops))
                     continue
                 name = found.name
-            entry = _topic_entry(ctx, types, name, live)
+            entry = _topic_entry(ctx, types, name, live, topic_ops)
             if entry is None:
                 if topic_name_error(name) is not None:
-                    entries.append(_error_entry(types, name, ErrorCode.invalid_topic_exception))
+                    entries.append(
+                        _error_entry(types, name, ErrorCode.invalid_topic_exception, topic_ops)
+                    )
                     continue
                 if allow_auto and services.config.auto_create_topics_enable:
                     await services.topic_admin.auto_create_topic(name)
-                    entry = _topic_entry(ctx, types, name, live)
+                    entry = _topic_entry(ctx, types, name, live, topic_ops)
                 if entry is None:
-                    entries.append(_error_entry(types, name, ErrorCode.unknown_topic_or_partition))
+                    entries.append(
+                        _error_entry(types, name, ErrorCode.unknown_topic_or_partition, topic_ops)
+                    )
                     continue
             entries.append(entry)
     return make(
@@ -117,7 +142,7 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
         cluster_id=store.cluster_id,
         controller_id=store.controller_id(),
         topics=tuple(entries),
-        cluster_authorized_operations=_NOT_REQUESTED,
+        cluster_authorized_operations=cluster_ops,
     )
 
 
