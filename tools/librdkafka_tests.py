@@ -18,7 +18,7 @@ nothing of it is ever committed):
    lz4 and snappy are bundled). They are *not* part of ``make test``.
 3. For every test (grouped by test number and librdkafka test scenario) a fresh odradek
    broker (``odradek.testing.BrokerProcess``: 127.0.0.1, an ephemeral port, a temporary
-   data dir) and ``test-runner -L -K -Q -p1 [-s <scenario>]`` with ``TESTS=<number>``,
+   data dir) and ``test-runner -L -K -p1 [-s <scenario>]`` with ``TESTS=<number>``,
    ``TEST_KAFKA_VERSION=3.9.0`` and ``test.conf`` pointing at the broker; each run is bounded
    by ``--timeout`` seconds (the whole process group is killed after that).
 4. A table: test, PASSED/FAILED/SKIPPED/TIMEOUT, seconds, reason (librdkafka's own failure
@@ -32,9 +32,9 @@ with ``auto.create.topics.enable=false``. Tests that drive Kafka's own command-l
 API (``confluent_kafka``); ``kafka-acls.sh`` is not shimmed. ``EXCLUDED`` lists what is left
 out and why.
 
-Modes: ``-Q`` (librdkafka's quick mode, as its CI runs) and ``test.timeout.multiplier``
-(``--timeout-multiplier``, default 2: a loaded shared machine) are the defaults; ``--full``
-drops ``-Q``.
+Modes: librdkafka's full mode (``--quick`` adds ``-Q``, which skips most subtests, 0102's
+static-membership test and 0113 after its first subtests among them) and
+``test.timeout.multiplier`` 2 (``--timeout-multiplier``: a loaded shared machine).
 """
 
 from __future__ import annotations
@@ -263,6 +263,7 @@ def run_one(
         conf.write_text(
             f"bootstrap.servers={broker.bootstrap_servers}\n"
             f"test.timeout.multiplier={args.timeout_multiplier}\n"
+            + (f"debug={args.debug}\n" if args.debug else "")
         )
         env = dict(os.environ)
         env.update(
@@ -273,8 +274,10 @@ def run_one(
             BROKERS=broker.bootstrap_servers,
             LD_LIBRARY_PATH=f"{src / 'src'}:{src / 'src-cpp'}",
         )
+        if args.subtests:
+            env["SUBTESTS"] = args.subtests
         cmd = ["./test-runner", "-L", "-K", "-p1"]
-        if not args.full:
+        if args.quick:
             cmd.append("-Q")
         if scenario != "default":
             cmd += ["-s", scenario]
@@ -389,10 +392,12 @@ def main(argv: list[str]) -> int:
         default=2.0,
         help="librdkafka's test.timeout.multiplier (default %(default)s)",
     )
-    p.add_argument("--full", action="store_true", help="without -Q (quick mode)")
+    p.add_argument("--quick", action="store_true", help="librdkafka's quick mode (-Q)")
     p.add_argument("--jobs", type=int, default=os.cpu_count() or 1, help="make -j")
     p.add_argument("--json", type=Path, help="also write the results as JSON")
     p.add_argument("--broker-log-level", default="warning")
+    p.add_argument("--subtests", help="librdkafka's SUBTESTS filter (a substring of subtest names)")
+    p.add_argument("--debug", help="librdkafka debug contexts for the clients (e.g. cgrp,protocol)")
     p.add_argument("--list", action="store_true", help="print the selection and exit")
     args = p.parse_args(argv)
     selection = select(args.tests)
@@ -420,7 +425,7 @@ def main(argv: list[str]) -> int:
     print(
         f"\nlibrdkafka {args.tag} test suite against odradek "
         f"(broker settings: {', '.join(args.set) or 'defaults'}; "
-        f"{'full' if args.full else 'quick (-Q)'} mode, "
+        f"{'quick (-Q)' if args.quick else 'full'} mode, "
         f"test.timeout.multiplier={args.timeout_multiplier})\n"
     )
     print_table(results)
