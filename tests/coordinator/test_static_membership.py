@@ -153,7 +153,7 @@ def test_static_leader_restart_before_join_v9_syncs_as_follower_without_rebalanc
 
 
 def test_static_leader_restart_with_join_v9_skips_assignment() -> None:
-    h, res, r = _restart_static_leader(v9=True)
+    h, _res, r = _restart_static_leader(v9=True)
     assert r.leader_id == r.member_id and r.skip_assignment
     assert {iid for _, iid, _ in r.members} == {"i0", "i1", "i2"}
     assert h.result(h.sync(r.member_id, 1, instance="i0")).assignment == b"asg-0"
@@ -184,9 +184,7 @@ def test_instance_id_the_group_does_not_know_is_unknown_member() -> None:
     mid = res[0].member_id
     assert h.heartbeat(mid, 1, instance="other") is Errors.UNKNOWN_MEMBER_ID
     assert h.result(h.sync(mid, 1, instance="other")).error is Errors.UNKNOWN_MEMBER_ID
-    assert (
-        h.result(h.join(member_id=mid, instance="other")).error is Errors.UNKNOWN_MEMBER_ID
-    )
+    assert h.result(h.join(member_id=mid, instance="other")).error is Errors.UNKNOWN_MEMBER_ID
     assert h.commit({("t", 0): 1}, generation=1, member_id=mid, instance="other") == [
         Errors.UNKNOWN_MEMBER_ID
     ]
