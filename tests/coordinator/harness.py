@@ -60,6 +60,7 @@ class Harness:
         rebalance: int = 30_000,
         client_id: str = "c",
         v4: bool = True,
+        v9: bool = False,
         protocol_type: str = "consumer",
     ) -> Outcome[JoinResult]:
         p = JoinParams(
@@ -73,6 +74,7 @@ class Harness:
             client_id=client_id,
             client_host="/127.0.0.1",
             require_known_member_id=v4,
+            supports_skip_assignment=v9,
         )
         return self.apply(self.m.join_group(p, self.now))
 

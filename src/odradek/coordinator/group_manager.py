@@ -208,13 +208,12 @@ class GroupMetadataManager:
         self, group: ClassicGroup, p: JoinParams, now: int
     ) -> Outcome[JoinResult]:
         mid = p.member_id
-        if group.is_static_member_fenced(p.group_instance_id, mid):
-            return self._out(JoinResult(Errors.FENCED_INSTANCE_ID, member_id=mid))
-        if mid in group.pending_members:
+        if mid in group.pending_members and p.group_instance_id is None:
             return self._add_member_and_rebalance(group, mid, p, now)
-        member = group.members.get(mid)
-        if member is None:
-            return self._out(JoinResult(Errors.UNKNOWN_MEMBER_ID, member_id=mid))
+        error = group.validate_member(mid, p.group_instance_id)
+        if error is not Errors.NONE:
+            return self._out(JoinResult(error, member_id=mid))
+        member = group.members[mid]
         member.heartbeat_deadline_ms = now + member.session_timeout_ms
         if group.state is S.PREPARING_REBALANCE:
             return self._update_member_and_rebalance(group, member, p, now)
@@ -261,7 +260,9 @@ class GroupMetadataManager:
             session_timeout_ms=p.session_timeout_ms,
             protocol_type=p.protocol_type,
             protocols=list(p.protocols),
-            heartbeat_deadline_ms=now + p.session_timeout_ms,
+            # a new member cannot heartbeat while its first join is parked (Kafka's new member
+            # join timeout, not the session timeout, bounds it)
+            heartbeat_deadline_ms=now + self.config.new_member_join_timeout_ms,
             is_new=True,
         )
         waiter: Waiter[JoinResult] = Waiter()
@@ -306,21 +307,34 @@ class GroupMetadataManager:
         member.join_waiter = waiter
         if group.state is S.STABLE:
             if group.protocol_name == group.select_protocol():
-                # same protocol next generation: persist the new member id, no rebalance
+                # Same protocol next generation: persist the new member id, no rebalance; the
+                # member gets the current generation and then its assignment from SyncGroup.
+                # JoinGroup v9+ tells a rejoining leader to skip the assignment (it gets the
+                # member list, KIP-814); older versions name the old member id as leader, so
+                # a rejoining leader syncs as a follower and nothing is reassigned.
                 self._emit(GroupMetadataRecord(group.group_id, self._group_metadata_value(group)))
-                leader = group.is_leader(new_id)
-                member.complete_join(
-                    JoinResult(
+                if p.supports_skip_assignment:
+                    leader = group.is_leader(new_id)
+                    result = JoinResult(
+                        Errors.NONE,
+                        generation_id=group.generation_id,
+                        protocol_type=group.protocol_type,
+                        protocol_name=group.protocol_name,
+                        leader_id=group.leader_id or "",
+                        member_id=new_id,
+                        members=self._join_result(group, member).members if leader else (),
+                        skip_assignment=leader,
+                    )
+                else:
+                    result = JoinResult(
                         Errors.NONE,
                         generation_id=group.generation_id,
                         protocol_type=group.protocol_type,
                         protocol_name=group.protocol_name,
                         leader_id=current_leader or "",
                         member_id=new_id,
-                        members=self._join_result(group, member).members if leader else (),
-                        skip_assignment=leader and p.supports_skip_assignment,
                     )
-                )
+                member.complete_join(result)
             else:
                 self._maybe_prepare_rebalance(group, now)
         elif group.state is S.COMPLETING_REBALANCE:
@@ -361,12 +375,18 @@ class GroupMetadataManager:
             self._complete_join(group, now)
 
     def _complete_join(self, group: ClassicGroup, now: int) -> None:
-        """Kafka's onCompleteJoin: drop members that did not rejoin, start the next generation."""
+        """Kafka's onCompleteJoin: drop the dynamic members that did not rejoin (static members
+        stay until their session times out, KIP-345), start the next generation. If no member
+        has rejoined, only static members that did not, wait another rebalance timeout."""
         group.rebalance_deadline_ms = None
         group.initial_delay_remaining_ms = None
         for m in group.not_yet_rejoined():
-            self._remove(group, m)
+            if not m.is_static:
+                self._remove(group, m)
         if group.state is not S.PREPARING_REBALANCE:
+            return
+        if group.members and not group.maybe_elect_new_joined_leader():
+            group.rebalance_deadline_ms = now + group.max_rebalance_timeout_ms()
             return
         group.generation_id += 1
         if not group.members:
@@ -376,8 +396,6 @@ class GroupMetadataManager:
             self._emit(GroupMetadataRecord(group.group_id, self._group_metadata_value(group)))
             return
         group.protocol_name = group.select_protocol()
-        if group.leader_id not in group.members:
-            group.leader_id = next(iter(group.members))
         group.transition_to(S.COMPLETING_REBALANCE, now)
         group.pending_sync = set(group.members)
         group.sync_deadline_ms = now + group.max_rebalance_timeout_ms()
@@ -417,11 +435,10 @@ class GroupMetadataManager:
             return self._out(SyncResult(Errors.UNKNOWN_MEMBER_ID))
         if group.state is S.DEAD:
             return self._out(SyncResult(Errors.COORDINATOR_NOT_AVAILABLE))
-        if group.is_static_member_fenced(group_instance_id, member_id):
-            return self._out(SyncResult(Errors.FENCED_INSTANCE_ID))
-        member = group.members.get(member_id)
-        if member is None:
-            return self._out(SyncResult(Errors.UNKNOWN_MEMBER_ID))
+        error = group.validate_member(member_id, group_instance_id)
+        if error is not Errors.NONE:
+            return self._out(SyncResult(error))
+        member = group.members[member_id]
         if generation_id != group.generation_id:
             return self._out(SyncResult(Errors.ILLEGAL_GENERATION))
         if (protocol_type is not None and protocol_type != group.protocol_type) or (
@@ -467,10 +484,11 @@ class GroupMetadataManager:
             return Errors.UNKNOWN_MEMBER_ID
         if group.state is S.DEAD:
             return Errors.COORDINATOR_NOT_AVAILABLE
-        if group.is_static_member_fenced(group_instance_id, member_id):
-            return Errors.FENCED_INSTANCE_ID
-        member = group.members.get(member_id)
-        if member is None or group.state is S.EMPTY:
+        error = group.validate_member(member_id, group_instance_id)
+        if error is not Errors.NONE:
+            return error
+        member = group.members[member_id]
+        if group.state is S.EMPTY:
             return Errors.UNKNOWN_MEMBER_ID
         if generation_id != group.generation_id:
             return Errors.ILLEGAL_GENERATION
@@ -554,11 +572,13 @@ class GroupMetadataManager:
             return Errors.COORDINATOR_NOT_AVAILABLE
         if generation_id < 0 and group.state is S.EMPTY:
             return Errors.NONE
-        if group.is_static_member_fenced(group_instance_id, member_id):
-            return Errors.FENCED_INSTANCE_ID
-        member = group.members.get(member_id)
-        if member is None:
+        if generation_id < 0 and not member_id and group_instance_id is None:
+            # no member, no generation (OffsetCommit v0 style): only an Empty group's offsets
             return Errors.UNKNOWN_MEMBER_ID
+        error = group.validate_member(member_id, group_instance_id)
+        if error is not Errors.NONE:
+            return error
+        member = group.members[member_id]
         if generation_id != group.generation_id:
             return Errors.ILLEGAL_GENERATION
         if group.state is S.COMPLETING_REBALANCE:

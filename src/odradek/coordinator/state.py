@@ -21,10 +21,14 @@ Group states and what happens in each (Kafka's ``ClassicGroupState`` doc comment
                 SyncGroup                      -> REBALANCE_IN_PROGRESS
                 OffsetCommit from a member     -> accepted (commit before revoking partitions)
                 LeaveGroup / member expiry     -> remove member, maybe complete the join
-      transitions: every member rejoined / rebalance timeout (members that did not rejoin are
-                removed): some members left -> CompletingRebalance (generation + 1, protocol
-                chosen, leader kept or re-elected, join responses sent; the leader's carries
-                every member's metadata); no members left -> Empty (generation + 1, persisted)
+      transitions: every member rejoined / rebalance timeout (dynamic members that did not
+                rejoin are removed; static members that did not rejoin are kept, KIP-345,
+                until their session times out): some members left -> CompletingRebalance
+                (generation + 1, protocol chosen, leader kept or, if it did not rejoin, the
+                first rejoined member; join responses sent; the leader's carries every member's
+                metadata, static members' that did not rejoin included); no members left ->
+                Empty (generation + 1, persisted); members left but none rejoined (only static
+                members that did not rejoin) -> stay, wait another rebalance timeout
   CompletingRebalance  join responses sent; waiting for the leader's SyncGroup with assignments.
       actions:  SyncGroup from a follower      -> park until the leader's assignment is persisted
                 SyncGroup from the leader      -> persist GroupMetadata (assignments); on replay
@@ -144,6 +148,10 @@ class GroupConfig:
     max_size: int = 2**31 - 1  # group.max.size
     offset_metadata_max_bytes: int = 4096  # offset.metadata.max.bytes
     offsets_retention_ms: int = 7 * 24 * 3600 * 1000  # offsets.retention.minutes
+    # How long a new member's first JoinGroup may stay parked (Kafka's internal
+    # CLASSIC_GROUP_NEW_MEMBER_JOIN_TIMEOUT_MS): new members cannot heartbeat yet, so their
+    # session timeout does not apply; a member that disconnected is dropped after this.
+    new_member_join_timeout_ms: int = 5 * 60 * 1000
 
 
 T = TypeVar("T")
@@ -215,6 +223,10 @@ class Member:
     sync_waiter: Waiter[SyncResult] | None = None
     heartbeat_deadline_ms: int = 0
     is_new: bool = False
+
+    @property
+    def is_static(self) -> bool:
+        return self.group_instance_id is not None
 
     @property
     def is_awaiting_join(self) -> bool:
@@ -310,11 +322,16 @@ class ClassicGroup:
     def is_leader(self, member_id: str) -> bool:
         return self.leader_id == member_id
 
-    def is_static_member_fenced(self, instance_id: str | None, member_id: str) -> bool:
-        if instance_id is None:
-            return False
-        known = self.static_members.get(instance_id)
-        return known is not None and known != member_id
+    def validate_member(self, member_id: str, instance_id: str | None) -> Errors:
+        """Kafka's validateMember: a request naming a group.instance.id must carry the member
+        id currently registered for it (an older one is FENCED_INSTANCE_ID, an instance id the
+        group does not know is UNKNOWN_MEMBER_ID); without one the member id must be known."""
+        if instance_id is not None:
+            known = self.static_members.get(instance_id)
+            if known is None:
+                return Errors.UNKNOWN_MEMBER_ID
+            return Errors.NONE if known == member_id else Errors.FENCED_INSTANCE_ID
+        return Errors.NONE if member_id in self.members else Errors.UNKNOWN_MEMBER_ID
 
     def add(self, member: Member) -> None:
         if not self.members:
@@ -363,6 +380,20 @@ class ClassicGroup:
 
     def not_yet_rejoined(self) -> list[Member]:
         return [m for m in self.members.values() if not m.is_awaiting_join]
+
+    def maybe_elect_new_joined_leader(self) -> bool:
+        """Kafka's maybeElectNewJoinedLeader, at join completion: keep the leader if it has
+        rejoined, else make the first member that has rejoined the leader. False when no member
+        has rejoined (a static leader that did not rejoin stays leader; the join is postponed)."""
+        if self.leader_id is None or self.leader_id not in self.members:
+            return False
+        if self.members[self.leader_id].is_awaiting_join:
+            return True
+        for m in self.members.values():
+            if m.is_awaiting_join:
+                self.leader_id = m.member_id
+                return True
+        return False
 
     def max_rebalance_timeout_ms(self) -> int:
         return max((m.rebalance_timeout_ms for m in self.members.values()), default=0)

@@ -1,0 +1,436 @@
+#!/usr/bin/env python3
+"""Run librdkafka's own test suite against odradek and print a pass/fail table.
+
+    .venv/bin/python tools/librdkafka_tests.py                      # every applicable test
+    .venv/bin/python tools/librdkafka_tests.py --tests 0102,0113 \\
+        --set group.initial.rebalance.delay.ms=0                    # some, with a broker setting
+    .venv/bin/python tools/librdkafka_tests.py --list               # the selection and exclusions
+
+What it does, in a scratch folder (``--workdir``, default ``/tmp/odradek-librdkafka-<tag>``;
+nothing of it is ever committed):
+
+1. Source: ``git archive <tag>`` of a librdkafka git directory (``--git-dir``; by default the
+   snapshot the agents' ``fetch github:confluentinc/librdkafka`` leaves under /work/.mirror,
+   otherwise a bare clone of https://github.com/confluentinc/librdkafka made in the workdir).
+2. Build: ``./configure --disable-ssl --disable-gssapi --disable-curl``, ``make libs`` and
+   ``make -C tests test-runner``. Debian build dependencies: ``build-essential``
+   (gcc, g++, make), ``pkg-config``, ``python3``, ``zlib1g-dev``, ``libzstd-dev`` (optional;
+   lz4 and snappy are bundled). They are *not* part of ``make test``.
+3. For every test (grouped by test number and librdkafka test scenario) a fresh odradek
+   broker (``odradek.testing.BrokerProcess``: 127.0.0.1, an ephemeral port, a temporary
+   data dir) and ``test-runner -L -K -p1 [-s <scenario>]`` with ``TESTS=<number>``,
+   ``TEST_KAFKA_VERSION=3.9.0`` and ``test.conf`` pointing at the broker; each run is bounded
+   by ``--timeout`` seconds (the whole process group is killed after that).
+4. A table: test, PASSED/FAILED/SKIPPED/TIMEOUT, seconds, reason (librdkafka's own failure
+   string). ``--json`` writes the same as JSON. Outputs of each run (test-runner and broker
+   log) stay in ``<workdir>/logs``.
+
+The selection: every test of librdkafka's table (tests/test.c) that needs a broker and applies
+to one plaintext Kafka 3.9 broker. Tests in the ``noautocreate`` scenario run against a broker
+with ``auto.create.topics.enable=false``. Tests that drive Kafka's own command-line tools get
+``KAFKA_PATH`` pointing at a shim whose ``kafka-topics.sh`` does the same through the admin
+API (``confluent_kafka``); ``kafka-acls.sh`` is not shimmed. ``EXCLUDED`` lists what is left
+out and why.
+
+Modes: librdkafka's full mode (``--quick`` adds ``-Q``, which skips most subtests, 0102's
+static-membership test and 0113 after its first subtests among them) and
+``test.timeout.multiplier`` 2 (``--timeout-multiplier``: a loaded shared machine).
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import os
+import re
+import shlex
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+DEFAULT_TAG = "v2.15.0"
+DEFAULT_MIRROR = Path("/work/.mirror/confluentinc+librdkafka/repo")
+UPSTREAM = "https://github.com/confluentinc/librdkafka"
+KAFKA_VERSION = "3.9.0"
+
+# (entry name, scenario). Entry names as in librdkafka's tests/test.c (v2.15).
+
+
+def _names(text: str) -> list[str]:
+    return text.split()
+
+
+APPLICABLE: list[tuple[str, str]] = [
+    (name, "default")
+    for name in _names("""
+    0001_multiobj 0002_unkpart 0003_msgmaxsize 0005_order 0007_autotopic 0008_reqacks
+    0011_produce_batch 0012_produce_consume 0013_null_msgs 0014_reconsume_191
+    0015_offsets_seek 0016_client_swname 0017_compression 0018_cgrp_term 0019_list_groups
+    0020_destroy_hang 0021_rkt_destroy 0022_consume_batch 0026_consume_pause
+    0029_assign_offset 0030_offset_commit 0031_get_offsets 0033_regex_subscribe
+    0034_offset_reset 0035_api_version 0036_partial_fetch 0038_performance 0039_event_dr
+    0040_io_event 0041_fetch_max_bytes 0042_many_topics 0044_partition_cnt
+    0045_subscribe_update 0045_resubscribe_with_regex 0045_subscribe_many_updates
+    0048_partitioner 0049_consume_conn_close 0050_subscribe_adds 0051_assign_adds
+    0052_msg_timestamps 0053_stats 0054_offset_time 0055_producer_latency
+    0056_balanced_group_mt 0057_invalid_topic 0059_bsearch 0060_op_prio 0061_consumer_lag
+    0063_clusterid 0064_interceptors 0065_yield 0067_empty_topic 0068_produce_timeout
+    0069_consumer_add_parts 0070_null_empty 0073_headers 0075_retry 0076_produce_retry
+    0077_compaction 0081_admin 0082_fetch_max_bytes 0083_cb_event 0084_destroy_flags
+    0085_headers 0086_purge_remote 0088_produce_metadata_timeout 0089_max_poll_interval
+    0090_idempotence 0091_max_poll_interval_timeout 0092_mixed_msgver 0093_holb_consumer
+    0094_idempotence_msg_timeout 0098_consumer_txn 0099_commit_metadata
+    0102_static_group_rebalance 0103_transactions 0109_auto_create_topics 0110_batch_size
+    0112_assign_unknown_part 0113_cooperative_rebalance 0114_sticky_partitioning
+    0118_commit_rebalance 0122_buffer_cleaning_after_rebalance 0123_connections_max_idle
+    0125_immediate_flush 0127_fetch_queue_backoff 0129_fetch_aborted_msgs 0130_store_offsets
+    0132_strategy_ordering 0137_barrier_batch_consume 0140_commit_metadata
+    """)
+] + [
+    (name, "noautocreate")
+    for name in _names("""
+    0045_subscribe_update_topic_remove 0045_subscribe_update_non_exist_and_partchange
+    0107_topic_recreate 0111_delay_create_topics
+    """)
+]
+
+# Tests of librdkafka's table that need a broker but are not run, and why. (Tests flagged
+# TEST_F_LOCAL or TEST_F_MANUAL need no broker and are never run here.)
+EXCLUDED: dict[str, str] = {
+    "0028_long_topicnames": "librdkafka marks it TEST_F_KNOWN_ISSUE (its issue 529)",
+    "0047_partial_buf_tmout": "librdkafka marks it TEST_F_KNOWN_ISSUE",
+    "0097_ssl_verify": "needs an SSL listener",
+    "0101_fetch_from_follower": "needs several brokers with broker.rack (KIP-392)",
+    "0115_producer_auth": "adds ACLs with Kafka's kafka-acls.sh (authorizer not implemented)",
+    "0119_consumer_auth": "adds ACLs with Kafka's kafka-acls.sh (authorizer not implemented)",
+    "0126_oauthbearer_oidc": "needs SASL/OAUTHBEARER and an OIDC server",
+    "0135_sasl_credentials": "needs SASL",
+    "0139_offset_validation_mock": "runs against librdkafka's mock cluster only",
+    "0142_reauthentication": "needs SASL",
+    "0150_telemetry_mock": "runs against librdkafka's mock cluster only",
+    "0170..0185_share_consumer_*": "share groups (KIP-932) need Kafka 4.2",
+}
+
+ANSI = re.compile(r"\x1b\[[0-9;]*m")
+SUMMARY = re.compile(
+    r"^\|\s*(?P<name>\d{4}_\S+)\s*\|\s*(?P<state>PASSED|FAILED|SKIPPED|RUNNING|NOT STARTED)\s*"
+    r"\|\s*(?P<secs>[\d.]+)s\s*\|\s?(?P<reason>.*)$"
+)
+FAILED_AT = re.compile(r'^### Test "(?P<name>[^"]+)" failed at (?P<where>[^#]*)###$')
+
+
+@dataclass
+class Result:
+    test: str
+    scenario: str
+    result: str
+    seconds: float
+    reason: str
+
+
+def log(msg: str) -> None:
+    print(msg, file=sys.stderr, flush=True)
+
+
+def run(cmd: list[str], cwd: Path, logfile: Path) -> None:
+    log(f"$ {shlex.join(cmd)}  (in {cwd}, output in {logfile})")
+    with logfile.open("ab") as out:
+        subprocess.run(cmd, cwd=cwd, stdout=out, stderr=subprocess.STDOUT, check=True)
+
+
+# -- source and build ----------------------------------------------------------------------
+
+
+def prepare_source(tag: str, git_dir: Path | None, workdir: Path) -> Path:
+    src = workdir / "src"
+    marker = src / ".odradek-tag"
+    if marker.exists() and marker.read_text().strip() == tag:
+        return src
+    workdir.mkdir(parents=True, exist_ok=True)
+    if git_dir is None:
+        git_dir = DEFAULT_MIRROR if DEFAULT_MIRROR.exists() else workdir / "librdkafka.git"
+        if not git_dir.exists():
+            run(["git", "clone", "--bare", UPSTREAM, str(git_dir)], workdir, workdir / "git.log")
+    src.mkdir(parents=True, exist_ok=True)
+    log(f"extracting {tag} from {git_dir} into {src}")
+    archive = subprocess.run(
+        ["git", f"--git-dir={git_dir}", "archive", tag], check=True, capture_output=True
+    ).stdout
+    subprocess.run(["tar", "-x", "-C", str(src)], input=archive, check=True)
+    marker.write_text(tag + "\n")
+    return src
+
+
+def build(src: Path, jobs: int) -> Path:
+    runner = src / "tests" / "test-runner"
+    if runner.exists():
+        return runner
+    logfile = src / "build.log"
+    run(["./configure", "--disable-ssl", "--disable-gssapi", "--disable-curl"], src, logfile)
+    run(["make", f"-j{jobs}", "libs"], src, logfile)
+    run(["make", f"-j{jobs}", "-C", "tests", "test-runner"], src, logfile)
+    return runner
+
+
+# -- KAFKA_PATH shim -------------------------------------------------------------------------
+
+SHIM = """#!/bin/sh
+# kafka-topics.sh for librdkafka's tests, through the admin API (tools/librdkafka_tests.py)
+exec {python} {script} kafka-topics "$@"
+"""
+
+
+def write_shim(workdir: Path) -> Path:
+    kafka_path = workdir / "kafka-shim"
+    (kafka_path / "bin").mkdir(parents=True, exist_ok=True)
+    script = kafka_path / "bin" / "kafka-topics.sh"
+    script.write_text(
+        SHIM.format(
+            python=shlex.quote(sys.executable), script=shlex.quote(str(Path(__file__).resolve()))
+        )
+    )
+    script.chmod(0o755)
+    return kafka_path
+
+
+def kafka_topics(argv: list[str]) -> int:
+    """The subset of kafka-topics.sh librdkafka's tests use: --create (partitions, replication
+    factor, --config k=v), --alter --partitions, --delete; --bootstrap-server."""
+    from confluent_kafka.admin import AdminClient, NewPartitions, NewTopic
+
+    p = argparse.ArgumentParser(prog="kafka-topics.sh")
+    p.add_argument("--bootstrap-server", required=True)
+    p.add_argument("--topic", required=True)
+    p.add_argument("--create", action="store_true")
+    p.add_argument("--alter", action="store_true")
+    p.add_argument("--delete", action="store_true")
+    p.add_argument("--partitions", type=int)
+    p.add_argument("--replication-factor", type=int, default=1)
+    p.add_argument("--config", action="append", default=[])
+    a = p.parse_args(argv)
+    admin = AdminClient({"bootstrap.servers": a.bootstrap_server})
+    if a.create:
+        configs = dict(c.split("=", 1) for c in a.config)
+        topic = NewTopic(a.topic, a.partitions or 1, a.replication_factor, config=configs)
+        futures = admin.create_topics([topic], operation_timeout=30)
+    elif a.alter:
+        futures = admin.create_partitions([NewPartitions(a.topic, a.partitions)])
+    elif a.delete:
+        futures = admin.delete_topics([a.topic], operation_timeout=30)
+    else:
+        p.error("one of --create, --alter, --delete")
+    for fut in futures.values():
+        fut.result(timeout=60)
+    return 0
+
+
+# -- running ---------------------------------------------------------------------------------
+
+
+def groups(selection: list[tuple[str, str]]) -> list[tuple[str, str, list[str]]]:
+    """(test number, scenario, entry names): one test-runner invocation each."""
+    out: dict[tuple[str, str], list[str]] = {}
+    for name, scenario in selection:
+        out.setdefault((name[:4], scenario), []).append(name)
+    return [(num, sc, names) for (num, sc), names in out.items()]
+
+
+def run_one(
+    src: Path,
+    kafka_path: Path,
+    logs: Path,
+    num: str,
+    scenario: str,
+    names: list[str],
+    args: argparse.Namespace,
+) -> list[Result]:
+    from odradek.testing.process import BrokerProcess
+
+    settings = dict(kv.split("=", 1) for kv in args.set)
+    if scenario == "noautocreate":
+        settings["auto.create.topics.enable"] = "false"
+    tag = f"{num}-{scenario}"
+    out_path = logs / f"{tag}.out"
+    broker = BrokerProcess(settings, log_level=args.broker_log_level)
+    t0 = time.monotonic()
+    try:
+        broker.start()
+        conf = logs / f"{tag}.conf"
+        conf.write_text(
+            f"bootstrap.servers={broker.bootstrap_servers}\n"
+            f"test.timeout.multiplier={args.timeout_multiplier}\n"
+            + (f"debug={args.debug}\n" if args.debug else "")
+        )
+        env = dict(os.environ)
+        env.update(
+            TESTS=num,
+            TEST_KAFKA_VERSION=KAFKA_VERSION,
+            RDKAFKA_TEST_CONF=str(conf),
+            KAFKA_PATH=str(kafka_path),
+            BROKERS=broker.bootstrap_servers,
+            LD_LIBRARY_PATH=f"{src / 'src'}:{src / 'src-cpp'}",
+        )
+        if args.subtests:
+            env["SUBTESTS"] = args.subtests
+        cmd = ["./test-runner", "-L", "-K", "-p1"]
+        if args.quick:
+            cmd.append("-Q")
+        if scenario != "default":
+            cmd += ["-s", scenario]
+        log(f"[{time.strftime('%H:%M:%S')}] {tag}: {' '.join(names)}")
+        with out_path.open("wb") as out:
+            proc = subprocess.Popen(
+                cmd,
+                cwd=src / "tests",
+                env=env,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+            )
+            timed_out = False
+            try:
+                proc.wait(timeout=args.timeout)
+            except subprocess.TimeoutExpired:
+                timed_out = True
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait()
+    finally:
+        broker_log = broker.stderr_tail(200_000) if broker.pid is not None else ""
+        broker.close()
+        (logs / f"{tag}.broker.log").write_text(broker_log)
+    elapsed = time.monotonic() - t0
+    return parse(out_path.read_text(errors="replace"), names, scenario, timed_out, elapsed, args)
+
+
+def parse(
+    text: str,
+    names: list[str],
+    scenario: str,
+    timed_out: bool,
+    elapsed: float,
+    args: argparse.Namespace,
+) -> list[Result]:
+    lines = [ANSI.sub("", line).rstrip() for line in text.splitlines()]
+    summary: dict[str, tuple[str, float, str]] = {}
+    first_failure: dict[str, str] = {}
+    for i, line in enumerate(lines):
+        m = SUMMARY.match(line)
+        if m:
+            summary[m["name"]] = (m["state"], float(m["secs"]), m["reason"].strip())
+            continue
+        f = FAILED_AT.match(line)
+        if f and i + 1 < len(lines):
+            entry = f["name"].split(" (")[0]
+            first_failure.setdefault(entry, f"{f['name']}: {lines[i + 1].strip()}")
+    results = []
+    for name in names:
+        state, secs, reason = summary.get(name, ("", elapsed, ""))
+        if timed_out and state != "PASSED":
+            state = "TIMEOUT"
+            reason = f"killed after {args.timeout} s; " + first_failure.get(name, "")
+        elif not state:
+            state = "FAILED"
+            reason = first_failure.get(name, "no result in test-runner's summary")
+        elif state == "FAILED" and name in first_failure:
+            reason = first_failure[name]
+        results.append(Result(name, scenario, state, secs, reason))
+    return results
+
+
+def print_table(results: list[Result]) -> None:
+    width = max(len(r.test) for r in results)
+    print(f"| {'test':<{width}} | result  | seconds | reason")
+    print(f"|-{'-' * width}-|---------|---------|-------")
+    for r in results:
+        reason = r.reason if r.result != "PASSED" else ""
+        print(f"| {r.test:<{width}} | {r.result:<7} | {r.seconds:7.1f} | {reason[:300]}")
+    counts: dict[str, int] = {}
+    for r in results:
+        counts[r.result] = counts.get(r.result, 0) + 1
+    print(f"\n{len(results)} tests: " + ", ".join(f"{n} {k}" for k, n in sorted(counts.items())))
+
+
+def select(spec: str | None) -> list[tuple[str, str]]:
+    if not spec:
+        return list(APPLICABLE)
+    wanted = [w.strip() for w in spec.split(",") if w.strip()]
+    chosen = [(name, sc) for name, sc in APPLICABLE if any(name.startswith(w) for w in wanted)]
+    unknown = [w for w in wanted if not any(n.startswith(w) for n, _ in chosen)]
+    if unknown:
+        raise SystemExit(f"not in the applicable selection: {', '.join(unknown)} (see --list)")
+    return chosen
+
+
+def main(argv: list[str]) -> int:
+    if argv[:1] == ["kafka-topics"]:
+        return kafka_topics(argv[1:])
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    p.add_argument("--tag", default=DEFAULT_TAG, help="librdkafka git tag (default %(default)s)")
+    p.add_argument("--git-dir", type=Path, help="a librdkafka git directory (bare is fine)")
+    p.add_argument(
+        "--workdir", type=Path, help="scratch folder (default /tmp/odradek-librdkafka-<tag>)"
+    )
+    p.add_argument(
+        "--tests", help="comma-separated test numbers or names (default: all applicable)"
+    )
+    p.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="broker setting, repeatable (e.g. group.initial.rebalance.delay.ms=0)",
+    )
+    p.add_argument("--timeout", type=float, default=600, help="seconds per test-runner run")
+    p.add_argument(
+        "--timeout-multiplier",
+        type=float,
+        default=2.0,
+        help="librdkafka's test.timeout.multiplier (default %(default)s)",
+    )
+    p.add_argument("--quick", action="store_true", help="librdkafka's quick mode (-Q)")
+    p.add_argument("--jobs", type=int, default=os.cpu_count() or 1, help="make -j")
+    p.add_argument("--json", type=Path, help="also write the results as JSON")
+    p.add_argument("--broker-log-level", default="warning")
+    p.add_argument("--subtests", help="librdkafka's SUBTESTS filter (a substring of subtest names)")
+    p.add_argument("--debug", help="librdkafka debug contexts for the clients (e.g. cgrp,protocol)")
+    p.add_argument("--list", action="store_true", help="print the selection and exit")
+    args = p.parse_args(argv)
+    selection = select(args.tests)
+    if args.list:
+        for name, sc in selection:
+            print(f"{name}  ({sc})")
+        print(f"\n{len(selection)} selected; not run:")
+        for name, why in EXCLUDED.items():
+            print(f"  {name}: {why}")
+        return 0
+    workdir = args.workdir or Path(f"/tmp/odradek-librdkafka-{args.tag}")
+    src = prepare_source(args.tag, args.git_dir, workdir)
+    build(src, args.jobs)
+    kafka_path = write_shim(workdir)
+    logs = workdir / "logs"
+    logs.mkdir(exist_ok=True)
+    results: list[Result] = []
+    for num, scenario, names in groups(selection):
+        batch = run_one(src, kafka_path, logs, num, scenario, names, args)
+        for r in batch:
+            log(f"    {r.test}: {r.result} {r.seconds:.1f}s {r.reason[:200]}")
+        results.extend(batch)
+        if args.json:
+            args.json.write_text(json.dumps([asdict(r) for r in results], indent=1) + "\n")
+    print(
+        f"\nlibrdkafka {args.tag} test suite against odradek "
+        f"(broker settings: {', '.join(args.set) or 'defaults'}; "
+        f"{'quick (-Q)' if args.quick else 'full'} mode, "
+        f"test.timeout.multiplier={args.timeout_multiplier})\n"
+    )
+    print_table(results)
+    return 0 if all(r.result in ("PASSED", "SKIPPED") for r in results) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
