@@ -148,3 +148,56 @@ def test_group_actions_need_the_console_header(lagging: ConsoleBroker) -> None:
     assert status == 200 and "deleted group to-reset" in body
     with Admin(conf) as admin:
         assert "to-reset" not in {gid for gid, _t, _s in admin.list_groups()}
+
+
+def test_bytes_and_messages_per_topic(console_broker: ConsoleBroker) -> None:
+    """BytesIn/MessagesIn count what Produce appended, BytesOut what a consumer's Fetch carried:
+    both equal the partition's log size here (one partition, read once from the start)."""
+    from broker.wire import Wire, fetch_request
+
+    topic = "traffic-topic"
+    conf = {"bootstrap.servers": console_broker.bootstrap}
+    with Admin(conf) as admin:
+        admin.create_topics([topic])
+    with Producer(conf) as producer:
+        for i in range(50):
+            producer.send(topic, b"x" * (10 + i), key=b"k%d" % i)
+        producer.flush()
+    tp = {"topic": topic, "partition": "0"}
+    m = wait_metrics(
+        console_broker,
+        lambda s: sample(s, "kafka_server_brokertopicmetrics_messagesin_total", topic=topic) == 50
+        and sample(s, "kafka_log_log_logendoffset", **tp) == 50,
+    )
+    size = sample(m, "kafka_log_log_size", **tp)
+    assert size is not None and size > 50 * 10
+    assert sample(m, "kafka_server_brokertopicmetrics_bytesin_total", topic=topic) == size
+    assert sample(m, "kafka_server_brokertopicmetrics_bytesout_total", topic=topic) is None
+    with Wire(console_broker.bootstrap) as wire:
+        response = wire.call(fetch_request(topic, {0: 0}))
+    assert len(response.responses[0].partitions[0].records) == size
+    m = wait_metrics(
+        console_broker,
+        lambda s: sample(s, "kafka_server_brokertopicmetrics_bytesout_total", topic=topic)
+        is not None,
+    )
+    assert sample(m, "kafka_server_brokertopicmetrics_bytesout_total", topic=topic) == size
+
+
+def test_refused_versions_are_counted_as_errors(console_broker: ConsoleBroker) -> None:
+    """A request version the broker does not serve closes the connection and is counted under
+    UNSUPPORTED_VERSION (how an operator sees old clients such as Burrow's ListOffsets v0)."""
+    import struct
+
+    from broker.wire import Wire
+
+    with Wire(console_broker.bootstrap) as wire:
+        wire.send_raw(struct.pack(">ihhih", 10, 0, 99, 1, 0))  # Produce v99
+        assert wire.is_closed_by_peer()
+    m = wait_metrics(
+        console_broker,
+        lambda s: (sample(s, "kafka_network_requestmetrics_errors_total", request="Produce",
+                          error="UNSUPPORTED_VERSION") or 0) >= 1,
+    )
+    assert sample(m, "kafka_network_requestmetrics_requests_total", request="Produce",
+                  version="99") is None

@@ -16,6 +16,10 @@ A partition this broker does not lead → NOT_LEADER_OR_FOLLOWER; from v9 a requ
 current_leader_epoch (when ≥ 0) must be the partition's: older → FENCED_LEADER_EPOCH, newer →
 UNKNOWN_LEADER_EPOCH (both ``ReplicaManager.leader_partition``). Fetch sessions (KIP-227) are declined: the response's session_id is always 0, so clients send
 full fetch requests.
+
+The record bytes a consumer's response carries are reported per topic to
+``RequestContext.metrics`` (BytesOutPerSec); a follower's are not (Kafka counts those as
+replication traffic).
 """
 
 from __future__ import annotations
@@ -24,7 +28,7 @@ from typing import Any
 
 from kio.schema.errors import ErrorCode
 
-from odradek.broker.api import ApiSpec, EncodedResponse, RequestContext
+from odradek.broker.api import ApiSpec, EncodedResponse, RequestContext, TopicMetrics
 from odradek.broker.services import BrokerServices
 from odradek.protocol.fetch_response import FetchPartitionResponse, encode_fetch_response
 from odradek.storage.errors import OffsetOutOfRangeError
@@ -124,7 +128,19 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
                 results, total, error = _read_all(services, request, follower)
                 if not woken or total >= min_bytes or error:
                     break
+    metrics = ctx.metrics
+    if metrics is not None and total and not follower:
+        _report_bytes_out(metrics, results)
     return encode(request, results)
+
+
+def _report_bytes_out(
+    metrics: TopicMetrics, results: list[tuple[str, list[PartitionResult]]]
+) -> None:
+    for name, partitions in results:
+        nbytes = sum(len(p[5]) for p in partitions if p[5] is not None)
+        if nbytes:
+            metrics.topic_bytes_out(name, nbytes)
 
 
 def encode(request: Any, results: list[tuple[str, list[PartitionResult]]]) -> EncodedResponse:

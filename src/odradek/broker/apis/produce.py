@@ -12,7 +12,8 @@ partition's data:
 3. idempotence (producerId ≥ 0): see ``odradek.storage.producer_state`` — a duplicate is answered
    with the original base offset and not appended;
 4. append (storage checks the CRC: CORRUPT_MESSAGE) with LogAppendTime when the topic says so;
-   then Fetch waiters on the partition are woken.
+   then Fetch waiters on the partition are woken, and the appended bytes and records are
+   reported to ``RequestContext.metrics`` (BytesInPerSec / MessagesInPerSec; a duplicate is not).
 
 acks must be 0, 1 or -1 (else INVALID_REQUIRED_ACKS for every partition). acks=0 gets no
 response. acks=-1 waits (``Purgatory.wait_for_high_watermark``) until the high watermark passes
@@ -30,7 +31,7 @@ from typing import Any
 
 from kio.schema.errors import ErrorCode
 
-from odradek.broker.api import ApiSpec, EncodedResponse, RequestContext
+from odradek.broker.api import ApiSpec, EncodedResponse, RequestContext, TopicMetrics
 from odradek.broker.apis._util import topic_name_error
 from odradek.broker.partition import Partition
 from odradek.broker.purgatory import Purgatory
@@ -72,7 +73,11 @@ def _failed(
 
 
 def _produce_partition(
-    purgatory: Purgatory, handle: Partition, data: bytes | memoryview | None, now_ms: int
+    purgatory: Purgatory,
+    handle: Partition,
+    data: bytes | memoryview | None,
+    now_ms: int,
+    metrics: TopicMetrics | None = None,
 ) -> PartitionResult:
     index = handle.partition
     if not data:
@@ -165,6 +170,8 @@ def _produce_partition(
             state.update(b_pid, b_epoch, b_seq, (b_seq + b_delta) % _SEQ_MOD, off, off + b_delta)
             off += b_delta + 1
     purgatory.notify(handle.topic, index)
+    if metrics is not None:
+        metrics.topic_bytes_in(handle.topic, n, result.last_offset - base_offset + 1)
     lat = result.log_append_time_ms if log_append_time else -1
     return (
         index,
@@ -206,7 +213,7 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
                 if code is not _NONE:
                     presults.append(_failed(pd.index, code))
                     continue
-                result = _produce_partition(purgatory, handle_, pd.records, now_ms)
+                result = _produce_partition(purgatory, handle_, pd.records, now_ms, ctx.metrics)
                 presults.append(result)
                 if acks == -1 and result[1] is _NONE:
                     plog = handle_.log
