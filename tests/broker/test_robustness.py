@@ -55,7 +55,7 @@ def _closed(broker: BrokerProcess, payload: bytes) -> bool:
         struct.pack(">i", 2**31 - 1) + b"x" * 100,
         struct.pack(">i", 2) + b"\x00\x12",  # too short for a header
         struct.pack(">i", 10) + struct.pack(">hhih", 999, 0, 1, 0),  # unknown api key
-        struct.pack(">i", 10) + struct.pack(">hhih", 0, 1, 1, 0),  # Produce v1: refused
+        struct.pack(">i", 10) + struct.pack(">hhih", 0, 1, 1, 0),  # Produce v1 without a body
         struct.pack(">i", 10) + struct.pack(">hhih", 1, 99, 1, 0),  # Fetch v99
         struct.pack(">i", 12) + struct.pack(">hhih", 3, 12, 1, 0) + b"\xff\xff",  # truncated body
         struct.pack(">i", 20)

@@ -10,9 +10,11 @@ Every API lives in its own module under ``odradek.broker.apis`` and defines::
 no server, so that API modules, the registry and the connection layer import it without a
 circle.
 
-``min_version``/``max_version`` are what ApiVersions advertises. Versions below
-``min_request_version`` (the oldest kio can decode, or the oldest we accept) are refused at
-request time with UNSUPPORTED_VERSION (DESIGN.md §4: old librdkafka probes exact versions).
+``min_version``/``max_version`` are what ApiVersions advertises, and exactly what is served.
+``min_request_version`` is the oldest version the handler's own decoding takes (kio's, or
+``decoder``); the versions from ``min_version`` below it are the old ones Kafka 3.9 still serves
+(KIP-896 dropped them in 4.0), served through ``odradek.protocol.legacy_versions``: upgraded to
+the handler's oldest version on the way in, written back at the old version on the way out.
 ``error_response`` (``(request, ErrorCode) -> Response``) is the UNKNOWN_SERVER_ERROR answer
 when a handler fails (without one, the connection is closed); ``decoder`` (``(frame, pos,
 version=v) -> (request, bytes read)``) is used instead of kio's decoder, e.g. Produce's
@@ -98,7 +100,8 @@ class ApiSpec:
     max_version: int
     handler: Handler
     min_request_version: int | None = None
-    """Oldest version actually served; defaults to min_version."""
+    """Oldest version the handler's own decoding takes; older ones (down to min_version) go
+    through protocol.legacy_versions. Defaults to min_version."""
     error_response: ErrorResponse | None = None
     decoder: Decoder | None = None
 

@@ -20,7 +20,14 @@ Per connection (``KafkaConnection``):
   responses the transport pauses reading (pause_writing / resume_writing);
 * FileRegion parts (record bytes in segment files) are read into bytes and written with the
   rest (measured cheaper on loopback); with ODRADEK_SENDFILE=1 they go out with ``os.sendfile``
-  when the transport's buffer is empty.
+  when the transport's buffer is empty;
+* old request versions that kio cannot decode (those Kafka 3.9 serves and 4.0 dropped, KIP-896)
+  go through ``protocol.legacy_versions``: the body is upgraded to the API's oldest kio version,
+  the handler runs unchanged, and its answer is written back at the old version with response
+  header v0. A Fetch below v4 answers with ``LazyDownConversion`` parts: they are converted one
+  chunk at a time *as the socket drains* (a paused transport stops the conversion; whatever
+  follows waits in a backlog and the connection is not read meanwhile), so a slow old consumer
+  holds at most the transport's buffer plus one chunk of the broker's memory.
 
 The connection knows its owner (the Broker) only as a ``ConnectionOwner``: the API registry,
 the handlers' services, the route cache, the request size limit, and (un)registration.
@@ -46,6 +53,8 @@ from odradek.broker.services import BrokerServices
 from odradek.protocol.errors import FrameTooLargeError, InvalidRequestError
 from odradek.protocol.framing import FrameDecoder
 from odradek.protocol.headers import encode_response_header, parse_request_header
+from odradek.protocol.legacy_records import LazyDownConversion, RecordsSource
+from odradek.protocol.legacy_versions import LegacyCodec, LegacyRequest, legacy_codec
 from odradek.protocol.messages import (
     RequestCodec,
     encode_api_versions_error,
@@ -70,9 +79,23 @@ _HANDLER_ERROR = "UNKNOWN_SERVER_ERROR"
 SENDFILE_MIN = 16384
 """Regions smaller than this are read and written with the rest (a syscall pair costs more)."""
 
-Route = tuple[ApiSpec, RequestCodec, bool] | str
-"""(spec, decoding info, whether the reader is kio's) for an (api key, version), or the reason
-to close the connection."""
+Route = tuple[ApiSpec, RequestCodec, bool, LegacyCodec | None] | str
+"""(spec, decoding info, whether the reader is kio's, the old version's codec or None) for an
+(api key, version), or the reason to close the connection."""
+
+
+def records_source(records: Any) -> tuple[RecordsSource, int]:
+    """A Fetch response's records (bytes, or a storage FileRegion) as (source, length) for
+    LazyDownConversion: a FileRegion is read with ``os.pread`` a chunk at a time."""
+    if isinstance(records, (bytes, bytearray, memoryview)):
+        return records, len(records)
+    fd: int = records.fd
+    base: int = records.position
+
+    def read(position: int, size: int) -> bytes:
+        return os.pread(fd, size, base + position)
+
+    return read, int(records.length)
 
 
 class RequestMetrics(TopicMetrics, Protocol):
@@ -205,6 +228,8 @@ class KafkaConnection(asyncio.Protocol):
         self._closing = False
         self._sock_fd = -1
         self._paused = False
+        self._backlog: deque[Any] | None = None
+        """Parts waiting behind a down-conversion stream that the paused socket stopped."""
 
     # asyncio callbacks -------------------------------------------------------------------
 
@@ -244,8 +269,15 @@ class KafkaConnection(asyncio.Protocol):
 
     def resume_writing(self) -> None:
         self._paused = False
-        if self.transport is not None and not self._closing:
-            self.transport.resume_reading()
+        if self.transport is None or self._closing:
+            return
+        backlog = self._backlog
+        if backlog is not None:
+            self._backlog = None
+            self._write(list(backlog))
+            if self._backlog is not None:  # paused again: keep not reading
+                return
+        self.transport.resume_reading()
 
     def abort(self, reason: str | None) -> None:
         """Close at once, dropping unsent responses; ``reason`` is logged (None: shutdown)."""
@@ -290,15 +322,22 @@ class KafkaConnection(asyncio.Protocol):
         spec = self.registry.get(api_key)
         if spec is None:
             return f"unknown api key {api_key}"
-        if version > spec.max_version or version < spec.oldest_served:
+        if version > spec.max_version or version < spec.min_version:
             return f"unsupported version {version} of api key {api_key} ({spec.name})"
-        info = request_codec(api_key, version)
+        info = request_codec(api_key, version) if version >= spec.oldest_served else None
         if info is None:
-            return f"cannot decode version {version} of api key {api_key} ({spec.name})"
+            codec = legacy_codec(api_key, version)
+            if codec is None:
+                return f"cannot decode version {version} of api key {api_key} ({spec.name})"
+            legacy_info = RequestCodec(
+                codec.decode, codec.header_version, codec.response_header_version
+            )
+            return spec, legacy_info, False, codec
         decoder = spec.decoder
         if decoder is not None:  # the API's own body decoder (frame, pos, version)
-            return spec, info._replace(reader=functools.partial(decoder, version=version)), False
-        return spec, info, True
+            reader = functools.partial(decoder, version=version)
+            return spec, info._replace(reader=reader), False, None
+        return spec, info, True, None
 
     def _handle_frame(self, frame: memoryview, out: list[Any]) -> None:
         n = len(frame)
@@ -322,7 +361,7 @@ class KafkaConnection(asyncio.Protocol):
             self._refused(api_key, "UNSUPPORTED_VERSION")
             self.abort(route)
             return
-        spec, info, kio_reader = route
+        spec, info, kio_reader, codec = route
         if kio_reader and not frame.readonly:  # kio decodes read-only buffers only
             frame = frame.toreadonly()
         try:
@@ -337,6 +376,10 @@ class KafkaConnection(asyncio.Protocol):
             self._refused(api_key, "INVALID_REQUEST")
             self.abort(f"malformed {spec.name} v{version} request: {exc!r}")
             return
+        legacy: LegacyRequest | None = None
+        if codec is not None:  # an old version: the handler takes the upgraded request
+            legacy = request
+            request = legacy.request
         services = self._services
         assert services is not None
         metrics = self.owner.metrics
@@ -347,10 +390,10 @@ class KafkaConnection(asyncio.Protocol):
             yielded = coro.send(None)
         except StopIteration as stop:
             try:
-                parts = self._encode(spec, info, correlation_id, stop.value, request)
+                parts = self._encode(spec, info, correlation_id, stop.value, request, legacy)
             except Exception:
                 log.exception("%s v%d response encoding failed", spec.name, version)
-                parts = self._error(spec, info, correlation_id, request)
+                parts = self._error(spec, info, correlation_id, request, legacy)
                 if metrics is not None:
                     metrics.request_failed(
                         api_key, version, time.perf_counter() - started, n, _HANDLER_ERROR
@@ -367,7 +410,7 @@ class KafkaConnection(asyncio.Protocol):
                 metrics.request_failed(
                     api_key, version, time.perf_counter() - started, n, _HANDLER_ERROR
                 )
-            self._emit(out, self._error(spec, info, correlation_id, request))
+            self._emit(out, self._error(spec, info, correlation_id, request, legacy))
             return
         # the handler suspended: finish it in a task, answer in order
         slot = self._responses.reserve()
@@ -375,7 +418,7 @@ class KafkaConnection(asyncio.Protocol):
         self._tasks.add(task)
         task.add_done_callback(
             lambda t: self._task_done(
-                t, slot, spec, info, correlation_id, request, (version, started, n)
+                t, slot, spec, info, correlation_id, (request, legacy), (version, started, n)
             )
         )
 
@@ -386,17 +429,19 @@ class KafkaConnection(asyncio.Protocol):
         spec: ApiSpec,
         info: RequestCodec,
         correlation_id: int,
-        request: Any,
+        requests: tuple[Any, LegacyRequest | None],
         timing: tuple[int, float, int],
     ) -> None:
-        """Answer a handler that suspended (e.g. a long-polling Fetch); ``timing`` is (version,
+        """Answer a handler that suspended (e.g. a long-polling Fetch); ``requests`` is (the
+        handler's request, the old version's LegacyRequest or None); ``timing`` is (version,
         perf_counter at arrival, request bytes) for the request metrics."""
+        request, legacy = requests
         self._tasks.discard(task)
         failed = not task.cancelled() and task.exception() is not None
         parts: Any = None
         if not failed and not task.cancelled() and not self._closing:
             try:
-                parts = self._encode(spec, info, correlation_id, task.result(), request)
+                parts = self._encode(spec, info, correlation_id, task.result(), request, legacy)
             except Exception:
                 log.exception("%s response encoding failed", spec.name)
                 failed = True
@@ -414,7 +459,7 @@ class KafkaConnection(asyncio.Protocol):
             exc = task.exception()
             if exc is not None:
                 log.error("%s handler failed", spec.name, exc_info=exc)
-            parts = self._error(spec, info, correlation_id, request)
+            parts = self._error(spec, info, correlation_id, request, legacy)
         out: list[Any] = []
         if self._responses.fill(slot, parts, out):
             self.abort("handler failed without an error response")
@@ -441,21 +486,34 @@ class KafkaConnection(asyncio.Protocol):
         correlation_id: int,
         response: Any,
         request: Any,
+        legacy: LegacyRequest | None = None,
     ) -> list[Any] | None:
         if response is None:
             return None
         header = encode_response_header(correlation_id, info.response_header_version)
+        if legacy is not None:
+            codec = legacy_codec(legacy.api_key, legacy.version)
+            assert codec is not None
+            parts, size = codec.encode_response(response, legacy, records_source_of=records_source)
+            return [_I32.pack(len(header) + size) + header, *parts]
         if isinstance(response, EncodedResponse):
             return [_I32.pack(len(header) + response.size) + header, *response.parts]
         body = encode_body(response)
         return [_I32.pack(len(header) + len(body)) + header + body]
 
-    def _error(self, spec: ApiSpec, info: RequestCodec, correlation_id: int, request: Any) -> Any:
+    def _error(
+        self,
+        spec: ApiSpec,
+        info: RequestCodec,
+        correlation_id: int,
+        request: Any,
+        legacy: LegacyRequest | None = None,
+    ) -> Any:
         make_error = spec.error_response
         if make_error is not None:
             try:
                 response = make_error(request, ErrorCode.unknown_server_error)
-                parts = self._encode(spec, info, correlation_id, response, request)
+                parts = self._encode(spec, info, correlation_id, response, request, legacy)
                 if parts is not None:
                     return parts
             except Exception:
@@ -468,10 +526,23 @@ class KafkaConnection(asyncio.Protocol):
         transport = self.transport
         if transport is None or self._closing:
             return
+        if self._backlog is not None:  # behind a stopped down-conversion stream
+            self._backlog.extend(parts)
+            return
         chunk: list[Any] = []
-        for part in parts:
+        for i, part in enumerate(parts):
             if isinstance(part, (bytes, bytearray, memoryview)):
                 chunk.append(part)
+                continue
+            if isinstance(part, LazyDownConversion):
+                part = part.chunks()
+            if hasattr(part, "__next__"):  # a down-conversion stream: convert as we drain
+                if chunk:
+                    transport.writelines(chunk)
+                    chunk = []
+                if not self._stream(part):
+                    self._backlog = deque([part, *parts[i + 1 :]])
+                    return
                 continue
             # a FileRegion
             length = part.length
@@ -489,6 +560,17 @@ class KafkaConnection(asyncio.Protocol):
             chunk.append(part.read())
         if chunk:
             transport.writelines(chunk)
+
+    def _stream(self, pieces: Any) -> bool:
+        """Write converted chunks until the stream ends (True) or the transport pauses us
+        (False: the rest of ``pieces`` waits for resume_writing)."""
+        transport = self.transport
+        assert transport is not None
+        for piece in pieces:
+            transport.write(piece)
+            if self._paused or self._closing:
+                return False
+        return True
 
     def _sendfile(self, fd: int, position: int, length: int) -> int:
         sent = 0

@@ -43,6 +43,8 @@ What each old version means (Kafka 3.9's behaviour, and where odradek differs):
 * CreateTopics v0-v1 -> v2: v0 has no validate_only (false); the response drops error
   messages (v0) and throttle time (v0-v1).
 * DeleteTopics v0 -> v1: the response drops throttle time.
+* OffsetForLeaderEpoch v0-v1 -> v2 with current_leader_epoch -1 (no fencing, as Kafka does
+  for those versions); the response drops throttle time, and the leader epoch (v0).
 * DescribeConfigs v0 -> v1: include_synonyms false; the response's per-config ``is_default``
   is config_source == DEFAULT_CONFIG (5), as Kafka computes it; synonyms are dropped.
 
@@ -384,6 +386,15 @@ def _offset_commit_request(body: dict[str, Any], legacy: LegacyRequest) -> dict[
     return body
 
 
+def _offset_for_leader_epoch_request(
+    body: dict[str, Any], legacy: LegacyRequest
+) -> dict[str, Any]:
+    for topic in body["topics"]:
+        for partition in topic["partitions"]:
+            partition["current_leader_epoch"] = -1  # v0-v1 cannot fence: no check
+    return body
+
+
 def _describe_configs_response(out: dict[str, Any], legacy: LegacyRequest) -> dict[str, Any]:
     for result in out["results"]:
         for config in result["configs"]:
@@ -697,6 +708,45 @@ LEGACY: dict[tuple[int, int], LegacyEntry] = {
         None,
         _describe_configs_response,
     ),
+    **{
+        (23, v): LegacyEntry(
+            2,
+            (
+                (
+                    "topics",
+                    Array(
+                        (
+                            ("topic", "string"),
+                            (
+                                "partitions",
+                                Array((("partition", "int32"), ("leader_epoch", "int32"))),
+                            ),
+                        )
+                    ),
+                ),
+            ),
+            (
+                (
+                    "topics",
+                    Array(
+                        (
+                            ("topic", "string"),
+                            (
+                                "partitions",
+                                Array(
+                                    (("error_code", "int16"), ("partition", "int32"))
+                                    + ((("leader_epoch", "int32"),) if v >= 1 else ())
+                                    + (("end_offset", "int64"),)
+                                ),
+                            ),
+                        )
+                    ),
+                ),
+            ),
+            _offset_for_leader_epoch_request,
+        )
+        for v in range(2)
+    },
 }
 """(api key, old version) -> how to serve it through the target version's handler."""
 
@@ -759,7 +809,7 @@ class LegacyCodec:
         records objects are never copied before down-conversion."""
         if self.api_key == 1:
             return self._encode_fetch(response, legacy, records_source_of)
-        if not dataclasses.is_dataclass(response):
+        if not hasattr(response, "__version__"):  # not a kio entity: an encoded body
             response = self._read_target_response(response)
         values = entity_to_dict(response)
         if self.entry.response_fixup is not None:

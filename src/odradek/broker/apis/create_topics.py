@@ -149,4 +149,11 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
     return make(types.CreateTopicsResponse, throttle_time=NO_THROTTLE, topics=tuple(results))
 
 
-API = ApiSpec(key=19, name="CreateTopics", min_version=2, max_version=7, handler=handle)
+API = ApiSpec(
+    key=19,
+    name="CreateTopics",
+    min_version=0,
+    max_version=7,
+    handler=handle,
+    min_request_version=2,
+)

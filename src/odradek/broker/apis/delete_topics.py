@@ -55,4 +55,11 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
     return make(types.DeleteTopicsResponse, throttle_time=NO_THROTTLE, responses=tuple(results))
 
 
-API = ApiSpec(key=20, name="DeleteTopics", min_version=1, max_version=6, handler=handle)
+API = ApiSpec(
+    key=20,
+    name="DeleteTopics",
+    min_version=0,
+    max_version=6,
+    handler=handle,
+    min_request_version=1,
+)

@@ -82,4 +82,11 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
     return make(types.DescribeConfigsResponse, throttle_time=NO_THROTTLE, results=tuple(results))
 
 
-API = ApiSpec(key=32, name="DescribeConfigs", min_version=1, max_version=4, handler=handle)
+API = ApiSpec(
+    key=32,
+    name="DescribeConfigs",
+    min_version=0,
+    max_version=4,
+    handler=handle,
+    min_request_version=1,
+)

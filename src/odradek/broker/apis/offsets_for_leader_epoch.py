@@ -7,7 +7,8 @@ Followers use it to truncate before they fetch; consumers to detect log truncati
 The partition must be led here with the request's current_leader_epoch (when ≥ 0):
 NOT_LEADER_OR_FOLLOWER, FENCED_LEADER_EPOCH, UNKNOWN_LEADER_EPOCH as Kafka answers
 (``ReplicaManager.leader_partition``), UNKNOWN_TOPIC_OR_PARTITION for an unknown one.
-Served v2-v4 (kio's schemas; v0/v1 predate current_leader_epoch).
+Served v0-v4: v2-v4 from kio's schemas, v0/v1 (which predate current_leader_epoch) upgraded
+to v2 by ``protocol.legacy_versions``.
 """
 
 from __future__ import annotations
@@ -67,8 +68,9 @@ def error_response(request: Any, code: ErrorCode) -> Any:
 API = ApiSpec(
     key=23,
     name="OffsetForLeaderEpoch",
-    min_version=2,
+    min_version=0,
     max_version=4,
+    min_request_version=2,
     handler=handle,
     error_response=error_response,
 )
