@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+import urllib.parse
 
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
@@ -201,3 +202,35 @@ def test_refused_versions_are_counted_as_errors(console_broker: ConsoleBroker) -
     )
     assert sample(m, "kafka_network_requestmetrics_requests_total", request="Produce",
                   version="99") is None
+
+
+def test_browse_by_timestamp(console_broker: ConsoleBroker) -> None:
+    """The message browser from the first record at or after a timestamp, in milliseconds or
+    ISO 8601 (ListOffsets by time, then a bounded read)."""
+    import datetime
+    import json
+
+    topic = "browse-by-time"
+    conf = {"bootstrap.servers": console_broker.bootstrap}
+    base = (int(time.time()) - 3600) * 1000  # whole seconds: exact in ISO form too
+    with Admin(conf) as admin:
+        admin.create_topics([topic])
+    with Producer(conf) as producer:
+        for i in range(10):
+            producer.send(topic, b"at-%d" % i, partition=0, timestamp=base + 1000 * i)
+        producer.flush()
+    status, body = console_broker.get(
+        f"/api/topics/{topic}/messages?partition=0&timestamp={base + 3500}&limit=2"
+    )
+    assert status == 200, body
+    records = json.loads(body)
+    assert [(r["offset"], r["value"]) for r in records] == [(4, "at-4"), (5, "at-5")]
+    iso = datetime.datetime.fromtimestamp((base + 7000) / 1000, datetime.UTC).isoformat()
+    status, body = console_broker.get(
+        f"/topics/{topic}/messages?partition=0&timestamp={urllib.parse.quote(iso)}&limit=1"
+    )
+    assert status == 200 and "at-7" in body and "at-6" not in body
+    status, body = console_broker.get(
+        f"/api/topics/{topic}/messages?partition=0&timestamp={base + 60_000}&limit=5"
+    )
+    assert status == 200 and json.loads(body) == []  # after the last record: nothing
