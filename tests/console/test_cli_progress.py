@@ -24,13 +24,13 @@ class Query:
         self.polls = 0
         self.timeouts: list[float] = []
 
-    def awaitTermination(self, timeout: float) -> bool:  # noqa: N802 - pyspark's name
+    def awaitTermination(self, timeout: float) -> bool:
         self.timeouts.append(timeout)
         self.polls += 1
         return self.polls > 2
 
     @property
-    def recentProgress(self) -> list[dict[str, Any]]:  # noqa: N802
+    def recentProgress(self) -> list[dict[str, Any]]:
         batches = {1: [0, 1], 2: [1, 2, 3], 3: [2, 3, 4]}[min(self.polls, 3)]
         return [{"batchId": b, "numInputRows": 10 * (b + 1)} for b in batches]
 
