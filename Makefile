@@ -34,8 +34,9 @@ $(VENV)/.installed-test: pyproject.toml src/odradek/client/_speedups.c | $(BIN)/
 install: $(VENV)/.installed
 install-test: $(VENV)/.installed-test
 
-# Debian packages the interop (kcat; Go: Sarama and kafka-go built offline in GOPATH mode),
-# Spark, cluster and console (browser) tests use; installed only when missing.
+# Debian packages the interop (kcat; Go: Sarama and kafka-go built offline in GOPATH mode;
+# Burrow; node and npm for KafkaJS), Spark, cluster and console (browser) tests use; installed
+# only when missing.
 system-deps:
 	@missing=""; \
 	command -v kcat >/dev/null 2>&1 || missing="$$missing kcat"; \
@@ -46,6 +47,9 @@ system-deps:
 	command -v go >/dev/null 2>&1 || missing="$$missing golang-go"; \
 	[ -d /usr/share/gocode/src/github.com/Shopify/sarama ] || missing="$$missing golang-github-shopify-sarama-dev"; \
 	[ -d /usr/share/gocode/src/github.com/segmentio/kafka-go ] || missing="$$missing golang-github-segmentio-kafka-go-dev"; \
+	command -v Burrow >/dev/null 2>&1 || missing="$$missing burrow"; \
+	command -v node >/dev/null 2>&1 || missing="$$missing nodejs"; \
+	command -v npm >/dev/null 2>&1 || missing="$$missing npm"; \
 	if [ -n "$$missing" ]; then \
 		echo "installing Debian packages:$$missing"; \
 		$(SUDO) apt-get update -qq && DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq $$missing; \

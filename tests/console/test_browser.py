@@ -127,3 +127,42 @@ def test_group_page_shows_lag(state: ConsoleBroker, driver: object, tmp_path: Pa
     )
     assert driver.find_elements(By.CSS_SELECTOR, "#chart canvas")
     driver.save_screenshot(str(tmp_path / "group.png"))
+
+
+def test_group_actions_ask_for_confirmation(state: ConsoleBroker, driver: object, tmp_path: Path) -> None:
+    """Reset offsets and delete: nothing happens when the confirmation is dismissed; accepted,
+    the action runs and its result is shown on the page."""
+    group = "browser-actions"
+    conf = {"bootstrap.servers": state.bootstrap}
+    with Admin(conf) as admin:
+        admin.alter_group_offsets(group, {TopicPartition(TOPIC, 0): 10})
+
+    def committed() -> int | None:
+        with Admin(conf) as admin:
+            om = admin.list_group_offsets(group).get(TopicPartition(TOPIC, 0))
+        return None if om is None else om.offset
+
+    driver.get(f"{state.url}/groups/{group}")
+    wait(driver).until(ec.visibility_of_element_located((By.ID, "group-name")))
+    to = driver.find_element(By.CSS_SELECTOR, "form[hx-post$='/reset'] input[name='to']")
+    to.clear()
+    to.send_keys("latest")
+    reset = driver.find_element(By.CSS_SELECTOR, "form[hx-post$='/reset'] button")
+    reset.click()
+    alert = wait(driver).until(ec.alert_is_present())
+    assert "Reset the committed offsets of group browser-actions" in alert.text
+    alert.dismiss()
+    assert driver.find_element(By.ID, "actions-result").text == ""
+    assert committed() == 10
+    reset.click()
+    wait(driver).until(ec.alert_is_present()).accept()
+    wait(driver).until(lambda d: "committed 1 offset" in d.find_element(By.ID, "actions-result").text)
+    assert committed() == 100
+    driver.save_screenshot(str(tmp_path / "group-reset.png"))
+    driver.find_element(By.CSS_SELECTOR, "form[hx-post$='/delete'] button").click()
+    alert = wait(driver).until(ec.alert_is_present())
+    assert "Delete group browser-actions" in alert.text
+    alert.accept()
+    wait(driver).until(lambda d: "deleted group" in d.find_element(By.ID, "actions-result").text)
+    with Admin(conf) as admin:
+        assert group not in {gid for gid, _t, _s in admin.list_groups()}

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+import urllib.parse
 
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
@@ -148,3 +149,88 @@ def test_group_actions_need_the_console_header(lagging: ConsoleBroker) -> None:
     assert status == 200 and "deleted group to-reset" in body
     with Admin(conf) as admin:
         assert "to-reset" not in {gid for gid, _t, _s in admin.list_groups()}
+
+
+def test_bytes_and_messages_per_topic(console_broker: ConsoleBroker) -> None:
+    """BytesIn/MessagesIn count what Produce appended, BytesOut what a consumer's Fetch carried:
+    both equal the partition's log size here (one partition, read once from the start)."""
+    from broker.wire import Wire, fetch_request
+
+    topic = "traffic-topic"
+    conf = {"bootstrap.servers": console_broker.bootstrap}
+    with Admin(conf) as admin:
+        admin.create_topics([topic])
+    with Producer(conf) as producer:
+        for i in range(50):
+            producer.send(topic, b"x" * (10 + i), key=b"k%d" % i)
+        producer.flush()
+    tp = {"topic": topic, "partition": "0"}
+    m = wait_metrics(
+        console_broker,
+        lambda s: sample(s, "kafka_server_brokertopicmetrics_messagesin_total", topic=topic) == 50
+        and sample(s, "kafka_log_log_logendoffset", **tp) == 50,
+    )
+    size = sample(m, "kafka_log_log_size", **tp)
+    assert size is not None and size > 50 * 10
+    assert sample(m, "kafka_server_brokertopicmetrics_bytesin_total", topic=topic) == size
+    assert sample(m, "kafka_server_brokertopicmetrics_bytesout_total", topic=topic) is None
+    with Wire(console_broker.bootstrap) as wire:
+        response = wire.call(fetch_request(topic, {0: 0}))
+    assert len(response.responses[0].partitions[0].records) == size
+    m = wait_metrics(
+        console_broker,
+        lambda s: sample(s, "kafka_server_brokertopicmetrics_bytesout_total", topic=topic)
+        is not None,
+    )
+    assert sample(m, "kafka_server_brokertopicmetrics_bytesout_total", topic=topic) == size
+
+
+def test_refused_versions_are_counted_as_errors(console_broker: ConsoleBroker) -> None:
+    """A request version the broker does not serve closes the connection and is counted under
+    UNSUPPORTED_VERSION (how an operator sees old clients such as Burrow's ListOffsets v0)."""
+    import struct
+
+    from broker.wire import Wire
+
+    with Wire(console_broker.bootstrap) as wire:
+        wire.send_raw(struct.pack(">ihhih", 10, 0, 99, 1, 0))  # Produce v99
+        assert wire.is_closed_by_peer()
+    m = wait_metrics(
+        console_broker,
+        lambda s: (sample(s, "kafka_network_requestmetrics_errors_total", request="Produce",
+                          error="UNSUPPORTED_VERSION") or 0) >= 1,
+    )
+    assert sample(m, "kafka_network_requestmetrics_requests_total", request="Produce",
+                  version="99") is None
+
+
+def test_browse_by_timestamp(console_broker: ConsoleBroker) -> None:
+    """The message browser from the first record at or after a timestamp, in milliseconds or
+    ISO 8601 (ListOffsets by time, then a bounded read)."""
+    import datetime
+    import json
+
+    topic = "browse-by-time"
+    conf = {"bootstrap.servers": console_broker.bootstrap}
+    base = (int(time.time()) - 3600) * 1000  # whole seconds: exact in ISO form too
+    with Admin(conf) as admin:
+        admin.create_topics([topic])
+    with Producer(conf) as producer:
+        for i in range(10):
+            producer.send(topic, b"at-%d" % i, partition=0, timestamp=base + 1000 * i)
+        producer.flush()
+    status, body = console_broker.get(
+        f"/api/topics/{topic}/messages?partition=0&timestamp={base + 3500}&limit=2"
+    )
+    assert status == 200, body
+    records = json.loads(body)
+    assert [(r["offset"], r["value"]) for r in records] == [(4, "at-4"), (5, "at-5")]
+    iso = datetime.datetime.fromtimestamp((base + 7000) / 1000, datetime.UTC).isoformat()
+    status, body = console_broker.get(
+        f"/topics/{topic}/messages?partition=0&timestamp={urllib.parse.quote(iso)}&limit=1"
+    )
+    assert status == 200 and "at-7" in body and "at-6" not in body
+    status, body = console_broker.get(
+        f"/api/topics/{topic}/messages?partition=0&timestamp={base + 60_000}&limit=5"
+    )
+    assert status == 200 and json.loads(body) == []  # after the last record: nothing

@@ -113,3 +113,24 @@ def test_dry_run_changes_nothing_and_delete(embedded: EmbeddedBroker) -> None:
 def test_unreachable_broker() -> None:
     out = CliRunner().invoke(app, ["list", "--bootstrap-server", "127.0.0.1:1"])
     assert out.exit_code == 1 and "cannot connect" in out.output
+
+
+def test_reset_offsets_of_many_partitions_in_chunks_with_a_progress_bar(
+    embedded: EmbeddedBroker, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import odradek.cli.groups as groups_cli
+
+    embedded.call(lambda: embedded.broker.create_topic("wide", 23))
+    monkeypatch.setattr(groups_cli, "COMMIT_CHUNK", 5)  # 23 partitions: 5 OffsetCommit requests
+    out = CliRunner().invoke(
+        app,
+        ["reset-offsets", "cli-wide", "--topic", "wide", "--to-latest", "--execute",
+         "--progress", "--bootstrap-server", embedded.bootstrap_servers],
+    )
+    assert out.exit_code == 0, out.output
+    assert "committed 23 offset(s) for group cli-wide" in out.output
+    assert "committing offsets of cli-wide" in out.output  # the bar (stderr, mixed in here)
+    _, topics = embedded.call(
+        lambda: embedded.broker.group_coordinator.fetch_offsets("cli-wide", None)
+    )
+    assert sorted(p for _t, parts in topics for p, _om in parts) == list(range(23))

@@ -25,7 +25,7 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from kio.schema.errors import ErrorCode
 
@@ -43,18 +43,31 @@ __all__ = [
     "RequestContext",
     "RequestHeaderInfo",
     "Response",
+    "TopicMetrics",
 ]
+
+
+class TopicMetrics(Protocol):
+    """Where Produce and Fetch report per-topic traffic (Kafka's BrokerTopicMetrics);
+    ``odradek.metrics.BrokerMetrics`` implements it. Called once per partition appended to or
+    read from, with the record bytes (whole batches) and, on append, the records' count."""
+
+    def topic_bytes_in(self, topic: str, nbytes: int, records: int) -> None: ...
+
+    def topic_bytes_out(self, topic: str, nbytes: int) -> None: ...
 
 
 @dataclass(slots=True)
 class RequestContext:
     """What a handler knows about the request besides its body: the broker's services, the
-    request header, the client's address and the connection's id."""
+    request header, the client's address, the connection's id, and where to report per-topic
+    traffic (None when nothing collects it: no console)."""
 
     services: BrokerServices
     header: RequestHeaderInfo
     client_host: str
     connection_id: int
+    metrics: TopicMetrics | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -12,6 +12,10 @@ Per connection (``KafkaConnection``):
   answered while handling one chunk is written with a single ``transport.writelines``;
 * a handler exception is logged; the API's ``ApiSpec.error_response`` answers with
   UNKNOWN_SERVER_ERROR when the API defines one, else the connection is closed;
+* every request that reaches its handler is reported to ``ConnectionOwner.metrics``:
+  ``request_done`` when answered, ``request_failed(..., error)`` when its handler or its
+  response encoding raised (``UNKNOWN_SERVER_ERROR``); a request of a known API refused before
+  its handler (``UNSUPPORTED_VERSION``, ``INVALID_REQUEST``) is reported with ``request_refused``;
 * a client that does not read its responses is not read from either: above 4 MiB of unsent
   responses the transport pauses reading (pause_writing / resume_writing);
 * FileRegion parts (record bytes in segment files) are read into bytes and written with the
@@ -44,7 +48,7 @@ from typing import Any, Protocol
 
 from kio.schema.errors import ErrorCode
 
-from odradek.broker.api import ApiSpec, EncodedResponse, RequestContext
+from odradek.broker.api import ApiSpec, EncodedResponse, RequestContext, TopicMetrics
 from odradek.broker.services import BrokerServices
 from odradek.protocol.errors import FrameTooLargeError, InvalidRequestError
 from odradek.protocol.framing import FrameDecoder
@@ -70,6 +74,8 @@ confluent-kafka consumer): broker CPU 0.10 s per million 100-byte records consum
 sendfile vs 0.07 s reading the region into bytes and writing it with the rest of the response
 (one writelines per chunk). ODRADEK_SENDFILE=1 turns it on (worth it when the data is not in
 the page cache or the link is slower than the copy)."""
+_HANDLER_ERROR = "UNKNOWN_SERVER_ERROR"
+"""The error a request whose handler raised is answered with (and counted under)."""
 SENDFILE_MIN = 16384
 """Regions smaller than this are read and written with the rest (a syscall pair costs more)."""
 
@@ -92,10 +98,20 @@ def records_source(records: Any) -> tuple[RecordsSource, int]:
     return read, int(records.length)
 
 
-class RequestMetrics(Protocol):
-    """Where a connection reports each request it answered (odradek.metrics.BrokerMetrics)."""
+class RequestMetrics(TopicMetrics, Protocol):
+    """Where a connection reports each request (odradek.metrics.BrokerMetrics); handlers get it
+    as ``RequestContext.metrics`` for per-topic traffic (``TopicMetrics``)."""
 
     def request_done(self, api_key: int, version: int, seconds: float, request_bytes: int) -> None: ...
+
+    def request_failed(
+        self, api_key: int, version: int, seconds: float, request_bytes: int, error: str
+    ) -> None:
+        """A request whose handler (or response encoding) raised; ``error`` is the Kafka error
+        name it was answered with (or would have been, when the connection is closed)."""
+
+    def request_refused(self, api_key: int, error: str) -> None:
+        """A request of a known API refused before its handler ran (the connection closes)."""
 
 
 class ConnectionOwner(Protocol):
@@ -343,6 +359,7 @@ class KafkaConnection(asyncio.Protocol):
             if len(routes) < 4096 and self.registry is self.owner.registry:
                 routes[(api_key, version)] = route
         if isinstance(route, str):
+            self._refused(api_key, "UNSUPPORTED_VERSION")
             self.abort(route)
             return
         spec, info, kio_reader, codec = route
@@ -351,11 +368,13 @@ class KafkaConnection(asyncio.Protocol):
         try:
             header, pos = parse_request_header(frame, info.header_version)
         except InvalidRequestError as exc:
+            self._refused(api_key, "INVALID_REQUEST")
             self.abort(f"bad request header: {exc}")
             return
         try:
             request, _size = info.reader(frame, pos)
         except Exception as exc:
+            self._refused(api_key, "INVALID_REQUEST")
             self.abort(f"malformed {spec.name} v{version} request: {exc!r}")
             return
         legacy: LegacyRequest | None = None
@@ -364,7 +383,8 @@ class KafkaConnection(asyncio.Protocol):
             request = legacy.request
         services = self._services
         assert services is not None
-        ctx = RequestContext(services, header, self.client_host, self.connection_id)
+        metrics = self.owner.metrics
+        ctx = RequestContext(services, header, self.client_host, self.connection_id, metrics)
         started = time.perf_counter()
         coro: Any = spec.handler(ctx, request)
         try:
@@ -375,13 +395,22 @@ class KafkaConnection(asyncio.Protocol):
             except Exception:
                 log.exception("%s v%d response encoding failed", spec.name, version)
                 parts = self._error(spec, info, correlation_id, request, legacy)
+                if metrics is not None:
+                    metrics.request_failed(
+                        api_key, version, time.perf_counter() - started, n, _HANDLER_ERROR
+                    )
+                self._emit(out, parts)
+                return
             self._emit(out, parts)
-            metrics = self.owner.metrics
             if metrics is not None:
                 metrics.request_done(api_key, version, time.perf_counter() - started, n)
             return
         except Exception:
             log.exception("%s v%d handler failed", spec.name, version)
+            if metrics is not None:
+                metrics.request_failed(
+                    api_key, version, time.perf_counter() - started, n, _HANDLER_ERROR
+                )
             self._emit(out, self._error(spec, info, correlation_id, request, legacy))
             return
         # the handler suspended: finish it in a task, answer in order
@@ -409,32 +438,40 @@ class KafkaConnection(asyncio.Protocol):
         perf_counter at arrival, request bytes) for the request metrics."""
         request, legacy = requests
         self._tasks.discard(task)
+        failed = not task.cancelled() and task.exception() is not None
+        parts: Any = None
+        if not failed and not task.cancelled() and not self._closing:
+            try:
+                parts = self._encode(spec, info, correlation_id, task.result(), request, legacy)
+            except Exception:
+                log.exception("%s response encoding failed", spec.name)
+                failed = True
         metrics = self.owner.metrics
         if metrics is not None:
             version, started, request_bytes = timing
-            metrics.request_done(spec.key, version, time.perf_counter() - started, request_bytes)
+            seconds = time.perf_counter() - started
+            if failed:
+                metrics.request_failed(spec.key, version, seconds, request_bytes, _HANDLER_ERROR)
+            else:
+                metrics.request_done(spec.key, version, seconds, request_bytes)
         if self._closing:
             return
-        parts: Any
-        if task.cancelled():
-            parts = None
-        else:
+        if failed:
             exc = task.exception()
             if exc is not None:
                 log.error("%s handler failed", spec.name, exc_info=exc)
-                parts = self._error(spec, info, correlation_id, request, legacy)
-            else:
-                try:
-                    parts = self._encode(spec, info, correlation_id, task.result(), request, legacy)
-                except Exception:
-                    log.exception("%s response encoding failed", spec.name)
-                    parts = self._error(spec, info, correlation_id, request, legacy)
+            parts = self._error(spec, info, correlation_id, request, legacy)
         out: list[Any] = []
         if self._responses.fill(slot, parts, out):
             self.abort("handler failed without an error response")
             return
         if out:
             self._write(out)
+
+    def _refused(self, api_key: int, error: str) -> None:
+        metrics = self.owner.metrics
+        if metrics is not None and api_key in self.registry:
+            metrics.request_refused(api_key, error)
 
     def _emit(self, out: list[Any], parts: Any) -> None:
         if self._responses.add(parts, out):

@@ -11,6 +11,8 @@ Like Kafka's ``kafka-consumer-groups.sh``::
 ``reset-offsets`` is a dry run unless ``--execute`` is given, and is refused while the group
 has members (Kafka's rule: offsets of an active group would be overwritten by its commits).
 ``--to-offset`` and ``--shift-by`` are clamped into [log start offset, log end offset].
+The new offsets are committed ``COMMIT_CHUNK`` partitions per OffsetCommit, with a rich progress
+bar on stderr (``--progress`` / ``--no-progress``; by default when stderr is a terminal).
 
 It talks to the cluster through ``odradek.client.Admin`` (ListGroups, DescribeGroups,
 OffsetFetch, OffsetCommit, ListOffsets, DeleteGroups, Metadata at the versions the client
@@ -38,6 +40,8 @@ BOOTSTRAP_HELP = "host:port of a broker."
 DEFAULT_BOOTSTRAP = "127.0.0.1:9092"
 CLIENT_ID = "odradek-groups"
 _UNKNOWN_MEMBER_ID = 25
+COMMIT_CHUNK = 500
+"""Partitions per OffsetCommit request when resetting many (one request per chunk)."""
 
 
 class GroupsError(Exception):
@@ -276,6 +280,40 @@ def _parse_datetime(text: str) -> int:
     return int(dt.timestamp() * 1000)
 
 
+def _show_progress(flag: bool | None) -> bool:
+    return sys.stderr.isatty() if flag is None else flag
+
+
+def _commit_in_chunks(
+    admin: Admin, group: str, offsets: dict[TopicPartition, int], progress: bool
+) -> None:
+    """Commit ``offsets`` COMMIT_CHUNK partitions at a time, showing a progress bar."""
+    from rich.console import Console
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    items = sorted(offsets.items())
+    bar = Progress(
+        TextColumn("[bold]{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        console=Console(stderr=True, force_terminal=progress or None),
+        disable=not progress,
+        transient=True,
+    )
+    with bar:
+        task = bar.add_task(f"committing offsets of {group}", total=len(items))
+        for start in range(0, len(items), COMMIT_CHUNK):
+            chunk: dict[TopicPartition, Any] = dict(items[start : start + COMMIT_CHUNK])
+            try:
+                admin.alter_group_offsets(group, chunk)
+            except KafkaError as exc:
+                hint = " (the group has members)" if exc.code == _UNKNOWN_MEMBER_ID else ""
+                done = f" ({start} of {len(items)} committed before)" if start else ""
+                raise GroupsError(f"{exc}{hint}{done}") from exc
+            bar.advance(task, len(chunk))
+
+
 @app.command("reset-offsets")
 def reset_offsets(
     group: str,
@@ -294,6 +332,9 @@ def reset_offsets(
     ),
     bootstrap_server: str = typer.Option(
         DEFAULT_BOOTSTRAP, "--bootstrap-server", help=BOOTSTRAP_HELP
+    ),
+    progress: bool | None = typer.Option(
+        None, "--progress/--no-progress", help="Progress bar on stderr (default: on a terminal)."
     ),
 ) -> None:
     """Set a group's committed offsets for a topic. Dry run unless --execute."""
@@ -352,11 +393,7 @@ def reset_offsets(
             ]
             typer.echo(_table(rows))
             if execute:
-                try:
-                    admin.alter_group_offsets(group, dict(new))
-                except KafkaError as exc:
-                    hint = " (the group has members)" if exc.code == _UNKNOWN_MEMBER_ID else ""
-                    raise GroupsError(f"{exc}{hint}") from exc
+                _commit_in_chunks(admin, group, new, _show_progress(progress))
                 typer.echo(f"\ncommitted {len(new)} offset(s) for group {group}")
             else:
                 typer.echo("\ndry run: nothing changed (add --execute to commit these offsets)")

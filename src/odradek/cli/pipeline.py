@@ -4,11 +4,18 @@
 * ``audit``      — per (topic, window): audited vs arrived counts (odradek.pipelines.audit);
                    exit status 1 when a window has missing or extra records
 * ``page-views`` — derived feed: page views per page per window (odradek.pipelines.derived)
+
+While a streaming query runs, a rich progress display on stderr counts its micro-batches and
+input records (``--progress`` / ``--no-progress``; by default when stderr is a terminal); the
+audit shows a spinner while its batch job runs.
 """
 
 from __future__ import annotations
 
 import json
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -25,6 +32,58 @@ TRIGGER = typer.Option(
     "--trigger",
     help="available-now: catch up and stop; continuous: a micro-batch every --interval.",
 )
+
+
+PROGRESS = typer.Option(
+    None, "--progress/--no-progress", help="Progress on stderr (default: on a terminal)."
+)
+
+
+def _stderr_console(show: bool) -> Any:
+    from rich.console import Console
+
+    return Console(stderr=True, force_terminal=show or None)
+
+
+def await_query(query: Any, label: str, progress: bool | None = None, poll_s: float = 0.5) -> int:
+    """Wait for a streaming query to stop, showing its micro-batches and input records so far;
+    returns the input records of all its batches (counted by batch id, so none is lost when
+    Spark's ``recentProgress`` keeps only the last ones)."""
+    from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+
+    show = sys.stderr.isatty() if progress is None else progress
+    rows: dict[int, int] = {}
+
+    def count() -> None:
+        for p in query.recentProgress or ():
+            rows[int(p.get("batchId", -1))] = int(p.get("numInputRows", 0) or 0)
+
+    bar = Progress(
+        SpinnerColumn(),
+        TextColumn("[bold]{task.description}"),
+        TextColumn("{task.fields[batches]} batch(es), {task.fields[rows]:,} records"),
+        TimeElapsedColumn(),
+        console=_stderr_console(show),
+        disable=not show,
+        transient=True,
+    )
+    with bar:
+        task = bar.add_task(label, total=None, batches=0, rows=0)
+        while not query.awaitTermination(poll_s):
+            count()
+            bar.update(task, batches=len(rows), rows=sum(rows.values()))
+        count()
+    return sum(rows.values())
+
+
+@contextmanager
+def _spinner(label: str, progress: bool | None) -> Iterator[None]:
+    show = sys.stderr.isatty() if progress is None else progress
+    if not show:
+        yield
+        return
+    with _stderr_console(show).status(label):
+        yield
 
 
 def _session(master: str, name: str) -> Any:
@@ -66,6 +125,7 @@ def warehouse(
     max_offsets_per_trigger: int | None = typer.Option(None, "--max-offsets-per-trigger"),
     client_set: list[str] | None = typer.Option(None, "--set", help="Client config KEY=VALUE."),
     master: str = MASTER,
+    progress: bool | None = PROGRESS,
 ) -> None:
     """Load topics into Parquet partitioned by topic, date and hour (UTC)."""
     from odradek.pipelines.warehouse import build_warehouse_query
@@ -89,8 +149,7 @@ def warehouse(
         max_offsets_per_trigger=max_offsets_per_trigger,
         client_options=_client_options(client_set),
     )
-    q.awaitTermination()
-    rows = sum(p.get("numInputRows", 0) for p in q.recentProgress)
+    rows = await_query(q, "warehouse", progress)
     typer.echo(f"warehouse: {rows} records loaded into {output}")
 
 
@@ -103,21 +162,23 @@ def audit(
     as_json: bool = typer.Option(False, "--json", help="One JSON object per window."),
     client_set: list[str] | None = typer.Option(None, "--set", help="Client config KEY=VALUE."),
     master: str = MASTER,
+    progress: bool | None = PROGRESS,
 ) -> None:
     """Compare what producers audited with what arrived, per (topic, window)."""
     from odradek.pipelines.audit import audit_rows, run_audit
 
     spark = _session(master, "audit")
-    rows = audit_rows(
-        run_audit(
-            spark,
-            bootstrap_servers=bootstrap_servers,
-            topics=[t.strip() for t in topics.split(",") if t.strip()],
-            audit_topic=audit_topic,
-            window_ms=parse_duration_ms("--window", window),
-            client_options=_client_options(client_set),
+    with _spinner("auditing", progress):
+        rows = audit_rows(
+            run_audit(
+                spark,
+                bootstrap_servers=bootstrap_servers,
+                topics=[t.strip() for t in topics.split(",") if t.strip()],
+                audit_topic=audit_topic,
+                window_ms=parse_duration_ms("--window", window),
+                client_options=_client_options(client_set),
+            )
         )
-    )
     bad = 0
     for r in rows:
         if r["status"] in ("missing", "extra"):
@@ -151,6 +212,7 @@ def page_views(
     interval: str = typer.Option("10 seconds", "--interval"),
     client_set: list[str] | None = typer.Option(None, "--set", help="Client config KEY=VALUE."),
     master: str = MASTER,
+    progress: bool | None = PROGRESS,
 ) -> None:
     """Derived feed: page views per page per window, with a watermark."""
     from odradek.pipelines.derived import build_page_views_query
@@ -168,6 +230,5 @@ def page_views(
         interval=interval,
         client_options=_client_options(client_set),
     )
-    q.awaitTermination()
-    rows = sum(p.get("numInputRows", 0) for p in q.recentProgress)
+    rows = await_query(q, "page-views", progress)
     typer.echo(f"page-views: {rows} activity records read")

@@ -126,6 +126,18 @@ def _text(status: int, text: str) -> Response:
     return Response(status, text.encode(), "text/plain; charset=utf-8")
 
 
+class _Families:
+    """Already collected metric families, as the registry ``generate_latest`` takes."""
+
+    __slots__ = ("families",)
+
+    def __init__(self, families: tuple[Any, ...]) -> None:
+        self.families = families
+
+    def collect(self) -> tuple[Any, ...]:
+        return self.families
+
+
 class Console:
     """Serve the console and /metrics for ``source`` on the running event loop."""
 
@@ -162,6 +174,7 @@ class Console:
         self.http = HttpServer(self.handle)
         self._sampler: asyncio.Task[None] | None = None
         self._metrics_cache: tuple[float, bytes] | None = None
+        self._rendering: asyncio.Task[bytes] | None = None
 
     async def start(self, host: str, port: int) -> int:
         """Listen on host:port (0: any free port); returns the bound port."""
@@ -170,11 +183,12 @@ class Console:
         return bound
 
     async def stop(self) -> None:
-        task, self._sampler = self._sampler, None
-        if task is not None:
-            task.cancel()
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await task
+        for task in (self._sampler, self._rendering):
+            if task is not None:
+                task.cancel()
+                with contextlib.suppress(asyncio.CancelledError, Exception):
+                    await task
+        self._sampler = self._rendering = None
         await self.http.stop()
         await self.source.close()
 
@@ -260,15 +274,41 @@ class Console:
     async def _metrics_text(self) -> bytes:
         """The exposition, rendered at most once per ``metrics_max_age_s``: Prometheus scrapes
         every 15 s or so, but a tight scrape loop (dashboards, benchmarks) must not make the
-        broker re-render every histogram each time (~0.15 ms per histogram in prometheus-client)."""
-        now = asyncio.get_running_loop().time()
+        broker re-render every histogram each time. Scrapes that arrive while a rendering is
+        under way wait for it instead of starting their own."""
+        loop = asyncio.get_running_loop()
         cached = self._metrics_cache
-        if cached is not None and now - cached[0] < self.metrics_max_age_s:
+        if cached is not None and loop.time() - cached[0] < self.metrics_max_age_s:
             return cached[1]
+        rendering = self._rendering
+        if rendering is None:
+            rendering = self._rendering = loop.create_task(self._refresh_metrics())
+            rendering.add_done_callback(self._rendered)
+        return await asyncio.shield(rendering)
+
+    async def _refresh_metrics(self) -> bytes:
         await self._fresh_or_stale()
-        body = generate_latest(self.registry)
+        body = await self.render_metrics()
         self._metrics_cache = (asyncio.get_running_loop().time(), body)
         return body
+
+    def _rendered(self, task: asyncio.Task[bytes]) -> None:
+        self._rendering = None
+        if not task.cancelled():
+            task.exception()  # retrieved: a scrape that awaited it has it re-raised
+
+    async def render_metrics(self) -> bytes:
+        """``generate_latest(self.registry)``, one metric family at a time, giving the event loop
+        back between families: formatting costs prometheus-client ~15-40 us per sample, so
+        a broker with a few hundred series would otherwise hold Produce and Fetch requests back
+        for 5-20 ms once per rendering (measured with bench/console_scrape.py). Collectors
+        hand out families built from copies (sorted lists, snapshots), so what changes between
+        two families is only how recent each one is."""
+        parts: list[bytes] = []
+        for family in self.registry.collect():
+            parts.append(generate_latest(_Families((family,))))
+            await asyncio.sleep(0)
+        return b"".join(parts)
 
     async def _fresh_or_stale(self) -> ClusterSnapshot | None:
         """A fresh snapshot for /metrics; if the cluster does not answer, the last one."""

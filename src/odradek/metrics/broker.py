@@ -5,8 +5,12 @@
 * ``request_done(api_key, version, seconds, request_bytes, response_bytes)`` once per answered
   request (the only hot-path call: a dict lookup, a bisect and a few additions; no locks, it runs
   on the event loop);
-* ``topic_bytes_in(topic, n, records)`` / ``topic_bytes_out(topic, n)`` for per-topic traffic
-  (optional hooks in Produce / Fetch; counters stay absent until called).
+* ``request_failed(api_key, version, seconds, request_bytes, error)`` for a request whose handler
+  raised (counted as a request, timed, and counted in the errors series under ``error``);
+  ``request_refused(api_key, error)`` for one refused before its handler (errors series only);
+* ``topic_bytes_in(topic, n, records)`` / ``topic_bytes_out(topic, n)`` for per-topic traffic,
+  called by the Produce handler per partition appended to and by the Fetch handler per partition
+  read by a consumer (``RequestContext.metrics``); a topic's series appear with its first call.
 
 Everything else is read from the broker when Prometheus scrapes (``BrokerStateCollector``), through
 the small ``BrokerState`` protocol: partition logs (log size, start and end offsets, high
@@ -17,6 +21,7 @@ Exported series (``docs/operations.md`` describes each one):
 * ``kafka_network_requestmetrics_requests_total{request,version}``
 * ``kafka_network_requestmetrics_totaltime_seconds{request}`` (histogram)
 * ``kafka_network_requestmetrics_request_bytes_total{request}``, ``..._response_bytes_total{request}``
+* ``kafka_network_requestmetrics_errors_total{request,error}``
 * ``kafka_server_brokertopicmetrics_bytesin_total{topic}``, ``..._bytesout_total{topic}``,
   ``..._messagesin_total{topic}``
 * ``kafka_server_socketserver_connections``
@@ -106,6 +111,7 @@ class BrokerMetrics(Collector):
         self._bytes_resp: dict[int, int] = {}
         self._topic_in: dict[str, list[int]] = {}  # topic -> [bytes, records]
         self._topic_out: dict[str, int] = {}
+        self._errors: dict[tuple[int, str], int] = {}
 
     # -- called by the broker -----------------------------------------------------------------
 
@@ -129,6 +135,17 @@ class BrokerMetrics(Collector):
         if response_bytes:
             self._bytes_resp[api_key] = self._bytes_resp.get(api_key, 0) + response_bytes
 
+    def request_failed(
+        self, api_key: int, version: int, seconds: float, request_bytes: int, error: str
+    ) -> None:
+        self.request_done(api_key, version, seconds, request_bytes)
+        key = (api_key, error)
+        self._errors[key] = self._errors.get(key, 0) + 1
+
+    def request_refused(self, api_key: int, error: str) -> None:
+        key = (api_key, error)
+        self._errors[key] = self._errors.get(key, 0) + 1
+
     def topic_bytes_in(self, topic: str, nbytes: int, records: int) -> None:
         entry = self._topic_in.get(topic)
         if entry is None:
@@ -146,6 +163,9 @@ class BrokerMetrics(Collector):
 
     def request_counts(self) -> dict[tuple[str, int], int]:
         return {(self.request_name(k), v): n for (k, v), n in self._count.items()}
+
+    def error_counts(self) -> dict[tuple[str, str], int]:
+        return {(self.request_name(k), e): n for (k, e), n in self._errors.items()}
 
     def collect(self) -> Iterator[Metric]:
         requests = CounterMetricFamily(
@@ -178,24 +198,39 @@ class BrokerMetrics(Collector):
             for key, n in sorted(values.items()):
                 fam.add_metric([self.request_name(key)], n)
             yield fam
-        if self._topic_in:
-            bytes_in = CounterMetricFamily(
-                "kafka_server_brokertopicmetrics_bytesin",
-                "Record bytes appended by producers, per topic (BytesInPerSec).",
-                labels=["topic"],
-            )
-            for topic, (nbytes, _records) in sorted(self._topic_in.items()):
-                bytes_in.add_metric([topic], nbytes)
-            yield bytes_in
-        if self._topic_out:
-            bytes_out = CounterMetricFamily(
-                "kafka_server_brokertopicmetrics_bytesout",
-                "Record bytes sent to consumers, per topic (BytesOutPerSec).",
-                labels=["topic"],
-            )
-            for topic, nbytes in sorted(self._topic_out.items()):
-                bytes_out.add_metric([topic], nbytes)
-            yield bytes_out
+        errors = CounterMetricFamily(
+            "kafka_network_requestmetrics_errors",
+            "Requests that failed, per API and Kafka error name (Kafka's RequestMetrics "
+            "ErrorsPerSec): UNKNOWN_SERVER_ERROR when the handler raised, UNSUPPORTED_VERSION "
+            "and INVALID_REQUEST when refused before it (the connection is closed).",
+            labels=["request", "error"],
+        )
+        for (key, error), n in sorted(self._errors.items()):
+            errors.add_metric([self.request_name(key), error], n)
+        yield errors
+        bytes_in = CounterMetricFamily(
+            "kafka_server_brokertopicmetrics_bytesin",
+            "Record bytes appended by producers, per topic (BytesInPerSec).",
+            labels=["topic"],
+        )
+        messages_in = CounterMetricFamily(
+            "kafka_server_brokertopicmetrics_messagesin",
+            "Records appended by producers, per topic (MessagesInPerSec).",
+            labels=["topic"],
+        )
+        for topic, (nbytes, records) in sorted(self._topic_in.items()):
+            bytes_in.add_metric([topic], nbytes)
+            messages_in.add_metric([topic], records)
+        yield bytes_in
+        yield messages_in
+        bytes_out = CounterMetricFamily(
+            "kafka_server_brokertopicmetrics_bytesout",
+            "Record bytes sent to consumers, per topic (BytesOutPerSec).",
+            labels=["topic"],
+        )
+        for topic, nbytes in sorted(self._topic_out.items()):
+            bytes_out.add_metric([topic], nbytes)
+        yield bytes_out
 
 
 class LogView(Protocol):
@@ -277,7 +312,6 @@ class BrokerStateCollector(Collector):
         segments = GaugeMetricFamily(
             "kafka_log_log_numlogsegments", "Number of segments.", labels=["topic", "partition"]
         )
-        messages: dict[str, int] = {}
         count = 0
         for plog in st.logs():
             labels = [plog.topic, str(plog.partition)]
@@ -285,18 +319,8 @@ class BrokerStateCollector(Collector):
             start.add_metric(labels, plog.log_start_offset)
             end.add_metric(labels, plog.log_end_offset)
             segments.add_metric(labels, plog.segment_count)
-            messages[plog.topic] = messages.get(plog.topic, 0) + plog.log_end_offset
             count += 1
         yield from (size, start, end, segments)
-        messages_in = CounterMetricFamily(
-            "kafka_server_brokertopicmetrics_messagesin",
-            "Records appended to the topic since its logs began (sum of log end offsets; "
-            "MessagesInPerSec as a counter).",
-            labels=["topic"],
-        )
-        for topic, n in sorted(messages.items()):
-            messages_in.add_metric([topic], n)
-        yield messages_in
         yield GaugeMetricFamily(
             "kafka_server_replicamanager_partitioncount",
             "Partitions with a log on this broker.",

@@ -31,6 +31,10 @@ diverges from the leader's log — the leader's end offset for that epoch is bel
 offset, or the leader's largest epoch ≤ it is older — gets no records but
 ``diverging_epoch`` = (that epoch, its end offset) to truncate to (KIP-320, Kafka's
 ``Partition.fetchRecords``).
+
+The record bytes a consumer's response carries are reported per topic to
+``RequestContext.metrics`` (BytesOutPerSec); a follower's are not (Kafka counts those as
+replication traffic).
 """
 
 from __future__ import annotations
@@ -39,7 +43,7 @@ from typing import Any
 
 from kio.schema.errors import ErrorCode
 
-from odradek.broker.api import ApiSpec, EncodedResponse, RequestContext
+from odradek.broker.api import ApiSpec, EncodedResponse, RequestContext, TopicMetrics
 from odradek.broker.services import BrokerServices
 from odradek.protocol.fetch_response import FetchPartitionResponse, encode_fetch_response
 from odradek.storage.errors import OffsetOutOfRangeError
@@ -197,11 +201,23 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
                 results, total, error = _read_all(services, request, follower, refused)
                 if not woken or total >= min_bytes or error:
                     break
+    metrics = ctx.metrics
+    if metrics is not None and total and not follower:
+        _report_bytes_out(metrics, results)
     return encode(request, results)
 
 
 def _partition_response(p: PartitionResult) -> FetchPartitionResponse:
     return FetchPartitionResponse(*p)
+
+
+def _report_bytes_out(
+    metrics: TopicMetrics, results: list[tuple[str, list[PartitionResult]]]
+) -> None:
+    for name, partitions in results:
+        nbytes = sum(len(p[5]) for p in partitions if p[5] is not None)
+        if nbytes:
+            metrics.topic_bytes_out(name, nbytes)
 
 
 def encode(request: Any, results: list[tuple[str, list[PartitionResult]]]) -> EncodedResponse:

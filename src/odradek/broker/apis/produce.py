@@ -16,7 +16,8 @@ partition's data:
    INVALID_TXN_STATE; a fenced producer gets INVALID_PRODUCER_EPOCH) and then tracked in the
    partition's producer state (its last stable offset);
 4. append (storage checks the CRC: CORRUPT_MESSAGE) with LogAppendTime when the topic says so;
-   then Fetch waiters on the partition are woken.
+   then Fetch waiters on the partition are woken, and the appended bytes and records are
+   reported to ``RequestContext.metrics`` (BytesInPerSec / MessagesInPerSec; a duplicate is not).
 
 acks must be 0, 1 or -1 (else INVALID_REQUIRED_ACKS for every partition). acks=0 gets no
 response. acks=-1 (Kafka's DelayedProduce): before the append, an ISR smaller than
@@ -41,7 +42,7 @@ from typing import Any
 
 from kio.schema.errors import ErrorCode
 
-from odradek.broker.api import ApiSpec, EncodedResponse, RequestContext
+from odradek.broker.api import ApiSpec, EncodedResponse, RequestContext, TopicMetrics
 from odradek.broker.apis._util import topic_name_error
 from odradek.broker.partition import Partition
 from odradek.broker.purgatory import Purgatory
@@ -96,6 +97,7 @@ def _produce_partition(
     data: bytes | memoryview | None,
     now_ms: int,
     verify_txn: TxnVerifier | None = None,
+    metrics: TopicMetrics | None = None,
 ) -> PartitionResult:
     index = handle.partition
     if not data:
@@ -204,6 +206,8 @@ def _produce_partition(
         if transactional:
             state.append_txn_data(pid, base_offset)
     purgatory.notify(handle.topic, index)
+    if metrics is not None:
+        metrics.topic_bytes_in(handle.topic, n, result.last_offset - base_offset + 1)
     lat = result.log_append_time_ms if log_append_time else -1
     return (
         index,
@@ -257,7 +261,9 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
                     if code is not _NONE:
                         presults.append(_failed(pd.index, code))
                         continue
-                result = _produce_partition(purgatory, handle_, pd.records, now_ms, verify_txn)
+                result = _produce_partition(
+                    purgatory, handle_, pd.records, now_ms, verify_txn, ctx.metrics
+                )
                 presults.append(result)
                 if result[1] is _NONE and handle_.controller_managed:
                     replica_manager.after_leader_append(handle_)

@@ -1,0 +1,49 @@
+"""/metrics rendering: the same text as prometheus-client's generate_latest, produced one family
+at a time with the event loop free in between."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+from prometheus_client import generate_latest
+
+from odradek.console.app import Console
+from odradek.console.source import ClusterSource
+from odradek.metrics.broker import BrokerMetrics, EventLoopLag
+
+pytestmark = pytest.mark.timeout(30)
+
+
+async def test_render_matches_generate_latest_and_yields_between_families() -> None:
+    metrics = BrokerMetrics({0: "Produce", 1: "Fetch"})
+    for i in range(200):
+        metrics.request_done(i % 2, 9, 0.0001 * i, 100)
+    metrics.request_failed(0, 9, 0.5, 100, "UNKNOWN_SERVER_ERROR")
+    metrics.topic_bytes_in("t", 1000, 10)
+    metrics.topic_bytes_out("t", 500)
+    lag = EventLoopLag()
+    lag.observe(0.003)
+    console = Console(ClusterSource("127.0.0.1:9"), collectors=[metrics, lag])
+    ticks = 0
+
+    async def other_work() -> None:
+        nonlocal ticks
+        while True:
+            ticks += 1
+            await asyncio.sleep(0)
+
+    task = asyncio.get_running_loop().create_task(other_work())
+    await asyncio.sleep(0)
+    before = ticks
+    try:
+        text = await console.render_metrics()
+    finally:
+        task.cancel()
+    families = text.count(b"# TYPE ")
+    assert families >= 8
+    assert ticks - before >= families - 1  # the loop ran other work between families
+    assert text == generate_latest(console.registry)
+    assert b'kafka_network_requestmetrics_errors_total{error="UNKNOWN_SERVER_ERROR",request="Produce"} 1.0' in text
+    assert b'kafka_server_brokertopicmetrics_bytesin_total{topic="t"} 1000.0' in text
+    assert b'kafka_server_brokertopicmetrics_messagesin_total{topic="t"} 10.0' in text
