@@ -31,6 +31,7 @@ from ..errors import KafkaConnectionError, KafkaError, KafkaTimeoutError
 from ..types import ConsumerRecord, OffsetAndMetadata, OffsetAndTimestamp, TopicPartition
 from ._group import GroupMembership
 from ._offsets import commit_group_offsets, fetch_group_offsets, list_offsets
+from ._txn import ConsumerGroupMetadata
 
 try:
     from .. import _speedups  # type: ignore[attr-defined, unused-ignore]
@@ -362,6 +363,15 @@ class AsyncConsumer:
         if self._group is not None:
             generation, member = self._group.generation_id, self._group.member_id
         await commit_group_offsets(self._cluster, self._group_id, offsets_md, generation, member, self.config["group.instance.id"])
+
+    def consumer_group_metadata(self) -> ConsumerGroupMetadata:
+        """The group, generation and member id, for a transactional producer's
+        ``send_offsets_to_transaction`` (KIP-447: a zombie from an older generation is fenced)."""
+        if self._group_id is None:
+            raise KafkaError("consumer_group_metadata() needs a consumer with a group.id")
+        if self._group is not None:
+            return ConsumerGroupMetadata(self._group_id, self._group.generation_id, self._group.member_id, self.config["group.instance.id"])
+        return ConsumerGroupMetadata(self._group_id, -1, "", self.config["group.instance.id"])
 
     def commit_async(
         self,
