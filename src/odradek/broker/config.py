@@ -257,6 +257,11 @@ BROKER_KEYS: dict[str, ConfigKey] = {
             "Longest metadata string of a committed offset (OFFSET_METADATA_TOO_LARGE beyond).",
         ),
         _k("transaction.state.log.replication.factor", _int(1), 1),
+        _k("transaction.state.log.num.partitions", _int(1), 50),
+        _k("transaction.state.log.segment.bytes", _int(1), 104857600),
+        _k("transaction.max.timeout.ms", _int(1), 900000),
+        _k("transaction.abort.timed.out.transaction.cleanup.interval.ms", _int(1), 10000),
+        _k("transaction.remove.expired.transaction.cleanup.interval.ms", _int(1), 3600000),
         _k("transaction.state.log.min.isr", _int(1), 1),
         _k("transactional.id.expiration.ms", _int(1), 604800000),
         _k("producer.id.expiration.ms", _int(1), 86400000),
@@ -336,6 +341,11 @@ class BrokerConfig:
     group_max_size: int
     offset_metadata_max_bytes: int
     transaction_state_log_replication_factor: int
+    transaction_state_log_num_partitions: int
+    transaction_state_log_segment_bytes: int
+    transaction_max_timeout_ms: int
+    transaction_abort_timed_out_transaction_cleanup_interval_ms: int
+    transaction_remove_expired_transaction_cleanup_interval_ms: int
     transaction_state_log_min_isr: int
     transactional_id_expiration_ms: int
     producer_id_expiration_ms: int

@@ -71,6 +71,9 @@ class BrokerPartitionWriter:
         if handle is None:
             raise RuntimeError(f"{topic}-{partition} does not exist")
         result = handle.log.append(records, handle.leader_epoch)
+        if records[21] & 0x10 and not records[21] & 0x20:  # a transactional data batch
+            pid = int.from_bytes(records[43:51], "big", signed=True)
+            handle.producer_state().append_txn_data(pid, result.base_offset)
         listeners = self._listeners.get(topic)
         if listeners:
             hw = handle.log.high_watermark
@@ -88,6 +91,10 @@ class BrokerPartitionWriter:
         leader_id = self._metadata.node_id if state is None else state.leader
         info = self._metadata.broker(leader_id)
         return None if info is None else (info.node_id, info.host, info.port)
+
+    def leader_epoch(self, topic: str, partition: int) -> int:
+        state = self._metadata.partition(topic, partition)
+        return 0 if state is None else max(0, state.leader_epoch)
 
     def add_high_watermark_listener(self, topic: str, listener: HighWatermarkListener) -> None:
         self._listeners.setdefault(topic, []).append(listener)

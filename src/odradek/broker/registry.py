@@ -17,6 +17,8 @@ from odradek.broker.api import (
     Response,
 )
 from odradek.broker.apis import (
+    add_offsets_to_txn,
+    add_partitions_to_txn,
     alter_configs,
     api_versions,
     create_partitions,
@@ -26,6 +28,8 @@ from odradek.broker.apis import (
     describe_cluster,
     describe_configs,
     describe_groups,
+    describe_transactions,
+    end_txn,
     fetch,
     find_coordinator,
     heartbeat,
@@ -35,6 +39,7 @@ from odradek.broker.apis import (
     leave_group,
     list_groups,
     list_offsets,
+    list_transactions,
     metadata,
     offset_commit,
     offset_delete,
@@ -42,6 +47,8 @@ from odradek.broker.apis import (
     offsets_for_leader_epoch,
     produce,
     sync_group,
+    txn_offset_commit,
+    write_txn_markers,
 )
 
 __all__ = [
@@ -81,6 +88,14 @@ API_SPECS: tuple[ApiSpec, ...] = (
     describe_groups.API,
     delete_groups.API,
     offset_delete.API,
+    # transaction coordinator APIs (KIP-98)
+    add_partitions_to_txn.API,
+    add_offsets_to_txn.API,
+    end_txn.API,
+    write_txn_markers.API,
+    txn_offset_commit.API,
+    describe_transactions.API,
+    list_transactions.API,
 )
 
 

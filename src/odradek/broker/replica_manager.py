@@ -146,7 +146,8 @@ class ReplicaManager:
         for handle in self._partitions.values():
             ps = handle.loaded_producer_state()
             if ps is not None:
-                ps.truncate_before(handle.log.log_start_offset)
+                bases = getattr(handle.log, "segment_base_offsets", None)
+                ps.truncate_before(handle.log.log_start_offset, bases() if bases else None)
 
     def producer_state_snapshots(self, force: bool = False) -> list[tuple[Path, bytes]]:
         """(path, JSON) of every producer state changed since its last snapshot (call on the

@@ -40,8 +40,14 @@ from odradek.broker.registry import load_registry
 from odradek.broker.replica_manager import ReplicaManager, write_snapshots
 from odradek.broker.services import BrokerServices
 from odradek.broker.topic_admin import TopicAdmin
+from odradek.broker.txn_markers import TxnMarkerAppender
 from odradek.clock import Clock, SystemClock
 from odradek.coordinator import CoordinatorConfig, GroupConfig, GroupCoordinator
+from odradek.coordinator.transaction.coordinator import (
+    TransactionCoordinator,
+    TransactionCoordinatorConfig,
+)
+from odradek.coordinator.transaction.state import TransactionConfig
 from odradek.storage import LogConfig, LogManager
 from odradek.storage.cleaner import CleanerConfig, LogCleaner
 
@@ -95,6 +101,25 @@ def coordinator_config(cfg: BrokerConfig, data_dir: Path | None) -> CoordinatorC
     )
 
 
+def transaction_coordinator_config(cfg: BrokerConfig) -> TransactionCoordinatorConfig:
+    """The transaction coordinator's settings from the broker's ``transaction.*`` keys."""
+    return TransactionCoordinatorConfig(
+        transaction=TransactionConfig(
+            transaction_max_timeout_ms=cfg.transaction_max_timeout_ms,
+            transactional_id_expiration_ms=cfg.transactional_id_expiration_ms,
+            transaction_state_log_num_partitions=cfg.transaction_state_log_num_partitions,
+            offsets_topic_num_partitions=cfg.offsets_topic_num_partitions,
+        ),
+        state_log_segment_bytes=cfg.transaction_state_log_segment_bytes,
+        abort_timed_out_transaction_cleanup_interval_ms=(
+            cfg.transaction_abort_timed_out_transaction_cleanup_interval_ms
+        ),
+        remove_expired_transaction_cleanup_interval_ms=(
+            cfg.transaction_remove_expired_transaction_cleanup_interval_ms
+        ),
+    )
+
+
 class Broker:
     """One broker: config, metadata, logs, coordinator, listener. See the module docstring."""
 
@@ -132,6 +157,8 @@ class Broker:
         self.producer_ids: ProducerIdManager
         self.coordinator_writer: BrokerPartitionWriter
         self.group_coordinator: GroupCoordinator
+        self.txn_markers: TxnMarkerAppender
+        self.txn_coordinator: TransactionCoordinator
         self.log_cleaner: LogCleaner | None = None
         self._services: BrokerServices | None = None
         # the console (http.listeners) sets .metrics when it starts; connections feed it
@@ -210,6 +237,15 @@ class Broker:
             metadata, self.replica_manager, self.topic_admin
         )
         self.group_coordinator = self.new_group_coordinator()
+        self.txn_markers = TxnMarkerAppender(self.replica_manager, self.purgatory, self.clock)
+        self.txn_markers.on_offsets_marker = self.group_coordinator.complete_txn_offsets
+        self.txn_coordinator = TransactionCoordinator(
+            self.coordinator_writer,
+            transaction_coordinator_config(cfg),
+            self.clock,
+            self.producer_ids.allocate,
+            self.txn_markers.append_markers,
+        )
         self._services = BrokerServices(
             config=cfg,
             clock=self.clock,
@@ -223,6 +259,8 @@ class Broker:
                 (s.key, s.min_version, s.max_version)
                 for s in sorted(self.registry.values(), key=lambda s: s.key)
             ),
+            txn_coordinator=self.txn_coordinator,
+            txn_markers=self.txn_markers,
         )
         try:
             self.replica_manager.open_all()
@@ -243,6 +281,7 @@ class Broker:
             host, port = self.advertised_address
             await metadata.register_broker(BrokerInfo(self.node_id, host, port))
             await self.group_coordinator.start()
+            await self.txn_coordinator.start()
             await self._server.start_serving()
         except BaseException:
             if self._server is not None:
@@ -310,6 +349,10 @@ class Broker:
             with contextlib.suppress(Exception):
                 await self._background  # a checkpoint or snapshot still being written
             self._background = None
+        try:
+            await self.txn_coordinator.stop()
+        except Exception:
+            log.exception("transaction coordinator failed to stop cleanly")
         try:
             await self.group_coordinator.stop()
         except Exception:

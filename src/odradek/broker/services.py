@@ -16,8 +16,10 @@ from odradek.broker.producer_ids import ProducerIdManager
 from odradek.broker.purgatory import Purgatory
 from odradek.broker.replica_manager import ReplicaManager
 from odradek.broker.topic_admin import TopicAdmin
+from odradek.broker.txn_markers import TxnMarkerAppender
 from odradek.clock import Clock
 from odradek.coordinator import GroupCoordinator
+from odradek.coordinator.transaction.coordinator import TransactionCoordinator
 
 __all__ = ["BrokerServices"]
 
@@ -34,6 +36,9 @@ class BrokerServices:
     group_coordinator: GroupCoordinator
     api_versions: tuple[tuple[int, int, int], ...]
     """(api key, min version, max version) of every API served, by key (ApiVersions)."""
+    txn_coordinator: TransactionCoordinator
+    txn_markers: TxnMarkerAppender
+    """Appends COMMIT/ABORT markers to the partitions this broker leads (WriteTxnMarkers)."""
 
     @property
     def node_id(self) -> int:

@@ -64,8 +64,10 @@ from odradek.coordinator.records import (
 )
 from odradek.coordinator.state import Errors, GroupConfig, JoinResult, SyncResult, Waiter
 from odradek.coordinator.writer import PartitionWriter
+from odradek.protocol.records import RecordBatch, encode_records, finish_batch
 from odradek.storage.checkpoint import write_atomic
 from odradek.storage.scan import scan_to_end
+from odradek.storage.transaction_index import ControlRecordType, parse_control_record
 
 __all__ = ["OFFSETS_TOPIC", "CoordinatorConfig", "GroupCoordinator"]
 
@@ -274,7 +276,9 @@ class GroupCoordinator:
             count = 0
             for batches in scan_to_end(plog, offset, _READ_CHUNK):
                 for batch in batches:
-                    if not batch.is_control:
+                    if batch.is_transactional:
+                        count += self._load_transactional(p, batch, offset)
+                    elif not batch.is_control:
                         for rec in batch.records():
                             if rec.offset < offset:
                                 continue
@@ -301,6 +305,28 @@ class GroupCoordinator:
                 )
         self.manager.finish_loading(touched, self.clock.now_ms())
         self._loaded.add(p)
+
+    def _load_transactional(self, p: int, batch: RecordBatch, offset: int) -> int:
+        """Loading: a TxnOffsetCommit batch (pending offsets) or a transaction marker."""
+        count = 0
+        pid = batch.producer_id
+        for rec in batch.records():
+            if rec.offset < offset:
+                continue
+            try:
+                if batch.is_control:
+                    kind, _ = parse_control_record(rec.key, rec.value)
+                    if kind in (ControlRecordType.COMMIT, ControlRecordType.ABORT):
+                        self.manager.complete_txn_offsets(p, pid, kind == ControlRecordType.COMMIT)
+                    continue
+                record = decode_record(rec.key, rec.value)
+            except (ValueError, UnicodeDecodeError) as exc:
+                log.warning("__consumer_offsets-%d offset %d: %s", p, rec.offset, exc)
+                continue
+            if isinstance(record, OffsetCommitRecord):
+                self.manager.replay_txn_offset(p, pid, record, rec.offset)
+                count += 1
+        return count
 
     # -- persistence ----------------------------------------------------------------------------
 
@@ -550,6 +576,67 @@ class GroupCoordinator:
             return errors
         it = iter(errors)
         return [next(it) if ok else Errors.UNKNOWN_TOPIC_OR_PARTITION for ok in exists]
+
+    async def txn_commit_offsets(
+        self,
+        group_id: str,
+        producer_id: int,
+        producer_epoch: int,
+        generation_id: int,
+        member_id: str,
+        group_instance_id: str | None,
+        entries: Sequence[OffsetCommitEntry],
+    ) -> list[Errors]:
+        """TxnOffsetCommit (28): the offsets are appended to the group's partition as a
+        transactional batch of the producer and stay pending (invisible to OffsetFetch) until
+        the transaction's marker reaches that partition (``complete_txn_offsets``)."""
+        error = self._group_error(group_id)
+        if error is not None:
+            return [error] * len(entries)
+        exists = [self._topic_partition_exists(e.topic, e.partition) for e in entries]
+        known = [e for e, ok in zip(entries, exists, strict=True) if ok]
+        outcome = self.manager.txn_commit_offsets(
+            group_id, generation_id, member_id, group_instance_id, known, self.clock.now_ms()
+        )
+        records = outcome.records
+        if records:
+            p = self.partition_for(group_id)
+            now = self.clock.now_ms()
+            data, count, max_ts = encode_records(
+                ((k, v, (), now) for k, v in (self._encode(r) for r in records)), now
+            )
+            batch = finish_batch(
+                data,
+                count,
+                now,
+                max_ts,
+                producer_id=producer_id,
+                producer_epoch=producer_epoch,
+                attributes=0x10,  # transactional
+            )
+            base = self.writer.append(OFFSETS_TOPIC, p, batch)
+            if self._fsync_commits():
+                self.writer.flush(OFFSETS_TOPIC, p)
+            for i, r in enumerate(records):
+                if isinstance(r, OffsetCommitRecord):
+                    self.manager.replay_txn_offset(p, producer_id, r, base + i)
+        errors = outcome.response
+        assert errors is not None
+        if len(known) == len(entries):
+            return errors
+        it = iter(errors)
+        return [next(it) if ok else Errors.UNKNOWN_TOPIC_OR_PARTITION for ok in exists]
+
+    def complete_txn_offsets(
+        self, partition: int, producer_id: int, committed: bool, marker_offset: int
+    ) -> None:
+        """A transaction marker was appended to ``__consumer_offsets``-``partition`` (called
+        by the broker's marker writer). A partition still loading replays it from the log."""
+        if partition in self._loaded:
+            self.manager.complete_txn_offsets(partition, producer_id, committed)
+
+    def has_pending_txn_offset(self, group_id: str, topic: str, partition: int) -> bool:
+        return self.manager.has_pending_txn_offset(group_id, topic, partition)
 
     def fetch_offsets(
         self, group_id: str, topics: Sequence[tuple[str, Sequence[int]]] | None

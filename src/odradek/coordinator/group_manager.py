@@ -38,6 +38,7 @@ from odradek.coordinator.state import (
     SyncResult,
     Waiter,
 )
+from odradek.coordinator.transaction.offsets import PendingOffset, PendingTransactionalOffsets
 
 __all__ = [
     "GroupMetadataManager",
@@ -118,6 +119,8 @@ class GroupMetadataManager:
         self.groups: dict[str, ClassicGroup] = {}
         self._new_member_id = new_member_id
         self._records: list[Record] = []
+        # __consumer_offsets partition -> offsets committed in transactions not yet ended
+        self.pending_txn_offsets: dict[int, PendingTransactionalOffsets] = {}
 
     # -- helpers ---------------------------------------------------------------------------
 
@@ -562,6 +565,85 @@ class GroupMetadataManager:
             return Errors.REBALANCE_IN_PROGRESS
         member.heartbeat_deadline_ms = now_ms + member.session_timeout_ms
         return Errors.NONE
+
+    def txn_commit_offsets(
+        self,
+        group_id: str,
+        generation_id: int,
+        member_id: str,
+        group_instance_id: str | None,
+        entries: Sequence[OffsetCommitEntry],
+        now_ms: int,
+    ) -> Outcome[list[Errors]]:
+        """TxnOffsetCommit (KIP-98, KIP-447): the records to append as a transactional batch
+        of the producer (``replay_txn_offset``); Kafka's checks: a member id other than ""
+        must be in the group, a generation >= 0 must be the group's."""
+        error = Errors.NONE
+        group = self.groups.get(group_id)
+        if not group_id:
+            error = Errors.INVALID_GROUP_ID
+        elif group is not None:
+            if group.state is S.DEAD:
+                error = Errors.COORDINATOR_NOT_AVAILABLE
+            elif group.is_static_member_fenced(group_instance_id, member_id):
+                error = Errors.FENCED_INSTANCE_ID
+            elif member_id and member_id not in group.members:
+                error = Errors.UNKNOWN_MEMBER_ID
+            elif generation_id >= 0 and generation_id != group.generation_id:
+                error = Errors.ILLEGAL_GENERATION
+        elif member_id:
+            error = Errors.UNKNOWN_MEMBER_ID
+        elif generation_id >= 0:
+            error = Errors.ILLEGAL_GENERATION
+        if error is not Errors.NONE:
+            return Outcome([], [error] * len(entries))
+        records: list[Record] = []
+        errors: list[Errors] = []
+        limit = self.config.offset_metadata_max_bytes
+        for e in entries:
+            metadata = e.metadata or ""
+            if len(metadata) > limit:
+                errors.append(Errors.OFFSET_METADATA_TOO_LARGE)
+                continue
+            value = OffsetAndMetadata(e.offset, e.leader_epoch, metadata, now_ms)
+            records.append(OffsetCommitRecord(group_id, e.topic, e.partition, value))
+            errors.append(Errors.NONE)
+        return Outcome(records, errors)
+
+    def replay_txn_offset(
+        self, partition: int, producer_id: int, record: OffsetCommitRecord, record_offset: int
+    ) -> None:
+        """A transactional OffsetCommitRecord of ``producer_id`` at ``record_offset`` of
+        ``__consumer_offsets``-``partition``: pending until the producer's marker."""
+        if record.value is None:
+            return
+        pending = self.pending_txn_offsets.setdefault(partition, PendingTransactionalOffsets())
+        pending.add(
+            producer_id,
+            PendingOffset(
+                record.group_id, record.topic, record.partition, record.value, record_offset
+            ),
+        )
+
+    def complete_txn_offsets(self, partition: int, producer_id: int, committed: bool) -> int:
+        """The producer's COMMIT/ABORT marker on ``__consumer_offsets``-``partition``: its
+        pending offsets become committed offsets (COMMIT) or are dropped; how many."""
+        pending = self.pending_txn_offsets.get(partition)
+        if pending is None:
+            return 0
+        done = pending.complete(producer_id, committed)
+        if not pending.pending:
+            del self.pending_txn_offsets[partition]
+        for o in done:
+            self._replay_offset(OffsetCommitRecord(o.group_id, o.topic, o.partition, o.value))
+        return len(done)
+
+    def has_pending_txn_offset(self, group_id: str, topic: str, partition: int) -> bool:
+        """An offset of the group's partition is committed in an open transaction (OffsetFetch
+        with require_stable answers UNSTABLE_OFFSET_COMMIT)."""
+        return any(
+            p.has_pending(group_id, topic, partition) for p in self.pending_txn_offsets.values()
+        )
 
     def fetch_offsets(
         self, group_id: str, topics: Sequence[tuple[str, Sequence[int]]] | None

@@ -103,6 +103,7 @@ class Errors(enum.IntEnum):
     GROUP_MAX_SIZE_REACHED = 81
     FENCED_INSTANCE_ID = 82
     GROUP_SUBSCRIBED_TO_TOPIC = 86
+    UNSTABLE_OFFSET_COMMIT = 88
 
 
 class GroupState(enum.Enum):

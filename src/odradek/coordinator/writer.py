@@ -48,6 +48,11 @@ class PartitionWriter(Protocol):
         """(node id, host, port) of the partition's leader, None when it has none."""
         ...
 
+    def leader_epoch(self, topic: str, partition: int) -> int:
+        """The partition's leader epoch (the transaction coordinator's coordinator epoch);
+        0 when unknown."""
+        ...
+
     def add_high_watermark_listener(self, topic: str, listener: HighWatermarkListener) -> None:
         """Call ``listener`` whenever the high watermark of one of ``topic``'s partitions
         moves (alone: after every append, as the high watermark follows the log end)."""

@@ -16,12 +16,22 @@ first offset, last offset). A new batch from producer P with epoch E and sequenc
 
 It lives next to the log, as Kafka's ProducerStateManager lives in its log layer.
 
+Transactions (KIP-98): ``txn`` is the partition's ``TransactionTracker`` (ongoing transactions,
+last stable offset, aborted transactions) and ``txn_indexes`` its ``.txnindex`` files. A
+transactional data batch opens (or extends) its producer's transaction
+(``append_txn_data``); a COMMIT/ABORT marker (``check_marker`` then ``apply_marker``) ends it,
+bumps the producer's epoch to the marker's (so older-epoch data is fenced:
+INVALID_PRODUCER_EPOCH) and, for an abort, appends the index entry.
+
 Persistence: ``snapshot()`` returns a JSON-able dict {"offset": next offset covered, "producers":
-{pid: [epoch, [[f, l, first_offset, last_offset], ...]]}}, written as JSON by
+{pid: [epoch, [[f, l, first_offset, last_offset], ...]]}, "txn": {"ongoing": {pid: first offset},
+"epochs": {pid: coordinator epoch of its last marker}}}, written as JSON by
 ``snapshot_payload``/``write_snapshot`` (atomic rename, no fsync: a lost snapshot only costs a
 longer replay). ``ProducerStateManager.load(log, path)`` reads the last snapshot (ignored when
-unreadable or outside the log's offsets) and replays the batch headers between its offset
-and the log end offset (``update``), so the state survives a restart and a kill -9.
+unreadable or outside the log's offsets) reads the ``.txnindex`` entries whose markers lie below
+the snapshot's offset and replays the batches between its offset and the log end offset
+(``update``, and the markers into the tracker and the index files), so the state survives a
+restart and a kill -9.
 """
 
 from __future__ import annotations
@@ -34,9 +44,17 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from odradek.protocol.records import RecordBatch
 from odradek.storage.api import PartitionLog
 from odradek.storage.checkpoint import write_atomic
 from odradek.storage.scan import scan_to_end
+from odradek.storage.transaction_index import (
+    AbortedTxn,
+    ControlRecordType,
+    TransactionIndexFiles,
+    TransactionTracker,
+    parse_control_record,
+)
 
 __all__ = [
     "DUPLICATE",
@@ -44,6 +62,7 @@ __all__ = [
     "MAX_CACHED_BATCHES",
     "OK",
     "OUT_OF_ORDER",
+    "MarkerVerdict",
     "ProducerStateManager",
     "Verdict",
     "write_snapshot",
@@ -75,6 +94,16 @@ _SEQ_MAX = 2**31 - 1
 _SEQ_MOD = 2**31
 
 
+class MarkerVerdict(enum.Enum):
+    """What ``ProducerStateManager.check_marker`` says about a COMMIT/ABORT marker."""
+
+    OK = "ok"
+    COORDINATOR_FENCED = "coordinator_fenced"
+    """A newer coordinator epoch wrote a marker for this producer: TRANSACTION_COORDINATOR_FENCED."""
+    INVALID_PRODUCER_EPOCH = "invalid_producer_epoch"
+    """The marker's producer epoch is older than the producer's: INVALID_PRODUCER_EPOCH."""
+
+
 @dataclass(slots=True)
 class _Entry:
     epoch: int
@@ -86,13 +115,15 @@ class _Entry:
 class ProducerStateManager:
     """Producer id → epoch and recent batches, for one partition."""
 
-    __slots__ = ("_producers", "dirty", "offset")
+    __slots__ = ("_producers", "dirty", "offset", "txn", "txn_indexes")
 
-    def __init__(self) -> None:
+    def __init__(self, txn_index_dir: Path | None = None) -> None:
         self._producers: dict[int, _Entry] = {}
         self.offset = 0
         """Next log offset whose batches are not reflected in this state."""
         self.dirty = False
+        self.txn = TransactionTracker()
+        self.txn_indexes = TransactionIndexFiles(txn_index_dir)
 
     def check(
         self, producer_id: int, epoch: int, first_seq: int, last_seq: int
@@ -138,6 +169,59 @@ class ProducerStateManager:
         if last_offset + 1 > self.offset:
             self.offset = last_offset + 1
 
+    # -- transactions --------------------------------------------------------------------------
+
+    def append_txn_data(self, producer_id: int, first_offset: int) -> None:
+        """A transactional data batch of ``producer_id`` was appended at ``first_offset``."""
+        if producer_id not in self.txn.ongoing:
+            self.txn.append_data(producer_id, first_offset)
+            self.dirty = True
+
+    def in_transaction(self, producer_id: int) -> bool:
+        return producer_id in self.txn.ongoing
+
+    def check_marker(
+        self, producer_id: int, producer_epoch: int, coordinator_epoch: int
+    ) -> MarkerVerdict:
+        if not self.txn.check_marker(producer_id, coordinator_epoch):
+            return MarkerVerdict.COORDINATOR_FENCED
+        entry = self._producers.get(producer_id)
+        if entry is not None and producer_epoch < entry.epoch:
+            return MarkerVerdict.INVALID_PRODUCER_EPOCH
+        return MarkerVerdict.OK
+
+    def apply_marker(
+        self,
+        producer_id: int,
+        producer_epoch: int,
+        offset: int,
+        aborted: bool,
+        coordinator_epoch: int,
+        segment_bases: list[int],
+    ) -> AbortedTxn | None:
+        """A COMMIT/ABORT marker appended at ``offset``: the transaction ends, the producer's
+        epoch becomes the marker's, an abort is indexed (returned)."""
+        entry = self._producers.get(producer_id)
+        if entry is None or producer_epoch > entry.epoch:
+            self._producers[producer_id] = _Entry(producer_epoch)
+        aborted_txn = self.txn.end_transaction(producer_id, offset, aborted, coordinator_epoch)
+        if aborted_txn is not None:
+            self.txn_indexes.append(aborted_txn, segment_bases)
+        self.dirty = True
+        if offset + 1 > self.offset:
+            self.offset = offset + 1
+        return aborted_txn
+
+    def last_stable_offset(self, high_watermark: int) -> int:
+        """The LSO: below the high watermark and every ongoing transaction's first offset."""
+        txn = self.txn
+        if txn.high_watermark != high_watermark:
+            txn.update_high_watermark(high_watermark)
+        return txn.last_stable_offset
+
+    def aborted_transactions(self, fetch_offset: int, upper_bound: int) -> list[AbortedTxn]:
+        return self.txn.aborted_transactions(fetch_offset, upper_bound)
+
     def producer_epoch(self, producer_id: int) -> int | None:
         entry = self._producers.get(producer_id)
         return None if entry is None else entry.epoch
@@ -152,12 +236,21 @@ class ProducerStateManager:
                 str(pid): [e.epoch, [list(b) for b in e.batches]]
                 for pid, e in self._producers.items()
             },
+            "txn": {
+                "ongoing": {str(pid): first for pid, first in self.txn.ongoing.items()},
+                "epochs": {str(pid): ce for pid, ce in self.txn.coordinator_epochs.items()},
+            },
         }
 
     @classmethod
-    def from_snapshot(cls, data: dict[str, Any]) -> ProducerStateManager:
-        state = cls()
+    def from_snapshot(
+        cls, data: dict[str, Any], txn_index_dir: Path | None = None
+    ) -> ProducerStateManager:
+        state = cls(txn_index_dir)
         state.offset = int(data.get("offset", 0))
+        txn = data.get("txn", {})
+        state.txn.ongoing = {int(p): int(f) for p, f in txn.get("ongoing", {}).items()}
+        state.txn.coordinator_epochs = {int(p): int(e) for p, e in txn.get("epochs", {}).items()}
         for pid, (epoch, batches) in data.get("producers", {}).items():
             entry = _Entry(int(epoch))
             for b in batches:
@@ -165,13 +258,20 @@ class ProducerStateManager:
             state._producers[int(pid)] = entry
         return state
 
-    def truncate_before(self, log_start_offset: int) -> None:
-        """Forget batches below the log start (retention); drop producers with none left."""
+    def truncate_before(
+        self, log_start_offset: int, segment_bases: list[int] | None = None
+    ) -> None:
+        """Forget batches below the log start (retention); drop producers with none left
+        (unless in a transaction); drop aborted transactions below the log start and the
+        ``.txnindex`` files of deleted segments."""
+        self.txn.advance_log_start_offset(log_start_offset)
+        if segment_bases is not None:
+            self.txn_indexes.delete_below(segment_bases)
         for pid in list(self._producers):
             entry = self._producers[pid]
             while entry.batches and entry.batches[0][3] < log_start_offset:
                 entry.batches.popleft()
-            if not entry.batches:
+            if not entry.batches and pid not in self.txn.ongoing:
                 del self._producers[pid]
 
     # -- loading and snapshots -----------------------------------------------------------------
@@ -182,27 +282,39 @@ class ProducerStateManager:
         the snapshot's offset (or the log start) to the log end offset."""
         state: ProducerStateManager | None = None
         start = plog.log_start_offset
+        directory = getattr(plog, "directory", None)
+        index_dir = Path(directory) if directory is not None else None
         if snapshot_path is not None and snapshot_path.exists():
             try:
-                state = cls.from_snapshot(json.loads(snapshot_path.read_text()))
+                state = cls.from_snapshot(json.loads(snapshot_path.read_text()), index_dir)
             except (OSError, ValueError, KeyError, TypeError, IndexError):
                 log.warning("ignoring unreadable producer state snapshot %s", snapshot_path)
                 state = None
             if state is not None and not (start <= state.offset <= plog.log_end_offset):
                 state = None
         if state is None:
-            state = cls()
+            state = cls(index_dir)
             state.offset = start
+        entries = state.txn_indexes.load(state.offset)
+        state.txn.aborted = [e for e in entries if e.last_offset >= start]
         state.replay(plog)
         state.dirty = True
         return state
 
     def replay(self, plog: PartitionLog) -> None:
-        """Apply the batch headers in [self.offset, log end offset) of ``plog``."""
+        """Apply the batches in [self.offset, log end offset) of ``plog`` (headers, and the
+        record of each transaction marker)."""
+        bases_of = getattr(plog, "segment_base_offsets", None)
+        bases: list[int] = bases_of() if bases_of is not None else []
         for batches in scan_to_end(plog, self.offset):
             for batch in batches:
                 base_offset = batch.base_offset
                 last_delta = batch.last_offset_delta
+                if batch.is_transactional:
+                    if batch.is_control:
+                        self._replay_marker(batch, bases)
+                        continue
+                    self.append_txn_data(batch.producer_id, base_offset)
                 if batch.is_control:  # control batches carry no sequence
                     pid = base_seq = -1
                 else:
@@ -216,6 +328,25 @@ class ProducerStateManager:
                     base_offset,
                     base_offset + last_delta,
                 )
+
+    def _replay_marker(self, batch: RecordBatch, bases: list[int]) -> None:
+        for record in batch.records():
+            try:
+                kind, coordinator_epoch = parse_control_record(record.key, record.value)
+            except ValueError:
+                log.warning("ignoring a malformed control record at offset %d", record.offset)
+                continue
+            if kind in (ControlRecordType.ABORT, ControlRecordType.COMMIT):
+                self.apply_marker(
+                    batch.producer_id,
+                    batch.producer_epoch,
+                    record.offset,
+                    kind == ControlRecordType.ABORT,
+                    coordinator_epoch,
+                    bases,
+                )
+        if batch.last_offset + 1 > self.offset:
+            self.offset = batch.last_offset + 1
 
     def snapshot_payload(self, plog: PartitionLog, force: bool = False) -> bytes | None:
         """The JSON snapshot when the state changed since the last one (or ``force``), covering

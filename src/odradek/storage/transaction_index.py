@@ -54,6 +54,7 @@ __all__ = [
     "CompletedTxn",
     "ControlRecordType",
     "TransactionIndex",
+    "TransactionIndexFiles",
     "TransactionTracker",
     "TxnIndexSearchResult",
     "build_control_batch",
@@ -340,3 +341,74 @@ class TransactionTracker:
     def advance_log_start_offset(self, offset: int) -> None:
         """Retention / DeleteRecords: aborted transactions wholly below the log start go."""
         self.aborted = [t for t in self.aborted if t.last_offset >= offset]
+
+
+# -- the .txnindex files of one partition ----------------------------------------------------
+
+
+class TransactionIndexFiles:
+    """The ``<base offset>.txnindex`` files of one partition directory (``directory`` None: in
+    memory, nothing written). An entry goes to the index of the segment holding its ABORT
+    marker: the segment with the largest base offset at or below ``last_offset``.
+
+    ``load(replay_from)`` reads every file, keeps the entries whose marker lies below
+    ``replay_from`` (the log is replayed from there and adds the others again) and truncates
+    the files to them, so a crash between a marker and its index entry, or an index entry
+    whose marker was lost, is repaired. Files of segments deleted by retention are removed by
+    ``delete_below``; ``truncate_to`` follows a log truncation."""
+
+    SUFFIX = ".txnindex"
+
+    def __init__(self, directory: Path | str | None) -> None:
+        self.directory = None if directory is None else Path(directory)
+        self.indexes: dict[int, TransactionIndex] = {}
+
+    def _path(self, base: int) -> Path | None:
+        return None if self.directory is None else self.directory / f"{base:020d}{self.SUFFIX}"
+
+    def load(self, replay_from: int) -> list[AbortedTxn]:
+        if self.directory is None or not self.directory.is_dir():
+            return []
+        for path in sorted(self.directory.glob("*" + self.SUFFIX)):
+            stem = path.name[: -len(self.SUFFIX)]
+            if len(stem) != 20 or not stem.isdigit():
+                continue
+            base = int(stem)
+            try:
+                index = TransactionIndex(base, path)
+                index.truncate_to(replay_from)
+            except (OSError, ValueError):
+                path.unlink(missing_ok=True)  # rebuilt by the replay only from replay_from
+                continue
+            self.indexes[base] = index
+        out = [e for base in sorted(self.indexes) for e in self.indexes[base].entries]
+        out.sort(key=lambda e: e.last_offset)
+        return out
+
+    def append(self, entry: AbortedTxn, segment_bases: list[int]) -> None:
+        base = 0
+        for b in segment_bases:
+            if b > entry.last_offset:
+                break
+            base = b
+        index = self.indexes.get(base)
+        if index is None:
+            index = self.indexes[base] = TransactionIndex(base, self._path(base))
+        index.append(entry)
+
+    def truncate_to(self, offset: int) -> None:
+        for base in list(self.indexes):
+            if base >= offset and base > 0:
+                self.indexes.pop(base).delete()
+            else:
+                self.indexes[base].truncate_to(offset)
+
+    def delete_below(self, segment_bases: list[int]) -> None:
+        """Remove the indexes of segments that no longer exist below the first one."""
+        first = segment_bases[0] if segment_bases else 0
+        for base in [b for b in self.indexes if b < first]:
+            self.indexes.pop(base).delete()
+
+    def flush(self) -> None:
+        for index in self.indexes.values():
+            index.flush()

@@ -32,6 +32,7 @@ from odradek.coordinator.transaction.manager import (
 )
 from odradek.coordinator.transaction.records import TransactionLogRecord
 from odradek.coordinator.transaction.state import Errors, TransactionResult
+from odradek.protocol.messages import make_entity
 
 __all__ = [
     "add_offsets_to_txn",
@@ -54,16 +55,7 @@ def _types(api_key: int, version: int) -> ModuleType:
     return sys.modules[load_response_schema(api_key, version).__module__]
 
 
-@cache
-def _fields(cls: type) -> frozenset[str]:
-    return frozenset(getattr(cls, "__dataclass_fields__", ()))
-
-
-def _make(cls: type, **kwargs: Any) -> Any:
-    """The kio entity ``cls`` from the keyword arguments its version has (the others dropped;
-    the same rule as ``protocol.messages.make_entity``)."""
-    known = _fields(cls)
-    return cls(**{k: v for k, v in kwargs.items() if k in known})
+_make = make_entity
 
 
 def _ms(value: Any) -> int:
@@ -332,8 +324,9 @@ def txn_markers_of(request: Any) -> list[TxnMarker]:
     ]
 
 
-def write_txn_markers_response(request: Any, errors: Mapping[tuple[int, str, int], Errors]) -> Any:
-    """The response: ``errors[(producer id, topic, partition)]`` per marker (NONE if absent)."""
+def write_txn_markers_response(request: Any, errors: Mapping[tuple[int, str, int], int]) -> Any:
+    """The response: ``errors[(producer id, topic, partition)]`` (a Kafka error code) per
+    marker (NONE if absent)."""
     types = _version(request)
     return _make(
         types.WriteTxnMarkersResponse,

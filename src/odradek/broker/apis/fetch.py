@@ -12,6 +12,11 @@ except that the first partition with data always returns at least one batch (Kaf
 Long polling: when fewer than ``min_bytes`` are available and no partition has an error, the
 request parks in the purgatory watching its partitions and is answered as soon as an append
 to one of them brings the total to ``min_bytes``, or at ``max_wait_ms`` with what there is.
+read_committed (isolation_level 1, v4+): a consumer reads below the partition's last stable
+offset instead (``ProducerStateManager.last_stable_offset``: no open transaction's records),
+and each partition with records lists the aborted transactions (producer id, first offset)
+overlapping them, for the client to drop; control batches are returned as they are.
+
 A partition this broker does not lead → NOT_LEADER_OR_FOLLOWER; from v9 a request's
 current_leader_epoch (when ≥ 0) must be the partition's: older → FENCED_LEADER_EPOCH, newer →
 UNKNOWN_LEADER_EPOCH (both ``ReplicaManager.leader_partition``). Fetch sessions (KIP-227) are declined: the response's session_id is always 0, so clients send
@@ -36,8 +41,9 @@ _UNKNOWN = ErrorCode.unknown_topic_or_partition
 _OUT_OF_RANGE = ErrorCode.offset_out_of_range
 _STORAGE = ErrorCode.kafka_storage_error
 
-# (partition, error, high_watermark, last_stable_offset, log_start_offset, records or None)
-PartitionResult = tuple[int, ErrorCode, int, int, int, Any]
+# (partition, error, high_watermark, last_stable_offset, log_start_offset, records or None
+#  [, aborted transactions: read_committed only])
+PartitionResult = tuple[Any, ...]
 
 
 def _read_all(
@@ -51,6 +57,7 @@ def _read_all(
     out: list[tuple[str, list[PartitionResult]]] = []
     leader_partition = services.replica_manager.leader_partition
     check_epoch = int(request.__version__) >= 9
+    read_committed = not follower and getattr(request, "isolation_level", 0) == 1
     for ft in request.topics:
         name = ft.topic
         presults: list[PartitionResult] = []
@@ -73,8 +80,12 @@ def _read_all(
                 error = True
                 continue
             limit = leo if follower else hw
+            lso = hw
+            if read_committed:
+                state = handle.producer_state()
+                lso = limit = state.last_stable_offset(hw)
             if offset >= limit:
-                presults.append((index, _NONE, hw, hw, start, None))
+                presults.append((index, _NONE, hw, lso, start, None))
                 continue
             budget = min(fp.partition_max_bytes, remaining)
             try:
@@ -92,15 +103,21 @@ def _read_all(
             records = result.records
             size = len(records)
             if size == 0:
-                presults.append((index, _NONE, hw, hw, start, None))
+                presults.append((index, _NONE, hw, lso, start, None))
                 continue
             if total > 0 and size > budget:
                 # only the first partition with data may exceed the limits
-                presults.append((index, _NONE, hw, hw, start, None))
+                presults.append((index, _NONE, hw, lso, start, None))
                 continue
             total += size
             remaining = max(0, remaining - size)
-            presults.append((index, _NONE, hw, hw, start, records))
+            if read_committed:
+                aborted = [
+                    (a.producer_id, a.first_offset) for a in state.aborted_transactions(offset, lso)
+                ]
+                presults.append((index, _NONE, hw, lso, start, records, aborted))
+            else:
+                presults.append((index, _NONE, hw, hw, start, records))
         out.append((name, presults))
     return out, total, error
 

@@ -1,8 +1,9 @@
 """FindCoordinator (10): this broker coordinates every group.
 
 v0-v3 ask for one key (``key``), v4+ for a batch (``coordinator_keys``). key_type 0 is a
-group; transactions (key_type 1) are not supported: COORDINATOR_NOT_AVAILABLE. While the
-group's ``__consumer_offsets`` partition is loading: COORDINATOR_LOAD_IN_PROGRESS.
+group (the leader of its ``__consumer_offsets`` partition), key_type 1 a transactional id
+(the leader of its ``__transaction_state`` partition). While that partition is loading:
+COORDINATOR_LOAD_IN_PROGRESS.
 """
 
 from __future__ import annotations
@@ -20,10 +21,13 @@ __all__ = ["API", "handle"]
 def _lookup(
     ctx: RequestContext, key: str, key_type: int
 ) -> tuple[Errors, int, str, int, str | None]:
-    coord = coordinator(ctx)
-    if key_type != 0:
-        return Errors.COORDINATOR_NOT_AVAILABLE, -1, "", -1, "transactions are not supported"
-    error, node_id, host, port = coord.coordinator_for(key)
+    if key_type == 1:
+        txn_error, node_id, host, port = ctx.services.txn_coordinator.coordinator_for(key)
+        error = Errors(int(txn_error))
+    elif key_type == 0:
+        error, node_id, host, port = coordinator(ctx).coordinator_for(key)
+    else:
+        return Errors.INVALID_REQUEST, -1, "", -1, f"unknown key type {key_type}"
     if error is not Errors.NONE:
         return error, -1, "", -1, None
     return error, node_id, host, port, None

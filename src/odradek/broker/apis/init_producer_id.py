@@ -1,9 +1,14 @@
-"""InitProducerId (22): a producer id and epoch for idempotent producers.
+"""InitProducerId (22): a producer id and epoch, for idempotent and transactional producers.
 
 Without a transactional id: a fresh producer id with epoch 0 (ids are reserved on disk in
 blocks, so they never repeat across restarts). A request that names its current producer id
-and epoch (v3+, KIP-360) gets the same id with the epoch bumped. Transactions are not
-supported: a transactional id gets COORDINATOR_NOT_AVAILABLE.
+and epoch (v3+, KIP-360) gets the same id with the epoch bumped.
+
+With a transactional id: the transaction coordinator (``TransactionCoordinator``) answers —
+the id's producer id with its epoch bumped (a new instance fences the previous one: its open
+transaction is aborted and it gets PRODUCER_FENCED / INVALID_PRODUCER_EPOCH), after
+CONCURRENT_TRANSACTIONS while that abort completes; ``transaction.timeout.ms`` above the
+broker's ``transaction.max.timeout.ms`` → INVALID_TRANSACTION_TIMEOUT.
 """
 
 from __future__ import annotations
@@ -13,6 +18,7 @@ from typing import Any
 from kio.schema.errors import ErrorCode
 
 from odradek.broker.api import ApiSpec, RequestContext
+from odradek.broker.apis import _transactions as glue
 from odradek.broker.apis._util import NO_THROTTLE, make, response_types
 
 __all__ = ["API", "handle"]
@@ -22,13 +28,10 @@ _EPOCH_MAX = 32767
 
 async def handle(ctx: RequestContext, request: Any) -> Any:
     types = response_types(request)
-    if request.transactional_id:
-        return make(
-            types.InitProducerIdResponse,
-            throttle_time=NO_THROTTLE,
-            error_code=ErrorCode.coordinator_not_available,
-            producer_id=-1,
-            producer_epoch=-1,
+    if request.transactional_id is not None:
+        coordinator = ctx.services.txn_coordinator
+        return await coordinator.execute(
+            lambda m, now: glue.init_producer_id(m, request, now), creates=True
         )
     pid = getattr(request, "producer_id", -1)
     epoch = getattr(request, "producer_epoch", -1)
@@ -45,4 +48,21 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
     )
 
 
-API = ApiSpec(key=22, name="InitProducerId", min_version=0, max_version=4, handler=handle)
+def error_response(request: Any, code: ErrorCode) -> Any:
+    return make(
+        response_types(request).InitProducerIdResponse,
+        throttle_time=NO_THROTTLE,
+        error_code=code,
+        producer_id=-1,
+        producer_epoch=-1,
+    )
+
+
+API = ApiSpec(
+    key=22,
+    name="InitProducerId",
+    min_version=0,
+    max_version=4,
+    handler=handle,
+    error_response=error_response,
+)

@@ -36,12 +36,21 @@ def _lookup(
     timestamp: int,
     follower: bool,
     current_epoch: int = -1,
+    read_committed: bool = False,
 ) -> tuple[ErrorCode, int, int, int]:
     handle, code = replicas.leader_partition(name, index, current_epoch)
     if handle is None or code is not ErrorCode.none:
         return code, -1, -1, -1
     plog = handle.log
     epoch = handle.leader_epoch
+    if read_committed and not follower and timestamp != MAX_TIMESTAMP and timestamp >= -1:
+        lso = handle.producer_state().last_stable_offset(plog.high_watermark)
+        if timestamp == LATEST_TIMESTAMP:
+            return ErrorCode.none, -1, lso, epoch
+        found = plog.offset_for_timestamp(timestamp)
+        if found is None or found[0] >= lso:
+            return ErrorCode.none, -1, -1, epoch
+        return ErrorCode.none, found[1], found[0], epoch
     if timestamp in (EARLIEST_TIMESTAMP, EARLIEST_LOCAL_TIMESTAMP):
         return ErrorCode.none, -1, plog.log_start_offset, epoch
     if timestamp == LATEST_TIMESTAMP:
@@ -65,6 +74,7 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
     types = response_types(request)
     follower = request.replica_id >= 0
     check_epoch = int(request.__version__) >= 4
+    read_committed = getattr(request, "isolation_level", 0) == 1
     topics = []
     for t in request.topics:
         parts = []
@@ -76,6 +86,7 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
                 p.timestamp,
                 follower,
                 p.current_leader_epoch if check_epoch else -1,
+                read_committed,
             )
             parts.append(
                 make(

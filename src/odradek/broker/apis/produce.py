@@ -10,7 +10,11 @@ partition's data:
 2. every batch: whole (else CORRUPT_MESSAGE), magic 2 (else INVALID_RECORD), size ≤ the
    topic's max.message.bytes (else MESSAGE_TOO_LARGE);
 3. idempotence (producerId ≥ 0): see ``odradek.storage.producer_state`` — a duplicate is answered
-   with the original base offset and not appended;
+   with the original base offset and not appended; a transactional batch (KIP-98) opening the
+   producer's transaction on the partition is first verified with the transaction coordinator
+   (KIP-890 part 1: the partition must be in the producer's ongoing transaction, else
+   INVALID_TXN_STATE; a fenced producer gets INVALID_PRODUCER_EPOCH) and then tracked in the
+   partition's producer state (its last stable offset);
 4. append (storage checks the CRC: CORRUPT_MESSAGE) with LogAppendTime when the topic says so;
    then Fetch waiters on the partition are woken.
 
@@ -26,6 +30,7 @@ copy; smaller requests are kio entities (faster to decode). Both have the same f
 from __future__ import annotations
 
 import struct
+from collections.abc import Callable
 from typing import Any
 
 from kio.schema.errors import ErrorCode
@@ -34,6 +39,7 @@ from odradek.broker.api import ApiSpec, EncodedResponse, RequestContext
 from odradek.broker.apis._util import topic_name_error
 from odradek.broker.partition import Partition
 from odradek.broker.purgatory import Purgatory
+from odradek.broker.services import BrokerServices
 from odradek.protocol.produce_request import decode_produce_request
 from odradek.protocol.produce_response import PartitionTuple as PartitionResult
 from odradek.protocol.produce_response import encode_produce_response
@@ -62,6 +68,7 @@ _BAD_ACKS = ErrorCode.invalid_required_acks
 _OUT_OF_ORDER = ErrorCode.out_of_order_sequence_number
 _BAD_EPOCH = ErrorCode.invalid_producer_epoch
 _UNKNOWN_SERVER = ErrorCode.unknown_server_error
+_TXN_STATE = ErrorCode.invalid_txn_state
 _STORAGE = ErrorCode.kafka_storage_error
 
 
@@ -71,8 +78,17 @@ def _failed(
     return (index, code, -1, -1, log_start_offset, (), message)
 
 
+TxnVerifier = Callable[[int, int, str, int], ErrorCode]
+"""(producer id, epoch, topic, partition) -> NONE when the partition is in the producer's
+ongoing transaction (the transaction coordinator's verdict)."""
+
+
 def _produce_partition(
-    purgatory: Purgatory, handle: Partition, data: bytes | memoryview | None, now_ms: int
+    purgatory: Purgatory,
+    handle: Partition,
+    data: bytes | memoryview | None,
+    now_ms: int,
+    verify_txn: TxnVerifier | None = None,
 ) -> PartitionResult:
     index = handle.partition
     if not data:
@@ -84,6 +100,7 @@ def _produce_partition(
     batches: list[
         tuple[int, int, int, int]
     ] = []  # (producer_id, epoch, base_seq, last_offset_delta)
+    transactional = False
     while pos < n:
         if n - pos < 61:
             return _failed(index, _CORRUPT, "truncated record batch header")
@@ -93,7 +110,7 @@ def _produce_partition(
             _ple,
             magic,
             _crc,
-            _attrs,
+            attrs,
             last_delta,
             _bts,
             _mts,
@@ -116,10 +133,23 @@ def _produce_partition(
                 f"record batch of {size} bytes exceeds max.message.bytes {max_size}",
             )
         batches.append((pid, epoch, base_seq, last_delta))
+        transactional = transactional or bool(attrs & 0x10)
         pos += size
     plog = handle.log
     pid = batches[0][0]
     idempotent = pid >= 0 and batches[0][2] >= 0
+    if transactional:
+        if not idempotent:
+            return _failed(index, _INVALID_RECORD, "a transactional batch needs a producer id")
+        state = handle.producer_state()
+        if not state.in_transaction(pid):
+            code = (
+                _TXN_STATE
+                if verify_txn is None
+                else verify_txn(pid, batches[0][1], handle.topic, index)
+            )
+            if code is not _NONE:
+                return _failed(index, code, None, plog.log_start_offset)
     if idempotent:
         state = handle.producer_state()
         epoch, base_seq, last_delta = batches[0][1], batches[0][2], batches[0][3]
@@ -164,6 +194,8 @@ def _produce_partition(
         for b_pid, b_epoch, b_seq, b_delta in batches:
             state.update(b_pid, b_epoch, b_seq, (b_seq + b_delta) % _SEQ_MOD, off, off + b_delta)
             off += b_delta + 1
+        if transactional:
+            state.append_txn_data(pid, base_offset)
     purgatory.notify(handle.topic, index)
     lat = result.log_append_time_ms if log_append_time else -1
     return (
@@ -184,6 +216,7 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
     results: list[tuple[str, list[PartitionResult]]] = []
     leader_partition = services.replica_manager.leader_partition
     purgatory = services.purgatory
+    verify_txn = _txn_verifier(services, getattr(request, "transactional_id", None))
     if acks not in (0, 1, -1):
         for td in request.topic_data:
             results.append((td.name, [_failed(pd.index, _BAD_ACKS) for pd in td.partition_data]))
@@ -206,7 +239,7 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
                 if code is not _NONE:
                     presults.append(_failed(pd.index, code))
                     continue
-                result = _produce_partition(purgatory, handle_, pd.records, now_ms)
+                result = _produce_partition(purgatory, handle_, pd.records, now_ms, verify_txn)
                 presults.append(result)
                 if acks == -1 and result[1] is _NONE:
                     plog = handle_.log
@@ -218,6 +251,33 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
     if acks == 0:
         return None
     return encode(request, results)
+
+
+def _txn_verifier(services: BrokerServices, transactional_id: str | None) -> TxnVerifier:
+    """KIP-890 part 1 in one broker: ask the transaction coordinator directly."""
+
+    def verify(producer_id: int, epoch: int, topic: str, partition: int) -> ErrorCode:
+        if not transactional_id:
+            return _TXN_STATE
+        manager = services.txn_coordinator.manager
+        error = manager.verify_partitions(
+            transactional_id, producer_id, epoch, [(topic, partition)]
+        )[(topic, partition)]
+        return _VERIFY_ERRORS.get(int(error), _TXN_STATE)
+
+    return verify
+
+
+# the coordinator's verdict as Produce answers it (Kafka's mapping of verification errors)
+_VERIFY_ERRORS = {
+    0: _NONE,
+    90: _BAD_EPOCH,  # PRODUCER_FENCED
+    47: _BAD_EPOCH,
+    14: ErrorCode.not_enough_replicas,  # COORDINATOR_LOAD_IN_PROGRESS: retriable
+    15: ErrorCode.not_enough_replicas,  # COORDINATOR_NOT_AVAILABLE
+    16: ErrorCode.not_enough_replicas,  # NOT_COORDINATOR
+    51: ErrorCode.concurrent_transactions,
+}
 
 
 def encode(request: Any, results: list[tuple[str, list[PartitionResult]]]) -> EncodedResponse:

@@ -1,0 +1,20 @@
+"""AddOffsetsToTxn (25): add the group's ``__consumer_offsets`` partition to the producer's
+transaction, before its TxnOffsetCommit to the group coordinator (KIP-98)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from odradek.broker.api import ApiSpec, RequestContext
+from odradek.broker.apis import _transactions as glue
+
+__all__ = ["API", "handle"]
+
+
+async def handle(ctx: RequestContext, request: Any) -> Any:
+    return await ctx.services.txn_coordinator.execute(
+        lambda m, now: glue.add_offsets_to_txn(m, request, now)
+    )
+
+
+API = ApiSpec(key=25, name="AddOffsetsToTxn", min_version=0, max_version=3, handler=handle)

@@ -1,0 +1,22 @@
+"""EndTxn (26): commit or abort the producer's transaction.
+
+The coordinator writes PrepareCommit / PrepareAbort to ``__transaction_state``, then the
+COMMIT / ABORT markers to every partition of the transaction (in one broker: before this
+answer), then CompleteCommit / CompleteAbort. A retry of a finished EndTxn answers NONE.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from odradek.broker.api import ApiSpec, RequestContext
+from odradek.broker.apis import _transactions as glue
+
+__all__ = ["API", "handle"]
+
+
+async def handle(ctx: RequestContext, request: Any) -> Any:
+    return await ctx.services.txn_coordinator.execute(lambda m, now: glue.end_txn(m, request, now))
+
+
+API = ApiSpec(key=26, name="EndTxn", min_version=0, max_version=3, handler=handle)

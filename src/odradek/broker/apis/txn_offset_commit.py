@@ -1,0 +1,90 @@
+"""TxnOffsetCommit (28): a transactional producer commits a consumer group's offsets inside
+its transaction (KIP-98; v3 carries the group's generation and member, KIP-447).
+
+The producer must be the transactional id's current one with the group's
+``__consumer_offsets`` partition in its ongoing transaction (AddOffsetsToTxn): the
+transaction coordinator says so (a local call; PRODUCER_FENCED — INVALID_PRODUCER_EPOCH
+before v3 —, INVALID_PRODUCER_ID_MAPPING or INVALID_TXN_STATE otherwise). The group
+coordinator checks member and generation like OffsetCommit, appends the offsets as a
+transactional batch of the producer, and keeps them pending: OffsetFetch sees them only once
+the COMMIT marker reaches that partition; an ABORT drops them.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from odradek.broker.api import ApiSpec, RequestContext
+from odradek.broker.apis._groups import code, coordinator
+from odradek.broker.apis._util import NO_THROTTLE, make, response_types
+from odradek.coordinator.group_manager import OffsetCommitEntry
+from odradek.coordinator.transaction.manager import OFFSETS_TOPIC, fenced_error
+from odradek.coordinator.transaction.records import partition_for
+from odradek.coordinator.transaction.state import Errors
+
+__all__ = ["API", "handle"]
+
+_REFUSED = frozenset(
+    {Errors.PRODUCER_FENCED, Errors.INVALID_PRODUCER_ID_MAPPING, Errors.INVALID_TXN_STATE}
+)
+
+
+async def handle(ctx: RequestContext, request: Any) -> Any:
+    services = ctx.services
+    version = int(request.__version__)
+    pid, epoch = int(request.producer_id), int(request.producer_epoch)
+    txn = services.txn_coordinator.manager
+    offsets_partition = partition_for(
+        request.group_id, services.config.offsets_topic_num_partitions
+    )
+    verdict = txn.verify_partitions(
+        request.transactional_id, pid, epoch, [(OFFSETS_TOPIC, offsets_partition)]
+    )
+    error = verdict[(OFFSETS_TOPIC, offsets_partition)]
+    entries = [
+        OffsetCommitEntry(
+            topic.name,
+            int(p.partition_index),
+            int(p.committed_offset),
+            int(getattr(p, "committed_leader_epoch", -1)),
+            p.committed_metadata,
+        )
+        for topic in request.topics
+        for p in topic.partitions
+    ]
+    errors: list[int]
+    if error in _REFUSED:
+        errors = [int(fenced_error(error, 28, version))] * len(entries)
+    else:
+        group_errors = await coordinator(ctx).txn_commit_offsets(
+            request.group_id,
+            pid,
+            epoch,
+            int(getattr(request, "generation_id", -1)),
+            getattr(request, "member_id", ""),
+            getattr(request, "group_instance_id", None),
+            entries,
+        )
+        errors = [int(e) for e in group_errors]
+    types = response_types(request)
+    it = iter(errors)
+    topics = tuple(
+        make(
+            types.TxnOffsetCommitResponseTopic,
+            name=topic.name,
+            partitions=tuple(
+                make(
+                    types.TxnOffsetCommitResponsePartition,
+                    partition_index=p.partition_index,
+                    error_code=code(e),
+                )
+                for p in topic.partitions
+                for e in (next(it),)
+            ),
+        )
+        for topic in request.topics
+    )
+    return make(types.TxnOffsetCommitResponse, throttle_time=NO_THROTTLE, topics=topics)
+
+
+API = ApiSpec(key=28, name="TxnOffsetCommit", min_version=0, max_version=3, handler=handle)

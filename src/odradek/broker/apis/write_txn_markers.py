@@ -1,0 +1,26 @@
+"""WriteTxnMarkers (27): a transaction coordinator asks this partition leader to append
+COMMIT/ABORT markers (inter-broker; v1). Each marker goes through ``TxnMarkerAppender``
+(broker/txn_markers.py): the leadership check, the coordinator-epoch and producer-epoch
+checks, the control batch, the producer state, the ``.txnindex`` entry of an abort."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from odradek.broker.api import ApiSpec, RequestContext
+from odradek.broker.apis import _transactions as glue
+
+__all__ = ["API", "handle"]
+
+
+async def handle(ctx: RequestContext, request: Any) -> Any:
+    appender = ctx.services.txn_markers
+    errors: dict[tuple[int, str, int], int] = {}
+    for marker in glue.txn_markers_of(request):
+        code = int(appender.append_marker(marker))
+        if code:
+            errors[(marker.producer_id, marker.topic, marker.partition)] = code
+    return glue.write_txn_markers_response(request, errors)
+
+
+API = ApiSpec(key=27, name="WriteTxnMarkers", min_version=1, max_version=1, handler=handle)
