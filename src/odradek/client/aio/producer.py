@@ -926,7 +926,8 @@ class AsyncProducer:
             version = conn.version(0)
             corr = conn.next_correlation_id()
             frame = proto.encode_produce_request(
-                version, corr, conn.client_id, self._acks, self.config["request.timeout.ms"], topic_data
+                version, corr, conn.client_id, self._acks, self.config["request.timeout.ms"], topic_data,
+                None if self._txn is None else self._txn.transactional_id,
             )
             fut = conn.send_frame(0, version, frame, corr, expect_response=self._acks != 0)
         except KafkaConnectionError:  # not written: back to the queues as they were
