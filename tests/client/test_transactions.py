@@ -135,3 +135,66 @@ def test_consume_transform_produce_offsets_commit_with_the_transaction(bs: str) 
         p.commit_transaction()
         assert c.committed([TopicPartition(src, 0)])[TopicPartition(src, 0)].offset == 10
     assert _read_all(bs, dst, 1, "read_committed") == [b"out-%d" % i for i in range(10)]
+
+
+@pytest.mark.interop
+def test_our_transactions_read_by_confluent_kafka_read_committed(bs: str) -> None:
+    from confluent_kafka import Consumer as CkConsumer
+    from confluent_kafka import TopicPartition as CkTopicPartition
+
+    topic = _topic(bs, "tx-to-ck", 1)
+    with Producer({"bootstrap.servers": bs, "transactional.id": "tx-to-ck-1", "linger.ms": 1}) as p:
+        p.init_transactions()
+        for n, commit in enumerate([True, False, True, False]):
+            p.begin_transaction()
+            for i in range(3):
+                p.send(topic, b"%s-%d-%d" % (b"c" if commit else b"a", n, i))
+            p.flush()
+            if commit:
+                p.commit_transaction()
+            else:
+                p.abort_transaction()
+    c = CkConsumer({"bootstrap.servers": bs, "group.id": "ck-rc", "isolation.level": "read_committed",
+                    "enable.auto.commit": False, "enable.partition.eof": True})
+    try:
+        c.assign([CkTopicPartition(topic, 0, 0)])
+        got: list[bytes] = []
+        for _ in range(100):
+            m = c.poll(0.5)
+            if m is None:
+                continue
+            if m.error():
+                break  # partition EOF: at the last stable offset
+            got.append(m.value())
+        assert got == [b"c-%d-%d" % (n, i) for n in (0, 2) for i in range(3)]
+        _lo, hi = c.get_watermark_offsets(CkTopicPartition(topic, 0), timeout=10)
+        assert hi == 16  # 12 records + 4 markers
+    finally:
+        c.close()
+
+
+@pytest.mark.interop
+def test_confluent_kafka_transactions_read_by_our_read_committed(bs: str) -> None:
+    from confluent_kafka import KafkaException
+    from confluent_kafka import Producer as CkProducer
+
+    topic = _topic(bs, "ck-to-tx", 2)
+    p = CkProducer({"bootstrap.servers": bs, "transactional.id": "ck-to-tx-1", "linger.ms": 1})
+    p.init_transactions(30)
+    for n, commit in enumerate([True, False, True]):
+        p.begin_transaction()
+        for i in range(4):
+            p.produce(topic, b"%s-%d-%d" % (b"c" if commit else b"a", n, i), partition=i % 2)
+        p.flush(10)
+        (p.commit_transaction if commit else p.abort_transaction)(30)
+    # a second instance with the same id fences the first (confluent-kafka against our broker)
+    p2 = CkProducer({"bootstrap.servers": bs, "transactional.id": "ck-to-tx-1"})
+    p2.init_transactions(30)
+    p.begin_transaction()
+    p.produce(topic, b"zombie", partition=0)
+    with pytest.raises(KafkaException) as info:
+        p.commit_transaction(30)
+    assert info.value.args[0].fatal() or info.value.args[0].txn_requires_abort()
+    assert sorted(_read_all(bs, topic, 2, "read_committed")) == sorted(
+        b"c-%d-%d" % (n, i) for n in (0, 2) for i in range(4))
+    assert len(_read_all(bs, topic, 2, "read_uncommitted")) >= 12
