@@ -20,9 +20,18 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from ._sync import Admin, Consumer, Producer
+from .aio._txn import ConsumerGroupMetadata
 from .aio.admin import ConfigEntry, GroupDescription, MemberDescription, NewTopic
 from .aio.consumer import ConsumerRebalanceListener
-from .errors import ConfigError, KafkaConnectionError, KafkaError, KafkaTimeoutError
+from .errors import (
+    ConfigError,
+    KafkaConnectionError,
+    KafkaError,
+    KafkaTimeoutError,
+    ProducerFencedError,
+    TransactionAbortableError,
+    TransactionStateError,
+)
 from .types import (
     ConsumerRecord,
     OffsetAndMetadata,
@@ -52,6 +61,7 @@ __all__ = [
     "ConfigEntry",
     "ConfigError",
     "Consumer",
+    "ConsumerGroupMetadata",
     "ConsumerRebalanceListener",
     "ConsumerRecord",
     "GroupDescription",
@@ -64,8 +74,11 @@ __all__ = [
     "OffsetAndTimestamp",
     "PartitionInfo",
     "Producer",
+    "ProducerFencedError",
     "RecordMetadata",
     "TopicDescription",
     "TopicPartition",
+    "TransactionAbortableError",
+    "TransactionStateError",
     "read_range_arrow",
 ]

@@ -45,7 +45,7 @@ class Cluster:
         self._metadata_time = 0.0
         self._metadata_lock: asyncio.Lock | None = None
         self._wanted_topics: set[str] = set()
-        self.coordinators: dict[str, int] = {}
+        self.coordinators: dict[tuple[int, str], int] = {}  # (key type, key) -> node
         self.closed = False
 
     # -- connections ------------------------------------------------------------------------
@@ -238,21 +238,22 @@ class Cluster:
             delay = min(delay * 2, 1.0)
 
     # -- coordinators -----------------------------------------------------------------------
-    async def coordinator(self, group_id: str, *, refresh: bool = False, timeout: float = 30.0) -> int:
-        if not refresh and group_id in self.coordinators:
-            return self.coordinators[group_id]
+    async def coordinator(self, group_id: str, *, key_type: int = 0, refresh: bool = False, timeout: float = 30.0) -> int:
+        """The coordinator of a group (``key_type`` 0) or of a transactional id (1)."""
+        if not refresh and (key_type, group_id) in self.coordinators:
+            return self.coordinators[(key_type, group_id)]
         deadline = time.monotonic() + timeout
         while True:
             conn = await self.any_connection()
             version = conn.version(10)
             mod = proto.request_module(10, version)
-            resp = await conn.request(proto.build(mod.FindCoordinatorRequest, key=group_id, key_type=0))
+            resp = await conn.request(proto.build(mod.FindCoordinatorRequest, key=group_id, key_type=key_type))
             err = int(resp.error_code)
             if not err:
                 node = int(resp.node_id)
                 self.brokers[node] = (str(resp.host), int(resp.port))
-                self.coordinators[group_id] = node
+                self.coordinators[(key_type, group_id)] = node
                 return node
             if err not in (14, 15, 16) or time.monotonic() > deadline:  # COORDINATOR_* retriable
-                raise KafkaError(f"FindCoordinator for group {group_id!r} failed", err)
+                raise KafkaError(f"FindCoordinator for {'group' if key_type == 0 else 'transactional id'} {group_id!r} failed", err)
             await asyncio.sleep(self.config["retry.backoff.ms"] / 1000)

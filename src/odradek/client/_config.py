@@ -96,6 +96,7 @@ PRODUCER: Spec = {
     "partitioner.class": (_choice("default", "murmur2", "sticky", "round_robin"), "default"),
     "partitioner.ignore.keys": (_bool, False),
     "transactional.id": (_str, None),
+    "transaction.timeout.ms": (_int, 60000),
     "key.serializer": (lambda v: v, None),
     "value.serializer": (lambda v: v, None),
 }
@@ -165,7 +166,14 @@ def parse_config(config: Mapping[str, Any] | None, spec: Spec, kind: str) -> dic
                     raise ConfigError("enable.idempotence requires acks=all")
                 out["enable.idempotence"] = False  # Java: idempotence is silently off when acks != all
         if out["transactional.id"] is not None:
-            raise ConfigError("transactions are not supported by odradek.client ('transactional.id')")
+            # as Java: a transactional producer is idempotent with acks=all
+            if config and "enable.idempotence" in config and not out["enable.idempotence"]:
+                raise ConfigError("transactional.id requires enable.idempotence=true")
+            if out["acks"] != -1:
+                raise ConfigError("transactional.id requires acks=all")
+            if not out["transactional.id"]:
+                raise ConfigError("transactional.id must not be empty")
+            out["enable.idempotence"] = True
     if kind == "consumer":
         names = []
         for name in out["partition.assignment.strategy"]:

@@ -56,6 +56,10 @@ API_KEYS = {
     "CreateTopics": 19,
     "DeleteTopics": 20,
     "InitProducerId": 22,
+    "AddPartitionsToTxn": 24,
+    "AddOffsetsToTxn": 25,
+    "EndTxn": 26,
+    "TxnOffsetCommit": 28,
     "DescribeConfigs": 32,
     "AlterConfigs": 33,
     "CreatePartitions": 37,
@@ -84,6 +88,10 @@ CLIENT_VERSIONS: dict[int, tuple[int, int]] = {
     19: (2, 7),  # CreateTopics
     20: (1, 5),  # DeleteTopics (v6 uses topic ids)
     22: (0, 4),  # InitProducerId
+    24: (0, 3),  # AddPartitionsToTxn (v4+ batches transactional ids: brokers only)
+    25: (0, 3),  # AddOffsetsToTxn
+    26: (0, 3),  # EndTxn (v5: KIP-890 epoch bump per transaction, not used)
+    28: (0, 3),  # TxnOffsetCommit
     32: (1, 4),  # DescribeConfigs
     33: (0, 2),  # AlterConfigs
     37: (0, 3),  # CreatePartitions

@@ -16,6 +16,7 @@ from typing import Any
 import pyarrow as pa
 
 from . import _protocol as proto
+from . import _records
 from ._cluster import Cluster
 from ._config import CONSUMER, parse_config
 from ._sync import _LoopThread
@@ -42,8 +43,14 @@ def _client(config: dict[str, Any]) -> tuple[_LoopThread, Cluster]:
         return entry
 
 
-async def _fetch(cluster: Cluster, tp: TopicPartition, offset: int, max_bytes: int, max_wait_ms: int) -> tuple[bytes, int, int]:
-    """One Fetch for one partition: (records bytes, error code, high watermark)."""
+async def _fetch(cluster: Cluster, tp: TopicPartition, offset: int, max_bytes: int, max_wait_ms: int) -> tuple[bytes, int, int, list[tuple[int, int]] | None]:
+    """One Fetch for one partition: (records bytes, error code, high watermark, aborted
+    transactions or None under read_uncommitted).
+
+    With ``isolation.level=read_committed`` (the cluster's config) the broker answers up to the
+    last stable offset, and the records bytes come back without control batches and aborted
+    transactions' batches (``_records.committed_batches``); the high watermark is then the LSO."""
+    read_committed = cluster.config.get("isolation.level") == "read_committed"
     if cluster.leader_for(tp) < 0:
         await cluster.wait_for_topics([tp.topic], 10.0)
     conn = await cluster.connection(cluster.leader_for(tp))
@@ -54,7 +61,7 @@ async def _fetch(cluster: Cluster, tp: TopicPartition, offset: int, max_bytes: i
         max_wait=max_wait_ms,
         min_bytes=1,
         max_bytes=max_bytes,
-        isolation_level=0,
+        isolation_level=1 if read_committed else 0,
         session_id=0,
         session_epoch=-1,
         topics=[proto.nested(mod, "FetchTopic", topic=tp.topic, partitions=[
@@ -66,8 +73,12 @@ async def _fetch(cluster: Cluster, tp: TopicPartition, offset: int, max_bytes: i
     resp = await conn.request(req, timeout=30 + max_wait_ms / 1000)
     for t in resp.responses:
         for p in t.partitions:
-            return (p.records or b"", int(p.error_code), int(p.high_watermark))
-    return b"", 0, -1
+            if read_committed:
+                aborted = [(int(a.producer_id), int(a.first_offset)) for a in (p.aborted_transactions or ())]
+                lso = int(getattr(p, "last_stable_offset", -1))
+                return (p.records or b"", int(p.error_code), lso if lso >= 0 else int(p.high_watermark), aborted)
+            return (p.records or b"", int(p.error_code), int(p.high_watermark), None)
+    return b"", 0, -1, None
 
 
 async def _pump(cluster: Cluster, tp: TopicPartition, start: int, end: int, out: queue.Queue[Any],
@@ -77,7 +88,7 @@ async def _pump(cluster: Cluster, tp: TopicPartition, start: int, end: int, out:
     try:
         while offset < end and not stop.is_set():
             try:
-                data, err, _hw = await _fetch(cluster, tp, offset, max_bytes, 500)
+                data, err, _hw, aborted = await _fetch(cluster, tp, offset, max_bytes, 500)
             except (KafkaConnectionError, KafkaTimeoutError):
                 retries += 1
                 if retries > 10:
@@ -101,7 +112,7 @@ async def _pump(cluster: Cluster, tp: TopicPartition, start: int, end: int, out:
                     max_bytes *= 2  # a single batch larger than the fetch size
                 continue  # nothing new yet: the broker long-polls (max_wait)
             await room.acquire()
-            out.put((data, offset))
+            out.put((data if aborted is None else _records.committed_batches(data, aborted), offset))
             offset = nxt
     except BaseException as exc:  # hand every failure to the reader
         out.put(exc)
@@ -123,7 +134,11 @@ def read_range_arrow(
     """Yield Arrow record batches (``columnar.SCHEMA``) holding the records of
     ``topic``/``partition`` with start_offset <= offset < end_offset, in offset order, each at
     most ``max_rows_per_batch`` rows. Blocks until ``end_offset`` is reached (offsets of
-    control records and compacted-away records simply do not appear)."""
+    control records and compacted-away records simply do not appear).
+
+    ``config["isolation.level"] = "read_committed"``: only committed records (transactional
+    batches of aborted transactions are skipped; reads go up to the last stable offset, so an
+    ``end_offset`` past it waits until the transactions before it complete)."""
     if end_offset <= start_offset:
         return
     lt, cluster = _client(config)

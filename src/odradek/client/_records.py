@@ -30,6 +30,7 @@ from .types import ConsumerRecord
 __all__ = [
     "BATCH_HEADER_SIZE",
     "CODECS",
+    "committed_batches",
     "compress",
     "decode_records",
     "decompress",
@@ -63,8 +64,10 @@ def finish_batch(
     producer_epoch: int = -1,
     base_sequence: int = -1,
     base_offset: int = 0,
+    transactional: bool = False,
 ) -> bytes:
-    """Wrap encoded records into a v2 batch (compressing them with ``codec``), CRC included."""
+    """Wrap encoded records into a v2 batch (compressing them with ``codec``), CRC included;
+    ``transactional`` sets the batch's transactional attribute bit (0x10)."""
     return _codec.finish_batch(
         records_bytes,
         count,
@@ -76,6 +79,7 @@ def finish_batch(
         producer_epoch=producer_epoch,
         base_sequence=base_sequence,
         base_offset=base_offset,
+        attributes=0x10 if transactional else 0,
     )
 
 
@@ -152,6 +156,34 @@ class AbortedFilter:
             self.active.discard(producer_id)
             return True
         return transactional and producer_id in self.active
+
+
+def committed_batches(data: bytes | memoryview, aborted: Iterable[tuple[int, int]] | None) -> bytes | memoryview:
+    """read_committed: ``data`` (whole and partial record batches of one partition, as a Fetch
+    answers) without control batches and without the batches of aborted transactions.
+
+    ``aborted``: the Fetch response's aborted transactions, (producer_id, first_offset). When
+    nothing is dropped, ``data`` itself is returned (no copy); otherwise the kept batches are
+    concatenated, followed by any trailing partial batch."""
+    filt = AbortedFilter(aborted)
+    keep: list[tuple[int, int]] = []
+    dropped = False
+    last_end = 0
+    for pos, h in iter_batch_headers(data):
+        end = pos + h[1] + 12
+        last_end = end
+        attrs = h[5]
+        if filt.skip(h[0], h[9], bool(attrs & 0x10), bool(attrs & 0x20)):
+            dropped = True
+            continue
+        if keep and keep[-1][1] == pos:
+            keep[-1] = (keep[-1][0], end)
+        else:
+            keep.append((pos, end))
+    if not dropped:
+        return data
+    mv = memoryview(data)
+    return b"".join(bytes(mv[a:b]) for a, b in keep) + bytes(mv[last_end:])
 
 
 def decode_records(

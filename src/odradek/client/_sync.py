@@ -15,6 +15,7 @@ from collections.abc import Callable, Coroutine, Iterable, Iterator
 from typing import Any, TypeVar
 
 from ._bulk import BulkFuture, Segment
+from .aio._txn import ConsumerGroupMetadata
 from .aio.admin import AsyncAdmin, ConfigEntry, GroupDescription, NewTopic
 from .aio.consumer import AsyncConsumer, ConsumerRebalanceListener
 from .aio.producer import AsyncProducer
@@ -139,6 +140,27 @@ class Producer:
     def flush(self, timeout: float | None = None) -> None:
         self._lt.run(self._aio.flush(timeout))
 
+    # transactions (``transactional.id``): Java's / confluent-kafka's names and semantics
+    def init_transactions(self, timeout: float | None = None) -> None:
+        """Fence older instances of this ``transactional.id`` and abort their open
+        transaction (see ``AsyncProducer.init_transactions``)."""
+        self._lt.run(self._aio.init_transactions(timeout))
+
+    def begin_transaction(self) -> None:
+        self._lt.call(self._aio.begin_transaction)
+
+    def send_offsets_to_transaction(self, offsets: Any, group_metadata: Any, timeout: float | None = None) -> None:
+        """Consumer offsets committed with the transaction (AddOffsetsToTxn + TxnOffsetCommit)."""
+        self._lt.run(self._aio.send_offsets_to_transaction(offsets, group_metadata, timeout))
+
+    def commit_transaction(self, timeout: float | None = None) -> None:
+        """Flush, then commit (EndTxn). TransactionAbortableError: abort and retry the
+        transaction; ProducerFencedError: fatal; KafkaTimeoutError: call again."""
+        self._lt.run(self._aio.commit_transaction(timeout))
+
+    def abort_transaction(self, timeout: float | None = None) -> None:
+        self._lt.run(self._aio.abort_transaction(timeout))
+
     def partitions_for(self, topic: str) -> list[int]:
         if self._aio.partitions_for(topic) is None:
             self._lt.run(self._aio._ensure_topic(topic))
@@ -250,6 +272,9 @@ class Consumer:
 
     def commit(self, offsets: dict[TopicPartition, OffsetAndMetadata | int] | None = None) -> None:
         self._lt.run(self._aio.commit(offsets))
+
+    def consumer_group_metadata(self) -> ConsumerGroupMetadata:
+        return self._lt.call(self._aio.consumer_group_metadata)
 
     def commit_async(self, offsets: dict[TopicPartition, OffsetAndMetadata | int] | None = None, callback: Any = None) -> None:
         self._lt.call(self._aio.commit_async, offsets, callback)

@@ -16,7 +16,10 @@ __all__ = [
     "KafkaError",
     "KafkaTimeoutError",
     "ProducerClosedError",
+    "ProducerFencedError",
     "RebalanceInProgressError",
+    "TransactionAbortableError",
+    "TransactionStateError",
     "UnsupportedVersionError",
     "raise_for_code",
 ]
@@ -75,6 +78,40 @@ class UnsupportedVersionError(KafkaError):
 
 class ProducerClosedError(KafkaError):
     def __init__(self, message: str = "producer is closed") -> None:
+        super().__init__(message, -1, retriable=False)
+
+
+class ProducerFencedError(KafkaError):
+    """Fatal: another producer instance initialised the same ``transactional.id`` (or the
+    coordinator aborted this one's transaction on its timeout and bumped the epoch). The
+    producer can do nothing more: close it."""
+
+    fatal = True
+    txn_requires_abort = False
+
+    def __init__(self, message: str, code: int = int(ErrorCode.producer_fenced)) -> None:
+        super().__init__(message, code, retriable=False)
+
+
+class TransactionAbortableError(KafkaError):
+    """The current transaction failed (a send or a transactional request failed): call
+    ``abort_transaction()``, then begin a new transaction. ``__cause__`` holds the failure."""
+
+    fatal = False
+    txn_requires_abort = True
+
+    def __init__(self, message: str, code: int = -1) -> None:
+        super().__init__(message, code, retriable=False)
+
+
+class TransactionStateError(KafkaError):
+    """A transactional call made in the wrong state (e.g. ``send`` before
+    ``begin_transaction()``, ``commit_transaction()`` with no transaction): a usage error."""
+
+    fatal = False
+    txn_requires_abort = False
+
+    def __init__(self, message: str) -> None:
         super().__init__(message, -1, retriable=False)
 
 

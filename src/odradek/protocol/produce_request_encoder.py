@@ -10,7 +10,7 @@ Frame (big-endian; "flexible" = v9+: compact strings/arrays/bytes with uvarint l
 an empty tagged-field section after every struct)::
 
     size int32 · request header v1 (v2 when flexible, see odradek.protocol.headers) ·
-    transactional_id nullable string (always null here) · acks int16 · timeout_ms int32 ·
+    transactional_id nullable string (null unless transactional) · acks int16 · timeout_ms int32 ·
     topic_data [name string ·
                 partition_data [index int32 · records bytes]]
 
@@ -42,16 +42,23 @@ def encode_produce_request(
     acks: int,
     timeout_ms: int,
     topic_data: dict[str, list[tuple[int, bytes | memoryview]]],
+    transactional_id: str | None = None,
 ) -> list[bytes | memoryview]:
     """Produce request ``version`` as a list of buffers whose first 4 bytes are the size
     prefix; each partition's records (``topic_data``: topic -> [(partition, batches)]) is
-    one element of the list, not copied. ValueError for a version outside v3..v9."""
+    one element of the list, not copied. ``transactional_id``: set by a transactional
+    producer (the broker verifies its batches with the transaction coordinator). ValueError
+    for a version outside v3..v9."""
     if version not in PRODUCE_ENCODER_VERSIONS:
         raise ValueError(f"Produce v{version} is not written by this encoder (v3..v9)")
     flexible = version >= 9
     parts: list[bytes | memoryview] = []
     cur = bytearray(encode_request_header(PRODUCE_API_KEY, version, correlation_id, client_id))
-    cur += b"\x00" if flexible else b"\xff\xff"  # transactional_id: null
+    if transactional_id is None:
+        cur += b"\x00" if flexible else b"\xff\xff"  # transactional_id: null
+    else:
+        tid = transactional_id.encode()
+        cur += uvarint(len(tid) + 1) + tid if flexible else _I16.pack(len(tid)) + tid
     cur += _ACKS_TIMEOUT.pack(acks, timeout_ms)
     cur += uvarint(len(topic_data) + 1) if flexible else _I32.pack(len(topic_data))
     for topic, partitions in topic_data.items():

@@ -139,15 +139,30 @@ def subscribed_partitions(
 def list_offsets(
     config: Mapping[str, str], queries: Mapping[TopicPartition, OffsetQuery]
 ) -> dict[TopicPartition, int]:
-    """ListOffsets for each query; -1 where a timestamp query found no record."""
+    """ListOffsets for each query; -1 where a timestamp query found no record.
+
+    With ``isolation.level=read_committed`` in ``config``, "latest" is the last stable offset
+    (the end of what a read_committed reader may read)."""
     if not queries:
         return {}
-    answers = admin(config).list_offsets(dict(queries))
+    read_committed = config.get("isolation.level") == "read_committed"
+    answers = admin(config).list_offsets(dict(queries), read_committed=read_committed)
     out: dict[TopicPartition, int] = {}
     for tp, ans in answers.items():
         off = ans[0] if isinstance(ans, tuple | list) else getattr(ans, "offset", ans)
         out[(str(tp[0]), int(tp[1]))] = -1 if off is None else int(off)
     return out
+
+
+def commit_group_offsets(
+    config: Mapping[str, str], group: str, offsets: Mapping[TopicPartition, int]
+) -> None:
+    """Commit ``offsets`` (next offset to read per partition) to consumer group ``group``
+    (OffsetCommit as an admin: no member, generation -1), so lag tools see the query."""
+    if not offsets:
+        return
+    tps = client_module().TopicPartition
+    admin(config).alter_group_offsets(group, {tps(t, p): o for (t, p), o in offsets.items()})
 
 
 def is_offset_out_of_range(exc: BaseException) -> bool:

@@ -100,11 +100,18 @@ class SourceOptions:
     min_offsets_per_trigger: int | None = None
     max_trigger_delay_ms: int = 15 * 60 * 1000
     max_rows_per_batch: int = 100_000
+    commit_offsets_to_group: str | None = None
+    """``commitOffsetsToGroup``: consumer group the streaming source commits its progress to."""
 
     @property
     def config(self) -> dict[str, str]:
         """The client configuration (Java client keys)."""
         return dict(self.client_config)
+
+    @property
+    def read_committed(self) -> bool:
+        """``kafka.isolation.level`` (default read_committed): read only committed records."""
+        return self.config.get("isolation.level") == "read_committed"
 
     def matches(self, topic: str) -> bool:
         """Whether a topic is part of the subscription (subscribe / subscribePattern)."""
@@ -159,6 +166,7 @@ _KNOWN_SOURCE_OPTIONS = {
     "minoffsetspertrigger",
     "maxtriggerdelay",
     "maxrowsperbatch",
+    "commitoffsetstogroup",
 } | _IGNORED_SOURCE_OPTIONS
 
 # Kafka consumer/producer settings the Kafka source refuses, with the reason it gives.
@@ -363,6 +371,20 @@ def parse_source_options(options: Mapping[str, str], *, streaming: bool | None) 
         if not key.startswith("kafka.") and key not in _KNOWN_SOURCE_OPTIONS:
             raise OptionError(f"option '{key}' is not a known option of the odradek source")
     config = _client_config(opts, _UNSUPPORTED_CONSUMER_KEYS)
+    isolation = dict(config).get("isolation.level", "read_committed").strip().lower()
+    if isolation not in ("read_committed", "read_uncommitted"):
+        raise OptionError(
+            "option 'kafka.isolation.level' must be read_committed (the default) or "
+            f"read_uncommitted, got {isolation!r}"
+        )
+    config = tuple(sorted({**dict(config), "isolation.level": isolation}.items()))
+    group = opts.get("commitoffsetstogroup")
+    if group is not None:
+        group = group.strip()
+        if not group:
+            raise OptionError("option 'commitOffsetsToGroup' must not be empty")
+        if streaming is False:
+            raise OptionError("option 'commitOffsetsToGroup' is only applicable to streaming queries")
 
     chosen = [k for k in ("subscribe", "subscribepattern", "assign") if k in opts]
     if len(chosen) != 1:
@@ -474,6 +496,7 @@ def parse_source_options(options: Mapping[str, str], *, streaming: bool | None) 
             if "maxrowsperbatch" in opts
             else 100_000
         ),
+        commit_offsets_to_group=group,
     )
 
 

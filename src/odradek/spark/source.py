@@ -335,7 +335,17 @@ class OdradekStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         yield from read_range(self.opts, topic, part, start, end)
 
     def commit(self, end: dict) -> None:
-        """Nothing to do: Spark's checkpoint holds the offsets (as with Kafka's source)."""
+        """Spark's checkpoint holds the offsets (as with Kafka's source); with
+        ``commitOffsetsToGroup`` they are also committed to that consumer group, for lag
+        tools only (the query never reads them back). A failed commit is logged, not raised:
+        it must not fail the query."""
+        group = self.opts.commit_offsets_to_group
+        if group is None:
+            return
+        try:
+            _client.commit_group_offsets(self.opts.config, group, offsets_from_json(end))
+        except Exception as exc:
+            log.warning("odradek source: committing offsets to group %r failed: %s", group, exc)
 
     def __getstate__(self) -> dict[str, Any]:
         return {"opts": self.opts, "_target": self._target, "_last_trigger_ms": None}

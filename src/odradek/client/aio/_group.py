@@ -271,11 +271,11 @@ class GroupMembership:
                 raise
             except (KafkaConnectionError, KafkaTimeoutError) as exc:
                 log.debug("group %s: %s", self.group_id, exc)
-                self.cluster.coordinators.pop(self.group_id, None)
+                self.cluster.coordinators.pop((0, self.group_id), None)
                 await asyncio.sleep(backoff)
             except KafkaError as exc:
                 if exc.code in (14, 15, 16):
-                    self.cluster.coordinators.pop(self.group_id, None)
+                    self.cluster.coordinators.pop((0, self.group_id), None)
                 elif not exc.retriable:
                     self._error = exc
                 log.debug("group %s: %s", self.group_id, exc)

@@ -31,6 +31,7 @@ from ..errors import KafkaConnectionError, KafkaError, KafkaTimeoutError
 from ..types import ConsumerRecord, OffsetAndMetadata, OffsetAndTimestamp, TopicPartition
 from ._group import GroupMembership
 from ._offsets import commit_group_offsets, fetch_group_offsets, list_offsets
+from ._txn import ConsumerGroupMetadata
 
 try:
     from .. import _speedups  # type: ignore[attr-defined, unused-ignore]
@@ -109,6 +110,7 @@ class AsyncConsumer:
         self._tasks: set[asyncio.Task[Any]] = set()
         self._ready_records: list[ConsumerRecord] = []
         self._ready_index = 0
+        self._ready_next = 0  # next offset after the batches the ready records came from
         self._ready_tp: TopicPartition | None = None
         self._group: Any = None
         self._auto_commit_task: asyncio.Task[None] | None = None
@@ -303,11 +305,13 @@ class AsyncConsumer:
                     raise KafkaError(f"no committed offset for {tp} and auto.offset.reset=none", 1)
                 strategy = EARLIEST if strategy_name == "earliest" else LATEST
             by_strategy.setdefault(strategy, []).append(tp)
+        epochs = {tp: self._states[tp].epoch for tp in need}
         for strategy, group in by_strategy.items():
             offsets = await self._list_offsets(dict.fromkeys(group, strategy))
             for tp, (offset, _ts) in offsets.items():
                 st = self._states.get(tp)
-                if st is not None and st.position is None:
+                # a seek while ListOffsets was in flight wins (its epoch moved on)
+                if st is not None and st.position is None and st.epoch == epochs.get(tp):
                     st.position = st.fetch_position = offset
                     st.reset = None
 
@@ -362,6 +366,15 @@ class AsyncConsumer:
         if self._group is not None:
             generation, member = self._group.generation_id, self._group.member_id
         await commit_group_offsets(self._cluster, self._group_id, offsets_md, generation, member, self.config["group.instance.id"])
+
+    def consumer_group_metadata(self) -> ConsumerGroupMetadata:
+        """The group, generation and member id, for a transactional producer's
+        ``send_offsets_to_transaction`` (KIP-447: a zombie from an older generation is fenced)."""
+        if self._group_id is None:
+            raise KafkaError("consumer_group_metadata() needs a consumer with a group.id")
+        if self._group is not None:
+            return ConsumerGroupMetadata(self._group_id, self._group.generation_id, self._group.member_id, self.config["group.instance.id"])
+        return ConsumerGroupMetadata(self._group_id, -1, "", self.config["group.instance.id"])
 
     def commit_async(
         self,
@@ -552,6 +565,8 @@ class AsyncConsumer:
                     out.extend(ready[i:j])
                 self._ready_index = j
                 st.position = out[-1].offset + 1
+                if j == len(ready) and self._ready_next > st.position:
+                    st.position = self._ready_next  # past trailing control / aborted batches
                 continue
             found = False
             for tp, st in self._states.items():
@@ -571,6 +586,7 @@ class AsyncConsumer:
                 self._ready_records = records
                 self._ready_index = 0
                 self._ready_tp = tp
+                self._ready_next = nxt
                 found = True
                 break
             if not found:

@@ -22,6 +22,14 @@ queued batches are re-sequenced, except those an earlier attempt of which may ha
 written (the request got no answer): they fail with an error saying so (re-sending could write
 them twice).
 
+Transactions (``transactional.id``; the state machine and requests in ``_txn``): no producer
+id at start — ``init_transactions()`` gets it from the transaction coordinator; ``send`` only
+inside ``begin_transaction()``; the sender holds back a partition's batches until
+AddPartitionsToTxn added it to the transaction, and marks batches transactional. A batch that
+fails makes the transaction abortable; sequence trouble (which the idempotent producer repairs
+with an epoch bump) also does, and the bump happens after ``abort_transaction()`` (a new
+InitProducerId); PRODUCER_FENCED / INVALID_PRODUCER_EPOCH is fatal.
+
 ``delivery.timeout.ms`` bounds every batch: a queued one expires at its deadline, a request
 never waits past the earliest deadline of its batches. ``flush()``/``close()`` without a
 timeout return within delivery.timeout.ms + request.timeout.ms and fail what is left.
@@ -46,8 +54,16 @@ from .._cluster import Cluster
 from .._config import PRODUCER, parse_config
 from .._futures import BatchResult, RecordFuture
 from .._signal import Signal
-from ..errors import KafkaConnectionError, KafkaError, KafkaTimeoutError, ProducerClosedError
-from ..types import RecordMetadata, TopicPartition
+from ..errors import (
+    KafkaConnectionError,
+    KafkaError,
+    KafkaTimeoutError,
+    ProducerClosedError,
+    ProducerFencedError,
+    TransactionAbortableError,
+)
+from ..types import OffsetAndMetadata, RecordMetadata, TopicPartition
+from ._txn import ConsumerGroupMetadata, TransactionManager, TxnRequests, TxnState, error_for
 
 try:  # compiled twin of the batch encoder
     from .. import _speedups  # type: ignore[attr-defined, unused-ignore]
@@ -67,6 +83,8 @@ _DUPLICATE_SEQUENCE = 46
 _INVALID_PRODUCER_EPOCH = 47
 _UNKNOWN_PRODUCER_ID = 59
 _PRODUCER_STATE_ERRORS = {_OUT_OF_ORDER, _INVALID_PRODUCER_EPOCH, _UNKNOWN_PRODUCER_ID}
+_PRODUCER_FENCED = 90
+_TXN_FATAL = {_INVALID_PRODUCER_EPOCH, _PRODUCER_FENCED, 53}  # 53: TRANSACTIONAL_ID_AUTHORIZATION_FAILED
 _SEQ_MAX = 0x7FFFFFFF
 
 
@@ -191,6 +209,10 @@ class AsyncProducer:
         self._tasks: set[asyncio.Task[Any]] = set()
         self._metadata_needed = False
         self._refreshing = False
+        tid = c["transactional.id"]
+        self._txn = None if tid is None else TransactionManager(tid, c["transaction.timeout.ms"])
+        self._txn_requests = None if tid is None else TxnRequests(self._cluster, tid, c["retry.backoff.ms"] / 1000)
+        self._adding = False  # an AddPartitionsToTxn is in flight
 
     # -- lifecycle --------------------------------------------------------------------------
     async def start(self) -> None:
@@ -199,7 +221,7 @@ class AsyncProducer:
         self._loop = asyncio.get_running_loop()
         self._wakeup = Signal()
         await self._cluster.refresh([])
-        if self._idempotent:
+        if self._idempotent and self._txn is None:
             await self._init_producer_id()
         self._sender = asyncio.ensure_future(self._run())
         self._started = True
@@ -218,6 +240,8 @@ class AsyncProducer:
         if self._closed:
             return
         try:
+            if self._txn is not None and self._txn.state not in (TxnState.IN_TRANSACTION, TxnState.COMMITTING_TRANSACTION):
+                self._fail_queued(ProducerClosedError("producer closed: the transaction of this record cannot complete"))
             if self._started:
                 await self.flush(timeout)
         except (TimeoutError, KafkaError) as exc:
@@ -309,6 +333,8 @@ class AsyncProducer:
         """Append one record. Returns None when the buffer is full and ``block`` is False."""
         if self._closed:
             raise ProducerClosedError()
+        if self._txn is not None:
+            self._txn.check_send()
         # fast paths for the common types; _to_bytes handles the rest
         kb = None if key is None else key if type(key) is bytes and self._key_serializer is None else _to_bytes(key, self._key_serializer)
         vb = value if type(value) is bytes and self._value_serializer is None else _to_bytes(value, self._value_serializer)
@@ -563,6 +589,8 @@ class AsyncProducer:
         ``_append`` row by row. None when the buffer is full and ``block`` is False."""
         if self._closed:
             raise ProducerClosedError()
+        if self._txn is not None:
+            self._txn.check_send()
         tps = self._tps.get(topic)
         if tps is None or len(tps) < num_partitions:
             tps = self._tps[topic] = [TopicPartition(topic, p) for p in range(num_partitions)]
@@ -805,6 +833,7 @@ class AsyncProducer:
         parts = self._parts
         max_in_flight = self._max_in_flight
         idempotent = self._idempotent
+        txn = self._txn
         with acc.lock:
             for tp, q in acc.queues.items():
                 if not q:
@@ -814,6 +843,9 @@ class AsyncProducer:
                     expired.append(q.popleft())
                     continue
                 wait = batch.deadline - now
+                if txn is not None and not txn.may_drain(tp):
+                    next_delay = wait if next_delay is None or wait < next_delay else next_delay
+                    continue
                 st = parts.get(tp)
                 in_flight = 0 if st is None else st.in_flight
                 if resetting or (
@@ -847,6 +879,9 @@ class AsyncProducer:
                     next_delay = wait if next_delay is None or wait < next_delay else next_delay
                     continue
                 per_node.setdefault(leader, []).append(batch)
+        if txn is not None and txn.pending and not self._adding:
+            self._adding = True
+            self._spawn(self._add_partitions_to_txn())
         for b in expired:
             self._fail_batch(b, KafkaTimeoutError(
                 f"record expired: not delivered to {b.tp.topic}-{b.tp.partition} within delivery.timeout.ms "
@@ -891,7 +926,8 @@ class AsyncProducer:
             version = conn.version(0)
             corr = conn.next_correlation_id()
             frame = proto.encode_produce_request(
-                version, corr, conn.client_id, self._acks, self.config["request.timeout.ms"], topic_data
+                version, corr, conn.client_id, self._acks, self.config["request.timeout.ms"], topic_data,
+                None if self._txn is None else self._txn.transactional_id,
             )
             fut = conn.send_frame(0, version, frame, corr, expect_response=self._acks != 0)
         except KafkaConnectionError:  # not written: back to the queues as they were
@@ -937,7 +973,8 @@ class AsyncProducer:
         else:
             data, count, max_ts = _records.encode_records(recs, base_ts)
         b.encoded = _records.finish_batch(
-            data, count, base_ts, max_ts, codec=self._codec, producer_id=pid, producer_epoch=epoch, base_sequence=seq
+            data, count, base_ts, max_ts, codec=self._codec, producer_id=pid, producer_epoch=epoch, base_sequence=seq,
+            transactional=self._txn is not None,
         )
 
     async def _await_response(
@@ -971,6 +1008,9 @@ class AsyncProducer:
                         self._complete(b, -1, -1, None)  # already written by an earlier attempt
                     else:
                         self._complete(b, int(p.base_offset), _ms(getattr(p, "log_append_time", None)), None)
+                elif self._txn is not None and err in _TXN_FATAL:
+                    fenced = self._txn.fail_fatal(error_for(err, f"produce to {b.tp.topic}-{b.tp.partition}", self._txn.transactional_id))
+                    self._fail_batch(b, fenced)
                 elif self._idempotent and err in _PRODUCER_STATE_ERRORS:
                     if self._producer_state_error(b, err):
                         requeue.append(b)
@@ -1030,7 +1070,12 @@ class AsyncProducer:
 
     def _request_reset(self, level: int, reason: str) -> None:
         """Ask for an epoch bump (1) or a new producer id (2): done by the sender once no request
-        is in flight; until then nothing is drained."""
+        is in flight; until then nothing is drained. A transactional producer cannot bump its
+        epoch in the middle of a transaction: the transaction becomes abortable, and
+        ``abort_transaction()`` gets a new epoch."""
+        if self._txn is not None:
+            self._txn.fail_abortable(TransactionAbortableError(f"the transaction cannot complete: {reason}"), bump_epoch=True)
+            return
         if level > self._reset_pending:
             self._reset_pending = level
         if self._reset_reason:
@@ -1115,6 +1160,9 @@ class AsyncProducer:
             return
         if self._idempotent and b.base_sequence >= 0 and b.epoch == self._producer_epoch:
             self._request_reset(1, f"a batch to {b.tp.topic}-{b.tp.partition} failed ({exc})")
+        if self._txn is not None:
+            self._txn.fail_abortable(TransactionAbortableError(
+                f"the transaction cannot be committed: a batch to {b.tp.topic}-{b.tp.partition} failed ({exc})"))
         self._complete(b, -1, -1, exc)
 
     def _complete(self, b: _Batch, base_offset: int, log_append_time: int, exc: BaseException | None) -> None:
@@ -1139,3 +1187,182 @@ class AsyncProducer:
                 n += 1
                 self._complete(b, -1, -1, exc)
         return n
+
+    # -- transactions (see _txn) ----------------------------------------------------------------
+    def _txn_manager(self) -> TransactionManager:
+        if self._txn is None:
+            raise KafkaError("this producer has no transactional.id: transactions are not available")
+        return self._txn
+
+    def _txn_deadline(self, timeout: float | None) -> float:
+        return time.monotonic() + (self._max_block if timeout is None else timeout)
+
+    def _fatal(self, exc: KafkaError) -> KafkaError:
+        """Record a fatal transactional error; queued batches fail with it (they can never be sent)."""
+        err = self._txn_manager().fail_fatal(exc)
+        self._fail_queued(err)
+        return err
+
+    def _fail_queued(self, exc: BaseException) -> int:
+        """Fail every batch still in a queue (not in flight)."""
+        with self._acc.lock:
+            batches = [b for q in self._acc.queues.values() for b in q]
+            for q in self._acc.queues.values():
+                q.clear()
+        for b in batches:
+            self._fail_batch(b, exc)
+        return len(batches)
+
+    async def _add_partitions_to_txn(self) -> None:
+        """AddPartitionsToTxn for the partitions the sender is holding batches back for."""
+        txn = self._txn_manager()
+        assert self._txn_requests is not None
+        try:
+            while txn.pending and txn.state in (TxnState.IN_TRANSACTION, TxnState.COMMITTING_TRANSACTION):
+                tps = set(txn.pending)
+                try:
+                    await self._txn_requests.add_partitions(
+                        self._producer_id, self._producer_epoch, tps, time.monotonic() + self._request_timeout)
+                except ProducerFencedError as exc:
+                    self._fatal(exc)
+                    return
+                except KafkaTimeoutError:
+                    continue  # retried while the transaction is open: batches expire by their own deadline
+                except KafkaError as exc:
+                    txn.fail_abortable(TransactionAbortableError(f"AddPartitionsToTxn failed: {exc}", exc.code))
+                    return
+                txn.partitions_added(tps)
+        finally:
+            self._adding = False
+            self._wake_threadsafe()
+
+    async def init_transactions(self, timeout: float | None = None) -> None:
+        """Register ``transactional.id`` with its transaction coordinator (InitProducerId): fences
+        every older producer instance with the same id and completes (aborts) its open transaction.
+        Call once, before the first ``begin_transaction()``; on KafkaTimeoutError it may be called again."""
+        txn = self._txn_manager()
+        assert self._txn_requests is not None
+        if not self._started:
+            await self.start()
+        txn.transition(TxnState.INITIALIZING)
+        try:
+            pid, epoch = await self._txn_requests.init_producer_id(txn.timeout_ms, self._txn_deadline(timeout))
+        except KafkaTimeoutError:
+            raise
+        except KafkaError as exc:
+            raise self._fatal(exc) from None
+        self._producer_id, self._producer_epoch = pid, epoch
+        self._parts.clear()  # sequences start at 0 under the new epoch
+        txn.epoch_bump_needed = False
+        txn.transition(TxnState.READY)
+
+    def begin_transaction(self) -> None:
+        """Start a transaction (local: the coordinator hears of it with the first partition)."""
+        self._txn_manager().transition(TxnState.IN_TRANSACTION)
+
+    async def send_offsets_to_transaction(
+        self, offsets: Any, group_metadata: ConsumerGroupMetadata | str | Any, timeout: float | None = None
+    ) -> None:
+        """Commit consumer offsets as part of the transaction (AddOffsetsToTxn, then
+        TxnOffsetCommit to the group's coordinator): they become the group's committed offsets
+        only if the transaction commits. ``offsets``: {TopicPartition: next offset to read (int
+        or OffsetAndMetadata)} or a list of objects with ``topic``, ``partition``, ``offset``
+        (confluent-kafka's TopicPartition); ``group_metadata``: ``consumer.consumer_group_metadata()``
+        or a group id."""
+        txn = self._txn_manager()
+        assert self._txn_requests is not None
+        txn.check_send()
+        group = _group_metadata(group_metadata)
+        md = _offsets_map(offsets)
+        deadline = self._txn_deadline(timeout)
+        try:
+            await self._txn_requests.add_offsets(self._producer_id, self._producer_epoch, group.group_id, deadline)
+            txn.offsets_added = True
+            await self._txn_requests.txn_offset_commit(self._producer_id, self._producer_epoch, group, md, deadline)
+        except (ProducerFencedError, KafkaTimeoutError) as exc:
+            if isinstance(exc, ProducerFencedError):
+                raise self._fatal(exc) from None
+            raise
+        except KafkaError as exc:
+            err = TransactionAbortableError(f"send_offsets_to_transaction failed: {exc}", exc.code)
+            txn.fail_abortable(err)
+            raise err from exc
+
+    async def commit_transaction(self, timeout: float | None = None) -> None:
+        """Flush the transaction's records, then commit it (EndTxn). Raises
+        TransactionAbortableError if a record of it failed (then ``abort_transaction()``),
+        ProducerFencedError if fenced, KafkaTimeoutError if not done in time (call it again)."""
+        txn = self._txn_manager()
+        assert self._txn_requests is not None
+        txn.transition(TxnState.COMMITTING_TRANSACTION)
+        deadline = self._txn_deadline(timeout)
+        await self.flush(max(0.0, deadline - time.monotonic()))
+        if txn.state is not TxnState.COMMITTING_TRANSACTION:  # a batch failed meanwhile
+            txn.transition(TxnState.COMMITTING_TRANSACTION)  # raises the abortable / fatal error
+        if txn.anything_to_end:
+            try:
+                await self._txn_requests.end_txn(self._producer_id, self._producer_epoch, True, deadline)
+            except KafkaTimeoutError:
+                raise
+            except KafkaError as exc:
+                raise self._fatal(exc) from None
+        txn.transition(TxnState.READY)
+
+    async def abort_transaction(self, timeout: float | None = None) -> None:
+        """Abort the transaction: records not yet sent fail (TransactionAbortableError),
+        records sent are discarded by read_committed consumers (EndTxn abort)."""
+        txn = self._txn_manager()
+        assert self._txn_requests is not None
+        txn.transition(TxnState.ABORTING_TRANSACTION)
+        deadline = self._txn_deadline(timeout)
+        aborted = TransactionAbortableError("the transaction was aborted before this record was sent")
+        while True:  # fail what is queued; wait for what is in flight (it may be re-queued)
+            self._fail_queued(aborted)
+            with self._acc.lock:
+                busy = bool(self._acc.incomplete)
+            if not busy:
+                break
+            if time.monotonic() > deadline:
+                raise KafkaTimeoutError("abort_transaction timed out waiting for in-flight requests")
+            await asyncio.sleep(0.005)
+        if txn.anything_to_end:
+            try:
+                await self._txn_requests.end_txn(self._producer_id, self._producer_epoch, False, deadline)
+            except KafkaTimeoutError:
+                raise
+            except KafkaError as exc:
+                raise self._fatal(exc) from None
+        if txn.epoch_bump_needed:  # sequences broke during the transaction: a new epoch
+            try:
+                pid, epoch = await self._txn_requests.init_producer_id(txn.timeout_ms, deadline)
+            except KafkaTimeoutError:
+                raise
+            except KafkaError as exc:
+                raise self._fatal(exc) from None
+            self._producer_id, self._producer_epoch = pid, epoch
+            self._parts.clear()
+            txn.epoch_bump_needed = False
+        txn.transition(TxnState.READY)
+
+
+def _group_metadata(g: Any) -> ConsumerGroupMetadata:
+    if isinstance(g, ConsumerGroupMetadata):
+        return g
+    if isinstance(g, str):
+        return ConsumerGroupMetadata(g)
+    group_id = getattr(g, "group_id", None)
+    if not isinstance(group_id, str):
+        raise TypeError("group_metadata must be consumer.consumer_group_metadata() or a group id")
+    return ConsumerGroupMetadata(group_id, int(getattr(g, "generation_id", -1)), str(getattr(g, "member_id", "")),
+                                 getattr(g, "group_instance_id", None))
+
+
+def _offsets_map(offsets: Any) -> dict[TopicPartition, OffsetAndMetadata]:
+    out: dict[TopicPartition, OffsetAndMetadata] = {}
+    if isinstance(offsets, dict):
+        for tp, o in offsets.items():
+            out[TopicPartition(*tp)] = o if isinstance(o, OffsetAndMetadata) else OffsetAndMetadata(int(o))
+        return out
+    for item in offsets:
+        out[TopicPartition(item.topic, item.partition)] = OffsetAndMetadata(int(item.offset), getattr(item, "metadata", None) or "")
+    return out
