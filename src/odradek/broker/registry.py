@@ -18,7 +18,9 @@ from odradek.broker.api import (
 )
 from odradek.broker.apis import (
     alter_configs,
+    alter_partition,
     api_versions,
+    controlled_shutdown,
     create_partitions,
     create_topics,
     delete_groups,
@@ -42,6 +44,7 @@ from odradek.broker.apis import (
     offsets_for_leader_epoch,
     produce,
     sync_group,
+    update_metadata,
 )
 
 __all__ = [
@@ -81,6 +84,10 @@ API_SPECS: tuple[ApiSpec, ...] = (
     describe_groups.API,
     delete_groups.API,
     offset_delete.API,
+    # cluster on ZooKeeper: from the controller, and to the controller
+    update_metadata.API,
+    controlled_shutdown.API,
+    alter_partition.API,
 )
 
 

@@ -9,6 +9,7 @@ the metadata store, topic changes only through the topic admin.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from odradek.broker.config import BrokerConfig
 from odradek.broker.metadata_store import BrokerInfo, MetadataStore
@@ -18,6 +19,9 @@ from odradek.broker.replica_manager import ReplicaManager
 from odradek.broker.topic_admin import TopicAdmin
 from odradek.clock import Clock
 from odradek.coordinator import GroupCoordinator
+
+if TYPE_CHECKING:  # imports kazoo: only a broker in a cluster loads it
+    from odradek.broker.zk_cluster import ZkCluster
 
 __all__ = ["BrokerServices"]
 
@@ -34,6 +38,8 @@ class BrokerServices:
     group_coordinator: GroupCoordinator
     api_versions: tuple[tuple[int, int, int], ...]
     """(api key, min version, max version) of every API served, by key (ApiVersions)."""
+    cluster: ZkCluster | None = None
+    """This broker's part in a cluster on ZooKeeper (None alone, without zookeeper.connect)."""
 
     @property
     def node_id(self) -> int:
