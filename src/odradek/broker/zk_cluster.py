@@ -26,7 +26,6 @@ import asyncio
 import logging
 import struct
 import uuid
-from collections.abc import Callable
 from concurrent.futures import Future
 from typing import Any, TypeVar
 
@@ -202,26 +201,53 @@ class ZkCluster:
         # response header v1: correlation id, empty tagged fields
         return ib.decode_controlled_shutdown_response(data[5:], 3)
 
-    async def controlled_shutdown(self, sleep: Callable[[float], Any] = asyncio.sleep) -> bool:
-        """Ask the controller to move leadership away; whether it answered that none is left."""
+    async def controlled_shutdown(self) -> bool:
+        """Ask the controller to move leadership away; whether it answered that none is left.
+
+        A controller that cannot be reached is waited for (a new one may be elected meanwhile)
+        up to the backoff; partitions that no other live ISR member can take over end the
+        attempts at once (Kafka would retry them in vain)."""
+        store = self.store
         attempts = self.config.controlled_shutdown_max_retries + 1
-        backoff = self.config.controlled_shutdown_retry_backoff_ms / 1000
+        backoff_ms = self.config.controlled_shutdown_retry_backoff_ms
         for attempt in range(attempts):
+            last = attempt + 1 == attempts
+            controller_before = store.controller_id()
             try:
                 resp = await self._controlled_shutdown_once()
             except ControllerUnavailableError as exc:
                 log.warning("controlled shutdown: %s", exc)
-            else:
-                if resp.error_code == 0 and not resp.remaining_partitions:
-                    log.info("controlled shutdown of broker %d succeeded", self.node_id)
-                    return True
-                log.warning(
-                    "controlled shutdown: error %s, %d partitions still led here",
-                    resp.error_code,
-                    len(resp.remaining_partitions),
-                )
-            if attempt + 1 < attempts:
-                await sleep(backoff)
+                if not last:
+                    await store.wait_until(
+                        lambda before=controller_before: (
+                            store.controller_id() != before  # type: ignore[misc]
+                            or self.is_active_controller
+                        ),
+                        backoff_ms,
+                    )
+                continue
+            if resp.error_code == 0 and not resp.remaining_partitions:
+                log.info("controlled shutdown of broker %d succeeded", self.node_id)
+                return True
+            log.warning(
+                "controlled shutdown: error %s, %d partitions still led here",
+                resp.error_code,
+                len(resp.remaining_partitions),
+            )
+            if resp.error_code == 0 and not self._can_move(resp.remaining_partitions):
+                log.warning("controlled shutdown: no other live in-sync replica; stopping anyway")
+                return False
+            if not last:
+                await asyncio.sleep(backoff_ms / 1000)
+        return False
+
+    def _can_move(self, partitions: tuple[tuple[str, int], ...]) -> bool:
+        """Whether some partition has another live ISR member that could lead it."""
+        live = {b.node_id for b in self.store.live_brokers()} - {self.node_id}
+        for topic, p in partitions:
+            state = self.store.partition(topic, p)
+            if state is not None and live & set(state.isr):
+                return True
         return False
 
 
