@@ -16,6 +16,7 @@ fault is reported.
 
 from __future__ import annotations
 
+import itertools
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -80,7 +81,7 @@ def check(acks: Sequence[Ack], log: Mapping[int, Sequence[tuple[int, bytes]]]) -
     for partition, present in by_partition.items():
         present.sort(key=lambda a: a.offset)
         where = position[partition]
-        for a, b in zip(present, present[1:], strict=False):
+        for a, b in itertools.pairwise(present):
             if where[a.value] > where[b.value]:
                 result.reordered.append((partition, a.value, b.value))
     return result
