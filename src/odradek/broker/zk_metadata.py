@@ -401,7 +401,7 @@ class ZkMetadataStore:
         if not assignment:
             raise InvalidPartitionsError("no partitions to add")
 
-        def write() -> int:
+        def write() -> zkc.TopicAssignment:
             for _ in range(5):
                 got = self.zk.get_topic_assignment(name)
                 if got is None:
@@ -420,15 +420,21 @@ class ZkMetadataStore:
                     continue
                 except NoNodeError:
                     raise UnknownTopicError(f"unknown topic {name!r}") from None
-                return len(merged)
+                return new
             raise MetadataError(f"topic {name!r} changed concurrently; try again")
 
-        total = await self._run(write)
-        await self.wait_until(lambda: self._has_partitions(name, total), self.admin_timeout_ms)
-        topic = self._topics.get(name)
-        if topic is None:
-            raise UnknownTopicError(f"unknown topic {name!r}")
-        return topic
+        written = await self._run(write)
+        total = len(written.partitions)
+        if await self.wait_until(lambda: self._has_partitions(name, total), self.admin_timeout_ms):
+            return self._topics[name]
+        known = self._topics.get(name)
+        return self._provisional(
+            name,
+            known.topic_id if known is not None else ZERO_UUID,
+            written.partitions,
+            known.configs if known is not None else {},
+            name in INTERNAL_TOPICS,
+        )
 
     async def alter_topic_configs(self, name: str, configs: Mapping[str, str]) -> TopicMetadata:
         topic = self._topics.get(name)
