@@ -203,11 +203,13 @@ def status(
         state = _state(dir_.resolve())
         if state is None:
             fail(f"no cluster state in {dir_.resolve()}; give --bootstrap-server")
+            return
         bootstrap_server = str(state["bootstrap_servers"])
     try:
         md = metadata(bootstrap_server)
     except ConnectionError as exc:
         fail(str(exc))
+        return
     for line in status_lines(md):
         typer.echo(line)
 
