@@ -1,14 +1,18 @@
 """Fixtures: ``zookeeper`` (module scope), one real Apache ZooKeeper from Debian's package.
 
 It listens on 127.0.0.1 on a free port with a tick of 200 ms, so sessions may be as short as
-400 ms. ``zk_connect`` is its connect string. A test that stops the server restarts it before
+400 ms. ``zk_connect`` is its connect string. ``cluster3``: three real broker processes on it
+(``Cluster``), each cluster under its own chroot. A test that stops the server restarts it before
 it returns. Tests are skipped when the ``zookeeper`` package or java is missing.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import contextlib
+import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -30,3 +34,113 @@ def zookeeper(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ZooKeeperSer
 @pytest.fixture
 def zk_connect(zookeeper: ZooKeeperServer) -> str:
     return zookeeper.connect_string
+
+
+# -- a cluster of real broker processes on the module's ZooKeeper ---------------------------------
+
+
+class Cluster:
+    """N ``odradek broker`` processes (broker.id 1..N) on ``zookeeper`` under their own chroot.
+
+    ``metadata()`` is a Metadata v12 answer from any live broker; ``wait_metadata(pred)`` asks
+    again (bounded) until ``pred(metadata)`` holds: the cluster announces nothing to its clients,
+    so asking is the event."""
+
+    def __init__(
+        self,
+        zookeeper: ZooKeeperServer,
+        tmp: Path,
+        n: int = 3,
+        settings: dict[str, object] | None = None,
+    ) -> None:
+        import uuid
+
+        from odradek.testing.process import BrokerProcess
+
+        self.zookeeper = zookeeper
+        self.chroot = f"/odradek-{uuid.uuid4().hex[:8]}"
+        self.brokers: dict[int, BrokerProcess] = {}
+        for i in range(1, n + 1):
+            self.brokers[i] = BrokerProcess(
+                {
+                    "broker.id": i,
+                    "zookeeper.connect": zookeeper.connect_string + self.chroot,
+                    "zookeeper.session.timeout.ms": 3000,
+                    "replica.lag.time.max.ms": 3000,
+                    "controlled.shutdown.retry.backoff.ms": 500,
+                    "default.replication.factor": min(3, n),
+                    "offsets.topic.replication.factor": min(3, n),
+                    "group.initial.rebalance.delay.ms": 0,
+                    **(settings or {}),
+                },
+                data_dir=tmp / f"broker-{i}",
+                start_timeout=60,
+                log_level="info",
+            )
+
+    def start(self) -> Cluster:
+        for b in self.brokers.values():
+            b.start()
+        self.wait_metadata(lambda md: len(md.brokers) == len(self.brokers) and md.controller_id > 0)
+        return self
+
+    @property
+    def bootstrap_servers(self) -> str:
+        return ",".join(b.bootstrap_servers for b in self.brokers.values() if b.running)
+
+    def metadata(self, broker_id: int | None = None) -> Any:
+        from odradek.cli.cluster import metadata
+
+        if broker_id is not None:
+            return metadata(self.brokers[broker_id].bootstrap_servers)
+        return metadata(self.bootstrap_servers)
+
+    def wait_metadata(
+        self, pred: Callable[[Any], bool], timeout: float = 30.0, broker_id: int | None = None
+    ) -> Any:
+        deadline = time.monotonic() + timeout
+        md = None
+        while True:
+            try:
+                md = self.metadata(broker_id)
+                if pred(md):
+                    return md
+            except ConnectionError:
+                pass
+            if time.monotonic() > deadline:
+                raise AssertionError(
+                    f"metadata did not get there in {timeout} s: {md}\n{self.logs()}"
+                )
+            time.sleep(0.1)
+
+    def partitions(self, md: Any, topic: str) -> dict[int, Any]:
+        for t in md.topics:
+            if t.name == topic:
+                return {p.partition_index: p for p in t.partitions}
+        return {}
+
+    def logs(self, limit: int = 3000) -> str:
+        return "\n".join(
+            f"--- broker {i}:\n{b.stderr_tail(limit)}" for i, b in self.brokers.items()
+        )
+
+    def close(self) -> None:
+        for b in self.brokers.values():
+            with contextlib.suppress(Exception):
+                b.kill()
+            with contextlib.suppress(Exception):
+                b.close()
+
+
+@pytest.fixture(scope="module")
+def cluster3(
+    zookeeper: ZooKeeperServer, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[Cluster]:
+    """Three brokers, started, shared by a module's tests (a test that stops or kills a broker
+    starts it again before it returns); killed at the end."""
+    c = Cluster(zookeeper, tmp_path_factory.mktemp("cluster"), 3)
+    try:
+        c.start()
+        yield c
+    finally:
+        c.close()

@@ -9,6 +9,7 @@ import sys
 def test_broker_command_does_not_import_cluster_support() -> None:
     code = (
         "import sys, odradek.cli.main, odradek.cli.broker, odradek.broker\n"
+        "import odradek.broker.server, odradek.broker.registry, odradek.broker.services\n"
         "bad = [m for m in sys.modules if m.split('.')[0] == 'kazoo'"
         " or m.startswith(('odradek.cluster', 'odradek.controller'))]\n"
         "print(bad); sys.exit(1 if bad else 0)\n"

@@ -403,9 +403,30 @@ BROKER_KEYS: dict[str, ConfigKey] = {
         _k("socket.send.buffer.bytes", _int(-1), 102400),
         _k("socket.receive.buffer.bytes", _int(-1), 102400),
         _k("connections.max.idle.ms", _int(-1), 600000),
-        _k("zookeeper.connect", _str, "", "Reserved for the cluster mode; unused alone."),
+        _k(
+            "zookeeper.connect",
+            _str,
+            "",
+            "host:port[,host:port][/chroot]: join a cluster on ZooKeeper; empty runs alone.",
+        ),
         _k("zookeeper.connection.timeout.ms", _int(0), 18000),
         _k("zookeeper.session.timeout.ms", _int(0), 18000),
+        # the cluster mode (zookeeper.connect): controller, replication, controlled shutdown
+        _k("unclean.leader.election.enable", _bool, False),
+        _k("auto.leader.rebalance.enable", _bool, True),
+        _k("leader.imbalance.check.interval.seconds", _int(1), 300),
+        _k("leader.imbalance.per.broker.percentage", _int(0), 10),
+        _k("controlled.shutdown.enable", _bool, True),
+        _k("controlled.shutdown.max.retries", _int(0), 3),
+        _k("controlled.shutdown.retry.backoff.ms", _int(0), 5000),
+        _k("controller.socket.timeout.ms", _int(1), 30000),
+        _k("replica.lag.time.max.ms", _int(1), 30000),
+        _k("replica.fetch.wait.max.ms", _int(0), 500),
+        _k("replica.fetch.min.bytes", _int(1), 1),
+        _k("replica.fetch.backoff.ms", _int(0), 1000),
+        _k("replica.high.watermark.checkpoint.interval.ms", _int(1), 5000),
+        _k("num.replica.fetchers", _int(1), 1),
+        _k("request.timeout.ms", _int(1), 30000),
     ]
 }
 
@@ -490,6 +511,21 @@ class BrokerConfig:
     zookeeper_connect: str
     zookeeper_connection_timeout_ms: int
     zookeeper_session_timeout_ms: int
+    unclean_leader_election_enable: bool
+    auto_leader_rebalance_enable: bool
+    leader_imbalance_check_interval_seconds: int
+    leader_imbalance_per_broker_percentage: int
+    controlled_shutdown_enable: bool
+    controlled_shutdown_max_retries: int
+    controlled_shutdown_retry_backoff_ms: int
+    controller_socket_timeout_ms: int
+    replica_lag_time_max_ms: int
+    replica_fetch_wait_max_ms: int
+    replica_fetch_min_bytes: int
+    replica_fetch_backoff_ms: int
+    replica_high_watermark_checkpoint_interval_ms: int
+    num_replica_fetchers: int
+    request_timeout_ms: int
 
     def __init__(self, values: Mapping[str, Any], explicit: Mapping[str, str]) -> None:
         self._values = dict(values)

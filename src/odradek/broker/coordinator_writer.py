@@ -89,6 +89,8 @@ class BrokerPartitionWriter:
     def leader(self, topic: str, partition: int) -> tuple[int, str, int] | None:
         state = self._metadata.partition(topic, partition)
         leader_id = self._metadata.node_id if state is None else state.leader
+        if leader_id < 0:
+            return None
         info = self._metadata.broker(leader_id)
         return None if info is None else (info.node_id, info.host, info.port)
 

@@ -20,7 +20,9 @@ from odradek.broker.apis import (
     add_offsets_to_txn,
     add_partitions_to_txn,
     alter_configs,
+    alter_partition,
     api_versions,
+    controlled_shutdown,
     create_partitions,
     create_topics,
     delete_groups,
@@ -51,6 +53,7 @@ from odradek.broker.apis import (
     stop_replica,
     sync_group,
     txn_offset_commit,
+    update_metadata,
     write_txn_markers,
 )
 
@@ -103,6 +106,10 @@ API_SPECS: tuple[ApiSpec, ...] = (
     # inter-broker (ZooKeeper mode) APIs
     leader_and_isr.API,
     stop_replica.API,
+    # cluster on ZooKeeper: from the controller, and to the controller
+    update_metadata.API,
+    controlled_shutdown.API,
+    alter_partition.API,
 )
 
 

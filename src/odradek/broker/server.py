@@ -55,6 +55,7 @@ from odradek.storage import LogConfig, LogManager
 from odradek.storage.cleaner import CleanerConfig, LogCleaner
 
 if TYPE_CHECKING:
+    from odradek.broker.zk_cluster import ZkCluster
     from odradek.console.broker import BrokerConsole
 
 __all__ = ["Broker", "KafkaConnection", "coordinator_config", "default_log_config"]
@@ -173,6 +174,8 @@ class Broker:
         # the console (http.listeners) sets .metrics when it starts; connections feed it
         self.metrics: RequestMetrics | None = None
         self._console: BrokerConsole | None = None
+        self.cluster: ZkCluster | None = None
+        """With zookeeper.connect: the controller, AlterPartition, controlled shutdown."""
 
     # -- what connections see ----------------------------------------------------------------
 
@@ -219,7 +222,12 @@ class Broker:
         cfg = self.config
         if self.data_dir is not None:
             self.data_dir.mkdir(parents=True, exist_ok=True)
-        metadata = self._injected_metadata or LocalMetadataStore(self.node_id, self.data_dir)
+        if self._injected_metadata is not None:
+            metadata: MetadataStore = self._injected_metadata
+        elif cfg.zookeeper_connect:
+            metadata = await self._join_cluster()
+        else:
+            metadata = LocalMetadataStore(self.node_id, self.data_dir)
         self.metadata = metadata
         # dynamic broker configs apply before anything reads the config
         self.config_store = self._injected_config_store or LocalConfigEntityStore(self.data_dir)
@@ -251,7 +259,9 @@ class Broker:
             clock=self.clock,
             replication=ReplicationConfig.from_broker_config(cfg),
         )
-        self.topic_admin = TopicAdmin(cfg, metadata, self.replica_manager)
+        self.topic_admin = TopicAdmin(
+            cfg, metadata, self.replica_manager, replicated=self.cluster is not None
+        )
         self.producer_ids = ProducerIdManager(metadata)
         self.coordinator_writer = BrokerPartitionWriter(
             metadata, self.replica_manager, self.topic_admin
@@ -283,6 +293,7 @@ class Broker:
             txn_markers=self.txn_markers,
             dynamic_config=self.dynamic_config,
             group_configs=self.group_configs,
+            cluster=self.cluster,
         )
         self.dynamic_config.add_reconfigurable(LOG_KEYS, self._reconfigure_log_defaults)
         self.dynamic_config.add_reconfigurable(LOG_CLEANER_KEYS, self._reconfigure_log_cleaner)
@@ -307,10 +318,14 @@ class Broker:
             await self.group_coordinator.start()
             await self.txn_coordinator.start()
             await self._server.start_serving()
+            if self.cluster is not None:
+                self.cluster.start_controller()
         except BaseException:
             if self._server is not None:
                 self._server.close()
                 self._server = None
+            if self.cluster is not None:
+                await self.cluster.stop()
             self.log_manager.close()
             metadata.close()
             raise
@@ -327,6 +342,28 @@ class Broker:
             )
             self._console.start_soon()
         log.info("broker %s listening on %s:%s", self.node_id, self.host, self.bound_port)
+
+    async def _join_cluster(self) -> MetadataStore:
+        """zookeeper.connect: the ZooKeeper store and this broker's part in the cluster (kazoo is
+        imported only here)."""
+        from odradek.broker.zk_cluster import ZkCluster
+        from odradek.broker.zk_metadata import ZkMetadataStore
+
+        cfg = self.config
+        store = ZkMetadataStore(
+            self.node_id,
+            cfg.zookeeper_connect,
+            session_timeout_ms=cfg.zookeeper_session_timeout_ms,
+            connection_timeout_ms=cfg.zookeeper_connection_timeout_ms,
+            admin_timeout_ms=cfg.request_timeout_ms,
+        )
+        try:
+            await store.start()
+        except BaseException:
+            store.close()
+            raise
+        self.cluster = ZkCluster(cfg, store, self.clock)
+        return store
 
     def new_group_coordinator(self) -> GroupCoordinator:
         """A group coordinator over this broker's partitions (start() makes the broker's own)."""
@@ -363,6 +400,12 @@ class Broker:
         if not self._started:
             return
         self._started = False
+        if self.cluster is not None and self.config.controlled_shutdown_enable:
+            # still serving: the controller's LeaderAndIsr/StopReplica arrive meanwhile
+            try:
+                await self.cluster.controlled_shutdown()
+            except Exception:
+                log.exception("controlled shutdown failed")
         self.stopping = True
         if self._console is not None:  # first: its client talks to this broker
             console, self._console = self._console, None
@@ -408,6 +451,9 @@ class Broker:
                     log.exception("flush of %s-%d failed", plog.topic, plog.partition)
         finally:
             self.log_manager.close()
+            if self.cluster is not None:
+                with contextlib.suppress(Exception):
+                    await self.cluster.stop()
             self.metadata.close()
         log.info("broker %s stopped", self.node_id)
 

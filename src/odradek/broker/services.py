@@ -9,6 +9,7 @@ the metadata store, topic changes only through the topic admin.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from odradek.broker.config import BrokerConfig
 from odradek.broker.dynamic_config import DynamicBrokerConfig
@@ -22,6 +23,9 @@ from odradek.broker.txn_markers import TxnMarkerAppender
 from odradek.clock import Clock
 from odradek.coordinator import GroupCoordinator
 from odradek.coordinator.transaction.coordinator import TransactionCoordinator
+
+if TYPE_CHECKING:  # imports kazoo: only a broker in a cluster loads it
+    from odradek.broker.zk_cluster import ZkCluster
 
 __all__ = ["BrokerServices"]
 
@@ -45,6 +49,8 @@ class BrokerServices:
     """Dynamic broker configs (AlterConfigs on the BROKER resource); ``config`` is kept current."""
     group_configs: GroupConfigManager
     """Group config overrides (the GROUP config resource, KIP-848)."""
+    cluster: ZkCluster | None = None
+    """This broker's part in a cluster on ZooKeeper (None alone, without zookeeper.connect)."""
 
     @property
     def node_id(self) -> int:

@@ -6,6 +6,12 @@ replica assignment of a new partition is rack-unaware round robin over the live 
 ``assignReplicasToBrokers`` without the random start): partition p's replicas are the
 ``replication_factor`` brokers from index p on, the first being the preferred leader; alone,
 that is [this broker].
+
+In a cluster (``replicated``: the store is ZooKeeper's) the assignment is Kafka's rack-unaware
+one (``odradek.controller.assignment``, random start) over the live brokers, with
+``default.replication.factor`` unless the request names one (``__consumer_offsets``:
+``offsets.topic.replication.factor``, capped by the live brokers as a development cluster
+needs); the partitions' logs are created by LeaderAndIsr from the controller, not here.
 """
 
 from __future__ import annotations
@@ -18,11 +24,15 @@ from odradek.broker.metadata_store import InvalidPartitionsError, MetadataStore,
 from odradek.broker.replica_manager import ReplicaManager
 from odradek.storage import LogConfig
 
-__all__ = ["OFFSETS_TOPIC", "TopicAdmin", "assign_replicas"]
+__all__ = ["OFFSETS_TOPIC", "InvalidReplicationFactorError", "TopicAdmin", "assign_replicas"]
 
 log = logging.getLogger("odradek.broker")
 
 OFFSETS_TOPIC = "__consumer_offsets"
+
+
+class InvalidReplicationFactorError(InvalidPartitionsError):
+    """INVALID_REPLICATION_FACTOR (38)."""
 
 
 def assign_replicas(
@@ -44,11 +54,37 @@ class TopicAdmin:
     """Topic changes of this broker. See the module docstring."""
 
     def __init__(
-        self, config: BrokerConfig, metadata: MetadataStore, replicas: ReplicaManager
+        self,
+        config: BrokerConfig,
+        metadata: MetadataStore,
+        replicas: ReplicaManager,
+        *,
+        replicated: bool = False,
     ) -> None:
         self.config = config
         self.metadata = metadata
         self.replicas = replicas
+        self.replicated = replicated
+        """In a cluster: Kafka's assignment, logs created by LeaderAndIsr."""
+
+    def assignment(
+        self, num_partitions: int, replication_factor: int | None = None, start: int = 0
+    ) -> dict[int, list[int]]:
+        """{partition: replicas} for new partitions start..start+num_partitions-1."""
+        if not self.replicated:
+            return assign_replicas(self._brokers(), start, num_partitions)
+        from odradek.controller import assignment as ka
+
+        rf = self.config.default_replication_factor if replication_factor is None else replication_factor
+        try:
+            got = ka.assign_replicas_to_brokers(
+                self._brokers(), num_partitions, rf, start_partition_id=start
+            )
+        except ka.InvalidReplicationFactorError as exc:
+            raise InvalidReplicationFactorError(str(exc)) from None
+        except ka.InvalidPartitionsError as exc:
+            raise InvalidPartitionsError(str(exc)) from None
+        return {p: list(r) for p, r in got.items()}
 
     def _brokers(self) -> list[int]:
         live = [b.node_id for b in self.metadata.live_brokers()]
@@ -60,17 +96,25 @@ class TopicAdmin:
         num_partitions: int,
         configs: Mapping[str, str] | None = None,
         internal: bool = False,
+        replication_factor: int | None = None,
+        assignment: Mapping[int, Sequence[int]] | None = None,
     ) -> TopicMetadata:
         """Create a topic and its partition logs (raises TopicExistsError). An ``internal``
         topic's logs are created lazily, each on its first use: the group coordinator creates
         ``__consumer_offsets`` (50 partitions) on the first group request and needs only the
         partition that group hashes to, and creating 50 directories and segments at once would
         block the event loop for 50-250 ms."""
-        if num_partitions < 1:
-            raise InvalidPartitionsError("number of partitions must be at least 1")
-        assignment = assign_replicas(self._brokers(), 0, num_partitions)
+        if assignment is None:
+            if num_partitions < 1:
+                raise InvalidPartitionsError("number of partitions must be at least 1")
+            if self.replicated and name == OFFSETS_TOPIC and replication_factor is None:
+                replication_factor = max(
+                    1, min(self.config.offsets_topic_replication_factor, len(self._brokers()))
+                )
+            assignment = self.assignment(num_partitions, replication_factor)
         topic = await self.metadata.create_topic(name, assignment, configs or {}, internal=internal)
-        self.replicas.open_topic(topic)
+        if not self.replicated:
+            self.replicas.open_topic(topic)
         return topic
 
     async def auto_create_topic(self, name: str) -> TopicMetadata | None:
@@ -83,11 +127,16 @@ class TopicAdmin:
         if name == OFFSETS_TOPIC:
             return None
         log.info("auto-creating topic %r with %d partitions", name, self.config.num_partitions)
-        return await self.create_topic(name, self.config.num_partitions)
+        try:
+            return await self.create_topic(name, self.config.num_partitions)
+        except InvalidReplicationFactorError as exc:
+            log.warning("cannot auto-create topic %r: %s", name, exc)
+            return None
 
     async def delete_topic(self, name: str) -> None:
         topic = await self.metadata.delete_topic(name)
-        self.replicas.remove_topic(topic)
+        if not self.replicated:  # in a cluster: StopReplica (delete) from the controller
+            self.replicas.remove_topic(topic)
 
     async def add_partitions(self, name: str, total: int) -> TopicMetadata:
         """Grow ``name`` to ``total`` partitions (INVALID_PARTITIONS unless larger)."""
@@ -97,9 +146,21 @@ class TopicAdmin:
                 f"topic {name!r} has {topic.num_partitions} partitions; the new count must be larger, got {total}"
             )
         start = 0 if topic is None else topic.num_partitions
-        assignment = assign_replicas(self._brokers(), start, max(0, total - start))
+        if self.replicated and topic is not None:
+            from odradek.controller import assignment as ka
+
+            try:
+                got = ka.create_new_partitions_assignment(
+                    {p.partition: p.replicas for p in topic.partitions}, self._brokers(), total
+                )
+            except (ka.InvalidPartitionsError, ka.InvalidReplicationFactorError) as exc:
+                raise InvalidPartitionsError(str(exc)) from None
+            assignment = {p: list(r) for p, r in got.items()}
+        else:
+            assignment = assign_replicas(self._brokers(), start, max(0, total - start))
         topic = await self.metadata.create_partitions(name, assignment)
-        self.replicas.open_topic(topic, start)
+        if not self.replicated:
+            self.replicas.open_topic(topic, start)
         return topic
 
     async def alter_topic_configs(self, name: str, configs: Mapping[str, str]) -> TopicMetadata:

@@ -29,6 +29,7 @@ SUBCOMMANDS: list[tuple[str, str, str]] = [
     ("perf", "perf", "Producer and consumer performance tests."),
     ("groups", "groups", "List, describe, reset and delete consumer groups."),
     ("pipeline", "pipeline", "Run a Spark pipeline (warehouse, audit, derived feed)."),
+    ("cluster", "cluster", "A local development cluster on ZooKeeper: up, status, down."),
     ("console", "console", "Serve the web console and /metrics for any Kafka-compatible cluster."),
 ]
 

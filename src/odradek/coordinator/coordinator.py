@@ -126,6 +126,10 @@ class GroupCoordinator:
         self._key_cache: dict[tuple[str, str, int], bytes] = {}
         self.commits_persisted = 0
         self.fsyncs = 0
+        # In a cluster (follow_partition_leadership): only the __consumer_offsets partitions
+        # this broker leads are served; a partition is loaded when it becomes led here.
+        self._partitioned = False
+        self._loading: set[int] = set()
 
     # -- lifecycle ---------------------------------------------------------------------------
 
@@ -136,7 +140,13 @@ class GroupCoordinator:
         count = self.writer.partition_count(OFFSETS_TOPIC)
         self._running = True
         loop = asyncio.get_running_loop()
-        if count is not None:
+        if self._partitioned:
+            # nothing is served until LeaderAndIsr makes this broker lead a partition
+            if count is not None:
+                self.num_partitions = count
+            self._loaded = set()
+            self._loaded_event.set()
+        elif count is not None:
             self.num_partitions = count
             self._topic_ready = True
             self._tasks.append(loop.create_task(self._load_all(), name="coordinator-load"))
@@ -174,7 +184,62 @@ class GroupCoordinator:
 
     @property
     def is_loading(self) -> bool:
+        if self._partitioned:
+            return bool(self._loading)
         return len(self._loaded) < self.num_partitions
+
+    # -- in a cluster: follow the leadership of __consumer_offsets -----------------------------
+
+    def follow_partition_leadership(self) -> None:
+        """Serve only the ``__consumer_offsets`` partitions this broker leads (call before
+        ``start``): groups of other partitions get NOT_COORDINATOR, a partition is loaded from
+        its log when it becomes led here (COORDINATOR_LOAD_IN_PROGRESS meanwhile) and unloaded
+        when it stops being led (Kafka's onElection / onResignation)."""
+        self._partitioned = True
+
+    def on_leadership_change(
+        self, became_leader: Sequence[int], became_follower: Sequence[int]
+    ) -> None:
+        """``__consumer_offsets`` partitions that became led here, or stopped being led."""
+        for p in became_follower:
+            self._unload_partition(p)
+        if not self._running:
+            return
+        loop = asyncio.get_running_loop()
+        for p in became_leader:
+            if p in self._loaded or p in self._loading:
+                self._unload_partition(p)  # a new leader epoch: load again from the log
+            self._loading.add(p)
+            task = loop.create_task(self._load_led_partition(p), name=f"coordinator-load-{p}")
+            self._tasks.append(task)
+
+    async def wait_partitions_loaded(self) -> None:
+        """Wait until the partitions that became led here so far are loaded (tests, console)."""
+        pending = [t for t in self._tasks if t.get_name().startswith("coordinator-load-")]
+        if pending:
+            await asyncio.gather(*pending, return_exceptions=True)
+
+    async def _load_led_partition(self, p: int) -> None:
+        try:
+            await self._load_partition(p)
+        except asyncio.CancelledError:
+            raise
+        except Exception:
+            log.exception("loading %s-%d failed", OFFSETS_TOPIC, p)
+        finally:
+            self._loading.discard(p)
+            current = asyncio.current_task()
+            if current in self._tasks:
+                self._tasks.remove(current)
+
+    def _unload_partition(self, p: int) -> None:
+        self._loaded.discard(p)
+        self._loading.discard(p)
+        for gid in [g for g in self.manager.groups if self.partition_for(g) == p]:
+            group = self.manager.groups.pop(gid)
+            for m in list(group.members.values()):
+                m.complete_join(JoinResult(Errors.NOT_COORDINATOR, member_id=m.member_id))
+                m.complete_sync(SyncResult(Errors.NOT_COORDINATOR))
 
     def _ensure_topic(self) -> None:
         """Create ``__consumer_offsets`` if it does not exist yet (first group request)."""
@@ -206,7 +271,10 @@ class GroupCoordinator:
         partition of __consumer_offsets is being loaded."""
         if not self._running:
             return Errors.COORDINATOR_NOT_AVAILABLE
-        if self.partition_for(group_id) not in self._loaded:
+        p = self.partition_for(group_id)
+        if p not in self._loaded:
+            if self._partitioned and p not in self._loading:
+                return Errors.NOT_COORDINATOR
             return Errors.COORDINATOR_LOAD_IN_PROGRESS
         if not self._topic_ready:
             self._ensure_topic()
@@ -215,7 +283,12 @@ class GroupCoordinator:
     def coordinator_for(self, key: str) -> tuple[Errors, int, str, int]:
         """(error, node id, host, port) of the coordinator of group ``key``: the leader of its
         ``__consumer_offsets`` partition (this broker)."""
-        error = self._group_error(key) or Errors.NONE
+        if self._partitioned:  # the leader answers LOAD_IN_PROGRESS itself while loading
+            error = Errors.NONE if self._running else Errors.COORDINATOR_NOT_AVAILABLE
+            if self.writer.partition_count(OFFSETS_TOPIC) is None:
+                return Errors.COORDINATOR_NOT_AVAILABLE, -1, "", -1
+        else:
+            error = self._group_error(key) or Errors.NONE
         leader = self.writer.leader(OFFSETS_TOPIC, self.partition_for(key))
         if leader is None:
             return Errors.COORDINATOR_NOT_AVAILABLE, -1, "", -1
@@ -351,7 +424,11 @@ class GroupCoordinator:
         for r in records:
             by_partition.setdefault(self.partition_for(r.group_id), []).append(self._encode(r))
         for p, pairs in by_partition.items():
-            self.writer.append(OFFSETS_TOPIC, p, build_batch(pairs, now, self.settings.offsets_topic_compression_codec))
+            self.writer.append(
+                OFFSETS_TOPIC,
+                p,
+                build_batch(pairs, now, self.settings.offsets_topic_compression_codec),
+            )
             self._since_snapshot[p] = self._since_snapshot.get(p, 0) + len(pairs)
         return set(by_partition)
 
@@ -377,7 +454,11 @@ class GroupCoordinator:
         now = self.clock.now_ms()
         for i in range(0, len(records), _SNAPSHOT_BATCH):
             pairs = [self._encode(r) for r in records[i : i + _SNAPSHOT_BATCH]]
-            self.writer.append(OFFSETS_TOPIC, p, build_batch(pairs, now, self.settings.offsets_topic_compression_codec))
+            self.writer.append(
+                OFFSETS_TOPIC,
+                p,
+                build_batch(pairs, now, self.settings.offsets_topic_compression_codec),
+            )
         self.writer.flush(OFFSETS_TOPIC, p)
         self._snapshot_offsets[p] = base
         self._since_snapshot[p] = 0

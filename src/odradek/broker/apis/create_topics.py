@@ -4,7 +4,8 @@ Per topic: a bad name → INVALID_TOPIC_EXCEPTION (legal: [a-zA-Z0-9._-], length
 "." or ".."); an existing one (or the same name twice in the request) → TOPIC_ALREADY_EXISTS
 (INVALID_REQUEST for a duplicate); num_partitions < 1 (-1 = num.partitions) →
 INVALID_PARTITIONS; replication_factor > 1 (-1 = default.replication.factor) on a single
-broker → INVALID_REPLICATION_FACTOR; manual assignments naming another broker →
+broker, or larger than the live brokers of a cluster → INVALID_REPLICATION_FACTOR; manual
+assignments naming another broker (in a cluster: a broker that is not live, or one twice) →
 INVALID_REPLICA_ASSIGNMENT; an unknown or invalid topic config → INVALID_CONFIG naming the key.
 """
 
@@ -18,8 +19,9 @@ from kio.schema.errors import ErrorCode
 from odradek.broker.api import ApiSpec, RequestContext
 from odradek.broker.apis._util import NO_THROTTLE, make, response_types, topic_name_error
 from odradek.broker.config import ConfigError, ignored_topic_configs, validate_topic_configs
-from odradek.broker.metadata_store import TopicExistsError
+from odradek.broker.metadata_store import InvalidPartitionsError, TopicExistsError
 from odradek.broker.services import BrokerServices
+from odradek.broker.topic_admin import InvalidReplicationFactorError
 
 __all__ = ["API", "handle"]
 
@@ -47,7 +49,20 @@ def _check(
                 -1,
                 {},
             )
+        live = {b.node_id for b in services.metadata.live_brokers()} or {services.node_id}
         for a in assignments:
+            if services.cluster is not None:
+                ids = tuple(a.broker_ids)
+                if not ids or len(set(ids)) != len(ids) or not set(ids) <= live:
+                    return (
+                        ErrorCode.invalid_replica_assignment,
+                        f"partition {a.partition_index}: replicas {list(ids)} must be distinct "
+                        f"live brokers ({sorted(live)})",
+                        -1,
+                        -1,
+                        {},
+                    )
+                continue
             if tuple(a.broker_ids) != (services.node_id,):
                 return (
                     ErrorCode.invalid_replica_assignment,
@@ -65,7 +80,7 @@ def _check(
                 -1,
                 {},
             )
-        partitions, rf = len(assignments), 1
+        partitions, rf = len(assignments), len(tuple(assignments[0].broker_ids))
     else:
         partitions = (
             services.config.num_partitions if topic.num_partitions == -1 else topic.num_partitions
@@ -91,7 +106,16 @@ def _check(
             -1,
             {},
         )
-    if rf > 1:
+    brokers = max(1, len(services.metadata.live_brokers()))
+    if services.cluster is not None and rf > brokers and not assignments:
+        return (
+            ErrorCode.invalid_replication_factor,
+            f"Replication factor: {rf} larger than available brokers: {brokers}.",
+            -1,
+            -1,
+            {},
+        )
+    if services.cluster is None and rf > 1:
         return (
             ErrorCode.invalid_replication_factor,
             f"Unable to replicate the partition {rf} time(s): The target replication factor of {rf} cannot be reached because only 1 broker(s) are registered.",
@@ -118,12 +142,26 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
         topic_id = None
         if code == ErrorCode.none and not request.validate_only:
             try:
-                meta = await services.topic_admin.create_topic(topic.name, partitions, configs)
+                assignment = {
+                    int(a.partition_index): [int(b) for b in a.broker_ids]
+                    for a in (topic.assignments or ())
+                }
+                meta = await services.topic_admin.create_topic(
+                    topic.name,
+                    partitions,
+                    configs,
+                    replication_factor=rf,
+                    assignment=assignment or None,
+                )
                 topic_id = meta.topic_id
                 for warning in ignored_topic_configs(configs):
                     log.warning("topic %r: %s", topic.name, warning)
             except TopicExistsError as exc:
                 code, message = ErrorCode.topic_already_exists, str(exc)
+            except InvalidReplicationFactorError as exc:
+                code, message = ErrorCode.invalid_replication_factor, str(exc)
+            except InvalidPartitionsError as exc:
+                code, message = ErrorCode.invalid_partitions, str(exc)
         config_entries = None
         if code == ErrorCode.none and hasattr(types, "CreatableTopicConfigs"):
             effective = services.topic_admin.topic_configs_from(configs)

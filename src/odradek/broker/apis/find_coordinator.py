@@ -1,4 +1,5 @@
-"""FindCoordinator (10): this broker coordinates every group.
+"""FindCoordinator (10): this broker coordinates every group; in a cluster, the leader of the
+group's ``__consumer_offsets`` partition does (the topic is created on the first lookup).
 
 v0-v3 ask for one key (``key``), v4+ for a batch (``coordinator_keys``). key_type 0 is a
 group (the leader of its ``__consumer_offsets`` partition), key_type 1 a transactional id
@@ -8,14 +9,19 @@ COORDINATOR_LOAD_IN_PROGRESS.
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 from odradek.broker.api import ApiSpec, RequestContext
 from odradek.broker.apis._groups import code, coordinator
 from odradek.broker.apis._util import NO_THROTTLE, make, response_types
+from odradek.broker.metadata_store import MetadataError, TopicExistsError
+from odradek.broker.topic_admin import OFFSETS_TOPIC
 from odradek.coordinator.state import Errors
 
 __all__ = ["API", "handle"]
+
+log = logging.getLogger("odradek.broker")
 
 
 def _lookup(
@@ -33,9 +39,32 @@ def _lookup(
     return error, node_id, host, port, None
 
 
+async def _ensure_offsets_topic(ctx: RequestContext) -> None:
+    """In a cluster: create ``__consumer_offsets`` through ZooKeeper on the first lookup (Kafka
+    auto-creates it there too), with offsets.topic.* settings; the answer waits (bounded) for
+    its leaders."""
+    services = ctx.services
+    if services.cluster is None or services.metadata.topic(OFFSETS_TOPIC) is not None:
+        return
+    cfg = services.config
+    try:
+        await services.topic_admin.create_topic(
+            OFFSETS_TOPIC,
+            cfg.offsets_topic_num_partitions,
+            {"cleanup.policy": "compact", "segment.bytes": str(cfg.offsets_topic_segment_bytes)},
+            internal=True,
+        )
+    except TopicExistsError:
+        pass
+    except MetadataError as exc:
+        log.warning("cannot create %s: %s", OFFSETS_TOPIC, exc)
+
+
 async def handle(ctx: RequestContext, request: Any) -> Any:
     types = response_types(request)
     key_type = int(getattr(request, "key_type", 0))
+    if key_type == 0:
+        await _ensure_offsets_topic(ctx)
     if hasattr(request, "coordinator_keys"):
         coordinators = []
         for key in request.coordinator_keys:

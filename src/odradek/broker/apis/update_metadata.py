@@ -1,0 +1,40 @@
+"""UpdateMetadata (6), from the active controller: the live brokers, the controller and the
+partition states this broker's ``ZkMetadataStore`` answers Metadata and DescribeCluster from.
+
+Versions 7-8 (flexible). A stale controller epoch is answered STALE_CONTROLLER_EPOCH, a request
+meant for an older registration of this broker STALE_BROKER_EPOCH; a broker that is not in a
+cluster (no ``zookeeper.connect``) answers BROKER_NOT_AVAILABLE and changes nothing.
+"""
+
+from __future__ import annotations
+
+from kio.schema.errors import ErrorCode
+
+from odradek.broker.api import ApiSpec, EncodedResponse, RequestContext
+from odradek.broker.apis._inter_broker import decoder, encoded
+from odradek.protocol import inter_broker as ib
+
+__all__ = ["API", "handle"]
+
+
+async def handle(ctx: RequestContext, request: ib.UpdateMetadataRequest) -> EncodedResponse:
+    cluster = ctx.services.cluster
+    if cluster is None:
+        code = ErrorCode.broker_not_available
+    else:
+        code = cluster.store.apply_update_metadata(request)
+    version = ctx.header.api_version
+    return encoded(
+        ib.encode_update_metadata_response(ib.UpdateMetadataResponse(code.value), version)
+    )
+
+
+_LO, _HI = ib.SUPPORTED_VERSIONS[ib.UPDATE_METADATA]
+API = ApiSpec(
+    key=ib.UPDATE_METADATA,
+    name="UpdateMetadata",
+    min_version=_LO,
+    max_version=_HI,
+    handler=handle,
+    decoder=decoder(ib.decode_update_metadata_request),
+)

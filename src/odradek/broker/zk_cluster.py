@@ -1,0 +1,314 @@
+"""``ZkCluster``: this broker's part in a cluster on ZooKeeper (``zookeeper.connect`` set).
+
+It owns, besides the ``ZkMetadataStore``:
+
+* the **controller** (``odradek.controller.Controller``, its own event thread): every broker
+  runs one, the one holding ``/controller`` is active and talks to the brokers through a
+  ``TcpControllerChannel`` (LeaderAndIsr, UpdateMetadata, StopReplica to their advertised
+  listeners);
+* the **AlterPartitionManager** (:class:`ControllerAlterPartitionManager`): a leader's ISR
+  change sent as AlterPartition (API 56, v2) to the active controller;
+* **controlled shutdown** (:meth:`ZkCluster.controlled_shutdown`): ControlledShutdown (API 7, v3)
+  to the active controller until it answers that this broker leads no replicated partition
+  any more, at most ``controlled.shutdown.max.retries`` + 1 attempts, waiting
+  ``controlled.shutdown.retry.backoff.ms`` between them.
+
+Requests to the controller go over a short-lived TCP connection (``send_request``); when this
+broker is the active controller they are handed to its event loop directly.
+
+Imports kazoo (through the store and the controller): only a broker in cluster mode imports
+this module.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import struct
+import uuid
+from concurrent.futures import Future
+from typing import Any, TypeVar
+
+from kio.schema.alter_partition.v2 import request as ap_request
+
+from odradek.broker.config import BrokerConfig
+from odradek.broker.metadata_store import PartitionState
+from odradek.broker.zk_metadata import ZkMetadataStore
+from odradek.clock import Clock
+from odradek.controller.channel import TcpControllerChannel
+from odradek.controller.context import ControllerConfig
+from odradek.controller.controller import Controller
+from odradek.controller.decisions import BrokerRequest
+from odradek.protocol import inter_broker as ib
+from odradek.protocol.errors import ErrorCode
+from odradek.protocol.messages import decode_response, encode_request
+
+__all__ = [
+    "ControllerAlterPartitionManager",
+    "ControllerUnavailableError",
+    "ZkCluster",
+    "send_request",
+]
+
+log = logging.getLogger("odradek.broker")
+
+T = TypeVar("T")
+_SIZE = struct.Struct(">i")
+ALTER_PARTITION = 56
+ALTER_PARTITION_VERSION = 2
+
+
+class ControllerUnavailableError(Exception):
+    """No controller is known, or it could not be reached."""
+
+
+async def send_request(host: str, port: int, frame: bytes, timeout_s: float) -> bytes:
+    """Send one size-prefixed request ``frame``; the response frame (after its size prefix)."""
+
+    async def exchange() -> bytes:
+        reader, writer = await asyncio.open_connection(host, port)
+        try:
+            writer.write(frame)
+            await writer.drain()
+            (size,) = _SIZE.unpack(await reader.readexactly(4))
+            return await reader.readexactly(size)
+        finally:
+            writer.close()
+
+    return await asyncio.wait_for(exchange(), timeout_s)
+
+
+async def _await_future(fut: Future[T]) -> T:
+    return await asyncio.wrap_future(fut)
+
+
+class ZkCluster:
+    """The controller, AlterPartition and controlled shutdown of one broker. See the module
+    docstring."""
+
+    def __init__(self, config: BrokerConfig, store: ZkMetadataStore, clock: Clock) -> None:
+        self.config = config
+        self.store = store
+        self.clock = clock
+        self.node_id = store.node_id
+        self.channel: TcpControllerChannel | None = None
+        self.controller: Controller | None = None
+        self._correlation_id = 0
+        self.alter_partition_manager = ControllerAlterPartitionManager(self)
+
+    # -- lifecycle ---------------------------------------------------------------------------
+
+    def start_controller(self) -> None:
+        """Start this broker's controller (after the broker registered: it may win at once)."""
+        cfg = self.config
+        self.channel = TcpControllerChannel(
+            self.node_id,
+            on_response=self._on_controller_response,
+            request_timeout_s=cfg.controller_socket_timeout_ms / 1000,
+        )
+        self.controller = Controller(
+            self.store.zk,
+            self.node_id,
+            self.channel,
+            ControllerConfig(
+                unclean_leader_election_enable=cfg.unclean_leader_election_enable,
+                leader_imbalance_per_broker_percentage=cfg.leader_imbalance_per_broker_percentage,
+            ),
+            auto_leader_rebalance_enable=cfg.auto_leader_rebalance_enable,
+            leader_imbalance_check_interval_seconds=float(
+                cfg.leader_imbalance_check_interval_seconds
+            ),
+            clock=self.clock,
+        )
+        self.controller.start()
+
+    async def stop(self) -> None:
+        """Stop the controller (an active one resigns and frees ``/controller``)."""
+        loop = asyncio.get_running_loop()
+        controller, self.controller = self.controller, None
+        channel, self.channel = self.channel, None
+        if controller is not None:
+            await loop.run_in_executor(None, controller.stop)
+        if channel is not None:
+            await loop.run_in_executor(None, channel.close)
+
+    def _on_controller_response(
+        self, broker_id: int, request: BrokerRequest, response: Any
+    ) -> None:
+        code = getattr(response, "error_code", 0)
+        if code:
+            log.warning(
+                "broker %d answered the controller's %s with error %s",
+                broker_id,
+                type(request).__name__,
+                code,
+            )
+
+    @property
+    def is_active_controller(self) -> bool:
+        return self.controller is not None and self.controller.is_active
+
+    # -- requests to the active controller -----------------------------------------------------
+
+    def _controller_address(self) -> tuple[int, str, int]:
+        cid = self.store.controller_id()
+        info = self.store.broker(cid) if cid >= 0 else None
+        if info is None:
+            raise ControllerUnavailableError("no controller is known")
+        return cid, info.host, info.port
+
+    def _next_correlation_id(self) -> int:
+        self._correlation_id = (self._correlation_id + 1) & 0x7FFFFFFF
+        return self._correlation_id
+
+    @property
+    def _timeout_s(self) -> float:
+        return self.config.controller_socket_timeout_ms / 1000
+
+    async def alter_partition(self, request: Any) -> Any:
+        """A kio AlterPartitionRequest (v2) answered by the active controller."""
+        controller = self.controller
+        if controller is not None and controller.is_active:
+            return await _await_future(controller.alter_partition_request(request))
+        _, host, port = self._controller_address()
+        frame = encode_request(
+            request, correlation_id=self._next_correlation_id(), client_id=f"broker-{self.node_id}"
+        )
+        try:
+            data = await send_request(host, port, frame, self._timeout_s)
+        except (OSError, TimeoutError, asyncio.IncompleteReadError) as exc:
+            raise ControllerUnavailableError(str(exc)) from exc
+        return decode_response(ALTER_PARTITION, ALTER_PARTITION_VERSION, data, header=True)
+
+    async def _controlled_shutdown_once(self) -> ib.ControlledShutdownResponse:
+        epoch = self.store.broker_epoch
+        controller = self.controller
+        if controller is not None and controller.is_active:
+            d = await _await_future(controller.controlled_shutdown(self.node_id, epoch))
+            return ib.ControlledShutdownResponse(d.error_code, tuple(d.remaining_partitions))
+        _, host, port = self._controller_address()
+        body = ib.encode_controlled_shutdown_request(
+            ib.ControlledShutdownRequest(self.node_id, epoch), 3
+        )
+        cid = self._next_correlation_id()
+        frame = ib.encode_request_frame(
+            ib.CONTROLLED_SHUTDOWN, 3, body, cid, f"broker-{self.node_id}"
+        )
+        try:
+            data = await send_request(host, port, _SIZE.pack(len(frame)) + frame, self._timeout_s)
+        except (OSError, TimeoutError, asyncio.IncompleteReadError) as exc:
+            raise ControllerUnavailableError(str(exc)) from exc
+        # response header v1: correlation id, empty tagged fields
+        return ib.decode_controlled_shutdown_response(data[5:], 3)
+
+    async def controlled_shutdown(self) -> bool:
+        """Ask the controller to move leadership away; whether it answered that none is left.
+
+        A controller that cannot be reached is waited for (a new one may be elected meanwhile)
+        up to the backoff; partitions that no other live ISR member can take over end the
+        attempts at once (Kafka would retry them in vain)."""
+        store = self.store
+        attempts = self.config.controlled_shutdown_max_retries + 1
+        backoff_ms = self.config.controlled_shutdown_retry_backoff_ms
+        for attempt in range(attempts):
+            last = attempt + 1 == attempts
+            controller_before = store.controller_id()
+            try:
+                resp = await self._controlled_shutdown_once()
+            except ControllerUnavailableError as exc:
+                log.warning("controlled shutdown: %s", exc)
+                if not last:
+                    await store.wait_until(
+                        lambda before=controller_before: (
+                            store.controller_id() != before  # type: ignore[misc]
+                            or self.is_active_controller
+                        ),
+                        backoff_ms,
+                    )
+                continue
+            if resp.error_code == 0 and not resp.remaining_partitions:
+                log.info("controlled shutdown of broker %d succeeded", self.node_id)
+                return True
+            log.warning(
+                "controlled shutdown: error %s, %d partitions still led here",
+                resp.error_code,
+                len(resp.remaining_partitions),
+            )
+            if resp.error_code == 0 and not self._can_move(resp.remaining_partitions):
+                log.warning("controlled shutdown: no other live in-sync replica; stopping anyway")
+                return False
+            if not last:
+                await asyncio.sleep(backoff_ms / 1000)
+        return False
+
+    def _can_move(self, partitions: tuple[tuple[str, int], ...]) -> bool:
+        """Whether some partition has another live ISR member that could lead it."""
+        live = {b.node_id for b in self.store.live_brokers()} - {self.node_id}
+        for topic, p in partitions:
+            state = self.store.partition(topic, p)
+            if state is not None and live & set(state.isr):
+                return True
+        return False
+
+
+class ControllerAlterPartitionManager:
+    """``AlterPartitionManager`` (replica_manager.py): a leader's ISR change as AlterPartition to
+    the active controller. Returns the partition's new state (its znode version as
+    ``version``), or the error the controller answered (NOT_CONTROLLER when none is reachable)."""
+
+    def __init__(self, cluster: ZkCluster) -> None:
+        self.cluster = cluster
+
+    async def submit(
+        self,
+        topic: str,
+        topic_id: uuid.UUID,
+        partition: int,
+        leader_epoch: int,
+        new_isr: list[int],
+        partition_epoch: int,
+    ) -> PartitionState | ErrorCode:
+        cluster = self.cluster
+        request = ap_request.AlterPartitionRequest(
+            broker_id=cluster.node_id,  # type: ignore[arg-type]
+            broker_epoch=cluster.store.broker_epoch,  # type: ignore[arg-type]
+            topics=(
+                ap_request.TopicData(
+                    topic_id=topic_id,
+                    partitions=(
+                        ap_request.PartitionData(
+                            partition_index=partition,  # type: ignore[arg-type]
+                            leader_epoch=leader_epoch,  # type: ignore[arg-type]
+                            new_isr=tuple(new_isr),  # type: ignore[arg-type]
+                            leader_recovery_state=0,  # type: ignore[arg-type]
+                            partition_epoch=partition_epoch,  # type: ignore[arg-type]
+                        ),
+                    ),
+                ),
+            ),
+        )
+        try:
+            response = await cluster.alter_partition(request)
+        except ControllerUnavailableError as exc:
+            log.info("AlterPartition for %s-%d: %s", topic, partition, exc)
+            return ErrorCode.not_controller
+        if response.error_code != ErrorCode.none:
+            return ErrorCode(int(response.error_code))
+        for t in response.topics:
+            for p in t.partitions:
+                if int(p.partition_index) != partition:
+                    continue
+                if p.error_code != ErrorCode.none:
+                    return ErrorCode(int(p.error_code))
+                known = cluster.store.partition(topic, partition)
+                replicas = list(known.replicas) if known is not None else list(p.isr)
+                return PartitionState(
+                    partition,
+                    int(p.leader_id),
+                    int(p.leader_epoch),
+                    replicas,
+                    [int(b) for b in p.isr],
+                    cluster.store.controller_epoch,
+                    int(p.partition_epoch),
+                )
+        return ErrorCode.unknown_topic_or_partition

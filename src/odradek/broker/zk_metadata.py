@@ -1,0 +1,487 @@
+"""``ZkMetadataStore``: the ``MetadataStore`` of a broker in a cluster on ZooKeeper.
+
+Reads answer from an in-memory image, Kafka's ``MetadataCache``: the live brokers, the
+controller id and every partition's leader, leader epoch, replicas, ISR and znode version, as
+the active controller last told this broker with UpdateMetadata (API 6,
+:meth:`apply_update_metadata`). Topic configs come from ``/config/topics/<t>``, read when a
+topic first appears and again on every ``/config/changes`` notification.
+
+Writes go to ZooKeeper through ``odradek.cluster.zk.KafkaZkClient`` (blocking kazoo calls, run
+in a worker thread) and the controller does the rest; a write returns once the image shows its
+result, or after ``admin_timeout_ms`` (then with what ZooKeeper holds, leaders unknown):
+
+* ``create_topic``: ``/config/topics/<t>`` then ``/brokers/topics/<t>`` (with the topic id);
+* ``delete_topic``: ``/admin/delete_topics/<t>``;
+* ``create_partitions``: ``/brokers/topics/<t>``, conditional on the version read;
+* ``alter_topic_configs``: ``/config/topics/<t>`` plus a ``/config/changes`` notification;
+* ``allocate_producer_ids``: a block from ``/latest_producer_id_block``;
+* ``register_broker``: the ephemeral ``/brokers/ids/<id>``; its czxid is the broker epoch.
+
+UpdateMetadata is refused with STALE_CONTROLLER_EPOCH when its controller epoch is older than
+the newest seen, and with STALE_BROKER_EPOCH when it was meant for an older registration of
+this broker. A partition whose leader is -2 (LeaderDuringDelete) leaves the image.
+
+This module imports kazoo (through ``odradek.cluster.zk``): only a broker with
+``zookeeper.connect`` imports it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import logging
+import time
+import uuid
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, TypeVar
+
+from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError
+
+from odradek.broker.metadata_store import (
+    BrokerInfo,
+    BrokersChanged,
+    InvalidPartitionsError,
+    MetadataChange,
+    MetadataError,
+    MetadataListener,
+    PartitionsChanged,
+    PartitionState,
+    TopicConfigsChanged,
+    TopicCreated,
+    TopicDeleted,
+    TopicExistsError,
+    TopicMetadata,
+    UnknownTopicError,
+)
+from odradek.cluster import zk as zkc
+from odradek.protocol.errors import ErrorCode
+from odradek.protocol.inter_broker import ZERO_UUID, UpdateMetadataRequest
+
+__all__ = ["INTERNAL_TOPICS", "LEADER_DURING_DELETE", "ZkMetadataStore", "topic_id_to_zk"]
+
+log = logging.getLogger("odradek.broker")
+
+T = TypeVar("T")
+
+LEADER_DURING_DELETE = -2
+INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state"})
+
+
+def topic_id_to_zk(topic_id: uuid.UUID) -> str:
+    """A topic id as Kafka writes it in ``/brokers/topics/<t>``: URL-safe base64, no padding."""
+    return base64.urlsafe_b64encode(topic_id.bytes).rstrip(b"=").decode()
+
+
+class ZkMetadataStore:
+    """Cluster metadata from UpdateMetadata, admin writes to ZooKeeper. See the module docstring."""
+
+    def __init__(
+        self,
+        node_id: int,
+        zookeeper_connect: str,
+        *,
+        session_timeout_ms: int = 18_000,
+        connection_timeout_ms: int = 18_000,
+        admin_timeout_ms: int = 30_000,
+    ) -> None:
+        self._node_id = node_id
+        self.zk = zkc.KafkaZkClient(
+            zookeeper_connect,
+            session_timeout_ms=session_timeout_ms,
+            connection_timeout_ms=connection_timeout_ms,
+        )
+        self.admin_timeout_ms = admin_timeout_ms
+        self._cluster_id = ""
+        self._brokers: dict[int, BrokerInfo] = {}
+        self._controller_id = -1
+        self._controller_epoch = -1
+        self._topics: dict[str, TopicMetadata] = {}
+        self._by_id: dict[uuid.UUID, TopicMetadata] = {}
+        self._listeners: list[MetadataListener] = []
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._changed = asyncio.Event()
+        self._closed = False
+        self.updates_applied = 0
+        """UpdateMetadata requests applied (tests wait on it)."""
+
+    # -- lifecycle ---------------------------------------------------------------------------
+
+    async def start(self) -> None:
+        """Connect to ZooKeeper (Kafka's paths created), read or create ``/cluster/id``, and
+        watch ``/config/changes``."""
+        self._loop = asyncio.get_running_loop()
+        await self._run(self.zk.start)
+        self._cluster_id = await self._run(self.zk.get_or_create_cluster_id)
+        await self._run(lambda: self.zk.watch_children(zkc.CONFIG_CHANGES, self._on_config_changes))
+
+    async def _run(self, fn: Callable[[], T]) -> T:
+        """A blocking ZooKeeper call in a worker thread."""
+        return await asyncio.get_running_loop().run_in_executor(None, fn)
+
+    @property
+    def broker_epoch(self) -> int:
+        """The czxid of this broker's registration (-1 before ``register_broker``)."""
+        return self.zk.broker_epoch
+
+    # -- reads -------------------------------------------------------------------------------
+
+    @property
+    def node_id(self) -> int:
+        return self._node_id
+
+    @property
+    def cluster_id(self) -> str:
+        return self._cluster_id
+
+    def live_brokers(self) -> Sequence[BrokerInfo]:
+        return [self._brokers[n] for n in sorted(self._brokers)]
+
+    def broker(self, node_id: int) -> BrokerInfo | None:
+        return self._brokers.get(node_id)
+
+    def controller_id(self) -> int:
+        return self._controller_id
+
+    @property
+    def controller_epoch(self) -> int:
+        return self._controller_epoch
+
+    def topics(self) -> list[TopicMetadata]:
+        return list(self._topics.values())
+
+    def topic(self, name: str) -> TopicMetadata | None:
+        return self._topics.get(name)
+
+    def topic_by_id(self, topic_id: uuid.UUID) -> TopicMetadata | None:
+        return self._by_id.get(topic_id)
+
+    def partition(self, name: str, partition: int) -> PartitionState | None:
+        t = self._topics.get(name)
+        if t is None:
+            return None
+        for p in t.partitions:
+            if p.partition == partition:
+                return p
+        return None
+
+    # -- UpdateMetadata ------------------------------------------------------------------------
+
+    def apply_update_metadata(self, request: UpdateMetadataRequest) -> ErrorCode:
+        """Apply one UpdateMetadata (on the event loop); NONE or why it was refused."""
+        if request.controller_epoch < self._controller_epoch:
+            return ErrorCode.stale_controller_epoch
+        own_epoch = self.zk.broker_epoch
+        if request.broker_epoch != -1 and own_epoch != -1 and request.broker_epoch < own_epoch:
+            return ErrorCode.stale_broker_epoch
+        changes: list[MetadataChange] = []
+        brokers: dict[int, BrokerInfo] = {}
+        for b in request.live_brokers:
+            ep = b.endpoints[0] if b.endpoints else None
+            if ep is None:
+                continue
+            epoch = own_epoch if b.id == self._node_id else 0
+            brokers[b.id] = BrokerInfo(b.id, ep.host, ep.port, b.rack, epoch)
+        controller_moved = request.controller_id != self._controller_id
+        self._controller_epoch = request.controller_epoch
+        self._controller_id = request.controller_id
+        if brokers != self._brokers or controller_moved:
+            self._brokers = brokers
+            changes.append(BrokersChanged(tuple(self.live_brokers()), self._controller_id))
+        created: dict[str, TopicMetadata] = {}
+        touched: dict[str, list[int]] = {}
+        deleted: dict[str, TopicMetadata] = {}
+        for s in request.partition_states:
+            name = s.topic_name
+            if s.leader == LEADER_DURING_DELETE:
+                topic = self._topics.get(name)
+                if topic is not None:
+                    topic.partitions = [
+                        p for p in topic.partitions if p.partition != s.partition_index
+                    ]
+                    if not topic.partitions:
+                        deleted[name] = self._topics.pop(name)
+                        self._by_id.pop(topic.topic_id, None)
+                continue
+            state = PartitionState(
+                s.partition_index,
+                s.leader,
+                s.leader_epoch,
+                list(s.replicas),
+                list(s.isr),
+                s.controller_epoch,
+                s.zk_version,
+            )
+            topic = self._topics.get(name)
+            if topic is None:
+                tid = request.topic_ids.get(name, ZERO_UUID)
+                if tid == ZERO_UUID:
+                    tid = uuid.uuid5(uuid.NAMESPACE_URL, f"odradek-topic:{name}")
+                topic = TopicMetadata(name, tid, [], {}, internal=name in INTERNAL_TOPICS)
+                self._topics[name] = topic
+                self._by_id[tid] = topic
+                created[name] = topic
+            self._put_partition(topic, state)
+            if name not in created:
+                touched.setdefault(name, []).append(s.partition_index)
+        for topic in created.values():
+            changes.append(TopicCreated(topic))
+        for name, parts in touched.items():
+            if name in self._topics:
+                changes.append(PartitionsChanged(self._topics[name], tuple(sorted(set(parts)))))
+        for topic in deleted.values():
+            changes.append(TopicDeleted(topic))
+        self.updates_applied += 1
+        for change in changes:
+            self._announce(change)
+        if created and self._loop is not None:
+            names = list(created)
+            self._loop.create_task(self._load_configs(names))
+        self._signal()
+        return ErrorCode.none
+
+    @staticmethod
+    def _put_partition(topic: TopicMetadata, state: PartitionState) -> None:
+        for i, p in enumerate(topic.partitions):
+            if p.partition == state.partition:
+                topic.partitions[i] = state
+                return
+        topic.partitions.append(state)
+        topic.partitions.sort(key=lambda p: p.partition)
+
+    # -- topic configs -------------------------------------------------------------------------
+
+    def _on_config_changes(self, _children: list[str]) -> bool | None:
+        # a kazoo thread: hand over to the event loop
+        if self._closed or self._loop is None:
+            return False
+        try:
+            self._loop.call_soon_threadsafe(
+                lambda: self._loop.create_task(self._load_configs(list(self._topics)))  # type: ignore[union-attr]
+            )
+        except RuntimeError:
+            return False
+        return None
+
+    async def _load_configs(self, names: list[str]) -> None:
+        if self._closed:
+            return
+        try:
+            configs = await self._run(lambda: {n: self.zk.get_topic_config(n) for n in names})
+        except Exception:
+            log.warning("could not read topic configs from ZooKeeper", exc_info=True)
+            return
+        for name, config in configs.items():
+            topic = self._topics.get(name)
+            if topic is not None and topic.configs != config:
+                topic.configs = dict(config)
+                self._announce(TopicConfigsChanged(topic))
+
+    # -- waiting for the image -------------------------------------------------------------------
+
+    def _signal(self) -> None:
+        self._changed.set()
+        self._changed = asyncio.Event()
+
+    async def wait_until(self, predicate: Callable[[], bool], timeout_ms: int) -> bool:
+        """Wait (bounded) until ``predicate()`` holds for the image; whether it does."""
+        deadline = time.monotonic() + timeout_ms / 1000
+        while not predicate():
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return False
+            try:
+                await asyncio.wait_for(self._changed.wait(), min(left, 0.5))
+            except TimeoutError:
+                pass
+        return True
+
+    def _has_partitions(self, name: str, count: int) -> bool:
+        t = self._topics.get(name)
+        return (
+            t is not None
+            and len(t.partitions) >= count
+            and all(p.leader >= 0 for p in t.partitions[:count])
+        )
+
+    # -- writes --------------------------------------------------------------------------------
+
+    async def register_broker(self, info: BrokerInfo) -> None:
+        epoch = await self._run(
+            lambda: self.zk.register_broker(
+                zkc.BrokerInfo(info.node_id, info.host, info.port, info.rack)
+            )
+        )
+        if info.node_id not in self._brokers:
+            self._brokers[info.node_id] = BrokerInfo(
+                info.node_id, info.host, info.port, info.rack, epoch
+            )
+            self._announce(BrokersChanged(tuple(self.live_brokers()), self._controller_id))
+        log.info("broker %d registered in ZooKeeper, epoch %d", info.node_id, epoch)
+
+    @staticmethod
+    def _check_assignment(assignment: Mapping[int, Sequence[int]], start: int) -> None:
+        if sorted(assignment) != list(range(start, start + len(assignment))):
+            raise InvalidPartitionsError(
+                f"the assignment must number partitions {start}..{start + len(assignment) - 1}"
+            )
+        for p, replicas in assignment.items():
+            if not replicas:
+                raise InvalidPartitionsError(f"partition {p} has no replicas")
+            if len(set(replicas)) != len(replicas):
+                raise InvalidPartitionsError(f"partition {p} names a broker twice")
+
+    def _provisional(
+        self,
+        name: str,
+        topic_id: uuid.UUID,
+        assignment: Mapping[int, Sequence[int]],
+        configs: Mapping[str, str],
+        internal: bool,
+    ) -> TopicMetadata:
+        """What ZooKeeper holds when the image has not caught up (leaders unknown)."""
+        return TopicMetadata(
+            name,
+            topic_id,
+            [PartitionState(p, -1, 0, list(r), list(r)) for p, r in sorted(assignment.items())],
+            dict(configs),
+            internal,
+        )
+
+    async def create_topic(
+        self,
+        name: str,
+        assignment: Mapping[int, Sequence[int]],
+        configs: Mapping[str, str] | None = None,
+        internal: bool = False,
+        topic_id: uuid.UUID | None = None,
+    ) -> TopicMetadata:
+        if len(assignment) < 1:
+            raise InvalidPartitionsError("number of partitions must be at least 1")
+        self._check_assignment(assignment, 0)
+        tid = topic_id or uuid.uuid4()
+        za = zkc.TopicAssignment(
+            {p: tuple(int(b) for b in r) for p, r in assignment.items()},
+            topic_id=topic_id_to_zk(tid),
+        )
+        cfg = dict(configs or {})
+
+        def write() -> None:
+            if self.zk.exists(zkc.topic_path(name)):
+                raise TopicExistsError(f"Topic '{name}' already exists.")
+            try:
+                self.zk.create_topic_assignment(name, za, cfg)
+            except NodeExistsError:
+                raise TopicExistsError(f"Topic '{name}' already exists.") from None
+
+        await self._run(write)
+        if await self.wait_until(
+            lambda: self._has_partitions(name, len(assignment)), self.admin_timeout_ms
+        ):
+            topic = self._topics[name]
+            if topic.configs != cfg:
+                topic.configs = cfg
+            return topic
+        return self._provisional(name, tid, assignment, cfg, internal)
+
+    async def delete_topic(self, name: str) -> TopicMetadata:
+        topic = self._topics.get(name)
+
+        def write() -> None:
+            if not self.zk.exists(zkc.topic_path(name)):
+                raise UnknownTopicError(f"unknown topic {name!r}")
+            self.zk.create_delete_topic_path(name)
+
+        await self._run(write)
+        await self.wait_until(lambda: name not in self._topics, self.admin_timeout_ms)
+        return topic if topic is not None else TopicMetadata(name, ZERO_UUID, [])
+
+    async def create_partitions(
+        self, name: str, assignment: Mapping[int, Sequence[int]]
+    ) -> TopicMetadata:
+        if not assignment:
+            raise InvalidPartitionsError("no partitions to add")
+
+        def write() -> zkc.TopicAssignment:
+            for _ in range(5):
+                got = self.zk.get_topic_assignment(name)
+                if got is None:
+                    raise UnknownTopicError(f"unknown topic {name!r}")
+                current, version = got
+                start = len(current.partitions)
+                self._check_assignment(assignment, start)
+                merged = dict(current.partitions)
+                merged.update({p: tuple(int(b) for b in r) for p, r in assignment.items()})
+                new = zkc.TopicAssignment(
+                    merged, current.adding_replicas, current.removing_replicas, current.topic_id
+                )
+                try:
+                    self.zk.set_topic_assignment_unfenced(name, new, version)
+                except BadVersionError:
+                    continue
+                except NoNodeError:
+                    raise UnknownTopicError(f"unknown topic {name!r}") from None
+                return new
+            raise MetadataError(f"topic {name!r} changed concurrently; try again")
+
+        written = await self._run(write)
+        total = len(written.partitions)
+        if await self.wait_until(lambda: self._has_partitions(name, total), self.admin_timeout_ms):
+            return self._topics[name]
+        known = self._topics.get(name)
+        return self._provisional(
+            name,
+            known.topic_id if known is not None else ZERO_UUID,
+            written.partitions,
+            known.configs if known is not None else {},
+            name in INTERNAL_TOPICS,
+        )
+
+    async def alter_topic_configs(self, name: str, configs: Mapping[str, str]) -> TopicMetadata:
+        topic = self._topics.get(name)
+        if topic is None:
+            raise UnknownTopicError(f"unknown topic {name!r}")
+        cfg = dict(configs)
+        await self._run(lambda: self.zk.set_or_create_topic_config(name, cfg))
+        if topic.configs != cfg:
+            topic.configs = cfg
+            self._announce(TopicConfigsChanged(topic))
+        return topic
+
+    async def allocate_producer_ids(self, block_size: int) -> int:
+        block = await self._run(
+            lambda: self.zk.allocate_producer_id_block(self._node_id, block_size)
+        )
+        return block.first_producer_id
+
+    # -- listeners -----------------------------------------------------------------------------
+
+    def _announce(self, change: MetadataChange) -> None:
+        for listener in list(self._listeners):
+            try:
+                listener(change)
+            except Exception:
+                log.exception("metadata listener failed on %r", change)
+
+    def add_listener(self, listener: MetadataListener) -> None:
+        self._listeners.append(listener)
+
+    def remove_listener(self, listener: MetadataListener) -> None:
+        self._listeners.remove(listener)
+
+    def close(self) -> None:
+        """Close the ZooKeeper session (this broker's registration disappears with it)."""
+        if self._closed:
+            return
+        self._closed = True
+        self._listeners.clear()
+        try:
+            self.zk.close()
+        except Exception:
+            log.warning("closing the ZooKeeper client failed", exc_info=True)
+
+
+def _check(store: ZkMetadataStore) -> Any:
+    from odradek.broker.metadata_store import MetadataStore
+
+    checked: MetadataStore = store  # ZkMetadataStore implements the Protocol (checked by mypy)
+    return checked

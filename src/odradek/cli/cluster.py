@@ -1,0 +1,290 @@
+"""`odradek cluster`: a local development cluster on ZooKeeper.
+
+    odradek cluster up [--brokers 3] [--dir ./odradek-cluster] [--port 9092] [--set key=value ...]
+    odradek cluster status [--dir ./odradek-cluster | --bootstrap-server host:port]
+    odradek cluster down [--dir ./odradek-cluster]
+
+``up`` starts a supervisor process in the background (its own session) that runs one Apache
+ZooKeeper (Debian's jars, ``odradek.cluster.zookeeper``) and N brokers (``odradek broker``,
+broker.id 1..N, each with its data directory ``<dir>/broker-<id>`` and port ``--port`` + id - 1,
+or free ports with ``--port 0``), with ``zookeeper.connect=<zk>/odradek``. It prints the
+bootstrap servers once every broker is listening and the cluster shows all of them. The
+supervisor writes ``<dir>/cluster.json`` (``{"pid", "zookeeper", "bootstrap_servers",
+"brokers": [{"id", "port", "pid"}]}``) and stops everything on SIGTERM (``down``); the
+brokers and ZooKeeper also stop when the supervisor dies.
+
+``status`` asks a broker for Metadata: the live brokers, the controller, and the
+under-replicated partitions (ISR smaller than the replicas) and offline ones (no leader).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import struct
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+from ._clientopts import fail
+
+app = typer.Typer(add_completion=False, no_args_is_help=True)
+
+STATE_FILE = "cluster.json"
+DEFAULT_DIR = Path("odradek-cluster")
+Dir = Annotated[
+    Path, typer.Option("--dir", "-d", help="The cluster's directory (state, data, logs).")
+]
+
+
+def _state(dir_: Path) -> dict[str, Any] | None:
+    try:
+        data: dict[str, Any] = json.loads((dir_ / STATE_FILE).read_text())
+        return data
+    except (OSError, ValueError):
+        return None
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+@app.command()
+def up(
+    brokers: Annotated[
+        int, typer.Option("--brokers", "-n", min=1, max=32, help="How many brokers.")
+    ] = 3,
+    dir_: Dir = DEFAULT_DIR,
+    port: Annotated[
+        int, typer.Option("--port", "-p", help="Port of broker 1 (0: free ports).")
+    ] = 9092,
+    set_: Annotated[
+        list[str] | None, typer.Option("--set", "-s", help="Broker key=value, repeatable.")
+    ] = None,
+    timeout: Annotated[
+        float, typer.Option("--timeout", help="Seconds to wait for the cluster.")
+    ] = 90.0,
+) -> None:
+    """Start ZooKeeper and N brokers in the background; print the bootstrap servers."""
+    from odradek.cluster.zookeeper import zookeeper_available
+
+    if not zookeeper_available():
+        fail("Debian's zookeeper package (or java) is not installed: apt-get install zookeeper")
+    dir_ = dir_.resolve()
+    state = _state(dir_)
+    if state is not None and _alive(int(state["pid"])):
+        fail(f"a cluster is already running from {dir_} (odradek cluster down -d {dir_})")
+    dir_.mkdir(parents=True, exist_ok=True)
+    (dir_ / STATE_FILE).unlink(missing_ok=True)
+    cmd = [sys.executable, "-m", "odradek.cli.cluster", str(dir_), str(brokers), str(port)]
+    cmd += [f"{s}" for s in (set_ or [])]
+    with open(dir_ / "supervisor.log", "ab") as log:
+        proc = subprocess.Popen(
+            cmd,
+            stdin=subprocess.DEVNULL,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        state = _state(dir_)
+        if state is not None and state.get("ready"):
+            typer.echo(f"ZooKeeper: {state['zookeeper']}")
+            typer.echo(f"bootstrap servers: {state['bootstrap_servers']}")
+            return
+        if proc.poll() is not None:
+            fail(f"the cluster did not start; see {dir_ / 'supervisor.log'}")
+        time.sleep(0.2)
+    proc.terminate()
+    fail(f"the cluster was not ready within {timeout} s; see {dir_ / 'supervisor.log'}")
+
+
+@app.command()
+def down(dir_: Dir = DEFAULT_DIR) -> None:
+    """Stop the cluster started from --dir (brokers first, then ZooKeeper)."""
+    dir_ = dir_.resolve()
+    state = _state(dir_)
+    if state is None or not _alive(int(state["pid"])):
+        typer.echo(f"no cluster is running from {dir_}")
+        return
+    pid = int(state["pid"])
+    os.kill(pid, signal.SIGTERM)
+    deadline = time.monotonic() + 120
+    while _alive(pid) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    if _alive(pid):
+        os.kill(pid, signal.SIGKILL)
+    (dir_ / STATE_FILE).unlink(missing_ok=True)
+    typer.echo("cluster stopped")
+
+
+def metadata(bootstrap: str, timeout: float = 10.0) -> Any:
+    """A Metadata v12 answer (all topics) from the first reachable bootstrap server."""
+    from kio.schema.metadata.v12.request import MetadataRequest
+
+    from odradek.protocol.messages import decode_response, encode_request
+
+    frame = encode_request(
+        MetadataRequest(
+            topics=None, allow_auto_topic_creation=False, include_topic_authorized_operations=False
+        ),
+        correlation_id=1,
+        client_id="odradek-cluster-status",
+    )
+    last: Exception | None = None
+    for server in bootstrap.split(","):
+        host, _, port = server.strip().rpartition(":")
+        try:
+            with socket.create_connection((host or "127.0.0.1", int(port)), timeout=timeout) as s:
+                s.sendall(frame)
+                size = struct.unpack(">i", _read(s, 4))[0]
+                return decode_response(3, 12, _read(s, size), header=True)
+        except (OSError, ValueError) as exc:
+            last = exc
+    raise ConnectionError(f"no broker of {bootstrap} answered: {last}")
+
+
+def _read(s: socket.socket, n: int) -> bytes:
+    buf = b""
+    while len(buf) < n:
+        chunk = s.recv(n - len(buf))
+        if not chunk:
+            raise ConnectionError("connection closed")
+        buf += chunk
+    return buf
+
+
+def status_lines(md: Any) -> list[str]:
+    """What ``status`` prints for a Metadata response."""
+    lines = [f"cluster id: {md.cluster_id}", f"controller: {md.controller_id}", "brokers:"]
+    for b in sorted(md.brokers, key=lambda b: b.node_id):
+        lines.append(f"\t{b.node_id}\t{b.host}:{b.port}")
+    under, offline = [], []
+    for t in sorted(md.topics, key=lambda t: t.name or ""):
+        for p in sorted(t.partitions, key=lambda p: p.partition_index):
+            desc = (
+                f"\tTopic: {t.name}\tPartition: {p.partition_index}\tLeader: {p.leader_id}"
+                f"\tReplicas: {','.join(map(str, p.replica_nodes))}\tIsr: {','.join(map(str, p.isr_nodes))}"
+            )
+            if p.leader_id < 0:
+                offline.append(desc)
+            elif len(p.isr_nodes) < len(p.replica_nodes):
+                under.append(desc)
+    lines.append(f"under-replicated partitions: {len(under)}")
+    lines.extend(under)
+    lines.append(f"offline partitions: {len(offline)}")
+    lines.extend(offline)
+    return lines
+
+
+@app.command()
+def status(
+    dir_: Dir = DEFAULT_DIR,
+    bootstrap_server: Annotated[
+        str | None,
+        typer.Option("--bootstrap-server", "-b", help="host:port (default: from --dir)."),
+    ] = None,
+) -> None:
+    """Brokers, the controller, under-replicated and offline partitions."""
+    if bootstrap_server is None:
+        state = _state(dir_.resolve())
+        if state is None:
+            fail(f"no cluster state in {dir_.resolve()}; give --bootstrap-server")
+            return
+        bootstrap_server = str(state["bootstrap_servers"])
+    try:
+        md = metadata(bootstrap_server)
+    except ConnectionError as exc:
+        fail(str(exc))
+        return
+    for line in status_lines(md):
+        typer.echo(line)
+
+
+# -- the supervisor (python -m odradek.cli.cluster DIR N PORT [key=value ...]) -------------------
+
+
+def _supervise(dir_: Path, n: int, base_port: int, extra: list[str]) -> int:
+    from odradek.cluster.zookeeper import ZooKeeperServer
+    from odradek.testing.process import BrokerProcess
+
+    stop = False
+
+    def on_term(*_: Any) -> None:
+        nonlocal stop
+        stop = True
+
+    signal.signal(signal.SIGTERM, on_term)
+    signal.signal(signal.SIGINT, on_term)
+    zk = ZooKeeperServer(dir_ / "zookeeper", max_session_timeout_ms=60_000)
+    zk.start()
+    brokers: list[BrokerProcess] = []
+    try:
+        settings = dict(s.split("=", 1) for s in extra if "=" in s)
+        for i in range(1, n + 1):
+            port = 0 if base_port == 0 else base_port + i - 1
+            b = BrokerProcess(
+                {
+                    "broker.id": i,
+                    "listeners": f"PLAINTEXT://127.0.0.1:{port}",
+                    "zookeeper.connect": f"{zk.connect_string}/odradek",
+                    "zookeeper.session.timeout.ms": 6000,
+                    "default.replication.factor": min(3, n),
+                    "offsets.topic.replication.factor": min(3, n),
+                    **settings,
+                },
+                data_dir=dir_ / f"broker-{i}",
+                start_timeout=60,
+                log_level="info",
+            )
+            b.start()
+            brokers.append(b)
+        bootstrap = ",".join(b.bootstrap_servers for b in brokers)
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and not stop:
+            try:
+                if len(metadata(bootstrap).brokers) == n:
+                    break
+            except ConnectionError:
+                pass
+            time.sleep(0.2)
+        state = {
+            "pid": os.getpid(),
+            "ready": True,
+            "zookeeper": zk.connect_string,
+            "bootstrap_servers": bootstrap,
+            "brokers": [
+                {"id": b.node_id, "port": b.port, "pid": b.pid, "log": str(b.log_path)}
+                for b in brokers
+            ],
+        }
+        (dir_ / STATE_FILE).write_text(json.dumps(state, indent=1))
+        exited: set[int] = set()
+        while not stop:
+            time.sleep(0.2)
+            for b in brokers:
+                if not b.running and b.node_id not in exited:
+                    exited.add(b.node_id)
+                    print(f"broker {b.node_id} exited; see {b.log_path}", flush=True)
+    finally:
+        for b in reversed(brokers):
+            b.stop(timeout=60)
+        zk.stop()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(_supervise(Path(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3]), sys.argv[4:]))

@@ -1,0 +1,162 @@
+"""ZkMetadataStore against a real ZooKeeper: the image fed by UpdateMetadata (Kafka's
+MetadataCache), its refusals, and the writes it makes in Kafka's layout."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import uuid
+from collections.abc import AsyncIterator
+
+import pytest
+
+from odradek.broker.metadata_store import (
+    BrokerInfo,
+    BrokersChanged,
+    MetadataChange,
+    PartitionsChanged,
+    TopicCreated,
+    TopicDeleted,
+    TopicExistsError,
+    UnknownTopicError,
+)
+from odradek.broker.zk_metadata import ZkMetadataStore, topic_id_to_zk
+from odradek.protocol.errors import ErrorCode
+from odradek.protocol.inter_broker import (
+    UpdateMetadataBroker,
+    UpdateMetadataEndpoint,
+    UpdateMetadataPartitionState,
+    UpdateMetadataRequest,
+)
+
+pytestmark = pytest.mark.asyncio
+
+
+@pytest.fixture
+async def store(zk_connect: str) -> AsyncIterator[ZkMetadataStore]:
+    s = ZkMetadataStore(1, f"{zk_connect}/md-{uuid.uuid4().hex[:8]}", admin_timeout_ms=300)
+    await s.start()
+    try:
+        yield s
+    finally:
+        await asyncio.get_running_loop().run_in_executor(None, s.close)
+
+
+def _broker(i: int) -> UpdateMetadataBroker:
+    return UpdateMetadataBroker(i, (UpdateMetadataEndpoint(9000 + i, "127.0.0.1"),))
+
+
+def _um(
+    controller_epoch: int,
+    states: tuple[UpdateMetadataPartitionState, ...] = (),
+    brokers: tuple[int, ...] = (1, 2, 3),
+    broker_epoch: int = -1,
+    topic_ids: dict[str, uuid.UUID] | None = None,
+) -> UpdateMetadataRequest:
+    return UpdateMetadataRequest(
+        2,
+        controller_epoch,
+        broker_epoch,
+        states,
+        tuple(_broker(i) for i in brokers),
+        topic_ids or {},
+    )
+
+
+def _state(
+    topic: str, p: int, leader: int, isr: tuple[int, ...], version: int = 0
+) -> UpdateMetadataPartitionState:
+    return UpdateMetadataPartitionState(topic, p, 1, leader, 3, isr, version, (1, 2, 3), ())
+
+
+async def test_update_metadata_builds_the_image_and_announces_changes(
+    store: ZkMetadataStore,
+) -> None:
+    seen: list[MetadataChange] = []
+    store.add_listener(seen.append)
+    tid = uuid.uuid4()
+    assert (
+        store.apply_update_metadata(
+            _um(5, (_state("t", 1, 2, (2, 3)), _state("t", 0, 1, (1, 2, 3))), topic_ids={"t": tid})
+        )
+        == ErrorCode.none
+    )
+    assert [b.node_id for b in store.live_brokers()] == [1, 2, 3]
+    assert store.controller_id() == 2 and store.controller_epoch == 5
+    topic = store.topic("t")
+    assert topic is not None and topic.topic_id == tid and store.topic_by_id(tid) is topic
+    assert [p.partition for p in topic.partitions] == [0, 1]
+    p1 = store.partition("t", 1)
+    assert p1 is not None and (p1.leader, p1.leader_epoch, p1.isr, p1.replicas) == (
+        2,
+        3,
+        [2, 3],
+        [1, 2, 3],
+    )
+    assert [type(c) for c in seen] == [BrokersChanged, TopicCreated]
+
+    # an ISR change of one partition; a broker leaves
+    store.apply_update_metadata(_um(5, (_state("t", 1, 2, (1, 2, 3), 1),), brokers=(1, 2)))
+    p1 = store.partition("t", 1)
+    assert p1 is not None and p1.isr == [1, 2, 3] and p1.version == 1
+    assert [type(c) for c in seen[2:]] == [BrokersChanged, PartitionsChanged]
+    assert [b.node_id for b in store.live_brokers()] == [1, 2]
+
+    # deletion: leader -2 (LeaderDuringDelete) for every partition removes the topic
+    store.apply_update_metadata(_um(5, (_state("t", 0, -2, (1,)), _state("t", 1, -2, (1,)))))
+    assert store.topic("t") is None and store.topic_by_id(tid) is None
+    assert isinstance(seen[-1], TopicDeleted)
+
+
+async def test_stale_controller_and_broker_epochs_are_refused(store: ZkMetadataStore) -> None:
+    await store.register_broker(BrokerInfo(1, "127.0.0.1", 9001))
+    epoch = store.broker_epoch
+    assert epoch > 0 and store.broker(1) is not None
+    assert store.apply_update_metadata(_um(7, broker_epoch=epoch)) == ErrorCode.none
+    assert (
+        store.apply_update_metadata(_um(6, (_state("x", 0, 1, (1,)),)))
+        == ErrorCode.stale_controller_epoch
+    )
+    assert (
+        store.apply_update_metadata(_um(7, (_state("x", 0, 1, (1,)),), broker_epoch=epoch - 1))
+        == ErrorCode.stale_broker_epoch
+    )
+    assert store.topic("x") is None  # nothing of a refused request is applied
+
+
+async def test_admin_writes_use_kafkas_znodes(store: ZkMetadataStore) -> None:
+    zk = store.zk.zk
+    tid = uuid.uuid4()
+    # no controller runs here: the image never shows the topic, the store answers after its
+    # admin timeout with what ZooKeeper holds
+    topic = await store.create_topic(
+        "a", {0: [1, 2], 1: [2, 1]}, {"retention.ms": "5"}, topic_id=tid
+    )
+    assert topic.topic_id == tid and [p.leader for p in topic.partitions] == [-1, -1]
+    assignment = json.loads(zk.get("/brokers/topics/a")[0])
+    assert assignment["partitions"] == {"0": [1, 2], "1": [2, 1]}
+    assert assignment["topic_id"] == topic_id_to_zk(tid)
+    assert json.loads(zk.get("/config/topics/a")[0])["config"] == {"retention.ms": "5"}
+    with pytest.raises(TopicExistsError):
+        await store.create_topic("a", {0: [1]})
+
+    await store.create_partitions("a", {2: [1, 2]})
+    assert json.loads(zk.get("/brokers/topics/a")[0])["partitions"]["2"] == [1, 2]
+    with pytest.raises(UnknownTopicError):
+        await store.create_partitions("nope", {1: [1]})
+
+    await store.delete_topic("a")
+    assert zk.exists("/admin/delete_topics/a") is not None
+    with pytest.raises(UnknownTopicError):
+        await store.delete_topic("nope")
+
+
+async def test_producer_id_blocks_never_overlap(zk_connect: str, store: ZkMetadataStore) -> None:
+    other = ZkMetadataStore(2, f"{zk_connect}{store.zk.chroot or ''}")
+    await other.start()
+    try:
+        starts = [await store.allocate_producer_ids(100), await other.allocate_producer_ids(100)]
+        starts.append(await store.allocate_producer_ids(100))
+    finally:
+        await asyncio.get_running_loop().run_in_executor(None, other.close)
+    assert sorted(starts) == [starts[0], starts[0] + 100, starts[0] + 200]
