@@ -605,7 +605,10 @@ class GroupMetadataManager:
         elif group is not None:
             if group.state is S.DEAD:
                 error = Errors.COORDINATOR_NOT_AVAILABLE
-            elif group.is_static_member_fenced(group_instance_id, member_id):
+            elif (
+                group_instance_id is not None
+                and group.static_members.get(group_instance_id, member_id) != member_id
+            ):  # a static member replaced by a newer instance (KIP-345)
                 error = Errors.FENCED_INSTANCE_ID
             elif member_id and member_id not in group.members:
                 error = Errors.UNKNOWN_MEMBER_ID
