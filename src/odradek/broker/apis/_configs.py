@@ -56,6 +56,7 @@ __all__ = [
     "check_broker_resource",
     "group_entries",
     "topic_entries",
+    "topic_entries_from",
 ]
 
 TOPIC = 2
@@ -84,7 +85,14 @@ def topic_entries(
     services: BrokerServices, topic: TopicMetadata, keys: tuple[str, ...] | None
 ) -> list[Entry]:
     """Every config of a topic resource: its override, else the broker's current default."""
-    effective = services.topic_admin.topic_configs_from(topic.configs)
+    return topic_entries_from(services, topic.configs, keys)
+
+
+def topic_entries_from(
+    services: BrokerServices, overrides: Mapping[str, str], keys: tuple[str, ...] | None
+) -> list[Entry]:
+    """``topic_entries`` of a topic with ``overrides`` (CreateTopics answers with them)."""
+    effective = services.topic_admin.topic_configs_from(overrides)
     dynamic = services.dynamic_config
     out: list[Entry] = []
     for name, value in sorted(effective.items()):
@@ -92,7 +100,7 @@ def topic_entries(
             continue
         spec = TOPIC_KEYS.get(name)
         synonyms: list[tuple[str, str | None, int]] = []
-        if name in topic.configs:
+        if name in overrides:
             synonyms.append((name, value, DYNAMIC_TOPIC_CONFIG))
         if spec is not None and spec.broker_key is not None:
             bkey = spec.broker_key
