@@ -29,7 +29,7 @@ INVALID_CONFIG = 40
 INVALID_REQUEST = 42
 POLICY_VIOLATION = 44
 INT32_MIN = -(2**31)
-TOPIC, BROKER, GROUP = 2, 4, 32
+TOPIC, BROKER, BROKER_LOGGER, GROUP = 2, 4, 8, 32
 TOPIC_CONFIG, DYNAMIC_BROKER, DYNAMIC_DEFAULT, STATIC, DEFAULT, GROUP_CONFIG = 1, 2, 3, 4, 5, 8
 SET, DELETE, APPEND, SUBTRACT = 0, 1, 2, 3
 
@@ -320,3 +320,28 @@ def _check_group_configs(wire: Wire) -> None:
         INVALID_REQUEST
     )
     assert describe(wire, GROUP, "")[0] == INVALID_REQUEST
+
+
+# -- broker loggers ----------------------------------------------------------------------------
+
+
+def test_broker_logger_levels(wire: Wire) -> None:
+    code, loggers = describe(wire, BROKER_LOGGER, "0")
+    assert code == NONE
+    assert "root" in loggers and "odradek.broker" in loggers
+    assert int(loggers["odradek.broker"].config_source) == 6  # DYNAMIC_BROKER_LOGGER_CONFIG
+    before = loggers["odradek.broker"].value
+    assert incremental(wire, BROKER_LOGGER, "0", [("odradek.broker", SET, "DEBUG")]) == (NONE, None)
+    assert describe(wire, BROKER_LOGGER, "0")[1]["odradek.broker"].value == "DEBUG"
+    assert incremental(wire, BROKER_LOGGER, "0", [("odradek.broker", DELETE, None)])[0] == NONE
+    assert describe(wire, BROKER_LOGGER, "0")[1]["odradek.broker"].value == before
+    for ops, code in [
+        ([("no.such.logger", SET, "DEBUG")], INVALID_CONFIG),
+        ([("odradek.broker", SET, "LOUD")], INVALID_CONFIG),
+        ([("root", DELETE, None)], INVALID_REQUEST),
+        ([("odradek.broker", APPEND, "DEBUG")], INVALID_REQUEST),
+    ]:
+        assert incremental(wire, BROKER_LOGGER, "0", ops)[0] == code, ops
+    assert incremental(wire, BROKER_LOGGER, "", [("root", SET, "INFO")])[0] == INVALID_REQUEST
+    assert describe(wire, BROKER_LOGGER, "")[0] == INVALID_REQUEST
+    assert alter(wire, BROKER_LOGGER, "0", {"root": "INFO"})[0] == INVALID_REQUEST  # legacy API

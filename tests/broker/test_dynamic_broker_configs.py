@@ -10,6 +10,7 @@ from collections.abc import Iterator
 
 import pytest
 
+from odradek.protocol.records import build_batch
 from odradek.testing.process import BrokerProcess
 
 from .test_admin_apis import (
@@ -36,7 +37,9 @@ from .test_admin_apis import (
     produce_values,
     topic_name,
 )
-from .wire import Wire, create
+from .wire import Wire, create, produce_request
+
+MESSAGE_TOO_LARGE = 10
 
 pytestmark = pytest.mark.timeout(90)
 
@@ -225,3 +228,19 @@ def test_configs_and_log_start_survive_restarts(fresh_broker: BrokerProcess) -> 
         assert earliest_latest(wire, t) == (5, 6)
         _, configs = describe(wire, BROKER, "0")
         assert configs["log.retention.ms"].value == "7200000"
+
+
+def test_dynamic_message_max_bytes_applies_at_once(wire: Wire) -> None:
+    t = topic_name("mmb")
+    create(wire, t)
+    big = build_batch([(None, b"x" * 3000, (), int(time.time() * 1000))])
+
+    def produce_code() -> int:
+        r = wire.call(produce_request(t, 0, big, acks=1, version=9))
+        return int(r.responses[0].partition_responses[0].error_code)
+
+    assert produce_code() == NONE
+    assert alter(wire, BROKER, "", {"message.max.bytes": "1000"})[0] == NONE
+    assert produce_code() == MESSAGE_TOO_LARGE
+    assert alter(wire, BROKER, "", {})[0] == NONE
+    assert produce_code() == NONE

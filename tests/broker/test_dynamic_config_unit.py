@@ -252,3 +252,24 @@ def test_log_start_offset_moves_segments_go_and_the_checkpoint_survives(tmp_path
     again = LogManager([tmp_path], config, clock)
     assert again.get("t", 0).log_start_offset == 5  # type: ignore[union-attr]
     again.close()
+
+
+# -- broker loggers -----------------------------------------------------------------------------
+
+
+def test_broker_loggers_all_or_nothing() -> None:
+    import logging
+
+    from odradek.broker.loggers import BrokerLoggers, LoggerError
+
+    manager = logging.Manager(logging.RootLogger(logging.WARNING))
+    a = manager.getLogger("a")
+    loggers = BrokerLoggers(manager)
+    assert loggers.levels() == {"root": "WARN", "a": "WARN"}
+    with pytest.raises(LoggerError, match="does not exist"):
+        loggers.alter([("a", 0, "DEBUG"), ("b", 0, "DEBUG")], validate_only=False)
+    assert a.level == logging.NOTSET  # nothing applied
+    loggers.alter([("a", 0, "trace"), ("root", 0, "ERROR")], validate_only=False)
+    assert loggers.levels() == {"root": "ERROR", "a": "TRACE"}
+    loggers.alter([("a", 1, None)], validate_only=False)
+    assert loggers.levels()["a"] == "ERROR"

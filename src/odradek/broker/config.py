@@ -702,7 +702,13 @@ TOPIC_KEYS: dict[str, TopicKey] = {
         TopicKey(
             "cleanup.policy", _cleanup_policy, "log.cleanup.policy", _from("log.cleanup.policy")
         ),
-        TopicKey("compression.type", _compression, "compression.type", _from("compression.type")),
+        TopicKey(
+            "compression.type",
+            _compression,
+            "compression.type",
+            _from("compression.type"),
+            ignored="batches are stored as produced (no recompression)",
+        ),
         TopicKey(
             "retention.ms",
             _log_int("retention.ms"),

@@ -68,12 +68,15 @@ class LocalConfigEntityStore:
         self._path = None if data_dir is None else Path(data_dir) / FILE_NAME
         self._entities: dict[str, dict[str, dict[str, str]]] = {}
         if self._path is not None and self._path.exists():
-            data = json.loads(self._path.read_text(encoding="utf-8"))
-            for entity_type, by_name in dict(data.get("entities", {})).items():
-                self._entities[str(entity_type)] = {
-                    str(name): {str(k): str(v) for k, v in dict(configs).items()}
-                    for name, configs in dict(by_name).items()
-                }
+            try:
+                data = json.loads(self._path.read_text(encoding="utf-8"))
+                for entity_type, by_name in dict(data.get("entities", {})).items():
+                    self._entities[str(entity_type)] = {
+                        str(name): {str(k): str(v) for k, v in dict(configs).items()}
+                        for name, configs in dict(by_name).items()
+                    }
+            except (ValueError, TypeError, AttributeError) as exc:
+                raise ValueError(f"{self._path}: not a config entities file ({exc})") from None
 
     @property
     def path(self) -> Path | None:

@@ -8,7 +8,8 @@ Resources, as Kafka serves them:
   ``""`` (the cluster-wide dynamic defaults only). Dynamic configs go through
   ``DynamicBrokerConfig``; another broker id or a non-integer name is INVALID_REQUEST; a
   read-only or unknown key, or a bad value, is INVALID_CONFIG.
-* BROKER_LOGGER (8): described empty.
+* BROKER_LOGGER (8): name = this broker's id; the process's loggers and their levels,
+  changed by IncrementalAlterConfigs (``broker/loggers.py``); AlterConfigs refuses it.
 * GROUP (32): KIP-848 group configs (``GroupConfigManager``); an empty name is INVALID_REQUEST.
 
 Describing: ``(name, value, read_only, source, synonyms)`` per config, ``synonyms`` being
@@ -36,6 +37,7 @@ from odradek.broker.dynamic_config import (
     DYNAMIC_DEFAULT_BROKER_CONFIG,
     broker_config_synonyms,
 )
+from odradek.broker.loggers import DYNAMIC_BROKER_LOGGER_CONFIG, BrokerLoggers, LoggerError
 from odradek.broker.metadata_store import TopicMetadata
 from odradek.broker.services import BrokerServices
 
@@ -50,12 +52,16 @@ __all__ = [
     "Entry",
     "alter_broker",
     "alter_group",
+    "alter_loggers",
     "alter_resources",
     "alter_topic",
     "broker_entries",
+    "check_broker_logger_resource",
     "check_broker_resource",
     "group_entries",
+    "logger_entries",
     "topic_entries",
+    "topic_entries_from",
 ]
 
 TOPIC = 2
@@ -84,7 +90,14 @@ def topic_entries(
     services: BrokerServices, topic: TopicMetadata, keys: tuple[str, ...] | None
 ) -> list[Entry]:
     """Every config of a topic resource: its override, else the broker's current default."""
-    effective = services.topic_admin.topic_configs_from(topic.configs)
+    return topic_entries_from(services, topic.configs, keys)
+
+
+def topic_entries_from(
+    services: BrokerServices, overrides: Mapping[str, str], keys: tuple[str, ...] | None
+) -> list[Entry]:
+    """``topic_entries`` of a topic with ``overrides`` (CreateTopics answers with them)."""
+    effective = services.topic_admin.topic_configs_from(overrides)
     dynamic = services.dynamic_config
     out: list[Entry] = []
     for name, value in sorted(effective.items()):
@@ -92,7 +105,7 @@ def topic_entries(
             continue
         spec = TOPIC_KEYS.get(name)
         synonyms: list[tuple[str, str | None, int]] = []
-        if name in topic.configs:
+        if name in overrides:
             synonyms.append((name, value, DYNAMIC_TOPIC_CONFIG))
         if spec is not None and spec.broker_key is not None:
             bkey = spec.broker_key
@@ -163,6 +176,41 @@ def group_entries(
     ]
 
 
+def check_broker_logger_resource(node_id: int, name: str) -> tuple[ErrorCode, str | None]:
+    """BROKER_LOGGER needs this broker's id (Kafka: no cluster-wide loggers)."""
+    if name == "":
+        return ErrorCode.invalid_request, "Broker id must not be empty"
+    return check_broker_resource(node_id, name)
+
+
+def logger_entries(keys: tuple[str, ...] | None) -> list[Entry]:
+    """The BROKER_LOGGER resource: every logger and its level (``broker.loggers``)."""
+    return [
+        (name, level, False, DYNAMIC_BROKER_LOGGER_CONFIG, [])
+        for name, level in BrokerLoggers().levels().items()
+        if not keys or name in keys
+    ]
+
+
+async def alter_loggers(
+    services: BrokerServices, name: str, ops: Any, validate_only: bool
+) -> tuple[ErrorCode, str | None]:
+    """IncrementalAlterConfigs on BROKER_LOGGER: SET / DELETE logger levels."""
+    code, message = check_broker_logger_resource(services.node_id, name)
+    if code != ErrorCode.none:
+        return code, message
+    try:
+        BrokerLoggers().alter(
+            [(op.name, int(op.config_operation), op.value) for op in ops], validate_only
+        )
+    except LoggerError as exc:
+        return (
+            ErrorCode.invalid_request if exc.invalid_request else ErrorCode.invalid_config,
+            str(exc),
+        )
+    return ErrorCode.none, None
+
+
 async def alter_topic(
     services: BrokerServices, name: str, new_configs: Mapping[str, str | None], validate_only: bool
 ) -> tuple[ErrorCode, str | None]:
@@ -226,7 +274,9 @@ async def alter_group(
 Alter = Callable[[int, str, Any], Awaitable[tuple[ErrorCode, str | None]]]
 
 
-async def alter_resources(request: Any, alter: Alter) -> tuple[Any, ...]:
+async def alter_resources(
+    request: Any, alter: Alter, types_served: tuple[int, ...] = (TOPIC, BROKER, GROUP)
+) -> tuple[Any, ...]:
     """The per-resource answers of AlterConfigs / IncrementalAlterConfigs.
 
     ``alter(resource type, name, the resource's configs)`` changes one TOPIC, BROKER or GROUP
@@ -243,7 +293,7 @@ async def alter_resources(request: Any, alter: Alter) -> tuple[Any, ...]:
         if seen[(res.resource_type, res.resource_name)] > 1:
             code: ErrorCode = ErrorCode.invalid_request
             message: str | None = "Each resource must appear at most once."
-        elif res.resource_type in (TOPIC, BROKER, GROUP):
+        elif res.resource_type in types_served:
             try:
                 code, message = await alter(res.resource_type, res.resource_name, res.configs)
             except ValueError as exc:

@@ -17,6 +17,7 @@ from typing import Any
 from kio.schema.errors import ErrorCode
 
 from odradek.broker.api import ApiSpec, RequestContext
+from odradek.broker.apis._configs import topic_entries_from
 from odradek.broker.apis._util import NO_THROTTLE, make, response_types, topic_name_error
 from odradek.broker.config import ConfigError, ignored_topic_configs, validate_topic_configs
 from odradek.broker.metadata_store import InvalidPartitionsError, TopicExistsError
@@ -164,17 +165,20 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
                 code, message = ErrorCode.invalid_partitions, str(exc)
         config_entries = None
         if code == ErrorCode.none and hasattr(types, "CreatableTopicConfigs"):
-            effective = services.topic_admin.topic_configs_from(configs)
+            # the sources as DescribeConfigs gives them (override, dynamic or static broker
+            # default, default)
             config_entries = tuple(
                 make(
                     types.CreatableTopicConfigs,
                     name=k,
                     value=v,
-                    read_only=False,
-                    config_source=1 if k in configs else 5,
+                    read_only=read_only,
+                    config_source=source,
                     is_sensitive=False,
                 )
-                for k, v in sorted(effective.items())
+                for k, v, read_only, source, _synonyms in topic_entries_from(
+                    services, configs, None
+                )
             )
         results.append(
             make(

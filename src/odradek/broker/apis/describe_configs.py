@@ -18,8 +18,10 @@ from odradek.broker.apis._configs import (
     GROUP_CONFIGS_DISABLED,
     TOPIC,
     broker_entries,
+    check_broker_logger_resource,
     check_broker_resource,
     group_entries,
+    logger_entries,
     topic_entries,
 )
 from odradek.broker.apis._util import NO_THROTTLE, make, response_types
@@ -49,7 +51,9 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
             if code == ErrorCode.none:
                 entries = broker_entries(services, res.resource_name, keys)
         elif res.resource_type == BROKER_LOGGER:
-            entries = []
+            code, message = check_broker_logger_resource(services.node_id, res.resource_name)
+            if code == ErrorCode.none:
+                entries = logger_entries(keys)
         elif res.resource_type == GROUP:
             if not services.group_configs.enabled:
                 code, message = ErrorCode.invalid_request, GROUP_CONFIGS_DISABLED

@@ -1,6 +1,6 @@
 """IncrementalAlterConfigs (44): SET (0) / DELETE (1) / APPEND (2) / SUBTRACT (3) on a
 topic's overrides, one level of dynamic broker configs (the broker id, or "" for the
-cluster-wide default) or a group's configs. APPEND/SUBTRACT work on list configs
+cluster-wide default), a group's configs, or logger levels (BROKER_LOGGER: SET / DELETE). APPEND/SUBTRACT work on list configs
 (``cleanup.policy``, ``log.cleanup.policy``); their base is the current value of the
 resource's own level, else the default, as in Kafka. A key altered twice is INVALID_REQUEST."""
 
@@ -14,9 +14,12 @@ from kio.schema.errors import ErrorCode
 from odradek.broker.api import ApiSpec, RequestContext
 from odradek.broker.apis._configs import (
     BROKER,
+    BROKER_LOGGER,
+    GROUP,
     TOPIC,
     alter_broker,
     alter_group,
+    alter_loggers,
     alter_resources,
     alter_topic,
     check_broker_resource,
@@ -126,9 +129,11 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
             return await _topic(services, name, ops, request.validate_only)
         if rtype == BROKER:
             return await _broker(services, name, ops, request.validate_only)
+        if rtype == BROKER_LOGGER:
+            return await alter_loggers(services, name, ops, request.validate_only)
         return await _group(services, name, ops, request.validate_only)
 
-    responses = await alter_resources(request, alter)
+    responses = await alter_resources(request, alter, (TOPIC, BROKER, BROKER_LOGGER, GROUP))
     return make(
         response_types(request).IncrementalAlterConfigsResponse,
         throttle_time=NO_THROTTLE,
