@@ -34,6 +34,10 @@ KAFKA_3_9 = {
     1: (0, 17),  # Fetch
     2: (0, 9),  # ListOffsets
     3: (0, 12),  # Metadata
+    4: (0, 7),  # LeaderAndIsr (inter-broker, ZooKeeper mode)
+    5: (0, 4),  # StopReplica (inter-broker)
+    6: (0, 8),  # UpdateMetadata (inter-broker)
+    7: (0, 3),  # ControlledShutdown (inter-broker)
     8: (0, 9),  # OffsetCommit
     9: (0, 9),  # OffsetFetch
     10: (0, 6),  # FindCoordinator
@@ -46,15 +50,24 @@ KAFKA_3_9 = {
     18: (0, 4),  # ApiVersions
     19: (0, 7),  # CreateTopics
     20: (0, 6),  # DeleteTopics
+    21: (0, 2),  # DeleteRecords
     22: (0, 5),  # InitProducerId
     23: (0, 4),  # OffsetForLeaderEpoch
+    24: (0, 5),  # AddPartitionsToTxn
+    25: (0, 4),  # AddOffsetsToTxn
+    26: (0, 4),  # EndTxn
+    27: (0, 1),  # WriteTxnMarkers
+    28: (0, 4),  # TxnOffsetCommit
     32: (0, 4),  # DescribeConfigs
     33: (0, 2),  # AlterConfigs
     37: (0, 3),  # CreatePartitions
     42: (0, 2),  # DeleteGroups
     44: (0, 1),  # IncrementalAlterConfigs
     47: (0, 0),  # OffsetDelete
+    56: (0, 3),  # AlterPartition (broker to controller)
     60: (0, 1),  # DescribeCluster
+    65: (0, 0),  # DescribeTransactions
+    66: (0, 1),  # ListTransactions
 }
 """The request versions Apache Kafka 3.9's broker serves, for the APIs odradek has: the
 ``validVersions`` of clients/src/main/resources/common/message/*Request.json at the 3.9.0-rc3
@@ -65,8 +78,16 @@ KNOWN_GAPS = {
     1: "Fetch 13+ addresses topics by id (DESIGN.md §4: capped at 12)",
     11: "JoinGroup v8-v9 (KIP-800 reason, KIP-814 skip assignment) are not served",
     22: "InitProducerId v5 (KIP-890) is not served",
+    24: "AddPartitionsToTxn v5 (KIP-890 part 2) is not served",
+    25: "AddOffsetsToTxn v4 (KIP-890 part 2) is not served",
+    26: "EndTxn v4 (KIP-890 part 2) is not served",
+    28: "TxnOffsetCommit v4 (KIP-890 part 2) is not served",
 }
 """APIs whose newest Kafka 3.9 versions odradek does not serve (docs/internals.md lists them)."""
+
+INTER_BROKER_MINIMUM = {4: 6, 5: 3, 6: 7, 7: 3, 27: 1, 56: 2}
+"""Inter-broker APIs are served from the versions odradek's own controller and brokers send
+(only odradek brokers talk to an odradek cluster); Kafka 3.9 also serves older ones."""
 
 
 def kp_build(cls: Any, values: dict[str, Any]) -> Any:
@@ -147,7 +168,7 @@ def test_api_versions_advertises_exactly_what_is_served(broker: BrokerProcess) -
         for version in range(lo, hi + 1):
             assert request_codec(key, version) or legacy_codec(key, version), (key, version)
         kafka_lo, kafka_hi = KAFKA_3_9[key]
-        assert lo == kafka_lo, key
+        assert lo == INTER_BROKER_MINIMUM.get(key, kafka_lo), key
         if key in KNOWN_GAPS:
             assert hi < kafka_hi, (key, "the gap is closed: update KNOWN_GAPS and the docs")
         else:
