@@ -166,7 +166,7 @@ _ops = st.lists(
 )
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=100, deadline=None)
 @given(_ops)
 def test_hw_never_moves_back_and_the_isr_is_never_empty(ops: list[tuple]) -> None:  # type: ignore[type-arg]
     p = leader([1, 2, 3])
@@ -328,7 +328,7 @@ _terms = st.lists(
 )
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=100, deadline=None)
 @given(_terms)
 def test_truncation_loop_leaves_the_follower_a_prefix_of_the_leader(
     terms: list[tuple[str, int]],
