@@ -276,6 +276,8 @@ async def test_replica_manager_shrinks_and_expands_through_the_manager() -> None
     )
     seen: list[tuple[list[tuple[str, int, int]], list[tuple[str, int, int]]]] = []
     rm.add_leadership_listener(lambda led, followed: seen.append((led, followed)))
+    moved: list[tuple[str, int, int]] = []
+    rm.add_high_watermark_listener(lambda t, p, hw: moved.append((t, p, hw)))
     try:
         state = LeaderAndIsrPartition(
             "t", 0, leader=1, leader_epoch=0, isr=[1, 2, 3], partition_epoch=0, replicas=[1, 2, 3]
@@ -297,6 +299,7 @@ async def test_replica_manager_shrinks_and_expands_through_the_manager() -> None
         await _settle(rm)
         assert alter.calls == [[1, 2]] and handle.isr == [1, 2]
         assert handle.high_watermark == 3  # 3 left the ISR: the HW follows 1 and 2
+        assert moved == [("t", 0, 1), ("t", 0, 3)]
         # acks=all with |ISR| = 2 = min.insync.replicas: answered once the HW passes it
         handle.log.append(batch(1), 0)
         waiter = asyncio.ensure_future(rm.wait_for_acks(handle, 4, 2, timeout_s=5))

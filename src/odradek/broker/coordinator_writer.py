@@ -45,6 +45,12 @@ class BrokerPartitionWriter:
         self._replicas = replicas
         self._topic_admin = topic_admin
         self._listeners: dict[str, list[HighWatermarkListener]] = {}
+        replicas.add_high_watermark_listener(self._high_watermark_moved)
+
+    def _high_watermark_moved(self, topic: str, partition: int, high_watermark: int) -> None:
+        """Replicated: the high watermark of an internal partition moved (followers fetched)."""
+        for listener in self._listeners.get(topic, ()):
+            listener(partition, high_watermark)
 
     def ensure_internal_topic(self, name: str, partitions: int, configs: Mapping[str, str]) -> int:
         topic = self._metadata.topic(name)
@@ -71,6 +77,7 @@ class BrokerPartitionWriter:
         if handle is None:
             raise RuntimeError(f"{topic}-{partition} does not exist")
         result = handle.log.append(records, handle.leader_epoch)
+        self._replicas.after_leader_append(handle)  # replicated: an ISR of one moves the HW
         listeners = self._listeners.get(topic)
         if listeners:
             hw = handle.log.high_watermark

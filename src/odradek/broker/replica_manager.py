@@ -32,7 +32,9 @@ Replication (the cluster mode; nothing of it runs alone until a LeaderAndIsr arr
 * acks=all: ``min_insync_replicas(topic)`` and ``wait_for_acks`` (parks in the purgatory until
   ``Partition.acks_all_status`` decides).
 * ``add_leadership_listener(fn)``: ``fn(became_leader, became_follower)`` with
-  (topic, partition, leader_epoch) lists after each LeaderAndIsr (group coordinator hook).
+  (topic, partition, leader_epoch) lists after each LeaderAndIsr (group coordinator hook);
+  ``add_high_watermark_listener(fn)``: ``fn(topic, partition, hw)`` when replication moves a
+  high watermark (the coordinator writer's ``HighWatermarkListener`` rides on it).
 """
 
 from __future__ import annotations
@@ -59,6 +61,7 @@ from odradek.storage.producer_state import write_snapshot
 __all__ = [
     "PRODUCER_STATE_DIR",
     "AlterPartitionManager",
+    "HighWatermarkListener",
     "LeaderAndIsrPartition",
     "LeadershipListener",
     "ReplicaManager",
@@ -121,6 +124,9 @@ class AlterPartitionManager(Protocol):
 LeadershipListener = Callable[[list[tuple[str, int, int]], list[tuple[str, int, int]]], None]
 """``(became_leader, became_follower)``: (topic, partition, leader_epoch) lists."""
 
+HighWatermarkListener = Callable[[str, int, int], None]
+"""``(topic, partition, high_watermark)``."""
+
 
 @dataclass(frozen=True, slots=True)
 class LeaderAndIsrPartition:
@@ -178,6 +184,7 @@ class ReplicaManager:
         """The newest controller epoch seen in a LeaderAndIsr/StopReplica."""
         self._fetchers: dict[int, ReplicaFetcher] = {}
         self._listeners: list[LeadershipListener] = []
+        self._hw_listeners: list[HighWatermarkListener] = []
         self._background: asyncio.Task[None] | None = None
         self._tasks: set[asyncio.Task[Any]] = set()
         self._closed = False
@@ -472,6 +479,20 @@ class ReplicaManager:
 
     # -- replication: leader side -------------------------------------------------------------
 
+    def add_high_watermark_listener(self, listener: HighWatermarkListener) -> None:
+        """``listener(topic, partition, high_watermark)`` whenever replication moves a led
+        partition's high watermark (alone it follows every append: no call)."""
+        self._hw_listeners.append(listener)
+
+    def _high_watermark_moved(self, handle: Partition) -> None:
+        self.purgatory.notify(handle.topic, handle.partition)
+        hw = handle.log.high_watermark
+        for listener in list(self._hw_listeners):
+            try:
+                listener(handle.topic, handle.partition, hw)
+            except Exception:
+                log.exception("high watermark listener failed")
+
     def min_insync_replicas(self, topic: str) -> int:
         """The topic's min.insync.replicas, else the broker default."""
         meta = self.metadata.topic(topic)
@@ -489,7 +510,7 @@ class ReplicaManager:
         if not handle.update_follower_fetch(replica_id, fetch_offset, self.clock.now_ms()):
             return False
         if handle.maybe_increment_high_watermark():
-            self.purgatory.notify(handle.topic, handle.partition)
+            self._high_watermark_moved(handle)
         new_isr = handle.isr_expansion(replica_id)
         if new_isr is not None:
             self._submit_isr(handle, new_isr)
@@ -498,7 +519,7 @@ class ReplicaManager:
     def after_leader_append(self, handle: Partition) -> None:
         """After an append on a replicated leader: the HW may move (an ISR of the leader alone)."""
         if handle.controller_managed and handle.maybe_increment_high_watermark():
-            self.purgatory.notify(handle.topic, handle.partition)
+            self._high_watermark_moved(handle)
 
     async def wait_for_acks(
         self, handle: Partition, required_offset: int, min_insync: int, timeout_s: float
@@ -567,8 +588,10 @@ class ReplicaManager:
                 new_isr,
                 result,
             )
-        if handle.maybe_increment_high_watermark() or isinstance(result, PartitionState):
-            self.purgatory.notify(handle.topic, handle.partition)
+        if handle.maybe_increment_high_watermark():
+            self._high_watermark_moved(handle)
+        elif isinstance(result, PartitionState):
+            self.purgatory.notify(handle.topic, handle.partition)  # the ISR changed
 
     def maybe_shrink_isr(self) -> None:
         """Shrink the ISR of every led partition with followers out of sync (Kafka's
