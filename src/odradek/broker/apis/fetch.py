@@ -104,6 +104,7 @@ def _read_all(
             diverging = _diverging(handle, fp)
             if diverging is not None:
                 presults.append((index, _NONE, hw, hw, start, None, diverging))
+                error = True  # answered at once, like an error (no long poll)
                 continue
             if offset < start or offset > leo:
                 presults.append((index, _OUT_OF_RANGE, hw, hw, start, None))
