@@ -196,13 +196,13 @@ def test_hw_never_moves_back_and_the_isr_is_never_empty(ops: list[tuple]) -> Non
         elif kind == "refuse":
             p.pending_isr = None
         assert p.high_watermark >= hw, "the high watermark moved back"
+        if p.high_watermark > hw:  # when it moves, it passes no member's known log end
+            for r in p.maximal_isr():
+                if r != 1:
+                    assert p.high_watermark <= p.followers[r].log_end_offset
         hw = p.high_watermark
         assert p.isr and 1 in p.isr, "the ISR lost its leader"
         assert hw <= p.log.log_end_offset
-        # the HW never passes an ISR member's known log end
-        for r in p.isr:
-            if r != 1:
-                assert hw <= max(p.followers[r].log_end_offset, 0) or hw == 0
 
 
 # -- the follower's truncation point (KIP-101/279) ---------------------------------------------
@@ -377,3 +377,39 @@ def test_truncation_loop_leaves_the_follower_a_prefix_of_the_leader(
     mine, theirs = layout(follower), layout(leader_log)
     assert mine == theirs[: len(mine)], (terms, mine, theirs)
     assert follower.log_end_offset >= common
+
+
+async def test_cluster_mode_partitions_wait_for_their_leader_and_isr() -> None:
+    """With an AlterPartitionManager (cluster mode) a partition opened from the metadata image
+    neither leads nor follows until the controller's LeaderAndIsr, whatever the image says."""
+    clock = ManualClock()
+    metadata = LocalMetadataStore(1, None)
+    await metadata.create_topic("m", {0: [1]})
+    logs = LogManager(None, in_memory=True, clock=clock)
+    rm = ReplicaManager(
+        metadata,
+        logs,
+        LogConfig(),
+        Purgatory(),
+        None,
+        clock=clock,
+        alter_partition_manager=LocalAlterPartition(),
+    )
+    try:
+        handle, code = rm.leader_partition("m", 0)
+        assert handle is not None and code is ErrorCode.not_leader_or_follower
+        handle.log.append(batch(2), 0)
+        assert handle.high_watermark == 0  # not following its log end
+        state = LeaderAndIsrPartition(
+            "m", 0, leader=1, leader_epoch=0, isr=[1], partition_epoch=0, replicas=[1]
+        )
+        assert rm.become_leader_or_follower(0, 1, [state], []) == {("m", 0): ErrorCode.none}
+        assert rm.leader_partition("m", 0)[1] is ErrorCode.none
+        assert handle.high_watermark == 2
+    finally:
+        await rm.close()
+    # alone (no AlterPartitionManager) the image's leadership applies at once, as before
+    alone = ReplicaManager(
+        metadata, LogManager(None, in_memory=True), LogConfig(), Purgatory(), None
+    )
+    assert alone.leader_partition("m", 0)[1] is ErrorCode.none

@@ -11,7 +11,9 @@ ReplicaManager).
   JSON of every changed state (consistent with its log end); ``write_snapshots`` writes them
   (a worker thread may run it).
 
-Replication (the cluster mode; nothing of it runs alone until a LeaderAndIsr arrives):
+Replication (the cluster mode; nothing of it runs alone until a LeaderAndIsr arrives;
+``controller_managed``, the default with an AlterPartitionManager, makes partitions opened from
+the metadata image neither leader nor follower until their LeaderAndIsr):
 
 * ``become_leader_or_follower(controller_id, controller_epoch, partition_states,
   live_leaders)`` applies a LeaderAndIsr: a stale controller epoch refuses the whole request
@@ -169,6 +171,7 @@ class ReplicaManager:
         clock: Clock | None = None,
         replication: ReplicationConfig | None = None,
         alter_partition_manager: AlterPartitionManager | None = None,
+        controller_managed: bool | None = None,
     ) -> None:
         self.metadata = metadata
         self.node_id = metadata.node_id
@@ -178,6 +181,14 @@ class ReplicaManager:
         self.clock: Clock = clock if clock is not None else SystemClock()
         self.replication = replication if replication is not None else ReplicationConfig()
         self.alter_partition_manager = alter_partition_manager
+        self.controller_managed = (
+            alter_partition_manager is not None
+            if controller_managed is None
+            else controller_managed
+        )
+        """Cluster mode (default: when there is an AlterPartitionManager): a partition leads or
+        follows only once a LeaderAndIsr said so; until then it is neither (NOT_LEADER_OR_FOLLOWER),
+        whatever the metadata image says, and its HW does not follow its log end."""
         self._state_dir = None if data_dir is None else data_dir / PRODUCER_STATE_DIR
         self._partitions: dict[tuple[str, int], Partition] = {}
         self.controller_epoch = -1
@@ -213,12 +224,16 @@ class ReplicaManager:
             return None
         config = self.log_config_for(meta)
         plog = self.log_manager.get_or_create(topic, partition, config)
+        state = meta.partitions[partition]
+        if self.controller_managed:  # no leadership before the controller's LeaderAndIsr
+            state = PartitionState(partition=partition, leader=-1, leader_epoch=-1)
+            plog.high_watermark_follows_leo = False
         handle = Partition(
             topic,
             partition,
             plog,
             config,
-            meta.partitions[partition],
+            state,
             self.node_id,
             self.snapshot_path(topic, partition),
         )
@@ -299,6 +314,7 @@ class ReplicaManager:
         config = self.default_log_config if meta is None else self.log_config_for(meta)
         plog = self.log_manager.get_or_create(topic, partition, config)
         initial = PartitionState(partition=partition, leader=-1, leader_epoch=-1)
+        plog.high_watermark_follows_leo = False
         handle = Partition(
             topic,
             partition,
