@@ -77,7 +77,7 @@ class BrokerPartitionWriter:
         if handle is None:
             raise RuntimeError(f"{topic}-{partition} does not exist")
         result = handle.log.append(records, handle.leader_epoch)
-        self._replicas.after_leader_append(handle)  # replicated: an ISR of one moves the HW
+        self._replicas.after_leader_append(handle)
         listeners = self._listeners.get(topic)
         if listeners:
             hw = handle.log.high_watermark
