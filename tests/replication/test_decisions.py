@@ -289,6 +289,12 @@ async def test_replica_manager_shrinks_and_expands_through_the_manager() -> None
             ("t", 0): ErrorCode.stale_controller_epoch
         }
         assert rm.is_stale_controller_epoch(0)
+        elsewhere = LeaderAndIsrPartition(
+            "u", 0, leader=2, leader_epoch=0, isr=[2], partition_epoch=0, replicas=[2, 3]
+        )
+        assert rm.become_leader_or_follower(0, 1, [elsewhere], []) == {
+            ("u", 0): ErrorCode.unknown_topic_or_partition
+        }
         handle, code = rm.leader_partition("t", 0)
         assert handle is not None and code is ErrorCode.none
         handle.log.append(batch(3), 0)
