@@ -16,7 +16,12 @@ from odradek.broker.metadata_store import PartitionState
 from odradek.broker.partition import FollowerState, Partition, caught_up_time
 from odradek.broker.purgatory import Purgatory
 from odradek.broker.replica_fetcher import truncation_offset
-from odradek.broker.replica_manager import LeaderAndIsrPartition, ReplicaManager, ReplicationConfig
+from odradek.broker.replica_manager import (
+    LeaderAndIsrPartition,
+    ReplicaManager,
+    ReplicationConfig,
+    StopReplicaPartition,
+)
 from odradek.clock import ManualClock
 from odradek.protocol.records import build_batch
 from odradek.storage import LogConfig, LogManager, MemoryLog
@@ -419,3 +424,49 @@ async def test_cluster_mode_partitions_wait_for_their_leader_and_isr() -> None:
         metadata, LogManager(None, in_memory=True), LogConfig(), Purgatory(), None
     )
     assert alone.leader_partition("m", 0)[1] is ErrorCode.none
+
+
+class _Leader:
+    def __init__(self, broker_id: int, port: int) -> None:
+        self.broker_id, self.host_name, self.port = broker_id, "127.0.0.1", port
+
+
+async def test_fetchers_one_per_leader_and_partitions_follow_a_moved_leader() -> None:
+    clock = ManualClock()
+    rm = ReplicaManager(
+        LocalMetadataStore(1, None),
+        LogManager(None, in_memory=True, clock=clock),
+        LogConfig(),
+        Purgatory(),
+        None,
+        clock=clock,
+        replication=ReplicationConfig(replica_fetch_backoff_ms=10),
+    )
+
+    def follow(topic: str, port: int, epoch: int = 0) -> None:
+        state = LeaderAndIsrPartition(
+            topic, 0, leader=2, leader_epoch=epoch, isr=[1, 2], partition_epoch=0, replicas=[1, 2]
+        )
+        assert rm.become_leader_or_follower(0, 1, [state], [_Leader(2, port)]) == {
+            (topic, 0): ErrorCode.none
+        }
+
+    try:
+        follow("a", 1)
+        follow("b", 1)
+        assert list(rm.fetchers()) == [2] and rm.fetchers()[2].partition_count() == 2
+        follow("c", 2)  # broker 2 came back on another port: every partition moves with it
+        fetcher = rm.fetchers()[2]
+        assert fetcher.address == ("127.0.0.1", 2)
+        assert sorted(p.topic for p in fetcher.partitions()) == ["a", "b", "c"]
+        # leading a partition, or StopReplica, takes it out of the fetcher
+        lead = LeaderAndIsrPartition(
+            "a", 0, leader=1, leader_epoch=1, isr=[1, 2], partition_epoch=1, replicas=[1, 2]
+        )
+        rm.become_leader_or_follower(0, 1, [lead], [])
+        rm.stop_replicas(0, 1, [StopReplicaPartition("b", 0, 0, False)])
+        assert [p.topic for p in fetcher.partitions()] == ["c"]
+        rm.stop_replicas(0, 1, [StopReplicaPartition("c", 0, -2, True)])
+        assert rm.fetchers() == {}  # an idle fetcher stops
+    finally:
+        await rm.close()

@@ -458,7 +458,9 @@ class ReplicaManager:
 
     def _fetcher_for(self, leader_id: int, host: str, port: int) -> ReplicaFetcher:
         fetcher = self._fetchers.get(leader_id)
+        moved: list[Partition] = []
         if fetcher is not None and fetcher.address != (host, port):
+            moved = fetcher.partitions()  # the leader moved: its partitions follow it
             fetcher.close()
             del self._fetchers[leader_id]
             fetcher = None
@@ -467,6 +469,8 @@ class ReplicaManager:
                 self.node_id, leader_id, host, port, self._fetcher_config(), self.clock
             )
             self._fetchers[leader_id] = fetcher
+            for handle in moved:
+                fetcher.add_partition(handle)
         return fetcher
 
     def _fetcher_config(self) -> FetcherConfig:
