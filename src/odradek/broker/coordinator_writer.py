@@ -45,6 +45,12 @@ class BrokerPartitionWriter:
         self._replicas = replicas
         self._topic_admin = topic_admin
         self._listeners: dict[str, list[HighWatermarkListener]] = {}
+        replicas.add_high_watermark_listener(self._high_watermark_moved)
+
+    def _high_watermark_moved(self, topic: str, partition: int, high_watermark: int) -> None:
+        """Replicated: the high watermark of an internal partition moved (followers fetched)."""
+        for listener in self._listeners.get(topic, ()):
+            listener(partition, high_watermark)
 
     def ensure_internal_topic(self, name: str, partitions: int, configs: Mapping[str, str]) -> int:
         topic = self._metadata.topic(name)
@@ -74,6 +80,7 @@ class BrokerPartitionWriter:
         if records[21] & 0x10 and not records[21] & 0x20:  # a transactional data batch
             pid = int.from_bytes(records[43:51], "big", signed=True)
             handle.producer_state().append_txn_data(pid, result.base_offset)
+        self._replicas.after_leader_append(handle)
         listeners = self._listeners.get(topic)
         if listeners:
             hw = handle.log.high_watermark
