@@ -30,11 +30,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "src"))
 from odradek.testing.process import BrokerProcess
 
 _OBJS = ["rusage.c", "sockem.c", "sockem_ctrl.c"]
-_TEST_FILES = {
-    "0103": "0103-transactions.c",
-    "0129": "0129-fetch_aborted_msgs.c",
-    "0137": "0137-barrier_batch_consume.c",
-}
+_DEFAULT_TESTS = ["0103", "0129", "0137"]
 
 
 def _run(cmd: list[str], cwd: Path) -> None:
@@ -100,7 +96,8 @@ def build_runner(src: Path, numbers: list[str]) -> Path:
     patched.write_text(text)
     (tests / "test_mini.c").write_text(mini_test_c((tests / "test.c").read_text(), numbers))
     objs = []
-    for name in ["test_mini.c", *_OBJS, *(_TEST_FILES[n] for n in numbers)]:
+    files = [next(tests.glob(f"{n}-*.c")).name for n in numbers]
+    for name in ["test_mini.c", *_OBJS, *files]:
         obj = name.replace(".c", ".mini.o")
         _run(["gcc", "-g", "-O1", "-I../src", "-I..", "-c", name, "-o", obj], tests)
         objs.append(obj)
@@ -112,7 +109,7 @@ def build_runner(src: Path, numbers: list[str]) -> Path:
 
 def main() -> int:
     src = Path(sys.argv[1]).resolve()
-    numbers = sys.argv[2:] or list(_TEST_FILES)
+    numbers = sys.argv[2:] or _DEFAULT_TESTS
     build_library(src)
     runner = build_runner(src, numbers)
     failed = 0
