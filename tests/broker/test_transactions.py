@@ -305,6 +305,7 @@ async def test_restart_completes_a_prepared_commit(tmp_path: Any) -> None:
         TransactionLogRecord,
         TransactionLogValue,
         encode_record,
+        partition_for,
     )
     from odradek.coordinator.transaction.state import TransactionState
 
@@ -344,6 +345,10 @@ async def test_restart_completes_a_prepared_commit(tmp_path: Any) -> None:
             b, 25, 3, transactional_id="r1", producer_id=pid, producer_epoch=epoch, group_id="g"
         )
         assert int(r.error_code) == 0
+        b.group_coordinator.fetch_offsets("g", None)  # creates __consumer_offsets
+        offsets_partition = b.partition("__consumer_offsets", partition_for("g", 3))
+        assert offsets_partition is not None
+        assert not offsets_partition.producer_state().in_transaction(pid)  # loaded, empty
         p = req(
             28,
             3,
@@ -368,6 +373,8 @@ async def test_restart_completes_a_prepared_commit(tmp_path: Any) -> None:
             topics=(tt,),
         )
         assert int(r.topics[0].partitions[0].error_code) == 0
+        # the offsets went to the group's partition as a transactional batch of the producer
+        assert offsets_partition.producer_state().in_transaction(pid)
         now = int(time.time() * 1000)
         batch = build_batch(
             [(None, b"v", (), now)],
@@ -420,6 +427,9 @@ async def test_restart_completes_a_prepared_commit(tmp_path: Any) -> None:
         assert int(error) == 0
         om = offsets[0][1][0][1]
         assert om is not None and om.offset == 7
+        offsets_partition = b.partition("__consumer_offsets", partition_for("g", 3))
+        assert offsets_partition is not None
+        assert not offsets_partition.producer_state().in_transaction(pid)
     finally:
         await b.stop()
 
