@@ -347,9 +347,10 @@ def test_streaming_sink_replay_after_commit_failures_is_exactly_once(
     assert len(failures) == 2 and all("injected fault" in f for f in failures)
     values = [r.value for r in read(spark, bs, subscribe="sink-dst").select("value").collect()]
     assert Counter(values) == Counter(f"r{i}".encode() for i in range(400))
-    # read_uncommitted also sees the aborted first attempt of batch 1 (100 rows)
+    # read_uncommitted also sees the aborted attempts: batch 1's first (100 rows), and batch
+    # 2's task 1 if Spark's abort() after the failed commit aborted it before the replay
     everything = read(spark, bs, subscribe="sink-dst", **{"kafka.isolation.level": "read_uncommitted"})
-    assert everything.count() == 500
+    assert everything.count() in (500, 550)
 
 
 def test_streaming_sink_task_dying_after_its_flush_no_longer_duplicates(
