@@ -16,13 +16,13 @@ from .._config import ADMIN, parse_config
 from ..errors import KafkaError
 from ..types import OffsetAndMetadata, PartitionInfo, TopicDescription, TopicPartition
 from ._group import decode_assignment
-from ._txn import TxnRequests
 from ._offsets import (
     _coordinator_request,
     commit_group_offsets,
     fetch_group_offsets,
     list_offsets,
 )
+from ._txn import TxnRequests
 
 __all__ = ["AsyncAdmin", "ConfigEntry", "GroupDescription", "MemberDescription", "NewTopic"]
 
