@@ -119,8 +119,10 @@ async def test_find_coordinator_all_versions(broker: Any) -> None:
                 ("a", 0, broker.port),
                 ("b", 0, broker.port),
             ]
-    r = await call(broker, 10, 1, key="txn", key_type=1)
-    assert r.error_code == 15
+    r = await call(broker, 10, 1, key="txn", key_type=1)  # the transaction coordinator
+    assert (r.error_code, r.node_id, r.port) == (0, broker.broker.node_id, broker.port)
+    r = await call(broker, 10, 1, key="x", key_type=7)
+    assert r.error_code == 42  # INVALID_REQUEST
 
 
 async def _join(

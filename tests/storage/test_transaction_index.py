@@ -293,3 +293,64 @@ def test_recovery_rebuilds_from_a_real_log(tmp_path: Path) -> None:
     assert (rebuilt.ongoing, rebuilt.last_stable_offset) == (live.ongoing, 6)
     assert rebuilt.aborted_transactions(0, log.high_watermark) == entries
     log.close()
+
+
+def test_producer_state_snapshot_txnindex_and_replay(tmp_path: Path) -> None:
+    """ProducerStateManager keeps the tracker and the .txnindex files: a reload from its
+    snapshot plus the log tail gives the same ongoing transactions, aborted list and LSO, with
+    each index entry once (the entries after the snapshot are rebuilt by the replay), and a
+    torn trailing entry is dropped."""
+    import json
+
+    from odradek.storage import FileLog
+    from odradek.storage.producer_state import MarkerVerdict, ProducerStateManager
+
+    directory = tmp_path / "t-0"
+    snapshot = tmp_path / "t-0.json"
+    log = FileLog(directory)
+    state = ProducerStateManager.load(log, snapshot)
+
+    def data(pid: int, n: int) -> None:
+        result = log.append(bytearray(_data(pid, 0, 0, n).raw().tobytes()), 0)
+        state.append_txn_data(pid, result.base_offset)
+
+    def marker(pid: int, abort: bool, epoch: int = 0, coordinator_epoch: int = 3) -> None:
+        assert state.check_marker(pid, epoch, coordinator_epoch) is MarkerVerdict.OK
+        kind = ControlRecordType.ABORT if abort else ControlRecordType.COMMIT
+        result = log.append(build_control_batch(pid, epoch, kind, coordinator_epoch, T0), 0)
+        state.apply_marker(
+            pid, epoch, result.base_offset, abort, coordinator_epoch, log.segment_base_offsets()
+        )
+
+    data(1, 2)  # 0-1
+    marker(1, abort=True)  # 2
+    data(2, 3)  # 3-5, stays open
+    payload = state.snapshot_payload(log)
+    assert payload is not None
+    snapshot.write_bytes(payload)
+    assert json.loads(payload)["txn"]["ongoing"] == {"2": 3}
+    data(3, 1)  # 6
+    marker(3, abort=True, epoch=1)  # 7
+    assert state.check_marker(3, 0, 3) is MarkerVerdict.INVALID_PRODUCER_EPOCH
+    assert state.check_marker(3, 1, 2) is MarkerVerdict.COORDINATOR_FENCED
+    want = [AbortedTxn(1, 0, 2, 3), AbortedTxn(3, 6, 7, 3)]
+    assert state.aborted_transactions(0, 8) == want
+    assert state.last_stable_offset(log.high_watermark) == 3
+    index = directory / f"{0:020d}.txnindex"
+    assert index.stat().st_size == 2 * ABORTED_TXN_SIZE
+    with open(index, "ab") as f:
+        f.write(b"\x00\x00\x01")  # a torn third entry
+    log.close()
+
+    log = FileLog(directory)
+    again = ProducerStateManager.load(log, snapshot)
+    assert again.aborted_transactions(0, 8) == want
+    assert again.txn.ongoing == {2: 3}
+    assert again.last_stable_offset(log.high_watermark) == 3
+    assert again.producer_epoch(3) == 1
+    assert index.stat().st_size == 2 * ABORTED_TXN_SIZE
+    snapshot.unlink()  # no snapshot: everything is rebuilt from the log
+    again = ProducerStateManager.load(log, snapshot)
+    assert (again.aborted_transactions(0, 8), again.txn.ongoing) == (want, {2: 3})
+    assert index.stat().st_size == 2 * ABORTED_TXN_SIZE
+    log.close()

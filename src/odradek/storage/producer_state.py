@@ -297,6 +297,9 @@ class ProducerStateManager:
             state.offset = start
         entries = state.txn_indexes.load(state.offset)
         state.txn.aborted = [e for e in entries if e.last_offset >= start]
+        bases_of = getattr(plog, "segment_base_offsets", None)
+        if bases_of is not None:
+            state.txn_indexes.delete_below(bases_of())  # segments retention deleted meanwhile
         state.replay(plog)
         state.dirty = True
         return state

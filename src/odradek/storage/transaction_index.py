@@ -41,6 +41,7 @@ from __future__ import annotations
 import enum
 import os
 import struct
+from bisect import bisect_left
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
@@ -135,6 +136,10 @@ class AbortedTxn(NamedTuple):
         if version != 0:
             raise ValueError(f"unknown aborted-transaction entry version {version}")
         return cls(*fields)
+
+
+def _last_offset(txn: AbortedTxn) -> int:
+    return txn.last_offset
 
 
 @dataclass(frozen=True, slots=True)
@@ -322,12 +327,20 @@ class TransactionTracker:
         return self.high_watermark if first is None else min(first, self.high_watermark)
 
     def aborted_transactions(self, fetch_offset: int, upper_bound: int) -> list[AbortedTxn]:
-        """Aborted transactions overlapping [fetch_offset, upper_bound), in marker order."""
-        return [
-            t
-            for t in self.aborted
-            if t.last_offset >= fetch_offset and t.first_offset < upper_bound
-        ]
+        """Aborted transactions overlapping [fetch_offset, upper_bound), in marker order.
+        ``aborted`` is in marker order: bisect to the first marker at or past
+        ``fetch_offset``, and stop after an entry whose ``last_stable_offset`` reaches
+        ``upper_bound`` (every later transaction starts at or past it), as the index search
+        does."""
+        aborted = self.aborted
+        out = []
+        for i in range(bisect_left(aborted, fetch_offset, key=_last_offset), len(aborted)):
+            t = aborted[i]
+            if t.first_offset < upper_bound:
+                out.append(t)
+            if t.last_stable_offset >= upper_bound:
+                break
+        return out
 
     def truncate_to(self, offset: int) -> None:
         """Forget what lies at or past ``offset``: ongoing transactions that start there and

@@ -223,7 +223,7 @@ def describe_transactions(manager: TransactionStateManager, request: Any) -> Any
             transaction_state=d.state,
             transaction_timeout=datetime.timedelta(milliseconds=d.transaction_timeout_ms),
             transaction_start_time=datetime.datetime.fromtimestamp(
-                d.transaction_start_time_ms / 1000, datetime.UTC
+                (d.transaction_start_time_ms if d.error is Errors.NONE else 0) / 1000, datetime.UTC
             ),
             producer_id=d.producer_id,
             producer_epoch=d.producer_epoch,

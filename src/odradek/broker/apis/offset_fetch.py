@@ -2,11 +2,15 @@
 
 ``topics`` null (v2+) asks for every partition the group has committed. v8+ asks for several
 groups at once (``groups``). A partition without a committed offset answers offset -1 and
-empty metadata. v1 has no top-level error: a group error is repeated on every partition.
+empty metadata. v1 has no top-level error: a group error is repeated on every partition. With
+``require_stable`` (v7+, KIP-447) a partition whose offset is committed in a transaction not
+yet ended answers UNSTABLE_OFFSET_COMMIT (the client retries), so a read_committed consumer
+does not start from an offset an ongoing transaction is about to replace.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from odradek.broker.api import ApiSpec, RequestContext
@@ -33,12 +37,29 @@ def _fetch(
 
 
 def _topics(
-    types: Any, topic_cls: str, part_cls: str, result: Any, part_error: Errors
+    types: Any,
+    topic_cls: str,
+    part_cls: str,
+    result: Any,
+    part_error: Errors,
+    unstable: Callable[[str, int], bool] | None = None,
 ) -> tuple[Any, ...]:
     out = []
     for topic, parts in result:
         partitions = []
         for partition, om in parts:
+            if unstable is not None and unstable(topic, partition):
+                partitions.append(
+                    make(
+                        getattr(types, part_cls),
+                        partition_index=partition,
+                        committed_offset=-1,
+                        committed_leader_epoch=-1,
+                        metadata="",
+                        error_code=code(Errors.UNSTABLE_OFFSET_COMMIT),
+                    )
+                )
+                continue
             partitions.append(
                 make(
                     getattr(types, part_cls),
@@ -51,6 +72,15 @@ def _topics(
             )
         out.append(make(getattr(types, topic_cls), name=topic, partitions=tuple(partitions)))
     return tuple(out)
+
+
+def _unstable(
+    ctx: RequestContext, request: Any, group_id: str
+) -> Callable[[str, int], bool] | None:
+    if not getattr(request, "require_stable", False):
+        return None
+    coord = coordinator(ctx)
+    return lambda topic, partition: coord.has_pending_txn_offset(group_id, topic, partition)
 
 
 async def handle(ctx: RequestContext, request: Any) -> Any:
@@ -70,6 +100,7 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
                         "OffsetFetchResponsePartitions",
                         result,
                         Errors.NONE,
+                        _unstable(ctx, request, g.group_id),
                     ),
                     error_code=code(error),
                 )
@@ -81,7 +112,12 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
         types.OffsetFetchResponse,
         throttle_time=NO_THROTTLE,
         topics=_topics(
-            types, "OffsetFetchResponseTopic", "OffsetFetchResponsePartition", result, part_error
+            types,
+            "OffsetFetchResponseTopic",
+            "OffsetFetchResponsePartition",
+            result,
+            part_error,
+            _unstable(ctx, request, request.group_id),
         ),
         error_code=code(error),
     )

@@ -216,7 +216,8 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
     results: list[tuple[str, list[PartitionResult]]] = []
     leader_partition = services.replica_manager.leader_partition
     purgatory = services.purgatory
-    verify_txn = _txn_verifier(services, getattr(request, "transactional_id", None))
+    transactional_id = getattr(request, "transactional_id", None)
+    verify_txn = None if transactional_id is None else _txn_verifier(services, transactional_id)
     if acks not in (0, 1, -1):
         for td in request.topic_data:
             results.append((td.name, [_failed(pd.index, _BAD_ACKS) for pd in td.partition_data]))
@@ -253,7 +254,7 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
     return encode(request, results)
 
 
-def _txn_verifier(services: BrokerServices, transactional_id: str | None) -> TxnVerifier:
+def _txn_verifier(services: BrokerServices, transactional_id: str) -> TxnVerifier:
     """KIP-890 part 1 in one broker: ask the transaction coordinator directly."""
 
     def verify(producer_id: int, epoch: int, topic: str, partition: int) -> ErrorCode:
