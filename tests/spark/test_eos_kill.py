@@ -3,7 +3,7 @@ executors' Python workers are SIGKILLed at random points; the query restarts fro
 checkpoint each time. The output topic, read with read_committed, must hold every input row
 exactly once.
 
-* default run: a short version (``ODRADEK_SPARK_KILL_BATCHES``, default 12 micro-batches, one
+* default run: a short version (``ODRADEK_SPARK_KILL_BATCHES``, default 8 micro-batches, one
   driver kill and one executor kill);
 * ``make spark-kill`` (or ``ODRADEK_SPARK_KILL_LONG=1``): the long version, marked slow —
   at least 200 micro-batches with a kill every few batches, alternating driver and executors.
@@ -155,7 +155,7 @@ def _run_with_kills(bs: str, tmp: Path, batches: int, per_batch: int, kills: int
 
 @pytest.mark.timeout(900)
 def test_kill_driver_and_executor_short(broker: Any, tmp_path: Path) -> None:
-    batches = int(os.environ.get("ODRADEK_SPARK_KILL_BATCHES", "12"))
+    batches = int(os.environ.get("ODRADEK_SPARK_KILL_BATCHES", "8"))
     result = _run_with_kills(str(broker.bootstrap_servers), tmp_path, batches, 20, kills=2, seed=1)
     assert result["batches"] >= batches
     assert result["kills"]["driver"] == 1
