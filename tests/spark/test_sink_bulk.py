@@ -53,7 +53,7 @@ def test_columns_keys_partitions_headers_and_topic_column(bs: str) -> None:
         }
     )
     opts = SinkOptions(client_config=(("bootstrap.servers", bs),), topic=None, include_headers=True)
-    counts = produce_batches(opts, [batch.slice(0, 250), batch.slice(250)])
+    counts, _ = produce_batches(opts, [batch.slice(0, 250), batch.slice(250)])
     assert counts == {t1: 400, t2: 200}
     got = _read(bs, t1, 3, 400) + _read(bs, t2, 2, 200)
     assert len(got) == n

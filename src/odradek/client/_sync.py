@@ -149,6 +149,11 @@ class Producer:
     def begin_transaction(self) -> None:
         self._lt.call(self._aio.begin_transaction)
 
+    def producer_id_and_epoch(self) -> tuple[int, int]:
+        """(producer id, epoch) of this producer (-1, -1 before it has one): with the
+        ``transactional.id`` it names the open transaction, for ``Admin.end_transaction``."""
+        return self._aio.producer_id_and_epoch()
+
     def send_offsets_to_transaction(self, offsets: Any, group_metadata: Any, timeout: float | None = None) -> None:
         """Consumer offsets committed with the transaction (AddOffsetsToTxn + TxnOffsetCommit)."""
         self._lt.run(self._aio.send_offsets_to_transaction(offsets, group_metadata, timeout))
@@ -357,6 +362,11 @@ class Admin:
         self._lt.run(self._aio.alter_group_offsets(group_id, offsets))
 
     alter_consumer_group_offsets = alter_group_offsets
+
+    def end_transaction(self, transactional_id: str, producer_id: int, producer_epoch: int, committed: bool,
+                        timeout: float = 30.0) -> None:
+        """EndTxn for another producer's transaction (see ``AsyncAdmin.end_transaction``)."""
+        self._lt.run(self._aio.end_transaction(transactional_id, producer_id, producer_epoch, committed, timeout))
 
     def describe_cluster(self) -> dict[str, Any]:
         return self._lt.run(self._aio.describe_cluster())

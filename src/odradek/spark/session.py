@@ -33,6 +33,8 @@ def local_session(
         .config("spark.sql.session.timeZone", "UTC")
         .config("spark.sql.shuffle.partitions", "4")
         .config("spark.python.worker.reuse", "true")
+        # a Python worker that takes longer to start (a loaded machine) must not fail the query
+        .config("spark.python.authenticate.socketTimeout", "120s")
     )
     for k, v in (conf or {}).items():
         builder = builder.config(k, v)

@@ -1,33 +1,41 @@
-"""The ``odradek`` sink: batch and streaming Arrow writers over the idempotent producer.
+"""The ``odradek`` sink: batch and streaming Arrow writers over odradek.client's producer.
 
 Input columns, as Spark's Kafka sink: ``value`` (string or binary, required); ``key`` (string
 or binary), ``topic`` (string; required unless the ``topic`` option is set, which overrides
 it), ``partition`` (int), ``headers`` (array<struct<key: string, value: binary>>) optional.
 Other columns are ignored.
 
-Streaming writes are fenced against replays (``exactlyOnce``, default true; design and the
-remaining duplicate window in docs/spark.md):
+Streaming writes are exactly once (``exactlyOnce``, default true) by a two-phase commit over
+Kafka transactions, tied to Spark's ``commit(messages, batchId)`` (docs/spark.md):
 
-* every task of micro-batch B (query q, Spark partition t) first looks for a marker of
-  (q, B, t) — or a commit marker of (q, B) — on the commit topic (``commitTopic``, default
-  ``__odradek_sink_commits``, one partition), scanning backwards from its end until the commit
-  marker of an earlier batch of q; if found, the task's rows were already written by an earlier
-  attempt and it writes nothing;
-* otherwise it produces its rows with the idempotent producer, flushes (all acknowledged),
-  then appends its task marker ``{"sink": q, "batch": B, "task": t, "kind": "task", ...}``;
-* ``commit(messages, batchId)`` on the driver appends ``{"sink": q, "batch": B, "kind":
-  "commit", ...}``.
+* phase 1, each write task of micro-batch B (query q, Spark partition t): unless the commit
+  topic already says how B ended (below), it writes its rows in one transaction with
+  ``transactional.id`` ``odradek-sink-<q>-<t>`` — ``init_transactions()`` first, which fences
+  any earlier attempt of the task and aborts its open transaction — flushes, and leaves the
+  transaction open, reporting (transactional id, producer id, epoch) to the driver;
+* phase 2, ``commit(messages, B)`` on the driver: appends an *intent* record naming every
+  task's transaction, commits each one (EndTxn), then appends the *commit* record of B;
+  ``abort(messages, B)`` aborts them.
 
-Marker records: key = the query id (UTF-8), value = JSON as above.
-Duplicates remain possible only for a task that dies after its rows were acknowledged and
-before its marker was: that task's rows of the replayed batch are written twice.
+A replayed batch B (Spark replays it when its commit did not reach Spark's commit log) reads
+the commit topic (``commitTopic``, default ``__odradek_sink_commits``, one partition) backwards
+to the commit record of an earlier batch: a commit record of B — every row is in: write
+nothing; an intent of B — the batch was decided: the task rolls its own transaction of that
+intent forward (EndTxn commit, a no-op if it was committed) and writes nothing, or, if that
+transaction was aborted meanwhile (``transaction.timeout.ms``), writes its rows again; neither —
+write (the new ``init_transactions()`` aborts the earlier attempt). Rows become visible to
+read_committed readers only when the driver commits, all tasks' at once.
+
+Commit-topic records: key = the query id (UTF-8), value = JSON
+``{"sink": q, "batch": B, "kind": "intent", "txns": {"<t>": [transactional id, producer id, epoch]}}``
+or ``{"sink": q, "batch": B, "kind": "commit", ...}``; written by the driver, not transactional.
 """
 
 from __future__ import annotations
 
 import collections
 import json
-import socket
+import logging
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
@@ -45,9 +53,19 @@ from odradek.spark import _client
 from odradek.spark._faults import fault
 from odradek.spark.options import OptionError, SinkOptions
 
-__all__ = ["OdradekBatchWriter", "OdradekStreamWriter", "SinkCommitMessage", "validate_sink_schema"]
+__all__ = [
+    "BatchOutcome",
+    "OdradekBatchWriter",
+    "OdradekStreamWriter",
+    "SinkCommitMessage",
+    "read_batch_outcome",
+    "transactional_id",
+    "validate_sink_schema",
+]
 
 MARKER_SCAN_INITIAL = 256
+
+log = logging.getLogger("odradek.spark")
 
 
 @dataclass
@@ -60,6 +78,8 @@ class SinkCommitMessage(WriterCommitMessage):
     batch: int | None = None
     task: int | None = None
     per_partition: dict[str, int] = field(default_factory=dict)
+    txn: tuple[str, int, int] | None = None
+    """The task's open transaction: (transactional id, producer id, epoch)."""
 
 
 def validate_sink_schema(schema: StructType, opts: SinkOptions) -> None:
@@ -131,23 +151,38 @@ def _split_by_topic(opts: SinkOptions, batch: pa.RecordBatch) -> list[tuple[str,
     return [(t, batch.filter(pc.equal(col, t))) for t in uniq]
 
 
-def produce_batches(opts: SinkOptions, batches: Iterable[pa.RecordBatch]) -> dict[str, int]:
-    """Send every row with one idempotent producer; flush; raise on any failed send.
+def produce_batches(
+    opts: SinkOptions, batches: Iterable[pa.RecordBatch], transactional_id: str | None = None
+) -> tuple[dict[str, int], tuple[int, int] | None]:
+    """Send every row with one producer (idempotent; transactional with ``transactional_id``);
+    flush; raise on any failed send.
 
     One ``Producer.send_batch`` call per input Arrow batch (and target topic): the columns go
     to the client as Arrow arrays — value, key, partition, headers (with ``includeHeaders``) —
     and are partitioned and batched there exactly as per-row ``send`` would.
-    Returns rows per target topic.
-    """
+
+    With ``transactional_id`` the producer is created at the first row (a task with no rows
+    opens no transaction), calls ``init_transactions()`` and ``begin_transaction()``, and the
+    transaction is left open for the driver to commit. Returns (rows per target topic,
+    (producer id, epoch) of the open transaction or None)."""
     client = _client.client_module()
     config = {"enable.idempotence": "true", "acks": "all", **opts.config}
-    producer = client.Producer(config)
+    if transactional_id is not None:
+        config["transactional.id"] = transactional_id
+    producer: Any = None
     pending: collections.deque[Any] = collections.deque()
     counts: dict[str, int] = collections.Counter()
+    ident: tuple[int, int] | None = None
     try:
         for batch in batches:
             if batch.num_rows == 0:
                 continue
+            if producer is None:
+                producer = client.Producer(config)
+                if transactional_id is not None:
+                    producer.init_transactions()
+                    producer.begin_transaction()
+                    ident = producer.producer_id_and_epoch()
             for topic, rows in _split_by_topic(opts, batch):
                 values = _arrow_column(rows, "value")
                 assert values is not None
@@ -163,13 +198,14 @@ def produce_batches(opts: SinkOptions, batches: Iterable[pa.RecordBatch]) -> dic
                 counts[topic] += rows.num_rows
             while pending and pending[0].done():
                 _check(pending.popleft())
-        producer.flush()
+        if producer is not None:
+            producer.flush()
         while pending:
             _check(pending.popleft())
     finally:
-        if hasattr(producer, "close"):
+        if producer is not None:
             producer.close(30)
-    return dict(counts)
+    return dict(counts), ident
 
 
 class OdradekBatchWriter(DataSourceArrowWriter):
@@ -180,7 +216,7 @@ class OdradekBatchWriter(DataSourceArrowWriter):
         self.opts = opts
 
     def write(self, iterator: Iterator[pa.RecordBatch]) -> WriterCommitMessage:
-        counts = produce_batches(self.opts, iterator)
+        counts, _ = produce_batches(self.opts, iterator)
         return SinkCommitMessage(rows=sum(counts.values()), per_partition=counts)
 
     def commit(self, messages: list[WriterCommitMessage | None]) -> None:
@@ -231,24 +267,38 @@ def _task_identity() -> tuple[str, int, int, int]:
     return query, int(batch), tc.partitionId(), tc.attemptNumber()
 
 
-def read_markers_back(opts: SinkOptions, sink: str, batch: int) -> tuple[bool, set[int]]:
-    """Scan the commit topic backwards for markers of (sink, batch).
+def transactional_id(sink: str, task: int) -> str:
+    """The transactional id of Spark partition ``task`` of streaming query ``sink``: the same
+    for every batch and every attempt, so a new attempt fences the earlier ones."""
+    return f"odradek-sink-{sink}-{task}"
 
-    Returns (batch committed, tasks with a marker). Stops at the commit marker of an earlier
-    batch of this sink (nothing older can concern this batch) or at the log start.
-    """
+
+@dataclass
+class BatchOutcome:
+    """What the commit topic says about a batch: committed, or decided (the latest intent:
+    Spark partition -> (transactional id, producer id, epoch)), or neither."""
+
+    committed: bool = False
+    intent: dict[int, tuple[str, int, int]] | None = None
+
+
+def read_batch_outcome(opts: SinkOptions, sink: str, batch: int) -> BatchOutcome:
+    """Scan the commit topic backwards for the records of (sink, batch), newest first; stop
+    at the commit record of an earlier batch of this sink (everything before it concerns
+    earlier batches) or at the log start."""
     client = _client.client_module()
     tp = (opts.commit_topic, 0)
     lo = _client.list_offsets(opts.config, {tp: "earliest"}).get(tp, 0)
     hi = _client.list_offsets(opts.config, {tp: "latest"}).get(tp, 0)
-    tasks: set[int] = set()
+    out = BatchOutcome()
     window = MARKER_SCAN_INITIAL
     end = hi
     key = sink.encode()
+    consumer_config = _client.config_for("consumer", opts.config)
+    consumer_config.pop("isolation.level", None)  # plain records: read_uncommitted is enough
     while end > lo:
         begin = max(lo, end - window)
-        found_older_commit = False
-        consumer_config = _client.config_for("consumer", opts.config)
+        found: list[dict[str, Any]] = []
         for rb in client.read_range_arrow(consumer_config, opts.commit_topic, 0, begin, end):
             keys = rb.column("key").to_pylist()
             values = rb.column("value").to_pylist()
@@ -259,18 +309,22 @@ def read_markers_back(opts: SinkOptions, sink: str, batch: int) -> tuple[bool, s
                     m = json.loads(v)
                 except ValueError:
                     continue
-                b = m.get("batch")
-                if m.get("kind") == "commit":
-                    if b is not None and b >= batch:
-                        return True, tasks
-                    found_older_commit = True
-                elif m.get("kind") == "task" and b == batch:
-                    tasks.add(int(m["task"]))
-        if found_older_commit:
-            break
+                if isinstance(m, dict):
+                    found.append(m)
+        for m in reversed(found):
+            b = m.get("batch")
+            if not isinstance(b, int):
+                continue
+            if m.get("kind") == "commit":
+                if b >= batch:
+                    out.committed = True
+                    return out
+                return out  # an earlier batch's commit: nothing older concerns this batch
+            if m.get("kind") == "intent" and b == batch and out.intent is None:
+                out.intent = {int(t): (str(x[0]), int(x[1]), int(x[2])) for t, x in m.get("txns", {}).items()}
         end = begin
         window *= 2
-    return False, tasks
+    return out
 
 
 def _append_marker(opts: SinkOptions, sink: str, marker: dict[str, Any]) -> None:
@@ -291,8 +345,30 @@ def _append_marker(opts: SinkOptions, sink: str, marker: dict[str, Any]) -> None
             producer.close(30)
 
 
+def _end_transaction(opts: SinkOptions, txn: tuple[str, int, int], committed: bool) -> None:
+    tid, pid, epoch = txn
+    _client.admin(opts.config).end_transaction(tid, pid, epoch, committed)
+
+
+def _roll_forward(opts: SinkOptions, txn: tuple[str, int, int]) -> bool:
+    """Commit a transaction named by an intent. True: its rows are committed (now or
+    before); False: it was aborted (timed out, or fenced by a later attempt) — nothing of it
+    is visible, so its rows must be written again."""
+    errors = _client.client_module().errors
+    try:
+        _end_transaction(opts, txn, True)
+        return True
+    except errors.ProducerFencedError:
+        return False
+    except errors.KafkaError as exc:
+        if exc.code in (48, 49):  # INVALID_TXN_STATE (aborted), INVALID_PRODUCER_ID_MAPPING
+            return False
+        raise
+
+
 class OdradekStreamWriter(DataSourceStreamArrowWriter):
-    """``writeStream.format("odradek")``: idempotent producer + replay fence (module doc)."""
+    """``writeStream.format("odradek")``: exactly once by two-phase commit over Kafka
+    transactions (module doc), or at least once with ``exactlyOnce=false``."""
 
     def __init__(self, opts: SinkOptions, schema: StructType) -> None:
         validate_sink_schema(schema, opts)
@@ -303,50 +379,59 @@ class OdradekStreamWriter(DataSourceStreamArrowWriter):
     def write(self, iterator: Iterator[pa.RecordBatch]) -> WriterCommitMessage:
         opts = self.opts
         if not opts.exactly_once:
-            counts = produce_batches(opts, iterator)
+            counts, _ = produce_batches(opts, iterator)
             return SinkCommitMessage(rows=sum(counts.values()), per_partition=counts)
-        sink, batch, task, attempt = _task_identity()
-        committed, done_tasks = read_markers_back(opts, sink, batch)
-        if committed or task in done_tasks:
+        sink, batch, task, _attempt = _task_identity()
+        outcome = read_batch_outcome(opts, sink, batch)
+        done = outcome.committed
+        if not done and outcome.intent is not None:
+            txn = outcome.intent.get(task)
+            # not in the intent: this task had no rows when the batch was decided
+            done = txn is None or _roll_forward(opts, txn)
+        if done:
             for _ in iterator:  # drain: Spark expects the input consumed
                 pass
             return SinkCommitMessage(skipped=True, sink=sink, batch=batch, task=task)
-        counts = produce_batches(opts, iterator)
+        tid = transactional_id(sink, task)
+        counts, ident = produce_batches(opts, iterator, tid)
         fault(f"after-flush-{batch}-{task}")
-        _append_marker(
-            opts,
-            sink,
-            {
-                "sink": sink,
-                "batch": batch,
-                "task": task,
-                "kind": "task",
-                "attempt": attempt,
-                "rows": sum(counts.values()),
-                "host": socket.gethostname(),
-            },
-        )
         return SinkCommitMessage(
-            rows=sum(counts.values()), sink=sink, batch=batch, task=task, per_partition=counts
+            rows=sum(counts.values()),
+            sink=sink,
+            batch=batch,
+            task=task,
+            per_partition=counts,
+            txn=None if ident is None else (tid, ident[0], ident[1]),
         )
 
     def commit(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
         if not self.opts.exactly_once:
             return
         fault(f"commit-{batchId}")
-        sinks = {m.sink for m in messages if isinstance(m, SinkCommitMessage) and m.sink}
-        for sink in sinks:
-            _append_marker(
-                self.opts,
-                sink,
-                {
-                    "sink": sink,
-                    "batch": batchId,
-                    "kind": "commit",
-                    "tasks": len(messages),
-                    "rows": sum(m.rows for m in messages if isinstance(m, SinkCommitMessage)),
-                },
-            )
+        ours = [m for m in messages if isinstance(m, SinkCommitMessage) and m.sink]
+        for sink in sorted({m.sink for m in ours if m.sink}):
+            txns = {m.task: m.txn for m in ours if m.sink == sink and m.txn is not None and m.task is not None}
+            if txns:
+                _append_marker(self.opts, sink, {
+                    "sink": sink, "batch": batchId, "kind": "intent",
+                    "txns": {str(t): list(x) for t, x in sorted(txns.items())},
+                })
+                for t, txn in sorted(txns.items()):
+                    fault(f"commit-txn-{batchId}-{t}")
+                    _end_transaction(self.opts, txn, True)
+            _append_marker(self.opts, sink, {
+                "sink": sink, "batch": batchId, "kind": "commit", "tasks": len(messages),
+                "rows": sum(m.rows for m in ours if m.sink == sink),
+            })
 
     def abort(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
-        pass
+        """Abort the tasks' open transactions (best effort: a later attempt's
+        ``init_transactions()`` or ``transaction.timeout.ms`` aborts them anyway)."""
+        if not self.opts.exactly_once:
+            return
+        for m in messages:
+            if isinstance(m, SinkCommitMessage) and m.txn is not None:
+                try:
+                    _end_transaction(self.opts, m.txn, False)
+                except Exception as exc:
+                    log.warning("odradek sink: aborting %s failed: %s", m.txn[0], exc)

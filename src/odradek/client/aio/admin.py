@@ -6,6 +6,7 @@ in ``_offsets``.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterable
 from typing import Any, NamedTuple
 
@@ -21,6 +22,7 @@ from ._offsets import (
     fetch_group_offsets,
     list_offsets,
 )
+from ._txn import TxnRequests
 
 __all__ = ["AsyncAdmin", "ConfigEntry", "GroupDescription", "MemberDescription", "NewTopic"]
 
@@ -288,6 +290,19 @@ class AsyncAdmin:
         await commit_group_offsets(self._cluster, group_id, md)
 
     alter_consumer_group_offsets = alter_group_offsets
+
+    async def end_transaction(
+        self, transactional_id: str, producer_id: int, producer_epoch: int, committed: bool, timeout: float = 30.0
+    ) -> None:
+        """Commit (or abort) the ongoing transaction of ``transactional_id`` under
+        (``producer_id``, ``producer_epoch``) — EndTxn on behalf of the producer that wrote it,
+        which may be gone (two-phase commit: the Spark sink's driver completes its tasks'
+        transactions; Flink's Kafka sink does the same). Idempotent: a transaction already
+        completed the same way answers success. ProducerFencedError if the id was initialised
+        again since (or the transaction timed out and was aborted); KafkaError
+        INVALID_TXN_STATE if it was completed the other way; KafkaTimeoutError after ``timeout``."""
+        requests = TxnRequests(self._cluster, transactional_id, self.config["retry.backoff.ms"] / 1000)
+        await requests.end_txn(producer_id, producer_epoch, committed, time.monotonic() + timeout)
 
     async def describe_cluster(self) -> dict[str, Any]:
         await self._cluster.refresh([])

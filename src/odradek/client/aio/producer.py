@@ -1256,6 +1256,10 @@ class AsyncProducer:
         txn.epoch_bump_needed = False
         txn.transition(TxnState.READY)
 
+    def producer_id_and_epoch(self) -> tuple[int, int]:
+        """(producer id, epoch); (-1, -1) before InitProducerId."""
+        return self._producer_id, self._producer_epoch
+
     def begin_transaction(self) -> None:
         """Start a transaction (local: the coordinator hears of it with the first partition)."""
         self._txn_manager().transition(TxnState.IN_TRANSACTION)
