@@ -386,9 +386,8 @@ class ClassicGroup:
         """Kafka's maybeElectNewJoinedLeader, at join completion: keep the leader if it has
         rejoined, else make the first member that has rejoined the leader. False when no member
         has rejoined (a static leader that did not rejoin stays leader; the join is postponed)."""
-        if self.leader_id is None or self.leader_id not in self.members:
-            return False
-        if self.members[self.leader_id].is_awaiting_join:
+        leader = self.members.get(self.leader_id) if self.leader_id is not None else None
+        if leader is not None and leader.is_awaiting_join:
             return True
         for m in self.members.values():
             if m.is_awaiting_join:
