@@ -26,8 +26,9 @@ nothing of it is ever committed):
    log) stay in ``<workdir>/logs``.
 
 The selection: every test of librdkafka's table (tests/test.c) that needs a broker and applies
-to one plaintext Kafka 3.9 broker. Tests in the ``noautocreate`` scenario run against a broker
-with ``auto.create.topics.enable=false``. Tests that drive Kafka's own command-line tools get
+to one plaintext Kafka 3.9 broker. The broker gets the settings of the test's librdkafka
+scenario (tests/scenarios/*.json: ``num.partitions=4``; ``auto.create.topics.enable=false``
+for the ``noautocreate`` tests), then the ``--set`` ones. Tests that drive Kafka's own command-line tools get
 ``KAFKA_PATH`` pointing at a shim whose ``kafka-topics.sh`` does the same through the admin
 API (``confluent_kafka``); ``kafka-acls.sh`` is not shimmed. ``EXCLUDED`` lists what is left
 out and why.
@@ -231,6 +232,19 @@ def kafka_topics(argv: list[str]) -> int:
 # -- running ---------------------------------------------------------------------------------
 
 
+def scenario_settings(src: Path, scenario: str) -> dict[str, str]:
+    """The broker settings of librdkafka's test scenario (tests/scenarios/<name>.json, the
+    trivup cluster configuration): ``auto_create_topics`` and ``num_partitions`` (4: tests
+    produce to partitions of auto-created topics). Its ``replication_factor`` (3) needs three
+    brokers and is left out."""
+    text = (src / "tests" / "scenarios" / f"{scenario}.json").read_text()
+    conf = json.loads(re.sub(r",\s*}", "}", text))  # the files have trailing commas
+    return {
+        "auto.create.topics.enable": str(conf.get("auto_create_topics", "true")).lower(),
+        "num.partitions": str(conf.get("num_partitions", 1)),
+    }
+
+
 def groups(selection: list[tuple[str, str]]) -> list[tuple[str, str, list[str]]]:
     """(test number, scenario, entry names): one test-runner invocation each."""
     out: dict[tuple[str, str], list[str]] = {}
@@ -250,9 +264,8 @@ def run_one(
 ) -> list[Result]:
     from odradek.testing.process import BrokerProcess
 
-    settings = dict(kv.split("=", 1) for kv in args.set)
-    if scenario == "noautocreate":
-        settings["auto.create.topics.enable"] = "false"
+    settings = scenario_settings(src, scenario)
+    settings.update(kv.split("=", 1) for kv in args.set)
     tag = f"{num}-{scenario}"
     out_path = logs / f"{tag}.out"
     broker = BrokerProcess(settings, log_level=args.broker_log_level)
@@ -296,9 +309,11 @@ def run_one(
                 proc.wait(timeout=args.timeout)
             except subprocess.TimeoutExpired:
                 timed_out = True
-                with contextlib.suppress(ProcessLookupError):
-                    os.killpg(proc.pid, signal.SIGKILL)
-                proc.wait()
+            finally:  # also when this script is interrupted: never leave test-runner behind
+                if proc.poll() is None:
+                    with contextlib.suppress(ProcessLookupError):
+                        os.killpg(proc.pid, signal.SIGKILL)
+                    proc.wait()
     finally:
         broker_log = broker.stderr_tail(200_000) if broker.pid is not None else ""
         broker.close()
@@ -369,6 +384,7 @@ def select(spec: str | None) -> list[tuple[str, str]]:
 def main(argv: list[str]) -> int:
     if argv[:1] == ["kafka-topics"]:
         return kafka_topics(argv[1:])
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # clean up as on Ctrl-C
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     p.add_argument("--tag", default=DEFAULT_TAG, help="librdkafka git tag (default %(default)s)")
     p.add_argument("--git-dir", type=Path, help="a librdkafka git directory (bare is fine)")

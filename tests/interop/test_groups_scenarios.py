@@ -5,7 +5,9 @@ the member program (``python test_groups_scenarios.py member '<json config>'``),
 consumes with the named client and prints one JSON line per event:
 ``{"event": "assigned"|"revoked", "partitions": [...]}``, ``{"event": "record", "p", "o", "v"}``,
 ``{"event": "committed", "p", "o"}`` (a synchronous commit of offset o for partition p),
-``{"event": "closed"}``. Closing its stdin stops it gracefully (commit, close, leave the
+``{"event": "closed"}``; confluent members with a cooperative ``strategy`` report incremental
+``{"event": "added"|"removed", "partitions": [...]}`` instead of assigned/revoked, and every
+confluent member reports client errors as ``{"event": "error", "name", "fatal"}``. Closing its stdin stops it gracefully (commit, close, leave the
 group). kcat members are the ``kcat -G`` process itself; their assignment comes from kcat's
 "rebalanced" lines on stderr, and they commit with librdkafka's auto commit.
 
@@ -38,7 +40,7 @@ def _emit(**event: Any) -> None:
 
 
 def _member_confluent(cfg: dict[str, Any], stop: threading.Event) -> None:
-    from confluent_kafka import Consumer
+    from confluent_kafka import Consumer, KafkaError
 
     conf: dict[str, Any] = {
         "bootstrap.servers": cfg["bootstrap"],
@@ -53,17 +55,31 @@ def _member_confluent(cfg: dict[str, Any], stop: threading.Event) -> None:
     }
     if cfg.get("instance_id"):
         conf["group.instance.id"] = cfg["instance_id"]
+    if cfg.get("strategy"):
+        conf["partition.assignment.strategy"] = cfg["strategy"]
+    added, removed = "assigned", "revoked"
+    if cfg.get("strategy") == "cooperative-sticky":  # the callbacks get increments
+        added, removed = "added", "removed"
     c = Consumer(conf)
     c.subscribe(
         [cfg["topic"]],
-        on_assign=lambda _c, ps: _emit(event="assigned", partitions=[p.partition for p in ps]),
-        on_revoke=lambda _c, ps: _emit(event="revoked", partitions=[p.partition for p in ps]),
+        on_assign=lambda _c, ps: _emit(event=added, partitions=[p.partition for p in ps]),
+        on_revoke=lambda _c, ps: _emit(event=removed, partitions=[p.partition for p in ps]),
+        on_lost=lambda _c, ps: _emit(event=removed, partitions=[p.partition for p in ps]),
     )
     n = 0
     every = cfg["commit_every"]
     while not stop.is_set():
         m = c.poll(0.1)
-        if m is None or m.error():
+        if m is None:
+            continue
+        if m.error():
+            err = m.error()
+            # a fatal error reaches poll() as code _FATAL (its fatal() flag is not set there)
+            fatal = err.fatal() or err.code() == KafkaError._FATAL
+            _emit(event="error", name=err.name(), fatal=fatal, text=err.str())
+            if fatal:
+                break
             continue
         _emit(event="record", p=m.partition(), o=m.offset(), v=(m.value() or b"").decode())
         n += 1
@@ -293,6 +309,7 @@ class Member:
         offset_reset: str = "earliest",
         session_ms: int = SESSION_MS,
         instance_id: str | None = None,
+        strategy: str | None = None,
     ) -> None:
         self.client = client
         self.group = group
@@ -328,6 +345,7 @@ class Member:
                 "session_ms": session_ms,
                 "heartbeat_ms": HEARTBEAT_MS,
                 "instance_id": instance_id,
+                "strategy": strategy,
             }
             cmd = [sys.executable, os.path.abspath(__file__), "member", json.dumps(cfg)]
         self.proc = subprocess.Popen(
@@ -393,7 +411,9 @@ class Member:
         for e in self.snapshot():
             if e["event"] == "assigned":
                 current = set(e["partitions"])
-            elif e["event"] == "revoked":
+            elif e["event"] == "added":
+                current |= set(e["partitions"])
+            elif e["event"] in ("revoked", "removed"):
                 current -= set(e["partitions"])
         return current
 
@@ -402,7 +422,12 @@ class Member:
         return [(e["p"], e["o"], e["v"]) for e in self.snapshot() if e["event"] == "record"]
 
     def rebalances(self) -> int:
-        return sum(1 for e in self.snapshot() if e["event"] in ("assigned", "revoked"))
+        return sum(
+            1 for e in self.snapshot() if e["event"] in ("assigned", "revoked", "added", "removed")
+        )
+
+    def errors(self) -> list[dict[str, Any]]:
+        return [e for e in self.snapshot() if e["event"] == "error"]
 
     def stderr(self) -> str:
         self._stderr.seek(0)

@@ -46,7 +46,9 @@ Group states and what happens in each (Kafka's ``ClassicGroupState`` doc comment
                 rebalance
                 JoinGroup of a known static member (group.instance.id) with a fresh member id
                 and unchanged protocols -> the old member id is replaced (old one fenced:
-                FENCED_INSTANCE_ID), the member keeps its assignment, no rebalance
+                FENCED_INSTANCE_ID), the member keeps its assignment, no rebalance; a
+                restarted leader is told the old member id leads (JoinGroup < v9), so it
+                syncs as a follower, or to skip the assignment (v9+)
   Dead                 the group is gone (deleted, or all offsets expired while Empty).
       actions:  every request -> UNKNOWN_MEMBER_ID / GROUP_ID_NOT_FOUND / COORDINATOR_NOT_AVAILABLE;
                 the group is removed from the coordinator's map.
@@ -385,9 +387,8 @@ class ClassicGroup:
         """Kafka's maybeElectNewJoinedLeader, at join completion: keep the leader if it has
         rejoined, else make the first member that has rejoined the leader. False when no member
         has rejoined (a static leader that did not rejoin stays leader; the join is postponed)."""
-        if self.leader_id is None or self.leader_id not in self.members:
-            return False
-        if self.members[self.leader_id].is_awaiting_join:
+        leader = self.members.get(self.leader_id) if self.leader_id is not None else None
+        if leader is not None and leader.is_awaiting_join:
             return True
         for m in self.members.values():
             if m.is_awaiting_join:
