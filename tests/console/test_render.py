@@ -47,3 +47,21 @@ async def test_render_matches_generate_latest_and_yields_between_families() -> N
     assert b'kafka_network_requestmetrics_errors_total{error="UNKNOWN_SERVER_ERROR",request="Produce"} 1.0' in text
     assert b'kafka_server_brokertopicmetrics_bytesin_total{topic="t"} 1000.0' in text
     assert b'kafka_server_brokertopicmetrics_messagesin_total{topic="t"} 10.0' in text
+
+
+@pytest.mark.timeout(120)
+def test_under_replicated_partitions_are_those_led_here_with_a_short_isr() -> None:
+    from odradek.metrics.broker import broker_state
+    from odradek.testing import EmbeddedBroker
+
+    with EmbeddedBroker() as b:
+        b.call(lambda: b.broker.create_topic("urp", 2))
+        state = broker_state(b.broker)
+        assert b.call(state.under_replicated) == 0
+
+        def add_a_replica_missing_from_the_isr() -> None:
+            p = b.broker.partition("urp", 1)
+            p.state.replicas = [p.node_id, p.node_id + 1]  # the ISR stays [this broker]
+
+        b.call(add_a_replica_missing_from_the_isr)
+        assert b.call(state.under_replicated) == 1
