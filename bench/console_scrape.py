@@ -183,8 +183,16 @@ def quartiles(values: list[float]) -> tuple[float, float, float]:
     return q[0], statistics.median(values), q[2]
 
 
+def median_ci(values: list[float], rounds: int = 2000, seed: int = 1) -> tuple[float, float]:
+    """95 % bootstrap interval of the median (resampling the pairs)."""
+    rnd = random.Random(seed)
+    meds = sorted(statistics.median(rnd.choices(values, k=len(values))) for _ in range(rounds))
+    return meds[int(0.025 * rounds)], meds[int(0.975 * rounds) - 1]
+
+
 def report(label: str, pairs: list[tuple[Round, Round]], seconds: float) -> list[str]:
     ratios = [s.p99 / n.p99 for s, n in pairs if s.lats and n.lats]
+    lo, hi = median_ci(ratios)
     floor = [pairs[i][1].p99 / pairs[i + 1][1].p99 for i in range(len(pairs) - 1)]
     s_all = [x for s, _ in pairs for x in s.lats]
     n_all = [x for _, n in pairs for x in n.lats]
@@ -199,7 +207,7 @@ def report(label: str, pairs: list[tuple[Round, Round]], seconds: float) -> list
         str(len(pairs)),
         f"{statistics.median(s.p99 for s, _ in pairs):.2f}",
         f"{statistics.median(n.p99 for _, n in pairs):.2f}",
-        f"{med:.3f} ({q1:.2f}-{q3:.2f})",
+        f"{med:.3f} (IQR {q1:.2f}-{q3:.2f}; 95 % CI {lo:.2f}-{hi:.2f})",
         f"{fmed:.3f} ({f1:.2f}-{f3:.2f})",
         f"{percentile(s_all, 99):.2f} / {percentile(n_all, 99):.2f} = "
         f"{percentile(s_all, 99) / percentile(n_all, 99):.3f}",
