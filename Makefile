@@ -34,8 +34,9 @@ $(VENV)/.installed-test: pyproject.toml src/odradek/client/_speedups.c | $(BIN)/
 install: $(VENV)/.installed
 install-test: $(VENV)/.installed-test
 
-# Debian packages the interop (kcat, Burrow, node and npm for KafkaJS), Spark, cluster and
-# console (browser) tests use; installed only when missing.
+# Debian packages the interop (kcat; Go: Sarama and kafka-go built offline in GOPATH mode;
+# Burrow; node and npm for KafkaJS), Spark, cluster and console (browser) tests use; installed
+# only when missing.
 system-deps:
 	@missing=""; \
 	command -v kcat >/dev/null 2>&1 || missing="$$missing kcat"; \
@@ -43,6 +44,9 @@ system-deps:
 	[ -e /usr/share/java/zookeeper.jar ] || missing="$$missing zookeeper"; \
 	command -v chromium >/dev/null 2>&1 || missing="$$missing chromium"; \
 	command -v chromedriver >/dev/null 2>&1 || missing="$$missing chromium-driver"; \
+	command -v go >/dev/null 2>&1 || missing="$$missing golang-go"; \
+	[ -d /usr/share/gocode/src/github.com/Shopify/sarama ] || missing="$$missing golang-github-shopify-sarama-dev"; \
+	[ -d /usr/share/gocode/src/github.com/segmentio/kafka-go ] || missing="$$missing golang-github-segmentio-kafka-go-dev"; \
 	command -v Burrow >/dev/null 2>&1 || missing="$$missing burrow"; \
 	command -v node >/dev/null 2>&1 || missing="$$missing nodejs"; \
 	command -v npm >/dev/null 2>&1 || missing="$$missing npm"; \

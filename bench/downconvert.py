@@ -17,6 +17,17 @@ Prints CPU seconds per million records and records/s for each line. For down-con
 records are those an old consumer receives whole: a response declares the v2 size (or the
 first converted batch), and uncompressed magic 0/1 messages are larger than v2 records, so
 the tail of a converted slice is cut (the consumer fetches it next time, as from Kafka).
+
+``--broker`` measures the broker instead (issue 13): one ``odradek broker`` process (file
+storage, default settings), ``--records`` records produced to a 1-partition topic with
+Produce v9 (``--batch`` records per v2 batch, ``--codec``), then read from offset 0 to the end
+by raw-socket consumers that alternate in the same run: Fetch v12 (v2 batches passed through)
+and Fetch v3 (down-converted to magic 1), each with max.partition.fetch.bytes 1 MiB, one
+request at a time. Broker CPU (utime+stime from /proc) per million records fetched, median
+over ``--runs`` passes of each::
+
+    .venv/bin/python bench/downconvert.py --broker                 # 1,000,000 records, 3 runs
+    .venv/bin/python bench/downconvert.py --broker --codec lz4
 """
 
 from __future__ import annotations
@@ -107,7 +118,14 @@ def main() -> None:
     parser.add_argument("--batch", type=int, default=100)
     parser.add_argument("--value-size", type=int, default=100)
     parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument(
+        "--broker", action="store_true", help="broker CPU: Fetch v3 vs Fetch v12 consumers"
+    )
+    parser.add_argument("--codec", default="none", choices=["none", "gzip", "snappy", "lz4"])
     args = parser.parse_args()
+    if args.broker:
+        _broker_bench(args)
+        return
     print(
         f"{args.records:,} records, {args.batch} per batch, {args.value_size}-byte values, "
         f"median of {args.runs}"
@@ -131,6 +149,213 @@ def main() -> None:
             rate = count / seconds if seconds else float("inf")
             label = f"{name} [{codec.name.lower()}]"
             print(f"{label:44} {seconds * 1e6 / count:18.3f} {rate:12,.0f} {count:>10,}")
+
+
+# ---------------------------------------------------------------------------------------------
+# --broker: broker CPU per million records fetched, Fetch v3 against Fetch v12
+
+
+def _broker_bench(args: argparse.Namespace) -> None:
+    import socket
+    import struct
+    import sys
+    from pathlib import Path
+
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    from common import OdradekBroker
+    from odradek.protocol.messages import decode_response, encode_request
+
+    codec = Compression[args.codec.upper()]
+    broker = OdradekBroker({"num.partitions": "1"}).start()
+    try:
+        host, port = broker.bootstrap_servers.rsplit(":", 1)
+        sock = socket.create_connection((host, int(port)), timeout=60)
+        correlation = [0]
+
+        def recv_exactly(n: int) -> bytes:
+            buf = bytearray()
+            while len(buf) < n:
+                chunk = sock.recv(min(n - len(buf), 1 << 20))
+                if not chunk:
+                    raise ConnectionError("closed by the broker")
+                buf += chunk
+            return bytes(buf)
+
+        def call_raw(frame: bytes) -> bytes:
+            sock.sendall(frame)
+            (size,) = struct.unpack(">i", recv_exactly(4))
+            return recv_exactly(size)
+
+        def call(entity: object) -> object:
+            correlation[0] += 1
+            frame = call_raw(encode_request(entity, correlation_id=correlation[0], client_id="b"))
+            api_key, version = entity.__api_key__, entity.__version__  # type: ignore[attr-defined]
+            return decode_response(int(api_key), int(version), frame, header=True)
+
+        topic = "downconvert"
+        _produce_all(call, topic, args.records, args.batch, args.value_size, codec)
+
+        def fetch_v12(offset: int) -> int:
+            response: object = call(_fetch_v12(topic, offset))
+            part = response.responses[0].partitions[0]  # type: ignore[attr-defined]
+            assert part.error_code.value == 0, part.error_code
+            return _next_offset_v2(part.records, offset)
+
+        def fetch_v3(offset: int) -> int:
+            correlation[0] += 1
+            frame = call_raw(_fetch_v3_frame(topic, offset, correlation[0]))
+            return _next_offset_v3(frame, offset)
+
+        results: dict[str, list[float]] = {
+            "Fetch v12 (v2 pass-through)": [],
+            "Fetch v3 (magic 1)": [],
+        }
+        requests: dict[str, int] = dict.fromkeys(results, 0)
+        for _ in range(args.runs):
+            for name, fetch in zip(results, (fetch_v12, fetch_v3), strict=True):
+                offset, count = 0, 0
+                cpu0 = broker.cpu()
+                while offset < args.records and count < 10 * args.records:
+                    offset = fetch(offset)
+                    count += 1
+                cpu1 = broker.cpu()
+                results[name].append((cpu1 - cpu0) / args.records * 1e6)
+                requests[name] = count
+        sock.close()
+    finally:
+        broker.stop()
+    print(
+        f"broker: {args.records:,} records of {args.value_size} bytes, {args.batch} per batch, "
+        f"{codec.name.lower()}, 1 MiB per partition per Fetch; median of {args.runs}"
+    )
+    print(f"{'consumer':32} {'broker CPU s / M records':>26} {'runs':>24} {'requests':>9}")
+    medians = {}
+    for name, samples in results.items():
+        medians[name] = statistics.median(samples)
+        runs = " ".join(f"{x:.2f}" for x in samples)
+        print(f"{name:32} {medians[name]:26.2f} {runs:>24} {requests[name]:>9}")
+    v12, v3 = medians.values()
+    print(f"ratio Fetch v3 / Fetch v12: {v3 / v12:.1f}x" if v12 else "ratio: n/a")
+
+
+def _produce_all(
+    call: Callable[[object], object],
+    topic: str,
+    records: int,
+    batch: int,
+    value_size: int,
+    codec: Compression,
+) -> None:
+    import datetime
+
+    from kio.index import load_request_schema
+
+    value = (b"0123456789abcdef" * (value_size // 16 + 1))[:value_size]
+    schema = load_request_schema(0, 9)
+    module = __import__(schema.__module__, fromlist=["x"])
+    written = 0
+    while written < records:
+        batches = []
+        for _ in range(20):  # 20 batches per request
+            n = min(batch, records - written)
+            if n <= 0:
+                break
+            rows = [(None, value, None, 1_700_000_000_000 + written + i) for i in range(n)]
+            batches.append(build_batch(rows, compression=codec))
+            written += n
+        partition = module.PartitionProduceData(index=0, records=b"".join(batches))
+        request = schema(
+            transactional_id=None,
+            acks=1,
+            timeout=datetime.timedelta(seconds=30),
+            topic_data=(module.TopicProduceData(name=topic, partition_data=(partition,)),),
+        )
+        response: object = call(request)
+        code = response.responses[0].partition_responses[0].error_code  # type: ignore[attr-defined]
+        assert code.value == 0, code
+
+
+def _fetch_v12(topic: str, offset: int) -> object:
+    import datetime
+
+    from kio.index import load_request_schema
+
+    schema = load_request_schema(1, 12)
+    module = __import__(schema.__module__, fromlist=["x"])
+    partition = module.FetchPartition(
+        partition=0,
+        current_leader_epoch=-1,
+        fetch_offset=offset,
+        last_fetched_epoch=-1,
+        log_start_offset=-1,
+        partition_max_bytes=SLICE,
+    )
+    return schema(
+        replica_id=-1,
+        max_wait=datetime.timedelta(milliseconds=500),
+        min_bytes=1,
+        max_bytes=50 << 20,
+        isolation_level=0,
+        session_id=0,
+        session_epoch=-1,
+        topics=(module.FetchTopic(topic=topic, partitions=(partition,)),),
+        forgotten_topics_data=(),
+        rack_id="",
+    )
+
+
+def _next_offset_v2(records: bytes | None, offset: int) -> int:
+    """The offset after the last whole v2 batch of ``records``."""
+    import struct
+
+    pos, end, nxt = 0, len(records or b""), offset
+    data = records or b""
+    while pos + 61 <= end:
+        base, length = struct.unpack_from(">qi", data, pos)
+        if pos + 12 + length > end:
+            break
+        (last_delta,) = struct.unpack_from(">i", data, pos + 23)
+        nxt = base + last_delta + 1
+        pos += 12 + length
+    return nxt
+
+
+def _fetch_v3_frame(topic: str, offset: int, correlation_id: int) -> bytes:
+    """A Fetch v3 request, laid out by hand (request header v1)."""
+    import struct
+
+    name = topic.encode()
+    body = (
+        struct.pack(">iiii", -1, 500, 1, 50 << 20)  # replica, max wait, min bytes, max bytes
+        + struct.pack(">i", 1)
+        + struct.pack(">h", len(name))
+        + name
+        + struct.pack(">i", 1)
+        + struct.pack(">iqi", 0, offset, SLICE)
+    )
+    header = struct.pack(">hhih", 1, 3, correlation_id, 1) + b"b"
+    return struct.pack(">i", len(header) + len(body)) + header + body
+
+
+def _next_offset_v3(frame: bytes, offset: int) -> int:
+    """The offset after the last whole message (set entry) of a Fetch v3 response frame."""
+    import struct
+
+    pos = 4 + 4 + 4  # correlation id, throttle time, topic count
+    (n,) = struct.unpack_from(">h", frame, pos)
+    pos += 2 + n + 4  # topic name, partition count
+    _index, error, _hw, size = struct.unpack_from(">ihqi", frame, pos)
+    assert error == 0, error
+    pos += 18
+    end = pos + max(size, 0)
+    nxt = offset
+    while pos + 12 <= end:
+        entry_offset, entry_size = struct.unpack_from(">qi", frame, pos)
+        if entry_offset < 0 or pos + 12 + entry_size > end:
+            break  # the overflow entry or a partial message
+        nxt = entry_offset + 1  # a wrapper's offset is its last inner message's
+        pos += 12 + entry_size
+    return nxt
 
 
 def _up_convert(sets: list[bytes]) -> None:

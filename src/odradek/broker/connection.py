@@ -260,6 +260,7 @@ class KafkaConnection(asyncio.Protocol):
         for task in list(self._tasks):
             task.cancel()
         self._responses.clear()
+        self._backlog = None  # unsent down-conversion streams: drop them with their regions
 
     def pause_writing(self) -> None:
         # the client does not read its responses fast enough: stop reading its requests

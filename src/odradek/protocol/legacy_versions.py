@@ -386,9 +386,7 @@ def _offset_commit_request(body: dict[str, Any], legacy: LegacyRequest) -> dict[
     return body
 
 
-def _offset_for_leader_epoch_request(
-    body: dict[str, Any], legacy: LegacyRequest
-) -> dict[str, Any]:
+def _offset_for_leader_epoch_request(body: dict[str, Any], legacy: LegacyRequest) -> dict[str, Any]:
     for topic in body["topics"]:
         for partition in topic["partitions"]:
             partition["current_leader_epoch"] = -1  # v0-v1 cannot fence: no check
