@@ -279,7 +279,16 @@ class _BrokerAdapter:
         return int(self._broker.purgatory.watching())
 
     def under_replicated(self) -> int:
-        return 0  # one broker, replication factor 1: nothing can be under-replicated
+        """Partitions led here whose ISR is smaller than their replica set (Kafka's
+        UnderReplicatedPartitions); always 0 alone (replicas = ISR = this broker)."""
+        rm = getattr(self._broker, "replica_manager", None)
+        if rm is None:
+            return 0
+        return sum(
+            1
+            for p in rm.partitions()
+            if p.is_leader and len(p.state.isr) < len(p.state.replicas)
+        )
 
 
 def broker_state(broker: Any) -> BrokerState:
