@@ -401,7 +401,9 @@ def main(argv: list[str]) -> int:
         metavar="KEY=VALUE",
         help="broker setting, repeatable (e.g. group.initial.rebalance.delay.ms=0)",
     )
-    p.add_argument("--timeout", type=float, default=600, help="seconds per test-runner run")
+    p.add_argument(
+        "--timeout", type=float, default=1200, help="seconds per test-runner run (0113: ~500 s)"
+    )
     p.add_argument(
         "--timeout-multiplier",
         type=float,
