@@ -15,7 +15,8 @@ nothing of it is ever committed):
 2. Build: ``./configure --disable-ssl --disable-gssapi --disable-curl``, ``make libs`` and
    ``make -C tests test-runner``. Debian build dependencies: ``build-essential``
    (gcc, g++, make), ``pkg-config``, ``python3``, ``zlib1g-dev``, ``libzstd-dev`` (optional;
-   lz4 and snappy are bundled). They are *not* part of ``make test``.
+   lz4 and snappy are bundled), ``rapidjson-dev`` (optional: without it 0053_stats,
+   0098_consumer_txn and 0110_batch_size skip themselves, "RapidJSON >=1.1.0 not available"). They are *not* part of ``make test``.
 3. For every test (grouped by test number and librdkafka test scenario) a fresh odradek
    broker (``odradek.testing.BrokerProcess``: 127.0.0.1, an ephemeral port, a temporary
    data dir) and ``test-runner -L -K -p1 [-s <scenario>]`` with ``TESTS=<number>``,
