@@ -96,7 +96,6 @@ APPLICABLE: list[tuple[str, str]] = [
     (name, "noautocreate")
     for name in _names("""
     0045_subscribe_update_topic_remove 0045_subscribe_update_non_exist_and_partchange
-    0107_topic_recreate 0111_delay_create_topics
     """)
 ]
 
@@ -107,6 +106,8 @@ EXCLUDED: dict[str, str] = {
     "0047_partial_buf_tmout": "librdkafka marks it TEST_F_KNOWN_ISSUE",
     "0097_ssl_verify": "needs an SSL listener",
     "0101_fetch_from_follower": "needs several brokers with broker.rack (KIP-392)",
+    "0107_topic_recreate": "creates its topics with replication factor 3 (three brokers)",
+    "0111_delay_create_topics": "creates its topic with replication factor 3 (three brokers)",
     "0115_producer_auth": "adds ACLs with Kafka's kafka-acls.sh (authorizer not implemented)",
     "0119_consumer_auth": "adds ACLs with Kafka's kafka-acls.sh (authorizer not implemented)",
     "0126_oauthbearer_oidc": "needs SASL/OAUTHBEARER and an OIDC server",
