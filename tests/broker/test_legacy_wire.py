@@ -56,8 +56,9 @@ KAFKA_3_9 = {
     47: (0, 0),  # OffsetDelete
     60: (0, 1),  # DescribeCluster
 }
-"""The request versions Apache Kafka 3.9's broker serves (its message JSON files' validVersions),
-for the APIs odradek has."""
+"""The request versions Apache Kafka 3.9's broker serves, for the APIs odradek has: the
+``validVersions`` of clients/src/main/resources/common/message/*Request.json at the 3.9.0-rc3
+tag (released as 3.9.0), read on 2026-11-26."""
 
 KNOWN_GAPS = {
     0: "Produce v11 (KIP-951 leader hints) is not served",

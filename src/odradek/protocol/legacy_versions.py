@@ -52,16 +52,16 @@ Entry points: :func:`legacy_codec` returns a :class:`LegacyCodec` (``decode`` an
 ``encode_response``) for an (api key, version) in :data:`LEGACY`; :data:`LEGACY_VERSIONS`
 lists the old versions per api key.
 
-Broker integration: when kio has no request schema for (key, version) but
-``legacy_codec(key, version)`` has a codec, parse the request header as v1, decode the body
-with ``codec.decode(frame, pos) -> (legacy, size)``, call the API's handler with
-``legacy.request`` (its ``__version__`` is the target; ``ctx.header.api_version`` stays the
-client's), send nothing when the handler returns None (Produce acks=0), else write response
-header v0 and the parts of ``codec.encode_response(response, legacy, records_source_of=...)``
-(Fetch: LazyDownConversion parts, whose ``chunks()`` should be written as the socket drains;
-``records_source_of`` turns a storage region into a ``read(position, size)``). The API's
-``error_response`` answer goes through ``encode_response`` the same way. ApiVersions then
-advertises every API from 0.
+Broker integration (odradek.broker.connection does this): when a version is below the API's
+``min_request_version`` and ``legacy_codec(key, version)`` has a codec, parse the request
+header as v1, decode the body with ``codec.decode(frame, pos) -> (legacy, size)``, call the
+API's handler with ``legacy.request`` (its ``__version__`` is the target;
+``ctx.header.api_version`` stays the client's), send nothing when the handler returns None
+(Produce acks=0), else write response header v0 and the parts of
+``codec.encode_response(response, legacy, records_source_of=...)`` (Fetch: LazyDownConversion
+parts, whose ``chunks()`` are written as the socket drains; ``records_source_of`` turns a
+storage region into a ``read(position, size)``). The API's ``error_response`` answer goes
+through ``encode_response`` the same way. ApiVersions advertises every API from 0.
 """
 
 from __future__ import annotations
