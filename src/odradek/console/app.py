@@ -2,8 +2,8 @@
 
 Routes (GET unless marked):
 
-* ``/metrics`` Prometheus text format (cluster series from a snapshot at most
-  ``metrics_max_age_s`` old, plus any extra collectors, e.g. the broker's internals);
+* ``/metrics`` Prometheus text format (cluster series from a snapshot, plus any extra
+  collectors, e.g. the broker's internals), rendered at most once per ``render_max_age_s``;
 * ``/health`` 200 ``ready`` or 503 ``not ready`` (``ready()`` decides; the broker passes its own);
 * ``/`` cluster and brokers; ``/topics``; ``/topics/<t>`` partitions, configs, message browser;
   ``/topics/<t>/messages?partition=&offset=|timestamp=&limit=&format=text|json|hex`` (HTML
@@ -157,12 +157,16 @@ class Console:
         ready: Callable[[], bool] | None = None,
         title: str = "odradek",
         metrics_max_age_s: float = 1.0,
+        render_max_age_s: float | None = None,
         sample_interval_s: float = 5.0,
     ) -> None:
         self.source = source
         self.ready = ready
         self.title = title
         self.metrics_max_age_s = metrics_max_age_s
+        """How old a cluster snapshot the pages and the API may show."""
+        self.render_max_age_s = metrics_max_age_s if render_max_age_s is None else render_max_age_s
+        """How old the /metrics text (and the snapshot behind it) may be."""
         self.sample_interval_s = sample_interval_s
         self.registry = CollectorRegistry(auto_describe=False)
         self.registry.register(ClusterCollector(lambda: source.latest))
@@ -280,13 +284,13 @@ class Console:
         return snap
 
     async def _metrics_text(self) -> bytes:
-        """The exposition, rendered at most once per ``metrics_max_age_s``: Prometheus scrapes
+        """The exposition, rendered at most once per ``render_max_age_s``: Prometheus scrapes
         every 15 s or so, but a tight scrape loop (dashboards, benchmarks) must not make the
         broker re-render every histogram each time. Scrapes that arrive while a rendering is
         under way wait for it instead of starting their own."""
         loop = asyncio.get_running_loop()
         cached = self._metrics_cache
-        if cached is not None and loop.time() - cached[0] < self.metrics_max_age_s:
+        if cached is not None and loop.time() - cached[0] < self.render_max_age_s:
             return cached[1]
         rendering = self._rendering
         if rendering is None:
@@ -335,7 +339,7 @@ class Console:
     async def _fresh_or_stale(self) -> ClusterSnapshot | None:
         """A fresh snapshot for /metrics; if the cluster does not answer, the last one."""
         try:
-            return await self.source.snapshot(self.metrics_max_age_s)
+            return await self.source.snapshot(self.render_max_age_s)
         except (TimeoutError, KafkaError, OSError) as exc:
             log.warning("console: cluster snapshot failed: %s", exc)
             return self.source.latest

@@ -30,6 +30,12 @@ __all__ = ["BrokerConsole", "parse_http_listeners"]
 
 log = logging.getLogger("odradek.console")
 
+METRICS_MAX_AGE_S = 5.0
+"""Inside a broker, /metrics is rendered (and its cluster snapshot taken) at most every 5 s:
+the work runs on the broker's event loop, and a scraper much faster than Prometheus' usual
+15 s would otherwise cost Produce and Fetch latency (bench/console_scrape.py). The request
+counters are then at most 5 s behind, which ``rate()`` over a minute does not notice."""
+
 _HTTP_RE = re.compile(r"^http://(\[[^\]]*\]|[^:/]*):(\d+)/?$")
 
 
@@ -132,6 +138,7 @@ class BrokerConsole:
             ],
             ready=self.ready,
             title=f"odradek broker {broker.node_id}",
+            render_max_age_s=METRICS_MAX_AGE_S,
         )
         try:
             bound_port = await console.start(host, port)
