@@ -144,6 +144,7 @@ fetch_partitions = st.builds(
     records=st.none() | st.binary(max_size=300),
     aborted_transactions=st.none() | st.lists(st.tuples(int64, int64), max_size=3).map(tuple),
     preferred_read_replica=int32,
+    diverging_epoch=st.none() | st.tuples(int32, int64),
 )
 
 
@@ -169,6 +170,15 @@ def _kio_fetch(version: int, responses: list, throttle: int, error: int, session
                     ),
                     preferred_read_replica=p.preferred_read_replica,
                     records=b"" if p.records is None else bytes(p.records),
+                    **(
+                        {}
+                        if p.diverging_epoch is None or version < 12
+                        else {
+                            "diverging_epoch": m.EpochEndOffset(
+                                epoch=p.diverging_epoch[0], end_offset=p.diverging_epoch[1]
+                            )
+                        }
+                    ),
                 )
             )
         topics.append(m.FetchableTopicResponse(topic=name, partitions=tuple(parts)))

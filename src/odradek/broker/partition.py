@@ -1,10 +1,27 @@
 """``Partition``: one partition this broker holds a replica of (Kafka's ``Partition``).
 
 A Partition owns the replica's log, its topic config, its leadership state (leader, leader
-epoch, replicas, ISR: a ``PartitionState`` from the metadata store), the high watermark (kept
-by the log: ``high_watermark_follows_leo`` alone) and the idempotent-producer state (in
-storage, next to the log). Follower state (each follower's log end offset and last caught-up
-time, for ISR changes) has its placeholder in ``followers``: alone it stays empty.
+epoch, replicas, ISR, partition epoch: a ``PartitionState``), the high watermark (kept by the
+log) and the idempotent-producer state (in storage, next to the log).
+
+Two modes:
+
+* **Alone** (no controller): the state is the metadata store's, this broker leads, the ISR is
+  itself and the log's high watermark follows its log end offset (``high_watermark_follows_leo``).
+* **Replicated** (``controller_managed``, from the first LeaderAndIsr): the state is a copy
+  owned by the Partition, changed only by LeaderAndIsr (``make_leader`` / ``make_follower``)
+  and by committed ISR changes (``apply_isr_update``). The high watermark is driven here:
+
+  - leader: ``followers`` holds a ``FollowerState`` per other replica (its log end offset =
+    its last fetch offset, and when it was last caught up). HW = min(LEO of the leader and of
+    every replica of the *maximal* ISR) — the committed ISR plus a pending expansion (Kafka's
+    "maximal ISR": a pending shrink counts only once committed). The HW never moves back.
+  - follower: the HW is the leader's, clamped to the own log end (the replica fetcher).
+
+The decisions are pure functions of this object's fields and the time passed in (no I/O, no
+clock): ``update_follower_fetch``, ``maybe_increment_high_watermark``,
+``isr_expansion``, ``isr_shrink``, ``check_enough_replicas`` (acks=all before the append)
+and ``acks_all_status`` (acks=all after it, Kafka's ``checkEnoughReplicasReachOffset``).
 
 ``check_leader_epoch`` is the one leadership and epoch check, used by Produce, Fetch,
 ListOffsets and OffsetsForLeaderEpoch alike (Kafka's ``localLogWithEpochOrThrow``, KIP-320):
@@ -16,7 +33,10 @@ ListOffsets and OffsetsForLeaderEpoch alike (Kafka's ``localLogWithEpochOrThrow`
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import contextlib
+import uuid
+from collections.abc import Iterable
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from kio.schema.errors import ErrorCode
@@ -25,20 +45,42 @@ from odradek.broker.metadata_store import PartitionState
 from odradek.storage import LogConfig, PartitionLog
 from odradek.storage.producer_state import ProducerStateManager
 
-__all__ = ["FollowerState", "Partition"]
+__all__ = ["FollowerState", "Partition", "caught_up_time", "high_watermark_candidate"]
 
 _NONE = ErrorCode.none
 _NOT_LEADER = ErrorCode.not_leader_or_follower
 _FENCED = ErrorCode.fenced_leader_epoch
 _UNKNOWN_EPOCH = ErrorCode.unknown_leader_epoch
+_NOT_ENOUGH = ErrorCode.not_enough_replicas
+_NOT_ENOUGH_AFTER = ErrorCode.not_enough_replicas_after_append
 
 
 @dataclass(slots=True)
 class FollowerState:
-    """What the leader knows of one follower (for the replicated mode; unused alone)."""
+    """What the leader knows of one follower (Kafka's ``Replica``): its log end offset (-1:
+    unknown yet), when it was last caught up, and the leader's LEO and time at its last fetch."""
 
     log_end_offset: int = -1
     last_caught_up_ms: int = -1
+    last_fetch_leader_leo: int = -1
+    last_fetch_ms: int = -1
+
+
+def caught_up_time(state: FollowerState, fetch_offset: int, leader_leo: int, now_ms: int) -> int:
+    """The follower's new ``last_caught_up_ms`` after a fetch at ``fetch_offset`` (Kafka's
+    rule): now if it fetched at the leader's LEO; else the time of its previous fetch if it has
+    now reached the leader's LEO of that time; else unchanged."""
+    if fetch_offset >= leader_leo:
+        return now_ms
+    if state.last_fetch_ms >= 0 and fetch_offset >= state.last_fetch_leader_leo:
+        return max(state.last_caught_up_ms, state.last_fetch_ms)
+    return state.last_caught_up_ms
+
+
+def high_watermark_candidate(leader_leo: int, replica_leos: Iterable[int]) -> int:
+    """min(leader LEO, LEO of every other replica of the maximal ISR); an unknown LEO (-1)
+    holds it at -1 (the caller never moves the HW back)."""
+    return min([leader_leo, *replica_leos])
 
 
 class Partition:
@@ -47,13 +89,17 @@ class Partition:
     __slots__ = (
         "_producer_state",
         "config",
+        "controller_managed",
         "followers",
+        "leader_epoch_start_offset",
         "log",
         "node_id",
         "partition",
+        "pending_isr",
         "snapshot_path",
         "state",
         "topic",
+        "topic_id",
     )
 
     def __init__(
@@ -76,6 +122,15 @@ class Partition:
         """Where the producer-state snapshot lives (None: in memory only)."""
         self.followers: dict[int, FollowerState] = {}
         self._producer_state: ProducerStateManager | None = None
+        self.controller_managed = False
+        """True once a LeaderAndIsr set this partition's state (the replicated mode)."""
+        self.pending_isr: list[int] | None = None
+        """The ISR of an AlterPartition in flight (one at a time), else None."""
+        self.leader_epoch_start_offset = 0
+        """The leader's LEO when it took its current epoch (ISR expansion needs a follower
+        past it)."""
+        self.topic_id: uuid.UUID | None = None
+        """The topic id a LeaderAndIsr named (None alone)."""
 
     # -- leadership ----------------------------------------------------------------------------
 
@@ -107,6 +162,159 @@ class Partition:
             return _NONE
         return _FENCED if current_leader_epoch < epoch else _UNKNOWN_EPOCH
 
+    def current_epoch_for_controller(self) -> int:
+        """The leader epoch a LeaderAndIsr must exceed: -1 until the first one arrived."""
+        return self.state.leader_epoch if self.controller_managed else -1
+
+    def make_leader(self, state: PartitionState, now_ms: int) -> None:
+        """Take leadership from a LeaderAndIsr ``state`` (copied): the new leader epoch starts
+        at the log end (leader-epoch-checkpoint, KAFKA-7415); every follower in the ISR counts
+        as caught up now, the others as never; the HW is recomputed (never backwards)."""
+        self.state = _copy(state)
+        self.controller_managed = True
+        log = self.log
+        log.high_watermark_follows_leo = False
+        entries = log.leader_epoch_entries()
+        if not entries or entries[-1][0] < state.leader_epoch:
+            log.assign_leader_epoch(state.leader_epoch, log.log_end_offset)
+        self.leader_epoch_start_offset = log.log_end_offset
+        isr = set(state.isr)
+        self.followers = {
+            r: FollowerState(last_caught_up_ms=now_ms if r in isr else -1)
+            for r in state.replicas
+            if r != self.node_id
+        }
+        self.pending_isr = None
+        self.maybe_increment_high_watermark()
+
+    def make_follower(self, state: PartitionState) -> None:
+        """Follow the leader of a LeaderAndIsr ``state`` (copied). Truncation is the
+        replica fetcher's (KIP-101/279); the producer state is rebuilt when it is needed."""
+        self.state = _copy(state)
+        self.controller_managed = True
+        self.log.high_watermark_follows_leo = False
+        self.followers = {}
+        self.pending_isr = None
+
+    def stop(self) -> None:
+        """StopReplica without deletion: no longer a leader nor a follower here."""
+        self.state = replace(self.state, leader=-1, isr=list(self.state.isr))
+        self.followers = {}
+        self.pending_isr = None
+
+    # -- leader: follower tracking, HW, ISR ----------------------------------------------------
+
+    def update_follower_fetch(self, replica_id: int, fetch_offset: int, now_ms: int) -> bool:
+        """Record a follower's fetch (its LEO is ``fetch_offset``); False when ``replica_id``
+        is not a replica of this partition."""
+        follower = self.followers.get(replica_id)
+        if follower is None:
+            return False
+        leader_leo = self.log.log_end_offset
+        follower.last_caught_up_ms = caught_up_time(follower, fetch_offset, leader_leo, now_ms)
+        follower.log_end_offset = fetch_offset
+        follower.last_fetch_leader_leo = leader_leo
+        follower.last_fetch_ms = now_ms
+        return True
+
+    def maximal_isr(self) -> list[int]:
+        """The committed ISR plus the members a pending expansion adds."""
+        pending = self.pending_isr
+        if pending is None:
+            return self.state.isr
+        isr = list(self.state.isr)
+        isr.extend(r for r in pending if r not in isr)
+        return isr
+
+    def maybe_increment_high_watermark(self) -> bool:
+        """Leader: move the HW to min LEO over the maximal ISR if that is higher; whether it
+        moved."""
+        log = self.log
+        if not self.is_leader:
+            return False
+        leos = []
+        for r in self.maximal_isr():
+            if r == self.node_id:
+                continue
+            follower = self.followers.get(r)
+            leos.append(-1 if follower is None else follower.log_end_offset)
+        candidate = high_watermark_candidate(log.log_end_offset, leos)
+        if candidate > log.high_watermark:
+            log.update_high_watermark(candidate)
+            return True
+        return False
+
+    def isr_expansion(self, replica_id: int) -> list[int] | None:
+        """The new ISR if ``replica_id`` (a replica out of the ISR) has caught up: its LEO is at
+        least the HW and the start of the leader's current epoch; None otherwise or while
+        another ISR change is in flight."""
+        if not self.is_leader or self.pending_isr is not None:
+            return None
+        isr = self.state.isr
+        follower = self.followers.get(replica_id)
+        if follower is None or replica_id in isr:
+            return None
+        leo = follower.log_end_offset
+        if leo >= self.log.high_watermark and leo >= self.leader_epoch_start_offset:
+            return [*isr, replica_id]
+        return None
+
+    def isr_shrink(self, now_ms: int, lag_time_max_ms: int) -> list[int] | None:
+        """The new ISR without the followers out of sync (not at the leader's LEO and not caught
+        up for more than ``lag_time_max_ms``); None when none is, or while another ISR change is
+        in flight. The leader never removes itself, so the ISR is never empty."""
+        if not self.is_leader or self.pending_isr is not None:
+            return None
+        leader_leo = self.log.log_end_offset
+        out = set()
+        for r in self.state.isr:
+            if r == self.node_id:
+                continue
+            follower = self.followers.get(r)
+            if follower is None:
+                out.add(r)
+                continue
+            if (
+                follower.log_end_offset != leader_leo
+                and now_ms - follower.last_caught_up_ms > lag_time_max_ms
+            ):
+                out.add(r)
+        if not out:
+            return None
+        return [r for r in self.state.isr if r not in out]
+
+    def apply_isr_update(self, state: PartitionState) -> bool:
+        """A committed ISR change (from the AlterPartitionManager): applied when it is for our
+        leader epoch and newer than our partition epoch; whether it was applied."""
+        self.pending_isr = None
+        if state.leader_epoch != self.state.leader_epoch or state.version < self.state.version:
+            return False
+        self.state = replace(self.state, isr=list(state.isr), version=state.version)
+        for r in state.isr:
+            if r != self.node_id and r not in self.followers:
+                self.followers[r] = FollowerState()
+        return True
+
+    # -- acks=all ------------------------------------------------------------------------------
+
+    def check_enough_replicas(self, min_insync_replicas: int) -> ErrorCode:
+        """Before an acks=all append: NOT_ENOUGH_REPLICAS when |ISR| < min.insync.replicas."""
+        if len(self.state.isr) < min_insync_replicas:
+            return _NOT_ENOUGH
+        return _NONE
+
+    def acks_all_status(self, required_offset: int, min_insync_replicas: int) -> ErrorCode | None:
+        """After an acks=all append up to ``required_offset`` (exclusive): None while the HW is
+        below it; then NONE, or NOT_ENOUGH_REPLICAS_AFTER_APPEND when the maximal ISR has
+        shrunk below min.insync.replicas; NOT_LEADER_OR_FOLLOWER once leadership is lost."""
+        if not self.is_leader:
+            return _NOT_LEADER
+        if self.log.high_watermark < required_offset:
+            return None
+        if len(self.maximal_isr()) < min_insync_replicas:
+            return _NOT_ENOUGH_AFTER
+        return _NONE
+
     # -- idempotent producers -----------------------------------------------------------------
 
     def producer_state(self) -> ProducerStateManager:
@@ -118,3 +326,16 @@ class Partition:
 
     def loaded_producer_state(self) -> ProducerStateManager | None:
         return self._producer_state
+
+    def reset_producer_state(self, *, drop_snapshot: bool = False) -> None:
+        """Forget the loaded producer state (a follower's log changed under it); with
+        ``drop_snapshot`` also its snapshot (the log was truncated below it). It is rebuilt
+        from the log on next use."""
+        self._producer_state = None
+        if drop_snapshot and self.snapshot_path is not None:
+            with contextlib.suppress(FileNotFoundError):
+                self.snapshot_path.unlink()
+
+
+def _copy(state: PartitionState) -> PartitionState:
+    return replace(state, replicas=list(state.replicas), isr=list(state.isr))

@@ -1,4 +1,5 @@
-"""Delayed operations: Fetch requests waiting for data (Kafka's DelayedFetch purgatory).
+"""Delayed operations: Fetch requests waiting for data (Kafka's DelayedFetch purgatory) and
+acks=all Produce requests waiting for the high watermark (Kafka's DelayedProduce).
 
 A Fetch that has fewer than ``min_bytes`` available parks here with a deadline of
 ``max_wait_ms``, watching the partitions it asked for. ``notify(topic, partition)`` (called after
@@ -6,8 +7,9 @@ every append, and when a partition's high watermark moves) wakes every waiter of
 at once; the waiter then re-reads and either answers or parks again until its deadline.
 
 Produce with acks=-1 needs no waiting alone: the high watermark follows the log end offset after
-each append (single broker, ISR = {this broker}). ``wait_for_high_watermark`` is the hook for
-the replicated mode (DESIGN.md §8): acks=all parks until the high watermark passes the batch.
+each append (single broker, ISR = {this broker}). Replicated, ``ReplicaManager.wait_for_acks``
+parks here until the partition is notified (its high watermark moved, its ISR or leadership
+changed) and then re-checks ``Partition.acks_all_status``.
 """
 
 from __future__ import annotations
@@ -69,10 +71,6 @@ class Purgatory:
                         pass
                     if not lst:
                         del self._watchers[key]
-
-    async def wait_for_high_watermark(self, topic: str, partition: int, offset: int) -> None:
-        """acks=all: return once the high watermark passes ``offset`` (immediate alone)."""
-        return None
 
     def close(self) -> None:
         """Wake every waiter (shutdown): they answer with what they have."""

@@ -34,6 +34,7 @@ from odradek.broker.apis import (
     incremental_alter_configs,
     init_producer_id,
     join_group,
+    leader_and_isr,
     leave_group,
     list_groups,
     list_offsets,
@@ -43,6 +44,7 @@ from odradek.broker.apis import (
     offset_fetch,
     offsets_for_leader_epoch,
     produce,
+    stop_replica,
     sync_group,
     update_metadata,
 )
@@ -84,6 +86,9 @@ API_SPECS: tuple[ApiSpec, ...] = (
     describe_groups.API,
     delete_groups.API,
     offset_delete.API,
+    # inter-broker (ZooKeeper mode) APIs
+    leader_and_isr.API,
+    stop_replica.API,
     # cluster on ZooKeeper: from the controller, and to the controller
     update_metadata.API,
     controlled_shutdown.API,

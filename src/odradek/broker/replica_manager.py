@@ -1,5 +1,5 @@
 """``ReplicaManager``: the partitions this broker holds, as ``Partition`` objects (Kafka's
-ReplicaManager, reduced to what one broker needs and shaped for the replicated mode).
+ReplicaManager).
 
 * ``get_partition(topic, p)`` opens (or creates) a partition's log on first use; with
   ``create=False`` a partition without a log gives None (an internal topic's logs are created
@@ -10,29 +10,143 @@ ReplicaManager, reduced to what one broker needs and shaped for the replicated m
 * Producer-state snapshots: ``producer_state_snapshots()`` collects, on the event loop, the
   JSON of every changed state (consistent with its log end); ``write_snapshots`` writes them
   (a worker thread may run it).
+
+Replication (the cluster mode; nothing of it runs alone until a LeaderAndIsr arrives):
+
+* ``become_leader_or_follower(controller_id, controller_epoch, partition_states,
+  live_leaders)`` applies a LeaderAndIsr: a stale controller epoch refuses the whole request
+  (``is_stale_controller_epoch``); a partition is applied only when this broker is one of its
+  replicas (else UNKNOWN_TOPIC_OR_PARTITION) and its leader epoch is newer than ours (or the
+  same epoch with a newer partition epoch), else STALE_CONTROLLER_EPOCH. Leaders stop fetching
+  and take the epoch; followers are handed to the ``ReplicaFetcher`` of their leader (one per
+  leader broker, ``odradek.broker.replica_fetcher``), which truncates first.
+* ``stop_replicas(controller_id, controller_epoch, partitions)`` applies a StopReplica: the
+  fetcher stops; with ``delete`` the partition and its log go. A leader epoch older than ours
+  → FENCED_LEADER_EPOCH.
+* Leader side: ``record_follower_fetch`` (Fetch with replica_id ≥ 0) tracks the follower,
+  moves the HW and expands the ISR; a background task shrinks the ISR every
+  ``replica.lag.time.max.ms``/2 and checkpoints high watermarks every
+  ``replica.high.watermark.checkpoint.interval.ms``. ISR changes go through the injected
+  ``AlterPartitionManager`` (None: the ISR stays what the controller sent); one per partition
+  in flight; an expansion counts for the HW at once, a shrink once committed.
+* acks=all: ``min_insync_replicas(topic)`` and ``wait_for_acks`` (parks in the purgatory until
+  ``Partition.acks_all_status`` decides).
+* ``add_leadership_listener(fn)``: ``fn(became_leader, became_follower)`` with
+  (topic, partition, leader_epoch) lists after each LeaderAndIsr (group coordinator hook).
 """
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import logging
-from collections.abc import Iterable
+import uuid
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any, Protocol
 
 from kio.schema.errors import ErrorCode
 
-from odradek.broker.metadata_store import MetadataStore, TopicMetadata
+from odradek.broker.metadata_store import MetadataStore, PartitionState, TopicMetadata
 from odradek.broker.partition import Partition
 from odradek.broker.purgatory import Purgatory
+from odradek.broker.replica_fetcher import FetcherConfig, ReplicaFetcher
+from odradek.clock import Clock, SystemClock
 from odradek.storage import LogConfig, LogManager
 from odradek.storage.producer_state import write_snapshot
 
-__all__ = ["PRODUCER_STATE_DIR", "ReplicaManager"]
+__all__ = [
+    "PRODUCER_STATE_DIR",
+    "AlterPartitionManager",
+    "LeaderAndIsrPartition",
+    "LeadershipListener",
+    "ReplicaManager",
+    "ReplicationConfig",
+    "StopReplicaPartition",
+]
 
 log = logging.getLogger("odradek.broker")
 
 PRODUCER_STATE_DIR = "odradek-producer-state"
 _UNKNOWN = ErrorCode.unknown_topic_or_partition
+_NONE = ErrorCode.none
+_STALE_CONTROLLER = ErrorCode.stale_controller_epoch
+_FENCED = ErrorCode.fenced_leader_epoch
+_TIMED_OUT = ErrorCode.request_timed_out
+_NOT_LEADER = ErrorCode.not_leader_or_follower
+
+
+@dataclass(frozen=True, slots=True)
+class ReplicationConfig:
+    """The broker settings replication uses (Kafka's names and defaults)."""
+
+    min_insync_replicas: int = 1
+    replica_lag_time_max_ms: int = 30_000
+    replica_fetch_wait_max_ms: int = 500
+    replica_fetch_min_bytes: int = 1
+    replica_fetch_max_bytes: int = 1_048_576
+    replica_fetch_response_max_bytes: int = 10_485_760
+    replica_fetch_backoff_ms: int = 1000
+    replica_socket_timeout_ms: int = 30_000
+    replica_high_watermark_checkpoint_interval_ms: int = 5000
+
+    @classmethod
+    def from_broker_config(cls, config: Any) -> ReplicationConfig:
+        """From a ``BrokerConfig`` (attribute ``x_y_z`` for key ``x.y.z``); keys it does not
+        define keep Kafka's defaults."""
+        fields = {}
+        for name in cls.__dataclass_fields__:
+            value = getattr(config, name, None)
+            if isinstance(value, int) and not isinstance(value, bool):
+                fields[name] = value
+        return cls(**fields)
+
+
+class AlterPartitionManager(Protocol):
+    """Sends an ISR change to the controller (AlterPartition, API 56) and returns the committed
+    state, or the error (e.g. FENCED_LEADER_EPOCH, INVALID_UPDATE_VERSION)."""
+
+    async def submit(
+        self,
+        topic: str,
+        topic_id: uuid.UUID,
+        partition: int,
+        leader_epoch: int,
+        new_isr: list[int],
+        partition_epoch: int,
+    ) -> PartitionState | ErrorCode: ...
+
+
+LeadershipListener = Callable[[list[tuple[str, int, int]], list[tuple[str, int, int]]], None]
+"""``(became_leader, became_follower)``: (topic, partition, leader_epoch) lists."""
+
+
+@dataclass(frozen=True, slots=True)
+class LeaderAndIsrPartition:
+    """One partition of a LeaderAndIsr, as ``become_leader_or_follower`` needs it (the
+    fields of ``protocol.inter_broker.LeaderAndIsrPartitionState`` of the same names)."""
+
+    topic_name: str
+    partition_index: int
+    leader: int
+    leader_epoch: int
+    isr: Sequence[int]
+    partition_epoch: int
+    replicas: Sequence[int]
+    controller_epoch: int = -1
+
+
+@dataclass(frozen=True, slots=True)
+class StopReplicaPartition:
+    topic_name: str
+    partition_index: int
+    leader_epoch: int = -1
+    delete_partition: bool = False
+
+
+_NO_EPOCH = -1
+_EPOCH_DURING_DELETE = -2
 
 
 class ReplicaManager:
@@ -45,14 +159,28 @@ class ReplicaManager:
         default_log_config: LogConfig,
         purgatory: Purgatory,
         data_dir: Path | None,
+        *,
+        clock: Clock | None = None,
+        replication: ReplicationConfig | None = None,
+        alter_partition_manager: AlterPartitionManager | None = None,
     ) -> None:
         self.metadata = metadata
         self.node_id = metadata.node_id
         self.log_manager = log_manager
         self.default_log_config = default_log_config
         self.purgatory = purgatory
+        self.clock: Clock = clock if clock is not None else SystemClock()
+        self.replication = replication if replication is not None else ReplicationConfig()
+        self.alter_partition_manager = alter_partition_manager
         self._state_dir = None if data_dir is None else data_dir / PRODUCER_STATE_DIR
         self._partitions: dict[tuple[str, int], Partition] = {}
+        self.controller_epoch = -1
+        """The newest controller epoch seen in a LeaderAndIsr/StopReplica."""
+        self._fetchers: dict[int, ReplicaFetcher] = {}
+        self._listeners: list[LeadershipListener] = []
+        self._background: asyncio.Task[None] | None = None
+        self._tasks: set[asyncio.Task[Any]] = set()
+        self._closed = False
 
     # -- partitions ---------------------------------------------------------------------------
 
@@ -122,6 +250,7 @@ class ReplicaManager:
         """Drop a deleted topic's partitions, logs and producer-state snapshots."""
         name = topic.name
         for key in [k for k in self._partitions if k[0] == name]:
+            self._remove_from_fetchers([key])
             del self._partitions[key]
             self.purgatory.notify(name, key[1])
         self.log_manager.delete_topic(name)
@@ -138,6 +267,365 @@ class ReplicaManager:
         for (t, _p), handle in self._partitions.items():
             if t == topic.name:
                 handle.config = config
+
+    # -- replication: LeaderAndIsr, StopReplica ------------------------------------------------
+
+    def is_stale_controller_epoch(self, controller_epoch: int) -> bool:
+        """A request from a controller older than the newest seen (STALE_CONTROLLER_EPOCH)."""
+        return controller_epoch < self.controller_epoch
+
+    def add_leadership_listener(self, listener: LeadershipListener) -> None:
+        self._listeners.append(listener)
+
+    def remove_leadership_listener(self, listener: LeadershipListener) -> None:
+        with contextlib.suppress(ValueError):
+            self._listeners.remove(listener)
+
+    def _partition_for_controller(self, topic: str, partition: int) -> Partition:
+        """The partition, its log created if missing; the topic need not be known to the
+        metadata store (its config then is the broker default)."""
+        key = (topic, partition)
+        handle = self._partitions.get(key)
+        if handle is not None:
+            return handle
+        meta = self.metadata.topic(topic)
+        config = self.default_log_config if meta is None else self.log_config_for(meta)
+        plog = self.log_manager.get_or_create(topic, partition, config)
+        initial = PartitionState(partition=partition, leader=-1, leader_epoch=-1)
+        handle = Partition(
+            topic,
+            partition,
+            plog,
+            config,
+            initial,
+            self.node_id,
+            self.snapshot_path(topic, partition),
+        )
+        self._partitions[key] = handle
+        return handle
+
+    def become_leader_or_follower(
+        self,
+        controller_id: int,
+        controller_epoch: int,
+        partition_states: Iterable[Any],
+        live_leaders: Iterable[Any],
+        topic_ids: Mapping[str, uuid.UUID] | None = None,
+    ) -> dict[tuple[str, int], ErrorCode]:
+        """Apply a LeaderAndIsr (see the module docstring). ``partition_states`` are
+        ``LeaderAndIsrPartition``-like (inter_broker's ``LeaderAndIsrPartitionState`` fits);
+        ``live_leaders`` have ``broker_id``, ``host_name``, ``port``. Returns the error per
+        (topic, partition)."""
+        states = list(partition_states)
+        if self.is_stale_controller_epoch(controller_epoch):
+            log.warning(
+                "ignoring LeaderAndIsr from controller %d with stale epoch %d (newest %d)",
+                controller_id,
+                controller_epoch,
+                self.controller_epoch,
+            )
+            return {(s.topic_name, s.partition_index): _STALE_CONTROLLER for s in states}
+        self.controller_epoch = controller_epoch
+        self._start_background()
+        leaders = {int(ll.broker_id): (str(ll.host_name), int(ll.port)) for ll in live_leaders}
+        now_ms = self.clock.now_ms()
+        result: dict[tuple[str, int], ErrorCode] = {}
+        became_leader: list[tuple[str, int, int]] = []
+        became_follower: list[tuple[str, int, int]] = []
+        for s in states:
+            key = (s.topic_name, s.partition_index)
+            if self.node_id not in s.replicas:
+                result[key] = _UNKNOWN
+                continue
+            try:
+                handle = self._partition_for_controller(*key)
+            except (ValueError, OSError) as exc:  # illegal name, storage failure
+                log.warning("LeaderAndIsr for %s-%d: %s", key[0], key[1], exc)
+                result[key] = (
+                    ErrorCode.kafka_storage_error if isinstance(exc, OSError) else _UNKNOWN
+                )
+                continue
+            current = handle.current_epoch_for_controller()
+            newer = s.leader_epoch > current or (
+                s.leader_epoch == current and s.partition_epoch > handle.state.version
+            )
+            if not newer:
+                result[key] = _STALE_CONTROLLER
+                continue
+            if topic_ids and key[0] in topic_ids:
+                handle.topic_id = topic_ids[key[0]]
+            state = PartitionState(
+                partition=s.partition_index,
+                leader=s.leader,
+                leader_epoch=s.leader_epoch,
+                replicas=list(s.replicas),
+                isr=list(s.isr),
+                controller_epoch=controller_epoch,
+                version=s.partition_epoch,
+            )
+            self._remove_from_fetchers([key])
+            if s.leader == self.node_id:
+                handle.make_leader(state, now_ms)
+                became_leader.append((key[0], key[1], s.leader_epoch))
+            else:
+                handle.make_follower(state)
+                handle.reset_producer_state()
+                address = leaders.get(s.leader)
+                if address is not None:
+                    self._fetcher_for(s.leader, *address).add_partition(handle)
+                else:
+                    log.info("%s-%d: leader %d is not live; not fetching", key[0], key[1], s.leader)
+                became_follower.append((key[0], key[1], s.leader_epoch))
+            self.purgatory.notify(*key)  # acks=all waiters see the new leadership
+            result[key] = _NONE
+        self._stop_idle_fetchers()
+        if became_leader or became_follower:
+            for listener in list(self._listeners):
+                try:
+                    listener(became_leader, became_follower)
+                except Exception:
+                    log.exception("leadership listener failed")
+        return result
+
+    def stop_replicas(
+        self,
+        controller_id: int,
+        controller_epoch: int,
+        partitions: Iterable[Any],
+    ) -> dict[tuple[str, int], ErrorCode]:
+        """Apply a StopReplica (see the module docstring). ``partitions`` are
+        ``StopReplicaPartition``-like. Returns the error per (topic, partition)."""
+        items = list(partitions)
+        if self.is_stale_controller_epoch(controller_epoch):
+            return {(p.topic_name, p.partition_index): _STALE_CONTROLLER for p in items}
+        self.controller_epoch = controller_epoch
+        result: dict[tuple[str, int], ErrorCode] = {}
+        for p in items:
+            key = (p.topic_name, p.partition_index)
+            handle = self._partitions.get(key)
+            epoch = p.leader_epoch
+            if (
+                handle is not None
+                and epoch not in (_NO_EPOCH, _EPOCH_DURING_DELETE)
+                and epoch < handle.current_epoch_for_controller()
+            ):
+                result[key] = _FENCED
+                continue
+            self._remove_from_fetchers([key])
+            if p.delete_partition:
+                self._partitions.pop(key, None)
+                try:
+                    self.log_manager.delete_log(*key)
+                except OSError as exc:
+                    log.warning("StopReplica: deleting %s-%d failed: %s", key[0], key[1], exc)
+                    result[key] = ErrorCode.kafka_storage_error
+                    continue
+                path = self.snapshot_path(*key)
+                if path is not None:
+                    with contextlib.suppress(FileNotFoundError):
+                        path.unlink()
+            elif handle is not None:
+                handle.stop()
+            self.purgatory.notify(*key)
+            result[key] = _NONE
+        self._stop_idle_fetchers()
+        return result
+
+    # -- replication: fetchers -----------------------------------------------------------------
+
+    def _fetcher_for(self, leader_id: int, host: str, port: int) -> ReplicaFetcher:
+        fetcher = self._fetchers.get(leader_id)
+        if fetcher is not None and fetcher.address != (host, port):
+            fetcher.close()
+            del self._fetchers[leader_id]
+            fetcher = None
+        if fetcher is None:
+            fetcher = ReplicaFetcher(
+                self.node_id, leader_id, host, port, self._fetcher_config(), self.clock
+            )
+            self._fetchers[leader_id] = fetcher
+        return fetcher
+
+    def _fetcher_config(self) -> FetcherConfig:
+        r = self.replication
+        return FetcherConfig(
+            max_wait_ms=r.replica_fetch_wait_max_ms,
+            min_bytes=r.replica_fetch_min_bytes,
+            partition_max_bytes=r.replica_fetch_max_bytes,
+            response_max_bytes=r.replica_fetch_response_max_bytes,
+            backoff_ms=r.replica_fetch_backoff_ms,
+            socket_timeout_ms=r.replica_socket_timeout_ms,
+        )
+
+    def _remove_from_fetchers(self, keys: Iterable[tuple[str, int]]) -> None:
+        keys = list(keys)
+        for fetcher in self._fetchers.values():
+            fetcher.remove_partitions(keys)
+
+    def _stop_idle_fetchers(self) -> None:
+        for leader_id in [k for k, f in self._fetchers.items() if not f.partition_count()]:
+            self._fetchers.pop(leader_id).close()
+
+    def fetchers(self) -> dict[int, ReplicaFetcher]:
+        """The replica fetchers by leader broker id (for tests and metrics)."""
+        return dict(self._fetchers)
+
+    # -- replication: leader side -------------------------------------------------------------
+
+    def min_insync_replicas(self, topic: str) -> int:
+        """The topic's min.insync.replicas, else the broker default."""
+        meta = self.metadata.topic(topic)
+        if meta is not None:
+            value = meta.configs.get("min.insync.replicas")
+            if value is not None:
+                with contextlib.suppress(ValueError):
+                    return int(value)
+        return self.replication.min_insync_replicas
+
+    def record_follower_fetch(self, handle: Partition, replica_id: int, fetch_offset: int) -> bool:
+        """A follower fetched ``handle`` at ``fetch_offset``: track it, move the HW (waking
+        acks=all waiters and consumers), maybe expand the ISR. False if ``replica_id`` is not a
+        replica of the partition."""
+        if not handle.update_follower_fetch(replica_id, fetch_offset, self.clock.now_ms()):
+            return False
+        if handle.maybe_increment_high_watermark():
+            self.purgatory.notify(handle.topic, handle.partition)
+        new_isr = handle.isr_expansion(replica_id)
+        if new_isr is not None:
+            self._submit_isr(handle, new_isr)
+        return True
+
+    def after_leader_append(self, handle: Partition) -> None:
+        """After an append on a replicated leader: the HW may move (an ISR of the leader alone)."""
+        if handle.controller_managed and handle.maybe_increment_high_watermark():
+            self.purgatory.notify(handle.topic, handle.partition)
+
+    async def wait_for_acks(
+        self, handle: Partition, required_offset: int, min_insync: int, timeout_s: float
+    ) -> ErrorCode:
+        """acks=all after the append up to ``required_offset`` (exclusive): NONE,
+        NOT_ENOUGH_REPLICAS_AFTER_APPEND, NOT_LEADER_OR_FOLLOWER, or REQUEST_TIMED_OUT when
+        the HW has not passed it within ``timeout_s`` (Kafka's DelayedProduce)."""
+        clock = self.clock
+        deadline = clock.monotonic() + timeout_s
+        key = (handle.topic, handle.partition)
+        for _ in range(1_000_000):  # bounded: every round waits for a notification or the deadline
+            if self._partitions.get(key) is not handle:
+                return _NOT_LEADER
+            status = handle.acks_all_status(required_offset, min_insync)
+            if status is not None:
+                return status
+            left = deadline - clock.monotonic()
+            if left <= 0:
+                break
+            if not await self.purgatory.wait([key], left):
+                status = handle.acks_all_status(required_offset, min_insync)
+                return _TIMED_OUT if status is None else status
+        return _TIMED_OUT
+
+    def _submit_isr(self, handle: Partition, new_isr: list[int]) -> None:
+        manager = self.alter_partition_manager
+        if manager is None or self._closed:
+            return
+        handle.pending_isr = list(new_isr)
+        task = asyncio.get_running_loop().create_task(self._alter_isr(manager, handle, new_isr))
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def _alter_isr(
+        self, manager: AlterPartitionManager, handle: Partition, new_isr: list[int]
+    ) -> None:
+        state = handle.state
+        try:
+            result = await manager.submit(
+                handle.topic,
+                handle.topic_id if handle.topic_id is not None else uuid.UUID(int=0),
+                handle.partition,
+                state.leader_epoch,
+                list(new_isr),
+                state.version,
+            )
+        except Exception:
+            log.exception("AlterPartition for %s-%d failed", handle.topic, handle.partition)
+            result = ErrorCode.unknown_server_error
+        if isinstance(result, PartitionState):
+            applied = handle.apply_isr_update(result)
+            log.info(
+                "%s-%d: ISR %s (partition epoch %d)%s",
+                handle.topic,
+                handle.partition,
+                result.isr,
+                result.version,
+                "" if applied else ", ignored (stale)",
+            )
+        else:
+            handle.pending_isr = None
+            log.info(
+                "%s-%d: ISR change to %s refused: %s",
+                handle.topic,
+                handle.partition,
+                new_isr,
+                result,
+            )
+        if handle.maybe_increment_high_watermark() or isinstance(result, PartitionState):
+            self.purgatory.notify(handle.topic, handle.partition)
+
+    def maybe_shrink_isr(self) -> None:
+        """Shrink the ISR of every led partition with followers out of sync (Kafka's
+        isr-expiration task; the background task calls it every replica.lag.time.max.ms/2)."""
+        now_ms = self.clock.now_ms()
+        lag = self.replication.replica_lag_time_max_ms
+        for handle in list(self._partitions.values()):
+            if not handle.controller_managed or not handle.is_leader:
+                continue
+            new_isr = handle.isr_shrink(now_ms, lag)
+            if new_isr is not None:
+                log.info(
+                    "%s-%d: shrinking ISR %s to %s",
+                    handle.topic,
+                    handle.partition,
+                    handle.isr,
+                    new_isr,
+                )
+                self._submit_isr(handle, new_isr)
+
+    def _start_background(self) -> None:
+        if self._background is None and not self._closed:
+            self._background = asyncio.get_running_loop().create_task(self._run_background())
+
+    async def _run_background(self) -> None:
+        r = self.replication
+        shrink_every = max(0.01, r.replica_lag_time_max_ms / 2000)
+        checkpoint_every = max(0.1, r.replica_high_watermark_checkpoint_interval_ms / 1000)
+        clock = self.clock
+        next_checkpoint = clock.monotonic() + checkpoint_every
+        while not self._closed:
+            await asyncio.sleep(min(shrink_every, checkpoint_every))
+            try:
+                self.maybe_shrink_isr()
+                if clock.monotonic() >= next_checkpoint:
+                    next_checkpoint = clock.monotonic() + checkpoint_every
+                    self.log_manager.checkpoint()  # replication-offset-checkpoint among them
+            except Exception:
+                log.exception("replica manager background work failed")
+
+    async def close(self) -> None:
+        """Stop the fetchers and the background task (broker shutdown)."""
+        self._closed = True
+        fetchers, self._fetchers = list(self._fetchers.values()), {}
+        for fetcher in fetchers:
+            fetcher.close()
+        tasks = list(self._tasks)
+        if self._background is not None:
+            tasks.append(self._background)
+            self._background = None
+        for task in tasks:
+            task.cancel()
+        for fetcher in fetchers:
+            await fetcher.wait_closed()
+        for task in tasks:
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await task
 
     # -- producer state -----------------------------------------------------------------------
 

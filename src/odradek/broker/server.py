@@ -37,9 +37,9 @@ from odradek.broker.partition import Partition
 from odradek.broker.producer_ids import ProducerIdManager
 from odradek.broker.purgatory import Purgatory
 from odradek.broker.registry import load_registry
-from odradek.broker.replica_manager import ReplicaManager, write_snapshots
+from odradek.broker.replica_manager import ReplicaManager, ReplicationConfig, write_snapshots
 from odradek.broker.services import BrokerServices
-from odradek.broker.topic_admin import TopicAdmin
+from odradek.broker.topic_admin import OFFSETS_TOPIC, TopicAdmin
 from odradek.clock import Clock, SystemClock
 from odradek.coordinator import CoordinatorConfig, GroupConfig, GroupCoordinator
 from odradek.storage import LogConfig, LogManager
@@ -210,7 +210,16 @@ class Broker:
             checkpoint_interval_ms=max(1, cfg.log_flush_offset_checkpoint_interval_ms),
         )
         self.replica_manager = ReplicaManager(
-            metadata, self.log_manager, defaults, self.purgatory, self.data_dir
+            metadata,
+            self.log_manager,
+            defaults,
+            self.purgatory,
+            self.data_dir,
+            clock=self.clock,
+            replication=ReplicationConfig.from_broker_config(cfg),
+            alter_partition_manager=(
+                None if self.cluster is None else self.cluster.alter_partition_manager
+            ),
         )
         self.topic_admin = TopicAdmin(
             cfg, metadata, self.replica_manager, replicated=self.cluster is not None
@@ -220,6 +229,21 @@ class Broker:
             metadata, self.replica_manager, self.topic_admin
         )
         self.group_coordinator = self.new_group_coordinator()
+        if self.cluster is not None:
+            # the coordinator of a group is the leader of its __consumer_offsets partition
+            coordinator = self.group_coordinator
+            coordinator.follow_partition_leadership()
+
+            def offsets_leadership(
+                became_leader: list[tuple[str, int, int]],
+                became_follower: list[tuple[str, int, int]],
+            ) -> None:
+                led = [p for t, p, _ in became_leader if t == OFFSETS_TOPIC]
+                followed = [p for t, p, _ in became_follower if t == OFFSETS_TOPIC]
+                if led or followed:
+                    coordinator.on_leadership_change(led, followed)
+
+            self.replica_manager.add_leadership_listener(offsets_leadership)
         self._services = BrokerServices(
             config=cfg,
             clock=self.clock,
@@ -337,6 +361,7 @@ class Broker:
         if self._server is not None:
             self._server.close()
         self.purgatory.close()
+        await self.replica_manager.close()  # replica fetchers, ISR expiration
         # abort, not close: a client that stopped reading must not keep its socket (and this
         # stop) waiting for its write buffer to drain
         for conn in list(self._connections.values()):

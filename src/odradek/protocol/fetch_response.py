@@ -12,8 +12,10 @@ Fetch response body (big-endian; "flexible" = v12: compact strings/arrays, uvari
                            aborted_transactions nullable [producer_id int64 · first_offset int64] ·
                            preferred_read_replica int32 (v11+) · records nullable bytes]]
 
-Tagged fields (diverging_epoch, current_leader, snapshot_id) are never written: they are
-optional and older librdkafka fails on ones it does not expect.
+Tagged fields: only ``diverging_epoch`` (tag 0: epoch int32 · end_offset int64 · tagged
+fields), and only when set (a fetcher whose last fetched epoch diverges from the leader's log,
+KIP-320); current_leader and snapshot_id never: older librdkafka fails on tagged fields it
+does not expect.
 
 ``records`` of a partition is any object with ``__len__`` (bytes, memoryview, or a storage
 ``FileRegion``): it becomes one element of the returned parts, never copied or inspected.
@@ -54,6 +56,12 @@ class FetchPartitionResponse(NamedTuple):
     aborted_transactions: Sequence[tuple[int, int]] | None = None
     """(producer_id, first_offset) pairs; None (the default) is written as a null array."""
     preferred_read_replica: int = -1
+    diverging_epoch: tuple[int, int] | None = None
+    """(epoch, end offset) for a fetcher to truncate to (written in v12 only), else None."""
+
+
+_DIVERGING = struct.Struct(">iqb")  # epoch, end offset, empty tagged fields
+_DIVERGING_TAG = b"\x01\x00" + uvarint(_DIVERGING.size)  # one field, tag 0, its size
 
 
 def encode_fetch_response(
@@ -128,7 +136,12 @@ def encode_fetch_response(
                 size += length
                 out = bytearray()
             if flexible:
-                out += b"\x00"  # partition tagged fields
+                diverging = p.diverging_epoch
+                if diverging is None:
+                    out += b"\x00"  # partition tagged fields
+                else:
+                    out += _DIVERGING_TAG
+                    out += _DIVERGING.pack(diverging[0], diverging[1], 0)
         if flexible:
             out += b"\x00"  # topic tagged fields
     if flexible:

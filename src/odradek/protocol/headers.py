@@ -13,6 +13,11 @@ api key and version: flexible requests (kio's ``__flexible__``) use request head
 others v1 (v0 only for ControlledShutdown v0, which odradek does not serve). Flexible
 responses use response header v1, except ApiVersions, whose response header is always v0
 (a client must be able to read it before it knows the broker's versions).
+
+The inter-broker APIs of ZooKeeper mode (LeaderAndIsr 4, StopReplica 5, UpdateMetadata 6,
+ControlledShutdown 7) are not in kio (generated from Kafka 4, which removed them): their
+flexible versions are Kafka 3.9's ``flexibleVersions`` (``INTER_BROKER_FLEXIBLE``), their
+codecs are ``odradek.protocol.inter_broker``.
 """
 
 from __future__ import annotations
@@ -27,6 +32,7 @@ from odradek.protocol.errors import InvalidRequestError, InvalidResponseError
 
 __all__ = [
     "API_VERSIONS_KEY",
+    "INTER_BROKER_FLEXIBLE",
     "RequestHeaderInfo",
     "encode_request_header",
     "encode_response_header",
@@ -45,6 +51,22 @@ _CORRELATION_ID = struct.Struct(">i")
 
 _flexible_cache: dict[tuple[int, int], bool | None] = {}
 
+INTER_BROKER_FLEXIBLE: dict[int, tuple[int, int]] = {
+    4: (4, 7),  # LeaderAndIsr: versions 0-7, flexible from 4
+    5: (2, 4),  # StopReplica: 0-4, flexible from 2
+    6: (6, 8),  # UpdateMetadata: 0-8, flexible from 6
+    7: (3, 3),  # ControlledShutdown: 0-3, flexible from 3
+}
+"""api key -> (first flexible version, newest version) of the ZooKeeper-mode inter-broker APIs
+(Kafka 3.9's message JSON files)."""
+
+
+def _inter_broker_flexible(api_key: int, api_version: int) -> bool | None:
+    first, newest = INTER_BROKER_FLEXIBLE[api_key]
+    if not 0 <= api_version <= newest:
+        return None
+    return api_version >= first
+
 
 class RequestHeaderInfo(NamedTuple):
     """The request header fields a handler needs (tagged header fields are skipped)."""
@@ -62,17 +84,24 @@ def is_flexible(api_key: int, api_version: int) -> bool | None:
         return _flexible_cache[key]
     except KeyError:
         pass
-    try:
-        flexible: bool | None = bool(load_request_schema(api_key, api_version).__flexible__)
-    except (KioIndexError, ImportError, AttributeError, ValueError):
-        flexible = None
+    flexible: bool | None
+    if api_key in INTER_BROKER_FLEXIBLE:
+        flexible = _inter_broker_flexible(api_key, api_version)
+    else:
+        try:
+            flexible = bool(load_request_schema(api_key, api_version).__flexible__)
+        except (KioIndexError, ImportError, AttributeError, ValueError):
+            flexible = None
     if len(_flexible_cache) < 4096:  # bounded: api keys and versions come from peers
         _flexible_cache[key] = flexible
     return flexible
 
 
 def request_header_version(api_key: int, api_version: int) -> int:
-    """2 for flexible requests, 1 otherwise (also for unknown ones)."""
+    """2 for flexible requests, 1 otherwise (also for unknown ones); 0 for ControlledShutdown
+    v0 (Kafka's one request with header v0)."""
+    if api_key == 7 and api_version == 0:
+        return 0
     return 2 if is_flexible(api_key, api_version) else 1
 
 
@@ -95,7 +124,9 @@ def parse_request_header(
         raise InvalidRequestError(f"request header needs at least 10 bytes, got {len(frame)}")
     api_key, api_version, correlation_id, client_id_length = _FIXED.unpack_from(frame, 0)
     if header_version is None:
-        header_version = 2 if is_flexible(api_key, api_version) else 1
+        header_version = request_header_version(api_key, api_version)
+    if header_version == 0:
+        return RequestHeaderInfo(api_key, api_version, correlation_id, None), 8
     pos = 10
     client_id: str | None = None
     if client_id_length >= 0:

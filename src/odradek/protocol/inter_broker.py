@@ -58,6 +58,7 @@ __all__ = [
     "encode_stop_replica_response",
     "encode_update_metadata_request",
     "encode_update_metadata_response",
+    "request_reader",
 ]
 
 LEADER_AND_ISR = 4
@@ -695,6 +696,30 @@ def decode_controlled_shutdown_response(
     r.tags()
     r.done()
     return ControlledShutdownResponse(error_code, tuple(remaining))
+
+
+# -- request readers for a server (odradek.protocol.messages.request_codec)
+
+
+def request_reader(
+    api_key: int, version: int
+) -> Callable[[bytes | bytearray | memoryview, int], tuple[Any, int]] | None:
+    """``reader(frame, pos) -> (request, bytes read)`` decoding the body at ``frame[pos:]``
+    (the whole rest of the frame) for a supported (api key, version), else None."""
+    versions = SUPPORTED_VERSIONS.get(api_key)
+    if versions is None or not versions[0] <= version <= versions[1]:
+        return None
+    decode: Callable[..., Any] = {
+        LEADER_AND_ISR: decode_leader_and_isr_request,
+        STOP_REPLICA: decode_stop_replica_request,
+        UPDATE_METADATA: decode_update_metadata_request,
+        CONTROLLED_SHUTDOWN: decode_controlled_shutdown_request,
+    }[api_key]
+
+    def reader(frame: bytes | bytearray | memoryview, pos: int) -> tuple[Any, int]:
+        return decode(memoryview(frame)[pos:], version), len(frame) - pos
+
+    return reader
 
 
 # -- whole frames (request header v2, response header v1)

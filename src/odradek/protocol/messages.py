@@ -33,6 +33,7 @@ from typing import Any, NamedTuple
 from kio.index import KioIndexError, load_request_schema, load_response_schema
 from kio.serial import entity_reader, entity_writer
 
+from odradek.protocol import inter_broker
 from odradek.protocol.errors import (
     InvalidRequestError,
     InvalidResponseError,
@@ -45,6 +46,7 @@ from odradek.protocol.headers import (
     encode_request_header,
     parse_request_header,
     parse_response_header,
+    request_header_version,
     response_header_version,
 )
 
@@ -136,34 +138,24 @@ def request_codec(api_key: int, api_version: int) -> RequestCodec | None:
         pass
     cls = request_class(api_key, api_version)
     entry = None
-    if cls is None:
-        entry = _inter_broker_codec(api_key, api_version)
-    elif cls is not None:
+    if cls is not None:
         flexible = bool(cls.__flexible__)
         entry = RequestCodec(
             entity_reader(cls),
             2 if flexible else 1,
             1 if flexible and api_key != API_VERSIONS_KEY else 0,
         )
+    else:  # the ZooKeeper-mode inter-broker APIs (4-7): not in kio
+        ib_reader = inter_broker.request_reader(api_key, api_version)
+        if ib_reader is not None:
+            entry = RequestCodec(
+                ib_reader,
+                request_header_version(api_key, api_version),
+                response_header_version(api_key, api_version),
+            )
     if len(_request_codecs) < _CACHE_LIMIT:
         _request_codecs[key] = entry
     return entry
-
-
-def _no_reader(frame: Any, pos: int) -> tuple[Any, int]:
-    raise UnsupportedVersionError(-1, -1)
-
-
-def _inter_broker_codec(api_key: int, api_version: int) -> RequestCodec | None:
-    """LeaderAndIsr, StopReplica, UpdateMetadata, ControlledShutdown (not in kio): flexible in
-    every version odradek serves (request header v2, response header v1); the API module
-    brings its own body decoder (``ApiSpec.decoder``)."""
-    from odradek.protocol.inter_broker import SUPPORTED_VERSIONS
-
-    versions = SUPPORTED_VERSIONS.get(api_key)
-    if versions is None or not versions[0] <= api_version <= versions[1]:
-        return None
-    return RequestCodec(_no_reader, 2, 1)
 
 
 def decode_request(frame: bytes | bytearray | memoryview) -> tuple[RequestHeaderInfo, Any]:

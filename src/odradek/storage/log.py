@@ -392,8 +392,13 @@ class LogBase:
         """Remove every batch holding an offset >= ``offset`` (a follower diverging from its
         leader). Batches are never split: if ``offset`` falls inside a batch the whole batch
         goes, and the log end offset becomes that batch's base offset. Cost: one index lookup
-        and a scan of at most one index interval; later segments are deleted whole."""
+        and a scan of at most one index interval; later segments are deleted whole.
+
+        At or past the log end nothing is removed but the leader-epoch entries starting there
+        (a leader that took an epoch and wrote nothing before losing it; Kafka does the same)."""
         if offset >= self.log_end_offset:
+            self._epochs.truncate_from_end(self.log_end_offset)
+            self._latest_epoch = self._epochs.latest_epoch
             return
         if offset < self.segments[0].base_offset or offset < self.log_start_offset:
             self.truncate_fully_and_start_at(offset)

@@ -224,16 +224,29 @@ class LogManager:
     def delete_topic(self, topic: str) -> None:
         """Delete every partition log of ``topic`` (files included) and forget its config."""
         for key in [k for k in self._logs if k[0] == topic]:
-            log = self._logs.pop(key)
-            self._log_dir_of.pop(key, None)
-            if isinstance(log, FileLog):
-                log.delete(defer_close=True)
-                self._deleted.append(log)
-            else:
-                log.delete()
+            self._delete_log(key)
         self._topic_configs.pop(topic, None)
         if not self.in_memory:
             self.checkpoint()
+
+    def delete_log(self, topic: str, partition: int) -> bool:
+        """Delete one partition's log, files included (StopReplica with deletion); whether it
+        existed."""
+        if (topic, partition) not in self._logs:
+            return False
+        self._delete_log((topic, partition))
+        if not self.in_memory:
+            self.checkpoint()
+        return True
+
+    def _delete_log(self, key: tuple[str, int]) -> None:
+        log = self._logs.pop(key)
+        self._log_dir_of.pop(key, None)
+        if isinstance(log, FileLog):
+            log.delete(defer_close=True)
+            self._deleted.append(log)
+        else:
+            log.delete()
 
     # --- background work ------------------------------------------------------------------
 

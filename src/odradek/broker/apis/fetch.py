@@ -16,6 +16,16 @@ A partition this broker does not lead → NOT_LEADER_OR_FOLLOWER; from v9 a requ
 current_leader_epoch (when ≥ 0) must be the partition's: older → FENCED_LEADER_EPOCH, newer →
 UNKNOWN_LEADER_EPOCH (both ``ReplicaManager.leader_partition``). Fetch sessions (KIP-227) are declined: the response's session_id is always 0, so clients send
 full fetch requests.
+
+Replicated partitions (``Partition.controller_managed``): a follower's fetch (replica_id ≥ 0)
+first records its position (``ReplicaManager.record_follower_fetch``: its LEO is the fetch
+offset; the HW may move, the ISR expand) unless the fetch offset is past the log end or the
+fetch diverges (below); a replica_id that is not one of the partition's
+replicas → NOT_LEADER_OR_FOLLOWER. From v12, a fetch whose ``last_fetched_epoch`` (≥ 0)
+diverges from the leader's log — the leader's end offset for that epoch is below the fetch
+offset, or the leader's largest epoch ≤ it is older — gets no records but
+``diverging_epoch`` = (that epoch, its end offset) to truncate to (KIP-320, Kafka's
+``Partition.fetchRecords``).
 """
 
 from __future__ import annotations
@@ -35,13 +45,32 @@ _NONE = ErrorCode.none
 _UNKNOWN = ErrorCode.unknown_topic_or_partition
 _OUT_OF_RANGE = ErrorCode.offset_out_of_range
 _STORAGE = ErrorCode.kafka_storage_error
+_NOT_LEADER = ErrorCode.not_leader_or_follower
+_NOBODY: frozenset[tuple[str, int]] = frozenset()
 
-# (partition, error, high_watermark, last_stable_offset, log_start_offset, records or None)
-PartitionResult = tuple[int, ErrorCode, int, int, int, Any]
+# (partition, error, high_watermark, last_stable_offset, log_start_offset, records or None
+#  [, diverging epoch (epoch, end offset)])
+PartitionResult = tuple[Any, ...]
+
+
+def _diverging(handle: Any, fp: Any) -> tuple[int, int] | None:
+    """(epoch, end offset) when the fetcher's last fetched epoch diverges from this log."""
+    last_epoch = getattr(fp, "last_fetched_epoch", -1)
+    if last_epoch < 0 or not handle.controller_managed:
+        return None
+    epoch, end = handle.log.end_offset_for_epoch(last_epoch)
+    if epoch < 0:  # no epoch this old here (log start moved): the offset checks decide
+        return None
+    if end < fp.fetch_offset or epoch < last_epoch:
+        return epoch, end
+    return None
 
 
 def _read_all(
-    services: BrokerServices, request: Any, follower: bool
+    services: BrokerServices,
+    request: Any,
+    follower: bool,
+    refused: set[tuple[str, int]] | frozenset[tuple[str, int]],
 ) -> tuple[list[tuple[str, list[PartitionResult]]], int, bool]:
     remaining = request.max_bytes if request.max_bytes > 0 else 0x7FFFFFFF
     if not follower:
@@ -63,11 +92,19 @@ def _read_all(
                 presults.append((index, code, -1, -1, -1, None))
                 error = True
                 continue
+            if refused and (name, index) in refused:  # the fetching broker is not a replica
+                presults.append((index, _NOT_LEADER, -1, -1, -1, None))
+                error = True
+                continue
             plog = handle.log
             hw = plog.high_watermark
             leo = plog.log_end_offset
             start = plog.log_start_offset
             offset = fp.fetch_offset
+            diverging = _diverging(handle, fp)
+            if diverging is not None:
+                presults.append((index, _NONE, hw, hw, start, None, diverging))
+                continue
             if offset < start or offset > leo:
                 presults.append((index, _OUT_OF_RANGE, hw, hw, start, None))
                 error = True
@@ -105,10 +142,29 @@ def _read_all(
     return out, total, error
 
 
+def _record_follower(services: BrokerServices, request: Any) -> set[tuple[str, int]]:
+    """A follower's fetch: record its position on every replicated partition it asks for;
+    the (topic, partition)s where it is not a replica."""
+    replica_id = request.replica_id
+    replicas = services.replica_manager
+    unknown: set[tuple[str, int]] = set()
+    for ft in request.topics:
+        for fp in ft.partitions:
+            handle, code = replicas.leader_partition(ft.topic, fp.partition)
+            if handle is None or code is not _NONE or not handle.controller_managed:
+                continue
+            if fp.fetch_offset > handle.log.log_end_offset or _diverging(handle, fp) is not None:
+                continue  # not a position on this log (Kafka records none either)
+            if not replicas.record_follower_fetch(handle, replica_id, fp.fetch_offset):
+                unknown.add((ft.topic, fp.partition))
+    return unknown
+
+
 async def handle(ctx: RequestContext, request: Any) -> Any:
     services = ctx.services
     follower = request.replica_id >= 0
-    results, total, error = _read_all(services, request, follower)
+    refused = _record_follower(services, request) if follower else _NOBODY
+    results, total, error = _read_all(services, request, follower, refused)
     min_bytes = request.min_bytes
     if total < min_bytes and not error and request.topics:
         max_wait_s = request.max_wait.total_seconds()
@@ -121,15 +177,22 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
                 if left <= 0:
                     break
                 woken = await services.purgatory.wait(watched, left)
-                results, total, error = _read_all(services, request, follower)
+                results, total, error = _read_all(services, request, follower, refused)
                 if not woken or total >= min_bytes or error:
                     break
     return encode(request, results)
 
 
+def _partition_response(p: PartitionResult) -> FetchPartitionResponse:
+    if len(p) == 6:
+        return FetchPartitionResponse(*p)
+    index, code, hw, lso, start, records, diverging = p
+    return FetchPartitionResponse(index, code, hw, lso, start, records, diverging_epoch=diverging)
+
+
 def encode(request: Any, results: list[tuple[str, list[PartitionResult]]]) -> EncodedResponse:
     responses = [
-        (name, [FetchPartitionResponse(*p) for p in partitions]) for name, partitions in results
+        (name, [_partition_response(p) for p in partitions]) for name, partitions in results
     ]
     parts, size = encode_fetch_response(int(request.__version__), responses)
     return EncodedResponse(parts, size)

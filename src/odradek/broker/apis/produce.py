@@ -15,8 +15,13 @@ partition's data:
    then Fetch waiters on the partition are woken.
 
 acks must be 0, 1 or -1 (else INVALID_REQUIRED_ACKS for every partition). acks=0 gets no
-response. acks=-1 waits (``Purgatory.wait_for_high_watermark``) until the high watermark passes
-the appended records; alone the high watermark follows the log end offset, so it never waits.
+response. acks=-1 (Kafka's DelayedProduce): before the append, an ISR smaller than
+min.insync.replicas (topic config, else the broker default) → NOT_ENOUGH_REPLICAS and nothing
+is written; after it, the request waits (``ReplicaManager.wait_for_acks``, all partitions at
+once, at most the request's timeout) until the high watermark passes the appended records:
+NONE, NOT_ENOUGH_REPLICAS_AFTER_APPEND (the ISR shrank below the minimum meanwhile),
+NOT_LEADER_OR_FOLLOWER (leadership lost) or REQUEST_TIMED_OUT. Alone the high watermark
+follows the log end offset, so it never waits.
 
 Requests are decoded by ``odradek.protocol.produce_request`` (``ApiSpec.decoder``):
 above 16 KiB ``records`` are views of the request frame, stamped in place and written without a
@@ -25,6 +30,7 @@ copy; smaller requests are kio entities (faster to decode). Both have the same f
 
 from __future__ import annotations
 
+import asyncio
 import struct
 from typing import Any
 
@@ -34,6 +40,7 @@ from odradek.broker.api import ApiSpec, EncodedResponse, RequestContext
 from odradek.broker.apis._util import topic_name_error
 from odradek.broker.partition import Partition
 from odradek.broker.purgatory import Purgatory
+from odradek.broker.replica_manager import ReplicaManager
 from odradek.protocol.produce_request import decode_produce_request
 from odradek.protocol.produce_response import PartitionTuple as PartitionResult
 from odradek.protocol.produce_response import encode_produce_response
@@ -182,8 +189,11 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
     acks = request.acks
     now_ms = services.clock.now_ms()
     results: list[tuple[str, list[PartitionResult]]] = []
-    leader_partition = services.replica_manager.leader_partition
+    replica_manager = services.replica_manager
+    leader_partition = replica_manager.leader_partition
     purgatory = services.purgatory
+    # acks=all waits: (index into results, index into its partitions, partition, end offset, min ISR)
+    waits: list[tuple[int, int, Partition, int, int]] = []
     if acks not in (0, 1, -1):
         for td in request.topic_data:
             results.append((td.name, [_failed(pd.index, _BAD_ACKS) for pd in td.partition_data]))
@@ -206,18 +216,58 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
                 if code is not _NONE:
                     presults.append(_failed(pd.index, code))
                     continue
+                min_insync = 1
+                if acks == -1:
+                    min_insync = replica_manager.min_insync_replicas(name)
+                    code = handle_.check_enough_replicas(min_insync)
+                    if code is not _NONE:
+                        presults.append(_failed(pd.index, code))
+                        continue
                 result = _produce_partition(purgatory, handle_, pd.records, now_ms)
                 presults.append(result)
-                if acks == -1 and result[1] is _NONE:
+                if result[1] is _NONE and handle_.controller_managed:
+                    replica_manager.after_leader_append(handle_)
                     plog = handle_.log
-                    if plog.high_watermark < plog.log_end_offset:
-                        await purgatory.wait_for_high_watermark(
-                            name, pd.index, plog.log_end_offset - 1
+                    if acks == -1 and plog.high_watermark < plog.log_end_offset:
+                        waits.append(
+                            (
+                                len(results),
+                                len(presults) - 1,
+                                handle_,
+                                plog.log_end_offset,
+                                min_insync,
+                            )
                         )
             results.append((name, presults))
+    if waits:
+        await _wait_for_acks(replica_manager, request, results, waits)
     if acks == 0:
         return None
     return encode(request, results)
+
+
+async def _wait_for_acks(
+    replica_manager: ReplicaManager,
+    request: Any,
+    results: list[tuple[str, list[PartitionResult]]],
+    waits: list[tuple[int, int, Partition, int, int]],
+) -> None:
+    """acks=all: wait for every appended partition at once; replace the results of those that
+    did not make it with their error."""
+    timeout_ms = getattr(request, "timeout_ms", None)
+    if timeout_ms is None:
+        timeout_ms = int(request.timeout.total_seconds() * 1000)
+    timeout_s = max(0, timeout_ms) / 1000
+    codes = await asyncio.gather(
+        *(
+            replica_manager.wait_for_acks(handle, end, min_insync, timeout_s)
+            for _t, _p, handle, end, min_insync in waits
+        )
+    )
+    for (t, p, _handle, _end, _min), code in zip(waits, codes, strict=True):
+        if code is not _NONE:
+            presults = results[t][1]
+            presults[p] = _failed(presults[p][0], code)
 
 
 def encode(request: Any, results: list[tuple[str, list[PartitionResult]]]) -> EncodedResponse:

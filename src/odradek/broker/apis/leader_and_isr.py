@@ -1,0 +1,85 @@
+"""LeaderAndIsr (4): the controller tells this broker which partitions it leads or follows.
+
+ZooKeeper-mode inter-broker API (not in kio): decoded by ``odradek.protocol.inter_broker``
+(v6-v7, request header v2, response header v1), applied by
+``ReplicaManager.become_leader_or_follower``. As Kafka answers:
+
+* a broker epoch older than this broker's registration (``broker_epoch`` ≥ 0) →
+  STALE_BROKER_EPOCH, a controller epoch older than the newest seen → STALE_CONTROLLER_EPOCH:
+  the whole request is refused (top-level error, and the same error for every partition);
+* per partition: NONE; UNKNOWN_TOPIC_OR_PARTITION when this broker is not a replica;
+  STALE_CONTROLLER_EPOCH when its leader epoch is not newer than ours.
+
+Advertised in ApiVersions, as Kafka 3.9's ZooKeeper-mode broker advertises every API of its
+``zkBroker`` listener (LeaderAndIsr, StopReplica, UpdateMetadata, ControlledShutdown among
+them): ``kafka-broker-api-versions.sh`` lists them. Only the versions served (6-7) are.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from kio.schema.errors import ErrorCode
+
+from odradek.broker.api import ApiSpec, EncodedResponse, RequestContext
+from odradek.protocol import inter_broker as ib
+
+__all__ = ["API", "handle"]
+
+
+def _response(
+    request: ib.LeaderAndIsrRequest, version: int, error: int, codes: Mapping[tuple[str, int], int]
+) -> EncodedResponse:
+    errors = tuple(
+        ib.LeaderAndIsrPartitionError(topic, partition, code)
+        for (topic, partition), code in codes.items()
+    )
+    body = ib.encode_leader_and_isr_response(
+        ib.LeaderAndIsrResponse(error, errors), request.topic_ids, version
+    )
+    return EncodedResponse((body,), len(body))
+
+
+def _refuse(request: ib.LeaderAndIsrRequest, version: int, code: ErrorCode) -> EncodedResponse:
+    codes = {(s.topic_name, s.partition_index): code.value for s in request.partition_states}
+    return _response(request, version, code.value, codes)
+
+
+def _stale_broker_epoch(ctx: RequestContext, broker_epoch: int) -> bool:
+    """Kafka's isBrokerEpochStale: -1 (an old controller) is never stale."""
+    if broker_epoch < 0:
+        return False
+    info = ctx.services.metadata.broker(ctx.services.node_id)
+    return info is not None and broker_epoch < info.epoch
+
+
+async def handle(ctx: RequestContext, request: ib.LeaderAndIsrRequest) -> Any:
+    version = ctx.header.api_version
+    replicas = ctx.services.replica_manager
+    if _stale_broker_epoch(ctx, request.broker_epoch):
+        return _refuse(request, version, ErrorCode.stale_broker_epoch)
+    if replicas.is_stale_controller_epoch(request.controller_epoch):
+        return _refuse(request, version, ErrorCode.stale_controller_epoch)
+    result = replicas.become_leader_or_follower(
+        request.controller_id,
+        request.controller_epoch,
+        request.partition_states,
+        request.live_leaders,
+        request.topic_ids,
+    )
+    return _response(request, version, 0, {k: v.value for k, v in result.items()})
+
+
+def error_response(request: ib.LeaderAndIsrRequest, code: ErrorCode) -> Any:
+    return _refuse(request, 7, code)
+
+
+API = ApiSpec(
+    key=ib.LEADER_AND_ISR,
+    name="LeaderAndIsr",
+    min_version=ib.SUPPORTED_VERSIONS[ib.LEADER_AND_ISR][0],
+    max_version=ib.SUPPORTED_VERSIONS[ib.LEADER_AND_ISR][1],
+    handler=handle,
+    error_response=error_response,
+)

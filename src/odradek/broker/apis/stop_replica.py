@@ -1,0 +1,64 @@
+"""StopReplica (5): the controller tells this broker to stop replicating partitions (and,
+with ``delete_partition``, to delete them).
+
+ZooKeeper-mode inter-broker API (not in kio): decoded by ``odradek.protocol.inter_broker``
+(v3-v4), applied by ``ReplicaManager.stop_replicas``. As Kafka answers: a stale broker epoch
+→ STALE_BROKER_EPOCH, a stale controller epoch → STALE_CONTROLLER_EPOCH (whole request);
+per partition NONE, or FENCED_LEADER_EPOCH when the request's leader epoch is older than
+ours (-1 and -2, "no epoch" and "epoch during delete", always pass). Advertised like
+LeaderAndIsr (see ``leader_and_isr``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from kio.schema.errors import ErrorCode
+
+from odradek.broker.api import ApiSpec, EncodedResponse, RequestContext
+from odradek.broker.apis.leader_and_isr import _stale_broker_epoch
+from odradek.protocol import inter_broker as ib
+
+__all__ = ["API", "handle"]
+
+
+def _response(version: int, error: int, codes: Mapping[tuple[str, int], int]) -> EncodedResponse:
+    errors = tuple(
+        ib.StopReplicaPartitionError(topic, partition, code)
+        for (topic, partition), code in codes.items()
+    )
+    body = ib.encode_stop_replica_response(ib.StopReplicaResponse(error, errors), version)
+    return EncodedResponse((body,), len(body))
+
+
+def _refuse(request: ib.StopReplicaRequest, version: int, code: ErrorCode) -> EncodedResponse:
+    codes = {(s.topic_name, s.partition_index): code.value for s in request.partition_states}
+    return _response(version, code.value, codes)
+
+
+async def handle(ctx: RequestContext, request: ib.StopReplicaRequest) -> Any:
+    version = ctx.header.api_version
+    replicas = ctx.services.replica_manager
+    if _stale_broker_epoch(ctx, request.broker_epoch):
+        return _refuse(request, version, ErrorCode.stale_broker_epoch)
+    if replicas.is_stale_controller_epoch(request.controller_epoch):
+        return _refuse(request, version, ErrorCode.stale_controller_epoch)
+    result = replicas.stop_replicas(
+        request.controller_id, request.controller_epoch, request.partition_states
+    )
+    return _response(version, 0, {k: v.value for k, v in result.items()})
+
+
+def error_response(request: ib.StopReplicaRequest, code: ErrorCode) -> Any:
+    return _refuse(request, 4, code)
+
+
+API = ApiSpec(
+    key=ib.STOP_REPLICA,
+    name="StopReplica",
+    min_version=ib.SUPPORTED_VERSIONS[ib.STOP_REPLICA][0],
+    max_version=ib.SUPPORTED_VERSIONS[ib.STOP_REPLICA][1],
+    handler=handle,
+    error_response=error_response,
+)

@@ -1,0 +1,457 @@
+"""``ReplicaFetcher``: a follower's copy loop towards one leader broker (Kafka's
+``ReplicaFetcherThread`` / ``AbstractFetcherThread``, as one asyncio task).
+
+One fetcher per leader broker holds the partitions this broker follows there. Each partition is
+either *truncating* or *fetching*:
+
+* **Truncating** (a new leader epoch, KIP-101/279): the follower asks OffsetsForLeaderEpoch
+  (v4, ``replica_id`` = own id, ``current_leader_epoch`` = the epoch from LeaderAndIsr,
+  ``leader_epoch`` = the latest epoch of its own log) and truncates to
+  ``truncation_offset``: the leader's end offset for that epoch, never past the follower's own
+  end of the same epoch; if the leader answers an older epoch the follower does not hold, the
+  follower cuts to its end of the largest epoch below and asks again. A log without epochs
+  truncates to its high watermark. Then the partition fetches.
+* **Fetching**: Fetch v12 with ``replica_id`` = own id, ``fetch_offset`` = the log end,
+  ``last_fetched_epoch`` = the log's latest epoch. A ``diverging_epoch`` in the answer is
+  truncated the same way (back to truncating if not settled); records are appended as they
+  are (``PartitionLog.append_as_follower``: offsets and epochs kept); then the high watermark
+  becomes min(leader's HW, own LEO), never lower than before, and the log start offset follows
+  the leader's up to the HW. The producer state is dropped and rebuilt from the log when the
+  partition next leads.
+
+Errors: a failed connection or request → reconnect with exponential backoff up to
+``replica.fetch.backoff.ms``; a partition error (NOT_LEADER_OR_FOLLOWER, FENCED/UNKNOWN_LEADER_EPOCH,
+...) delays that partition by the backoff until a LeaderAndIsr replaces it;
+OFFSET_OUT_OF_RANGE below the leader's log start restarts the log there, otherwise truncates
+again. Bounded: one request in flight, a response larger than ``bound`` bytes closes the
+connection. ``remove_partitions`` (StopReplica, becoming leader) takes effect at once: a
+response for a removed or replaced partition is dropped.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import datetime
+import logging
+import struct
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any
+
+from kio.schema.errors import ErrorCode
+from kio.schema.fetch.v12 import request as fetch_v12
+from kio.schema.offset_for_leader_epoch.v4 import request as ofle_v4
+
+from odradek.broker.partition import Partition
+from odradek.clock import Clock
+from odradek.protocol.errors import ProtocolError
+from odradek.protocol.messages import decode_response, encode_request
+from odradek.protocol.messages import make_entity as make
+from odradek.storage import PartitionLog
+from odradek.storage.errors import (
+    CorruptRecordError,
+    InvalidRecordError,
+    OffsetOutOfRangeError,
+    UnexpectedAppendOffsetError,
+)
+
+__all__ = ["FetcherConfig", "ReplicaFetcher", "truncation_offset"]
+
+log = logging.getLogger("odradek.replication")
+
+_SIZE = struct.Struct(">i")
+_NONE = ErrorCode.none
+_OUT_OF_RANGE = ErrorCode.offset_out_of_range
+
+
+@dataclass(frozen=True, slots=True)
+class FetcherConfig:
+    max_wait_ms: int = 500
+    min_bytes: int = 1
+    partition_max_bytes: int = 1_048_576
+    response_max_bytes: int = 10_485_760
+    backoff_ms: int = 1000
+    socket_timeout_ms: int = 30_000
+
+    @property
+    def bound(self) -> int:
+        """The largest response frame accepted (a leader may exceed the limits by one batch)."""
+        return 2 * self.response_max_bytes + 64 * 1024 * 1024
+
+
+def truncation_offset(
+    plog: PartitionLog, leader_epoch: int, leader_end_offset: int
+) -> tuple[int, bool]:
+    """Where a follower truncates given the leader's (epoch, end offset) for the follower's
+    latest epoch (OffsetsForLeaderEpoch, or a Fetch's diverging epoch), and whether that
+    settles it (Kafka's ``getOffsetTruncationState``):
+
+    * the leader knows no such epoch (end offset -1) → the follower's high watermark;
+    * the follower holds no epoch ≤ the leader's → min(leader end, start of its first epoch):
+      nothing it wrote in its (newer) epochs is on the leader (Kafka keeps up to the leader's
+      end here, which keeps a diverged record when the leader never had the follower's epoch);
+    * the follower's largest epoch ≤ the leader's is older (it never saw the leader's epoch)
+      → its end of that older epoch, not settled (ask again with the new latest epoch);
+    * else min(leader end, own end of that epoch, own LEO).
+    """
+    leo = plog.log_end_offset
+    if leader_end_offset < 0 or leader_epoch < 0:
+        return min(plog.high_watermark, leo), True
+    own_epoch, own_end = plog.end_offset_for_epoch(leader_epoch)
+    if own_epoch < 0:  # all our epochs are newer than the leader's: none of it is the leader's
+        entries = plog.leader_epoch_entries()
+        first_start = entries[0][1] if entries else leo
+        return min(leader_end_offset, first_start, leo), True
+    if own_epoch != leader_epoch:
+        return min(own_end, leo), False
+    return min(own_end, leader_end_offset, leo), True
+
+
+def latest_epoch(plog: PartitionLog) -> int:
+    entries = plog.leader_epoch_entries()
+    return entries[-1][0] if entries else -1
+
+
+class _FetchState:
+    """One followed partition: the Partition, the leader epoch LeaderAndIsr gave, the phase."""
+
+    __slots__ = ("delayed_until", "leader_epoch", "partition", "truncating")
+
+    def __init__(self, partition: Partition) -> None:
+        self.partition = partition
+        self.leader_epoch = partition.leader_epoch
+        self.truncating = True
+        self.delayed_until = 0.0
+
+
+class ReplicaFetcher:
+    """Copies the partitions this broker follows from one leader. See the module docstring."""
+
+    def __init__(
+        self,
+        node_id: int,
+        leader_id: int,
+        host: str,
+        port: int,
+        config: FetcherConfig,
+        clock: Clock,
+    ) -> None:
+        self.node_id = node_id
+        self.leader_id = leader_id
+        self.address = (host, port)
+        self.config = config
+        self.clock = clock
+        self._states: dict[tuple[str, int], _FetchState] = {}
+        self._wake = asyncio.Event()
+        self._task: asyncio.Task[None] | None = None
+        self._closed = False
+        self._reader: asyncio.StreamReader | None = None
+        self._writer: asyncio.StreamWriter | None = None
+        self._correlation_id = 0
+        self.client_id = f"replica-fetcher-{node_id}-to-{leader_id}"
+        self.rounds = 0
+        """Completed fetch rounds (for tests and metrics)."""
+
+    # -- partitions ----------------------------------------------------------------------------
+
+    def add_partition(self, partition: Partition) -> None:
+        """Follow ``partition`` (its state just set by LeaderAndIsr): truncate first, then fetch."""
+        self._states[(partition.topic, partition.partition)] = _FetchState(partition)
+        self._wake.set()
+        if self._task is None and not self._closed:
+            self._task = asyncio.get_running_loop().create_task(self._run())
+
+    def remove_partitions(self, keys: Iterable[tuple[str, int]]) -> None:
+        for key in keys:
+            self._states.pop(key, None)
+
+    def partition_count(self) -> int:
+        return len(self._states)
+
+    def is_truncating(self, topic: str, partition: int) -> bool | None:
+        state = self._states.get((topic, partition))
+        return None if state is None else state.truncating
+
+    def close(self) -> None:
+        self._closed = True
+        self._states.clear()
+        self._wake.set()
+        if self._task is not None:
+            self._task.cancel()
+        self._disconnect()
+
+    async def wait_closed(self) -> None:
+        task = self._task
+        if task is not None:
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await task
+
+    # -- the loop ------------------------------------------------------------------------------
+
+    async def _run(self) -> None:
+        backoff = 0.05
+        limit = max(0.05, self.config.backoff_ms / 1000)
+        while not self._closed:
+            if not self._states:
+                self._wake.clear()
+                await self._wake.wait()
+                continue
+            now = self.clock.monotonic()
+            ready = [s for s in self._states.values() if s.delayed_until <= now]
+            if not ready:
+                wait = min(s.delayed_until for s in self._states.values()) - now
+                await self._wait_wake(wait)
+                continue
+            try:
+                await self._connect()
+                truncating = [s for s in ready if s.truncating]
+                if truncating:
+                    await self._truncate(truncating)
+                fetching = [s for s in ready if not s.truncating and self._current(s)]
+                if fetching:
+                    await self._fetch(fetching)
+                self.rounds += 1
+                backoff = 0.05
+            except asyncio.CancelledError:
+                raise
+            except (OSError, EOFError, TimeoutError, ProtocolError, ValueError) as exc:
+                log.info(
+                    "fetcher %s to broker %d %s:%d: %s; retrying in %.2fs",
+                    self.client_id,
+                    self.leader_id,
+                    *self.address,
+                    exc,
+                    backoff,
+                )
+                self._disconnect()
+                await self._wait_wake(backoff)
+                backoff = min(limit, backoff * 2)
+            except Exception:
+                log.exception("fetcher %s failed; retrying", self.client_id)
+                self._disconnect()
+                await self._wait_wake(limit)
+        self._disconnect()
+
+    async def _wait_wake(self, seconds: float) -> None:
+        """Wait ``seconds`` or until a partition is added."""
+        self._wake.clear()
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self._wake.wait(), max(0.0, seconds))
+
+    def _current(self, state: _FetchState) -> bool:
+        p = state.partition
+        return self._states.get((p.topic, p.partition)) is state
+
+    def _delay(self, state: _FetchState, code: Any) -> None:
+        p = state.partition
+        log.info(
+            "%s-%d: fetch from broker %d: %s; backing off",
+            p.topic,
+            p.partition,
+            self.leader_id,
+            code,
+        )
+        state.delayed_until = self.clock.monotonic() + self.config.backoff_ms / 1000
+
+    # -- connection ----------------------------------------------------------------------------
+
+    async def _connect(self) -> None:
+        if self._writer is not None:
+            return
+        timeout = self.config.socket_timeout_ms / 1000
+        self._reader, self._writer = await asyncio.wait_for(
+            asyncio.open_connection(*self.address), timeout
+        )
+
+    def _disconnect(self) -> None:
+        writer, self._writer, self._reader = self._writer, None, None
+        if writer is not None:
+            writer.close()
+
+    async def _call(self, entity: Any, timeout_s: float) -> Any:
+        reader, writer = self._reader, self._writer
+        if reader is None or writer is None:
+            raise ConnectionError("not connected")
+        self._correlation_id += 1
+        correlation_id = self._correlation_id
+        writer.write(
+            encode_request(entity, correlation_id=correlation_id, client_id=self.client_id)
+        )
+        await writer.drain()
+        head = await asyncio.wait_for(reader.readexactly(4), timeout_s)
+        (size,) = _SIZE.unpack(head)
+        if size < 4 or size > self.config.bound:
+            raise ValueError(f"response of {size} bytes is out of bounds")
+        frame = await asyncio.wait_for(reader.readexactly(size), timeout_s)
+        (got,) = _SIZE.unpack_from(frame, 0)
+        if got != correlation_id:
+            raise ValueError(f"correlation id {got}, expected {correlation_id}")
+        return decode_response(int(entity.__api_key__), int(entity.__version__), frame, header=True)
+
+    # -- truncation ----------------------------------------------------------------------------
+
+    async def _truncate(self, states: list[_FetchState]) -> None:
+        ask: list[_FetchState] = []
+        for st in states:
+            if latest_epoch(st.partition.log) < 0:  # no epochs: back to the high watermark
+                plog = st.partition.log
+                self._truncate_to(st, min(plog.high_watermark, plog.log_end_offset))
+                st.truncating = False
+            else:
+                ask.append(st)
+        if not ask:
+            return
+        topics: dict[str, list[Any]] = {}
+        for st in ask:
+            p = st.partition
+            topics.setdefault(p.topic, []).append(
+                make(
+                    ofle_v4.OffsetForLeaderPartition,
+                    partition=p.partition,
+                    current_leader_epoch=st.leader_epoch,
+                    leader_epoch=latest_epoch(p.log),
+                )
+            )
+        request = make(
+            ofle_v4.OffsetForLeaderEpochRequest,
+            replica_id=self.node_id,
+            topics=tuple(
+                make(ofle_v4.OffsetForLeaderTopic, topic=t, partitions=tuple(ps))
+                for t, ps in topics.items()
+            ),
+        )
+        response = await self._call(request, self.config.socket_timeout_ms / 1000)
+        for t in response.topics:
+            for r in t.partitions:
+                s = self._states.get((t.topic, int(r.partition)))
+                if s is None or s not in ask:
+                    continue
+                if r.error_code is not _NONE:
+                    self._delay(s, r.error_code)
+                    continue
+                asked = latest_epoch(s.partition.log)
+                target, done = truncation_offset(
+                    s.partition.log, int(r.leader_epoch), int(r.end_offset)
+                )
+                self._truncate_to(s, target)
+                # settled, or no progress possible (the latest epoch did not go back)
+                s.truncating = not done and latest_epoch(s.partition.log) < asked
+
+    def _truncate_to(self, state: _FetchState, offset: int) -> None:
+        p = state.partition
+        plog = p.log
+        if offset >= plog.log_end_offset:
+            plog.truncate_to(offset)  # only leader-epoch entries starting at the log end go
+            return
+        log.info(
+            "%s-%d: truncating from %d to %d (leader %d, epoch %d)",
+            p.topic,
+            p.partition,
+            plog.log_end_offset,
+            offset,
+            self.leader_id,
+            state.leader_epoch,
+        )
+        plog.truncate_to(offset)
+        p.reset_producer_state(drop_snapshot=True)
+
+    # -- fetching ------------------------------------------------------------------------------
+
+    async def _fetch(self, states: list[_FetchState]) -> None:
+        cfg = self.config
+        topics: dict[str, list[Any]] = {}
+        sent: dict[tuple[str, int], tuple[_FetchState, int]] = {}
+        for s in states:
+            p = s.partition
+            plog = p.log
+            topics.setdefault(p.topic, []).append(
+                make(
+                    fetch_v12.FetchPartition,
+                    partition=p.partition,
+                    current_leader_epoch=s.leader_epoch,
+                    fetch_offset=plog.log_end_offset,
+                    last_fetched_epoch=latest_epoch(plog),
+                    log_start_offset=plog.log_start_offset,
+                    partition_max_bytes=cfg.partition_max_bytes,
+                )
+            )
+            sent[(p.topic, p.partition)] = (s, plog.log_end_offset)
+        request = make(
+            fetch_v12.FetchRequest,
+            replica_id=self.node_id,
+            max_wait=datetime.timedelta(milliseconds=cfg.max_wait_ms),
+            min_bytes=cfg.min_bytes,
+            max_bytes=cfg.response_max_bytes,
+            isolation_level=0,
+            session_id=0,
+            session_epoch=-1,
+            topics=tuple(
+                make(fetch_v12.FetchTopic, topic=t, partitions=tuple(ps))
+                for t, ps in topics.items()
+            ),
+            forgotten_topics_data=(),
+            rack_id="",
+        )
+        timeout = (cfg.socket_timeout_ms + cfg.max_wait_ms) / 1000
+        response = await self._call(request, timeout)
+        if response.error_code is not _NONE:
+            raise ValueError(f"fetch failed: {response.error_code}")
+        for t in response.responses:
+            for pd in t.partitions:
+                entry = sent.get((t.topic, int(pd.partition_index)))
+                if entry is None:
+                    continue
+                s, fetch_offset = entry
+                if not self._current(s) or s.partition.log.log_end_offset != fetch_offset:
+                    continue  # removed, replaced or truncated meanwhile
+                self._apply(s, pd)
+
+    def _apply(self, s: _FetchState, pd: Any) -> None:
+        p = s.partition
+        plog = p.log
+        code = pd.error_code
+        if code is _OUT_OF_RANGE:
+            leader_start = int(pd.log_start_offset)
+            if leader_start > plog.log_end_offset:
+                log.info(
+                    "%s-%d: behind the leader's log start %d: restarting the log there",
+                    p.topic,
+                    p.partition,
+                    leader_start,
+                )
+                plog.truncate_fully_and_start_at(leader_start)
+                p.reset_producer_state(drop_snapshot=True)
+            else:
+                s.truncating = True
+            return
+        if code is not _NONE:
+            self._delay(s, code)
+            return
+        diverging = pd.diverging_epoch
+        if int(diverging.epoch) >= 0 or int(diverging.end_offset) >= 0:
+            asked = latest_epoch(plog)
+            target, done = truncation_offset(plog, int(diverging.epoch), int(diverging.end_offset))
+            self._truncate_to(s, target)
+            if not done and latest_epoch(plog) < asked:
+                s.truncating = True
+            return
+        records = pd.records
+        if records:
+            try:
+                plog.append_as_follower(records)
+            except (CorruptRecordError, InvalidRecordError, UnexpectedAppendOffsetError) as exc:
+                log.warning(
+                    "%s-%d: cannot append the leader's batches: %s", p.topic, p.partition, exc
+                )
+                s.truncating = True
+                self._delay(s, "bad batches")
+                return
+            p.reset_producer_state()
+        hw = min(int(pd.high_watermark), plog.log_end_offset)
+        if hw > plog.high_watermark:
+            plog.update_high_watermark(hw)
+        leader_start = int(pd.log_start_offset)
+        if leader_start > plog.log_start_offset:
+            with contextlib.suppress(OffsetOutOfRangeError):
+                plog.increment_log_start_offset(min(leader_start, plog.high_watermark))

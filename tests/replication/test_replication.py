@@ -1,0 +1,207 @@
+"""Replication between real broker processes (broker.id 1..3, no ZooKeeper), driven by the
+LeaderAndIsr / StopReplica frames a controller would send, then Produce / Fetch frames.
+
+Waiting is done by the brokers: an acks=all Produce returns only once every ISR follower has
+fetched past the batch, so its answer proves the followers hold the data; a follower's log
+is read back by making it the leader."""
+
+from __future__ import annotations
+
+import dataclasses
+import uuid
+from collections.abc import Iterator
+
+import pytest
+
+from broker.wire import Wire, fetch_request, req
+from odradek.testing.process import BrokerProcess
+
+from .controller import (
+    FENCED_LEADER_EPOCH,
+    NONE,
+    NOT_ENOUGH_REPLICAS,
+    NOT_LEADER_OR_FOLLOWER,
+    REQUEST_TIMED_OUT,
+    STALE_CONTROLLER_EPOCH,
+    Controller,
+    batch,
+    brokers,
+    fetch,
+    produce,
+    read,
+    values,
+)
+
+pytestmark = pytest.mark.timeout(120)
+
+SETTINGS = {"min.insync.replicas": 2, "replica.fetch.backoff.ms": 100}
+
+
+@pytest.fixture(scope="module")
+def cluster() -> Iterator[dict[int, BrokerProcess]]:
+    with brokers(3, SETTINGS) as procs:
+        yield procs
+
+
+@pytest.fixture
+def controller(cluster: dict[int, BrokerProcess]) -> Controller:
+    return Controller(cluster)
+
+
+def topic_name() -> str:
+    return f"r-{uuid.uuid4().hex[:8]}"
+
+
+def test_inter_broker_apis_are_advertised(cluster: dict[int, BrokerProcess]) -> None:
+    with Wire(cluster[1].bootstrap_servers) as w:
+        r = w.call(req(18, 3, client_software_name="t", client_software_version="1"))
+    ranges = {int(k.api_key): (int(k.min_version), int(k.max_version)) for k in r.api_keys}
+    assert ranges[4] == (6, 7)  # LeaderAndIsr
+    assert ranges[5] == (3, 4)  # StopReplica
+
+
+def test_replicates_to_every_follower(
+    cluster: dict[int, BrokerProcess], controller: Controller
+) -> None:
+    t = topic_name()
+    controller.elect(t, 0, leader=1, leader_epoch=0, isr=[1, 2, 3], replicas=[1, 2, 3])
+    assert produce(cluster[1], t, batch(b"a", b"b", b"c")) == (NONE, 0)
+    assert produce(cluster[1], t, batch(b"d")) == (NONE, 3)
+    err, hw, batches = fetch(cluster[1], t)
+    assert (err, hw, values(batches)) == (NONE, 4, [b"a", b"b", b"c", b"d"])
+    # followers refuse consumers
+    assert fetch(cluster[2], t)[0] == NOT_LEADER_OR_FOLLOWER
+    assert produce(cluster[3], t, batch(b"x"))[0] == NOT_LEADER_OR_FOLLOWER
+    # every follower holds the data, offsets and epochs unchanged: read each back as leader
+    for epoch, leader in ((1, 2), (2, 3)):
+        controller.elect(t, 0, leader=leader, leader_epoch=epoch, isr=[1, 2, 3], replicas=[1, 2, 3])
+        batches = read(cluster[leader], t, 4)
+        assert values(batches) == [b"a", b"b", b"c", b"d"]
+        assert [(b.base_offset, b.partition_leader_epoch) for b in batches] == [(0, 0), (3, 0)]
+    # the new leader's writes carry its epoch and reach the others
+    assert produce(cluster[3], t, batch(b"e")) == (NONE, 4)
+    controller.elect(t, 0, leader=1, leader_epoch=3, isr=[1, 2, 3], replicas=[1, 2, 3])
+    batches = read(cluster[1], t, 5)
+    assert values(batches) == [b"a", b"b", b"c", b"d", b"e"]
+    assert batches[-1].partition_leader_epoch == 2
+
+
+def test_acks_all_waits_for_followers_and_catch_up_after_restart(
+    cluster: dict[int, BrokerProcess], controller: Controller
+) -> None:
+    t = topic_name()
+    controller.elect(t, 0, leader=1, leader_epoch=0, isr=[1, 2], replicas=[1, 2])
+    assert produce(cluster[1], t, batch(b"x")) == (NONE, 0)
+    cluster[2].kill()
+    try:
+        # the ISR still names broker 2: acks=1 is answered, acks=all waits and times out, and
+        # consumers do not see what is not replicated
+        assert produce(cluster[1], t, batch(b"y", b"z"), acks=1) == (NONE, 1)
+        assert produce(cluster[1], t, batch(b"w"), timeout_ms=300)[0] == REQUEST_TIMED_OUT
+        err, hw, batches = fetch(cluster[1], t)
+        assert (err, hw, values(batches)) == (NONE, 1, [b"x"])
+    finally:
+        cluster[2].restart()
+    # the controller tells the restarted broker again; it catches up from its log end
+    controller.leader_and_isr(2, t, 0, leader=1, leader_epoch=0, isr=[1, 2], replicas=[1, 2])
+    assert produce(cluster[1], t, batch(b"v")) == (NONE, 4)
+    err, hw, batches = fetch(cluster[1], t)
+    assert (err, hw, values(batches)) == (NONE, 5, [b"x", b"y", b"z", b"w", b"v"])
+    controller.elect(t, 0, leader=2, leader_epoch=1, isr=[1, 2], replicas=[1, 2])
+    batches = read(cluster[2], t, 5)
+    assert values(batches) == [b"x", b"y", b"z", b"w", b"v"]
+
+
+def test_diverged_follower_truncates_after_leader_change(
+    cluster: dict[int, BrokerProcess], controller: Controller
+) -> None:
+    t = topic_name()
+    controller.elect(t, 0, leader=1, leader_epoch=0, isr=[1, 2], replicas=[1, 2])
+    assert produce(cluster[1], t, batch(b"a")) == (NONE, 0)
+    # broker 2 is elected (epoch 1) while broker 1, not told yet, still takes acks=1 writes
+    # that were never replicated: its log diverges from offset 1
+    assert (
+        controller.leader_and_isr(2, t, 0, leader=2, leader_epoch=1, isr=[2, 1], replicas=[1, 2])
+        .partition_errors[0]
+        .error_code
+        == NONE
+    )
+    assert produce(cluster[1], t, batch(b"lost1", b"lost2"), acks=1) == (NONE, 1)
+    assert produce(cluster[2], t, batch(b"c"), acks=1) == (NONE, 1)
+    # a follower fetch that names the old epoch past its end is told where it diverges
+    with Wire(cluster[2].bootstrap_servers) as w:
+        f = fetch_request(t, {0: 3})
+        part = req(
+            1,
+            12,
+            "FetchPartition",
+            partition=0,
+            current_leader_epoch=1,
+            fetch_offset=3,
+            last_fetched_epoch=0,
+            log_start_offset=0,
+            partition_max_bytes=1 << 20,
+        )
+        topic = req(1, 12, "FetchTopic", topic=t, partitions=(part,))
+        r = w.call(dataclasses.replace(f, replica_id=1, topics=(topic,)))
+    p = r.responses[0].partitions[0]
+    assert int(p.error_code) == NONE and not p.records
+    assert (int(p.diverging_epoch.epoch), int(p.diverging_epoch.end_offset)) == (0, 1)
+    # now broker 1 learns it follows broker 2 in epoch 1: it truncates, then copies
+    controller.leader_and_isr(1, t, 0, leader=2, leader_epoch=1, isr=[2, 1], replicas=[1, 2])
+    assert produce(cluster[2], t, batch(b"d")) == (NONE, 2)  # acks=all: broker 1 has it
+    controller.elect(t, 0, leader=1, leader_epoch=2, isr=[1, 2], replicas=[1, 2])
+    batches = read(cluster[1], t, 3)
+    assert values(batches) == [b"a", b"c", b"d"]
+    assert [b.partition_leader_epoch for b in batches] == [0, 1, 1]
+
+
+def test_not_enough_replicas_before_append(
+    cluster: dict[int, BrokerProcess], controller: Controller
+) -> None:
+    t = topic_name()
+    # min.insync.replicas=2 and an ISR of the leader alone
+    controller.elect(t, 0, leader=1, leader_epoch=0, isr=[1], replicas=[1, 2])
+    assert produce(cluster[1], t, batch(b"no"))[0] == NOT_ENOUGH_REPLICAS
+    # nothing was written: the next acks=1 write gets offset 0
+    assert produce(cluster[1], t, batch(b"yes"), acks=1) == (NONE, 0)
+    err, hw, batches = fetch(cluster[1], t)
+    assert (err, hw, values(batches)) == (NONE, 0, [b"yes"])  # not replicated yet
+
+
+def test_epochs_are_fenced(cluster: dict[int, BrokerProcess], controller: Controller) -> None:
+    t = topic_name()
+    controller.elect(t, 0, leader=1, leader_epoch=5, isr=[1, 2], replicas=[1, 2])
+    # an older (or the same) leader epoch from the controller is refused per partition
+    r = controller.leader_and_isr(1, t, 0, leader=2, leader_epoch=4, isr=[1, 2], replicas=[1, 2])
+    assert r.partition_errors[0].error_code == STALE_CONTROLLER_EPOCH
+    # an older controller epoch refuses the whole request
+    controller.epoch = 3
+    controller.elect(t, 0, leader=1, leader_epoch=6, isr=[1, 2], replicas=[1, 2])
+    r = controller.leader_and_isr(
+        1, t, 0, leader=1, leader_epoch=7, isr=[1, 2], replicas=[1, 2], controller_epoch=2
+    )
+    assert r.error_code == STALE_CONTROLLER_EPOCH
+    # clients with an older epoch are fenced
+    with Wire(cluster[1].bootstrap_servers) as w:
+        f = fetch_request(t, {0: 0})
+        part = req(
+            1,
+            12,
+            "FetchPartition",
+            partition=0,
+            current_leader_epoch=5,
+            fetch_offset=0,
+            last_fetched_epoch=-1,
+            log_start_offset=-1,
+            partition_max_bytes=1 << 20,
+        )
+        topic = req(1, 12, "FetchTopic", topic=t, partitions=(part,))
+        r2 = w.call(dataclasses.replace(f, topics=(topic,)))
+    assert int(r2.responses[0].partitions[0].error_code) == FENCED_LEADER_EPOCH
+    # StopReplica: an older leader epoch is fenced; then the follower stops and deletes
+    s = controller.stop_replica(2, t, 0, leader_epoch=1)
+    assert s.partition_errors[0].error_code == FENCED_LEADER_EPOCH
+    s = controller.stop_replica(2, t, 0, leader_epoch=6, delete=True)
+    assert (s.error_code, s.partition_errors[0].error_code) == (NONE, NONE)
+    assert produce(cluster[1], t, batch(b"alone"), timeout_ms=300)[0] == REQUEST_TIMED_OUT
