@@ -71,6 +71,7 @@ class Cluster:
                     "default.replication.factor": min(3, n),
                     "offsets.topic.replication.factor": min(3, n),
                     "group.initial.rebalance.delay.ms": 0,
+                    "offsets.topic.num.partitions": 3,
                     **(settings or {}),
                 },
                 data_dir=tmp / f"broker-{i}",

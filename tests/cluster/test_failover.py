@@ -152,3 +152,58 @@ def test_leader_sigkill_keeps_every_acknowledged_record(cluster3: Cluster) -> No
         lambda md: all(len(p.isr_nodes) == 3 for p in cluster3.partitions(md, TOPIC).values()),
         timeout=60,
     )
+
+
+def test_group_coordinator_fails_over_with_commits_intact(cluster3: Cluster) -> None:
+    """A consumer group on the cluster: its coordinator is the leader of the group's
+    __consumer_offsets partition; SIGKILL it and the new leader serves the commits."""
+    from odradek.coordinator.records import partition_for
+
+    admin = AdminClient({"bootstrap.servers": cluster3.bootstrap_servers})
+    for f in admin.create_topics([NewTopic("grouped", 3, 3)], request_timeout=30).values():
+        f.result(timeout=30)
+    cluster3.wait_metadata(lambda md: len(cluster3.partitions(md, "grouped")) == 3)
+    producer = Producer({"bootstrap.servers": cluster3.bootstrap_servers, "acks": "all"})
+    for i in range(30):
+        producer.produce("grouped", b"r%d" % i, partition=i % 3)
+    assert producer.flush(30) == 0
+
+    settings = {
+        "bootstrap.servers": cluster3.bootstrap_servers,
+        "group.id": "survivors",
+        "auto.offset.reset": "earliest",
+        "enable.auto.commit": False,
+    }
+    consumer = Consumer(settings)
+    consumer.subscribe(["grouped"])
+    got = 0
+    deadline = time.monotonic() + 60
+    while got < 30:
+        assert time.monotonic() < deadline, f"consumed {got} of 30"
+        msg = consumer.poll(0.5)
+        if msg is not None and msg.error() is None:
+            got += 1
+    consumer.commit(asynchronous=False)
+    consumer.close()
+
+    md = cluster3.metadata()
+    offsets = cluster3.partitions(md, "__consumer_offsets")
+    coordinator = offsets[partition_for("survivors", len(offsets))].leader_id
+    cluster3.brokers[coordinator].kill()
+    try:
+        p = partition_for("survivors", len(offsets))
+        cluster3.wait_metadata(
+            lambda md: (
+                cluster3.partitions(md, "__consumer_offsets")[p].leader_id not in (-1, coordinator)
+            )
+        )
+        again = Consumer(settings)
+        try:
+            committed = again.committed(
+                [TopicPartition("grouped", i) for i in range(3)], timeout=30
+            )
+        finally:
+            again.close()
+        assert [tp.offset for tp in committed] == [10, 10, 10]
+    finally:
+        cluster3.brokers[coordinator].start()

@@ -226,7 +226,7 @@ class Broker:
         )
         self.producer_ids = ProducerIdManager(metadata)
         self.coordinator_writer = BrokerPartitionWriter(
-            metadata, self.replica_manager, self.topic_admin
+            metadata, self.replica_manager, self.topic_admin, cfg.offsets_commit_timeout_ms
         )
         self.group_coordinator = self.new_group_coordinator()
         if self.cluster is not None:
