@@ -9,6 +9,7 @@ it returns. Tests are skipped when the ``zookeeper`` package or java is missing.
 from __future__ import annotations
 
 import contextlib
+import os
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -168,3 +169,10 @@ def cluster3(_shared_cluster: Cluster) -> Cluster:
             b.start()
     c.wait_metadata(lambda md: len(md.brokers) == len(c.brokers) and md.controller_id > 0)
     return c
+
+
+SLOW = pytest.mark.skipif(
+    not os.environ.get("ODRADEK_SLOW"),
+    reason="a long cluster run: set ODRADEK_SLOW=1 (make test-cluster-slow)",
+)
+"""With ``@pytest.mark.slow``: run only when ODRADEK_SLOW is set."""
