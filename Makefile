@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 SUDO := $(shell [ "$$(id -u)" = "0" ] || echo sudo)
 PYTEST_ARGS ?=
 
-.PHONY: run test stress venv install install-test system-deps lint typecheck bench clean console-assets
+.PHONY: run test stress test-cluster-slow venv install install-test system-deps lint typecheck bench clean console-assets
 
 run: install ## create .venv, install odradek, start one broker on 127.0.0.1:9092
 	$(BIN)/odradek broker
@@ -16,6 +16,9 @@ test: install-test system-deps ## install what the tests need, then run the whol
 
 stress: install-test ## the producer stress tests with 20 tries of every case (make test runs 3)
 	ODRADEK_STRESS_TRIES=$${ODRADEK_STRESS_TRIES:-20} $(BIN)/python -m pytest tests/client/test_stress.py -p no:cacheprovider $(PYTEST_ARGS)
+
+test-cluster-slow: install-test system-deps ## the cluster tests with their long runs (ODRADEK_SLOW=1)
+	ODRADEK_SLOW=1 $(BIN)/python -m pytest tests/cluster -p no:cacheprovider $(PYTEST_ARGS)
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
