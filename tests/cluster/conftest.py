@@ -107,8 +107,8 @@ class Cluster:
                 md = self.metadata(broker_id)
                 if pred(md):
                     return md
-            except ConnectionError:
-                pass
+            except (ConnectionError, KeyError):
+                pass  # no broker answered, or one that has not had UpdateMetadata yet
             if time.monotonic() > deadline:
                 raise AssertionError(
                     f"metadata did not get there in {timeout} s: {md}\n{self.logs()}"

@@ -65,7 +65,9 @@ class AckingProducer:
         )
 
 
-def read_back(bootstrap: str, timeout: float = 60.0) -> dict[int, list[tuple[int, bytes]]]:
+def read_back(
+    bootstrap: str, topic: str = TOPIC, partitions: int = PARTITIONS, timeout: float = 60.0
+) -> dict[int, list[tuple[int, bytes]]]:
     """Every partition from its beginning to its high watermark, with confluent-kafka."""
     consumer = Consumer(
         {
@@ -78,13 +80,13 @@ def read_back(bootstrap: str, timeout: float = 60.0) -> dict[int, list[tuple[int
     )
     try:
         ends = {}
-        for p in range(PARTITIONS):
-            ends[p] = consumer.get_watermark_offsets(TopicPartition(TOPIC, p), timeout=30)[1]
-        consumer.assign([TopicPartition(TOPIC, p, 0) for p in range(PARTITIONS)])
-        out: dict[int, list[tuple[int, bytes]]] = {p: [] for p in range(PARTITIONS)}
+        for p in range(partitions):
+            ends[p] = consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=30)[1]
+        consumer.assign([TopicPartition(topic, p, 0) for p in range(partitions)])
+        out: dict[int, list[tuple[int, bytes]]] = {p: [] for p in range(partitions)}
         deadline = time.monotonic() + timeout
         done: set[int] = {p for p, end in ends.items() if end == 0}
-        while len(done) < PARTITIONS:
+        while len(done) < partitions:
             assert time.monotonic() < deadline, (
                 f"read back stuck: {[len(v) for v in out.values()]} of {ends}"
             )
