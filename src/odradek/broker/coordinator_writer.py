@@ -49,6 +49,12 @@ class BrokerPartitionWriter:
         self._replicas = replicas
         self._topic_admin = topic_admin
         self._listeners: dict[str, list[HighWatermarkListener]] = {}
+        replicas.add_high_watermark_listener(self._high_watermark_moved)
+
+    def _high_watermark_moved(self, topic: str, partition: int, high_watermark: int) -> None:
+        """Replicated: the high watermark of an internal partition moved (followers fetched)."""
+        for listener in self._listeners.get(topic, ()):
+            listener(partition, high_watermark)
 
     def ensure_internal_topic(self, name: str, partitions: int, configs: Mapping[str, str]) -> int:
         topic = self._metadata.topic(name)

@@ -169,7 +169,14 @@ class Partition:
     def make_leader(self, state: PartitionState, now_ms: int) -> None:
         """Take leadership from a LeaderAndIsr ``state`` (copied): the new leader epoch starts
         at the log end (leader-epoch-checkpoint, KAFKA-7415); every follower in the ISR counts
-        as caught up now, the others as never; the HW is recomputed (never backwards)."""
+        as caught up now, the others as never (the same epoch again, with a newer partition
+        epoch, keeps what is known of the followers); the HW is recomputed (never backwards)."""
+        same_term = (
+            self.controller_managed
+            and self.is_leader
+            and (state.leader_epoch == self.state.leader_epoch)
+        )
+        previous = self.followers if same_term else {}
         self.state = _copy(state)
         self.controller_managed = True
         log = self.log
@@ -177,10 +184,11 @@ class Partition:
         entries = log.leader_epoch_entries()
         if not entries or entries[-1][0] < state.leader_epoch:
             log.assign_leader_epoch(state.leader_epoch, log.log_end_offset)
-        self.leader_epoch_start_offset = log.log_end_offset
+        if not same_term:
+            self.leader_epoch_start_offset = log.log_end_offset
         isr = set(state.isr)
         self.followers = {
-            r: FollowerState(last_caught_up_ms=now_ms if r in isr else -1)
+            r: previous.get(r) or FollowerState(last_caught_up_ms=now_ms if r in isr else -1)
             for r in state.replicas
             if r != self.node_id
         }

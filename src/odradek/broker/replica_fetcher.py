@@ -166,6 +166,9 @@ class ReplicaFetcher:
         for key in keys:
             self._states.pop(key, None)
 
+    def partitions(self) -> list[Partition]:
+        return [s.partition for s in self._states.values()]
+
     def partition_count(self) -> int:
         return len(self._states)
 

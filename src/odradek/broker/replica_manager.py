@@ -11,7 +11,9 @@ ReplicaManager).
   JSON of every changed state (consistent with its log end); ``write_snapshots`` writes them
   (a worker thread may run it).
 
-Replication (the cluster mode; nothing of it runs alone until a LeaderAndIsr arrives):
+Replication (the cluster mode; nothing of it runs alone until a LeaderAndIsr arrives;
+``controller_managed``, the default with an AlterPartitionManager, makes partitions opened from
+the metadata image neither leader nor follower until their LeaderAndIsr):
 
 * ``become_leader_or_follower(controller_id, controller_epoch, partition_states,
   live_leaders)`` applies a LeaderAndIsr: a stale controller epoch refuses the whole request
@@ -32,7 +34,9 @@ Replication (the cluster mode; nothing of it runs alone until a LeaderAndIsr arr
 * acks=all: ``min_insync_replicas(topic)`` and ``wait_for_acks`` (parks in the purgatory until
   ``Partition.acks_all_status`` decides).
 * ``add_leadership_listener(fn)``: ``fn(became_leader, became_follower)`` with
-  (topic, partition, leader_epoch) lists after each LeaderAndIsr (group coordinator hook).
+  (topic, partition, leader_epoch) lists after each LeaderAndIsr (group coordinator hook);
+  ``add_high_watermark_listener(fn)``: ``fn(topic, partition, hw)`` when replication moves a
+  high watermark (the coordinator writer's ``HighWatermarkListener`` rides on it).
 """
 
 from __future__ import annotations
@@ -59,6 +63,7 @@ from odradek.storage.producer_state import write_snapshot
 __all__ = [
     "PRODUCER_STATE_DIR",
     "AlterPartitionManager",
+    "HighWatermarkListener",
     "LeaderAndIsrPartition",
     "LeadershipListener",
     "ReplicaManager",
@@ -121,6 +126,9 @@ class AlterPartitionManager(Protocol):
 LeadershipListener = Callable[[list[tuple[str, int, int]], list[tuple[str, int, int]]], None]
 """``(became_leader, became_follower)``: (topic, partition, leader_epoch) lists."""
 
+HighWatermarkListener = Callable[[str, int, int], None]
+"""``(topic, partition, high_watermark)``."""
+
 
 @dataclass(frozen=True, slots=True)
 class LeaderAndIsrPartition:
@@ -163,6 +171,7 @@ class ReplicaManager:
         clock: Clock | None = None,
         replication: ReplicationConfig | None = None,
         alter_partition_manager: AlterPartitionManager | None = None,
+        controller_managed: bool | None = None,
     ) -> None:
         self.metadata = metadata
         self.node_id = metadata.node_id
@@ -172,12 +181,21 @@ class ReplicaManager:
         self.clock: Clock = clock if clock is not None else SystemClock()
         self.replication = replication if replication is not None else ReplicationConfig()
         self.alter_partition_manager = alter_partition_manager
+        self.controller_managed = (
+            alter_partition_manager is not None
+            if controller_managed is None
+            else controller_managed
+        )
+        """Cluster mode (default: when there is an AlterPartitionManager): a partition leads or
+        follows only once a LeaderAndIsr said so; until then it is neither (NOT_LEADER_OR_FOLLOWER),
+        whatever the metadata image says, and its HW does not follow its log end."""
         self._state_dir = None if data_dir is None else data_dir / PRODUCER_STATE_DIR
         self._partitions: dict[tuple[str, int], Partition] = {}
         self.controller_epoch = -1
         """The newest controller epoch seen in a LeaderAndIsr/StopReplica."""
         self._fetchers: dict[int, ReplicaFetcher] = {}
         self._listeners: list[LeadershipListener] = []
+        self._hw_listeners: list[HighWatermarkListener] = []
         self._background: asyncio.Task[None] | None = None
         self._tasks: set[asyncio.Task[Any]] = set()
         self._closed = False
@@ -206,12 +224,16 @@ class ReplicaManager:
             return None
         config = self.log_config_for(meta)
         plog = self.log_manager.get_or_create(topic, partition, config)
+        state = meta.partitions[partition]
+        if self.controller_managed:  # no leadership before the controller's LeaderAndIsr
+            state = PartitionState(partition=partition, leader=-1, leader_epoch=-1)
+            plog.high_watermark_follows_leo = False
         handle = Partition(
             topic,
             partition,
             plog,
             config,
-            meta.partitions[partition],
+            state,
             self.node_id,
             self.snapshot_path(topic, partition),
         )
@@ -292,6 +314,7 @@ class ReplicaManager:
         config = self.default_log_config if meta is None else self.log_config_for(meta)
         plog = self.log_manager.get_or_create(topic, partition, config)
         initial = PartitionState(partition=partition, leader=-1, leader_epoch=-1)
+        plog.high_watermark_follows_leo = False
         handle = Partition(
             topic,
             partition,
@@ -435,7 +458,9 @@ class ReplicaManager:
 
     def _fetcher_for(self, leader_id: int, host: str, port: int) -> ReplicaFetcher:
         fetcher = self._fetchers.get(leader_id)
+        moved: list[Partition] = []
         if fetcher is not None and fetcher.address != (host, port):
+            moved = fetcher.partitions()  # the leader moved: its partitions follow it
             fetcher.close()
             del self._fetchers[leader_id]
             fetcher = None
@@ -444,6 +469,8 @@ class ReplicaManager:
                 self.node_id, leader_id, host, port, self._fetcher_config(), self.clock
             )
             self._fetchers[leader_id] = fetcher
+            for handle in moved:
+                fetcher.add_partition(handle)
         return fetcher
 
     def _fetcher_config(self) -> FetcherConfig:
@@ -472,6 +499,20 @@ class ReplicaManager:
 
     # -- replication: leader side -------------------------------------------------------------
 
+    def add_high_watermark_listener(self, listener: HighWatermarkListener) -> None:
+        """``listener(topic, partition, high_watermark)`` whenever replication moves a led
+        partition's high watermark (alone it follows every append: no call)."""
+        self._hw_listeners.append(listener)
+
+    def _high_watermark_moved(self, handle: Partition) -> None:
+        self.purgatory.notify(handle.topic, handle.partition)
+        hw = handle.log.high_watermark
+        for listener in list(self._hw_listeners):
+            try:
+                listener(handle.topic, handle.partition, hw)
+            except Exception:
+                log.exception("high watermark listener failed")
+
     def min_insync_replicas(self, topic: str) -> int:
         """The topic's min.insync.replicas, else the broker default."""
         meta = self.metadata.topic(topic)
@@ -489,7 +530,7 @@ class ReplicaManager:
         if not handle.update_follower_fetch(replica_id, fetch_offset, self.clock.now_ms()):
             return False
         if handle.maybe_increment_high_watermark():
-            self.purgatory.notify(handle.topic, handle.partition)
+            self._high_watermark_moved(handle)
         new_isr = handle.isr_expansion(replica_id)
         if new_isr is not None:
             self._submit_isr(handle, new_isr)
@@ -498,7 +539,7 @@ class ReplicaManager:
     def after_leader_append(self, handle: Partition) -> None:
         """After an append on a replicated leader: the HW may move (an ISR of the leader alone)."""
         if handle.controller_managed and handle.maybe_increment_high_watermark():
-            self.purgatory.notify(handle.topic, handle.partition)
+            self._high_watermark_moved(handle)
 
     async def wait_for_acks(
         self, handle: Partition, required_offset: int, min_insync: int, timeout_s: float
@@ -567,8 +608,10 @@ class ReplicaManager:
                 new_isr,
                 result,
             )
-        if handle.maybe_increment_high_watermark() or isinstance(result, PartitionState):
-            self.purgatory.notify(handle.topic, handle.partition)
+        if handle.maybe_increment_high_watermark():
+            self._high_watermark_moved(handle)
+        elif isinstance(result, PartitionState):
+            self.purgatory.notify(handle.topic, handle.partition)  # the ISR changed
 
     def maybe_shrink_isr(self) -> None:
         """Shrink the ISR of every led partition with followers out of sync (Kafka's

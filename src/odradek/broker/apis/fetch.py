@@ -104,6 +104,7 @@ def _read_all(
             diverging = _diverging(handle, fp)
             if diverging is not None:
                 presults.append((index, _NONE, hw, hw, start, None, diverging))
+                error = True  # answered at once, like an error (no long poll)
                 continue
             if offset < start or offset > leo:
                 presults.append((index, _OUT_OF_RANGE, hw, hw, start, None))
@@ -148,9 +149,12 @@ def _record_follower(services: BrokerServices, request: Any) -> set[tuple[str, i
     replica_id = request.replica_id
     replicas = services.replica_manager
     unknown: set[tuple[str, int]] = set()
+    check_epoch = int(request.__version__) >= 9
     for ft in request.topics:
         for fp in ft.partitions:
-            handle, code = replicas.leader_partition(ft.topic, fp.partition)
+            # a follower of an older epoch (not truncated yet) must not move the HW
+            epoch = fp.current_leader_epoch if check_epoch else -1
+            handle, code = replicas.leader_partition(ft.topic, fp.partition, epoch)
             if handle is None or code is not _NONE or not handle.controller_managed:
                 continue
             if fp.fetch_offset > handle.log.log_end_offset or _diverging(handle, fp) is not None:
