@@ -19,6 +19,7 @@ from odradek.broker.api import (
 from odradek.broker.apis import (
     alter_configs,
     alter_partition,
+    alter_partition_reassignments,
     api_versions,
     controlled_shutdown,
     create_partitions,
@@ -28,6 +29,7 @@ from odradek.broker.apis import (
     describe_cluster,
     describe_configs,
     describe_groups,
+    elect_leaders,
     fetch,
     find_coordinator,
     heartbeat,
@@ -38,6 +40,7 @@ from odradek.broker.apis import (
     leave_group,
     list_groups,
     list_offsets,
+    list_partition_reassignments,
     metadata,
     offset_commit,
     offset_delete,
@@ -93,6 +96,9 @@ API_SPECS: tuple[ApiSpec, ...] = (
     update_metadata.API,
     controlled_shutdown.API,
     alter_partition.API,
+    elect_leaders.API,
+    alter_partition_reassignments.API,
+    list_partition_reassignments.API,
 )
 
 
