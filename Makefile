@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 SUDO := $(shell [ "$$(id -u)" = "0" ] || echo sudo)
 PYTEST_ARGS ?=
 
-.PHONY: run test stress spark-kill venv install install-test system-deps lint typecheck bench clean console-assets
+.PHONY: run test stress spark-kill test-cluster-slow venv install install-test system-deps lint typecheck bench clean console-assets
 
 run: install ## create .venv, install odradek, start one broker on 127.0.0.1:9092
 	$(BIN)/odradek broker
@@ -19,6 +19,9 @@ stress: install-test ## the producer stress tests with 20 tries of every case (m
 
 spark-kill: install-test ## the long kill test of the exactly-once Spark sink (>= 200 micro-batches, driver and executor kills)
 	ODRADEK_SPARK_KILL_LONG=1 $(BIN)/python -m pytest tests/spark/test_eos_kill.py -p no:cacheprovider $(PYTEST_ARGS)
+
+test-cluster-slow: install-test system-deps ## the cluster tests with their long runs (ODRADEK_SLOW=1)
+	ODRADEK_SLOW=1 $(BIN)/python -m pytest tests/cluster -p no:cacheprovider $(PYTEST_ARGS)
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)

@@ -2,13 +2,14 @@
 
 It listens on 127.0.0.1 on a free port with a tick of 200 ms, so sessions may be as short as
 400 ms. ``zk_connect`` is its connect string. ``cluster3``: three real broker processes on it
-(``Cluster``), each cluster under its own chroot. A test that stops the server restarts it before
+(``Cluster``, under its own chroot), shared by the session's tests. A test that stops the server restarts it before
 it returns. Tests are skipped when the ``zookeeper`` package or java is missing.
 """
 
 from __future__ import annotations
 
 import contextlib
+import os
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -71,6 +72,8 @@ class Cluster:
                     "default.replication.factor": min(3, n),
                     "offsets.topic.replication.factor": min(3, n),
                     "group.initial.rebalance.delay.ms": 0,
+                    "offsets.topic.num.partitions": 3,
+                    "leader.imbalance.check.interval.seconds": 2,
                     **(settings or {}),
                 },
                 data_dir=tmp / f"broker-{i}",
@@ -105,8 +108,8 @@ class Cluster:
                 md = self.metadata(broker_id)
                 if pred(md):
                     return md
-            except ConnectionError:
-                pass
+            except (ConnectionError, KeyError):
+                pass  # no broker answered, or one that has not had UpdateMetadata yet
             if time.monotonic() > deadline:
                 raise AssertionError(
                     f"metadata did not get there in {timeout} s: {md}\n{self.logs()}"
@@ -132,15 +135,45 @@ class Cluster:
                 b.close()
 
 
-@pytest.fixture(scope="module")
-def cluster3(
-    zookeeper: ZooKeeperServer, tmp_path_factory: pytest.TempPathFactory
+@pytest.fixture(scope="session")
+def cluster_zookeeper(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ZooKeeperServer]:
+    """A ZooKeeper of the shared cluster (never stopped by a test)."""
+    if not zookeeper_available():
+        pytest.skip("Debian's zookeeper package (or java) is not installed")
+    server = ZooKeeperServer(Path(tmp_path_factory.mktemp("cluster-zookeeper")))
+    server.start()
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+@pytest.fixture(scope="session")
+def _shared_cluster(
+    cluster_zookeeper: ZooKeeperServer, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[Cluster]:
-    """Three brokers, started, shared by a module's tests (a test that stops or kills a broker
-    starts it again before it returns); killed at the end."""
-    c = Cluster(zookeeper, tmp_path_factory.mktemp("cluster"), 3)
+    c = Cluster(cluster_zookeeper, tmp_path_factory.mktemp("cluster"), 3)
     try:
         c.start()
         yield c
     finally:
         c.close()
+
+
+@pytest.fixture
+def cluster3(_shared_cluster: Cluster) -> Cluster:
+    """Three brokers shared by the session's tests (starting them costs ~10-30 s here): a test
+    may stop or kill brokers; the next one gets them all running and registered again."""
+    c = _shared_cluster
+    for b in c.brokers.values():
+        if not b.running:
+            b.start()
+    c.wait_metadata(lambda md: len(md.brokers) == len(c.brokers) and md.controller_id > 0)
+    return c
+
+
+SLOW = pytest.mark.skipif(
+    not os.environ.get("ODRADEK_SLOW"),
+    reason="a long cluster run: set ODRADEK_SLOW=1 (make test-cluster-slow)",
+)
+"""With ``@pytest.mark.slow``: run only when ODRADEK_SLOW is set."""

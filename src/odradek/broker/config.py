@@ -420,11 +420,6 @@ BROKER_KEYS: dict[str, ConfigKey] = {
         _k("controlled.shutdown.max.retries", _int(0), 3),
         _k("controlled.shutdown.retry.backoff.ms", _int(0), 5000),
         _k("controller.socket.timeout.ms", _int(1), 30000),
-        _k("replica.lag.time.max.ms", _int(1), 30000),
-        _k("replica.fetch.wait.max.ms", _int(0), 500),
-        _k("replica.fetch.min.bytes", _int(1), 1),
-        _k("replica.fetch.backoff.ms", _int(0), 1000),
-        _k("replica.high.watermark.checkpoint.interval.ms", _int(1), 5000),
         _k("num.replica.fetchers", _int(1), 1),
         _k("request.timeout.ms", _int(1), 30000),
     ]
@@ -519,11 +514,6 @@ class BrokerConfig:
     controlled_shutdown_max_retries: int
     controlled_shutdown_retry_backoff_ms: int
     controller_socket_timeout_ms: int
-    replica_lag_time_max_ms: int
-    replica_fetch_wait_max_ms: int
-    replica_fetch_min_bytes: int
-    replica_fetch_backoff_ms: int
-    replica_high_watermark_checkpoint_interval_ms: int
     num_replica_fetchers: int
     request_timeout_ms: int
 

@@ -7,6 +7,8 @@ from __future__ import annotations
 from collections.abc import Coroutine, Mapping
 from typing import Any, TypeVar
 
+from kio.schema.errors import ErrorCode
+
 from odradek.broker.metadata_store import MetadataStore
 from odradek.broker.replica_manager import ReplicaManager
 from odradek.broker.topic_admin import TopicAdmin
@@ -40,7 +42,9 @@ class BrokerPartitionWriter:
         metadata: MetadataStore,
         replicas: ReplicaManager,
         topic_admin: TopicAdmin,
+        commit_timeout_ms: int = 5000,
     ) -> None:
+        self._commit_timeout_ms = commit_timeout_ms
         self._metadata = metadata
         self._replicas = replicas
         self._topic_admin = topic_admin
@@ -76,6 +80,8 @@ class BrokerPartitionWriter:
         handle = self._replicas.get_partition(topic, partition)
         if handle is None:
             raise RuntimeError(f"{topic}-{partition} does not exist")
+        if handle.controller_managed and not handle.is_leader:
+            raise RuntimeError(f"{topic}-{partition} is not led by this broker")
         result = handle.log.append(records, handle.leader_epoch)
         if records[22] & 0x10 and not records[22] & 0x20:  # a transactional data batch
             pid = int.from_bytes(records[43:51], "big", signed=True)
@@ -87,6 +93,19 @@ class BrokerPartitionWriter:
             for listener in listeners:
                 listener(partition, hw)
         return result.base_offset
+
+    async def wait_replicated(self, topic: str, partition: int, end_offset: int) -> bool:
+        """In a cluster: acks=all for the coordinator's own appends (commits survive the loss
+        of the leader), within ``offsets.commit.timeout.ms``."""
+        handle = self._replicas.get_partition(topic, partition, create=False)
+        if handle is None:
+            return False
+        if not handle.controller_managed:
+            return True
+        code = await self._replicas.wait_for_acks(
+            handle, end_offset, 1, self._commit_timeout_ms / 1000
+        )
+        return code == ErrorCode.none
 
     def flush(self, topic: str, partition: int) -> None:
         handle = self._replicas.get_partition(topic, partition, create=False)

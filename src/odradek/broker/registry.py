@@ -21,6 +21,7 @@ from odradek.broker.apis import (
     add_partitions_to_txn,
     alter_configs,
     alter_partition,
+    alter_partition_reassignments,
     api_versions,
     controlled_shutdown,
     create_partitions,
@@ -32,6 +33,7 @@ from odradek.broker.apis import (
     describe_configs,
     describe_groups,
     describe_transactions,
+    elect_leaders,
     end_txn,
     fetch,
     find_coordinator,
@@ -43,6 +45,7 @@ from odradek.broker.apis import (
     leave_group,
     list_groups,
     list_offsets,
+    list_partition_reassignments,
     list_transactions,
     metadata,
     offset_commit,
@@ -110,6 +113,9 @@ API_SPECS: tuple[ApiSpec, ...] = (
     update_metadata.API,
     controlled_shutdown.API,
     alter_partition.API,
+    elect_leaders.API,
+    alter_partition_reassignments.API,
+    list_partition_reassignments.API,
 )
 
 

@@ -42,7 +42,7 @@ from odradek.broker.purgatory import Purgatory
 from odradek.broker.registry import load_registry
 from odradek.broker.replica_manager import ReplicaManager, ReplicationConfig, write_snapshots
 from odradek.broker.services import BrokerServices
-from odradek.broker.topic_admin import TopicAdmin
+from odradek.broker.topic_admin import OFFSETS_TOPIC, TopicAdmin
 from odradek.broker.txn_markers import TxnMarkerAppender
 from odradek.clock import Clock, SystemClock
 from odradek.coordinator import CoordinatorConfig, GroupConfig, GroupCoordinator
@@ -258,13 +258,16 @@ class Broker:
             self.data_dir,
             clock=self.clock,
             replication=ReplicationConfig.from_broker_config(cfg),
+            alter_partition_manager=(
+                None if self.cluster is None else self.cluster.alter_partition_manager
+            ),
         )
         self.topic_admin = TopicAdmin(
             cfg, metadata, self.replica_manager, replicated=self.cluster is not None
         )
         self.producer_ids = ProducerIdManager(metadata)
         self.coordinator_writer = BrokerPartitionWriter(
-            metadata, self.replica_manager, self.topic_admin
+            metadata, self.replica_manager, self.topic_admin, cfg.offsets_commit_timeout_ms
         )
         self.group_coordinator = self.new_group_coordinator()
         self.txn_markers = TxnMarkerAppender(self.replica_manager, self.purgatory, self.clock)
@@ -276,6 +279,21 @@ class Broker:
             self.producer_ids.allocate,
             self.txn_markers.append_markers,
         )
+        if self.cluster is not None:
+            # the coordinator of a group is the leader of its __consumer_offsets partition
+            coordinator = self.group_coordinator
+            coordinator.follow_partition_leadership()
+
+            def offsets_leadership(
+                became_leader: list[tuple[str, int, int]],
+                became_follower: list[tuple[str, int, int]],
+            ) -> None:
+                led = [p for t, p, _ in became_leader if t == OFFSETS_TOPIC]
+                followed = [p for t, p, _ in became_follower if t == OFFSETS_TOPIC]
+                if led or followed:
+                    coordinator.on_leadership_change(led, followed)
+
+            self.replica_manager.add_leadership_listener(offsets_leadership)
         self._services = BrokerServices(
             config=cfg,
             clock=self.clock,

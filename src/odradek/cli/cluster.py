@@ -131,30 +131,42 @@ def down(dir_: Dir = DEFAULT_DIR) -> None:
     typer.echo("cluster stopped")
 
 
-def metadata(bootstrap: str, timeout: float = 10.0) -> Any:
-    """A Metadata v12 answer (all topics) from the first reachable bootstrap server."""
-    from kio.schema.metadata.v12.request import MetadataRequest
-
+def send(servers: str, request: Any, timeout: float = 30.0) -> Any:
+    """``request`` (a kio request entity) to the first of ``servers`` that answers; its response."""
     from odradek.protocol.messages import decode_response, encode_request
 
-    frame = encode_request(
-        MetadataRequest(
-            topics=None, allow_auto_topic_creation=False, include_topic_authorized_operations=False
-        ),
-        correlation_id=1,
-        client_id="odradek-cluster-status",
-    )
+    frame = encode_request(request, correlation_id=1, client_id="odradek-cli")
+    key, version = int(request.__api_key__), int(request.__version__)
     last: Exception | None = None
-    for server in bootstrap.split(","):
+    for server in servers.split(","):
         host, _, port = server.strip().rpartition(":")
         try:
             with socket.create_connection((host or "127.0.0.1", int(port)), timeout=timeout) as s:
                 s.sendall(frame)
                 size = struct.unpack(">i", _read(s, 4))[0]
-                return decode_response(3, 12, _read(s, size), header=True)
+                return decode_response(key, version, _read(s, size), header=True)
         except (OSError, ValueError) as exc:
             last = exc
-    raise ConnectionError(f"no broker of {bootstrap} answered: {last}")
+    raise ConnectionError(f"no broker of {servers} answered: {last}")
+
+
+def metadata(bootstrap: str, timeout: float = 10.0) -> Any:
+    """A Metadata v12 answer (all topics) from the first reachable bootstrap server."""
+    from kio.schema.metadata.v12.request import MetadataRequest
+
+    request = MetadataRequest(
+        topics=None, allow_auto_topic_creation=False, include_topic_authorized_operations=False
+    )
+    return send(bootstrap, request, timeout)
+
+
+def to_controller(bootstrap: str, request: Any, timeout: float = 60.0) -> Any:
+    """``request`` to the active controller (found through Metadata)."""
+    md = metadata(bootstrap)
+    for b in md.brokers:
+        if b.node_id == md.controller_id:
+            return send(f"{b.host}:{b.port}", request, timeout)
+    raise ConnectionError("the cluster has no controller")
 
 
 def _read(s: socket.socket, n: int) -> bytes:

@@ -6,10 +6,13 @@
     odradek topics alter T [--partitions N] [--config k=v ...] [--delete-config k ...]
     odradek topics delete T [T ...]
     odradek topics explain-retention T [--log-dirs DIRS] [--retention-check-interval-ms MS]
+    odradek topics reassign T P=B1,B2,... [P=...]      (a cluster: move replicas, data included)
+    odradek topics elect-leaders [T ...] [--partition P] [--unclean]
 """
 
 from __future__ import annotations
 
+import datetime
 from typing import Annotated
 
 import typer
@@ -221,3 +224,106 @@ def explain_retention(
             f"DueAt: {when(e.deletable_at_ms)}\tDeletedBy: {when(e.deleted_by_ms)}"
         )
         typer.echo(f"\t\t{e.detail}")
+
+
+def _parse_assignment(items: list[str]) -> dict[int, list[int]]:
+    out: dict[int, list[int]] = {}
+    for item in items:
+        p, sep, brokers = item.partition("=")
+        try:
+            if not sep:
+                raise ValueError
+            out[int(p)] = [int(b) for b in brokers.split(",") if b.strip()]
+        except ValueError:
+            fail(f"{item!r}: expected PARTITION=BROKER,BROKER,...", 2)
+    return out
+
+
+@app.command()
+def reassign(
+    topic: Annotated[str, typer.Argument(help="Topic name.")],
+    assignment: Annotated[list[str], typer.Argument(help="PARTITION=BROKER,BROKER,... (first: preferred leader).")],
+    cancel: Annotated[bool, typer.Option("--cancel", help="Cancel the reassignment of these partitions.")] = False,
+    bootstrap_server: Bootstrap = DEFAULT_BOOTSTRAP,
+) -> None:
+    """Move partitions' replicas to other brokers (AlterPartitionReassignments to the controller)."""
+    from kio.schema.alter_partition_reassignments.v0 import request as r
+
+    from odradek.cli.cluster import to_controller
+
+    wanted = _parse_assignment(assignment)
+    request = r.AlterPartitionReassignmentsRequest(
+        timeout=datetime.timedelta(seconds=30),  # type: ignore[arg-type]
+        topics=(
+            r.ReassignableTopic(
+                name=topic,  # type: ignore[arg-type]
+                partitions=tuple(
+                    r.ReassignablePartition(
+                        partition_index=p,  # type: ignore[arg-type]
+                        replicas=None if cancel else tuple(b for b in brokers),  # type: ignore[misc]
+                    )
+                    for p, brokers in sorted(wanted.items())
+                ),
+            ),
+        ),
+    )
+    try:
+        response = to_controller(bootstrap_server, request)
+    except ConnectionError as exc:
+        fail(str(exc))
+        return
+    if response.error_code != 0:
+        fail(f"{response.error_code.name}: {response.error_message or ''}")
+    failed = False
+    for t in response.responses:
+        for p in t.partitions:
+            what = "OK" if p.error_code == 0 else f"{p.error_code.name} {p.error_message or ''}"
+            failed |= p.error_code != 0
+            typer.echo(f"{t.name}-{p.partition_index}: {what}")
+    if failed:
+        raise typer.Exit(1)
+
+
+@app.command("elect-leaders")
+def elect_leaders(
+    topics: Annotated[list[str] | None, typer.Argument(help="Topics (default: every partition).")] = None,
+    partition: Annotated[list[int] | None, typer.Option("--partition", "-p", help="Only these partitions.")] = None,
+    unclean: Annotated[bool, typer.Option("--unclean", help="Unclean election (may lose records).")] = False,
+    bootstrap_server: Bootstrap = DEFAULT_BOOTSTRAP,
+) -> None:
+    """Elect the preferred replica (or, --unclean, any live replica) as leader (ElectLeaders)."""
+    from kio.schema.elect_leaders.v2 import request as r
+
+    from odradek.cli.cluster import metadata, to_controller
+
+    selected = None
+    if topics:
+        try:
+            md = metadata(bootstrap_server)
+        except ConnectionError as exc:
+            fail(str(exc))
+            return
+        counts = {t.name: len(t.partitions) for t in md.topics}
+        selected = tuple(
+            r.TopicPartitions(
+                topic=t,  # type: ignore[arg-type]
+                partitions=tuple(partition or range(counts.get(t, 0))),  # type: ignore[arg-type]
+            )
+            for t in topics
+        )
+    request = r.ElectLeadersRequest(
+        election_type=1 if unclean else 0,  # type: ignore[arg-type]
+        topic_partitions=selected,
+        timeout=datetime.timedelta(seconds=30),  # type: ignore[arg-type]
+    )
+    try:
+        response = to_controller(bootstrap_server, request)
+    except ConnectionError as exc:
+        fail(str(exc))
+        return
+    if response.error_code != 0:
+        fail(response.error_code.name)
+    for result in response.replica_election_results:
+        for p in result.partition_result:
+            what = "OK" if p.error_code == 0 else p.error_code.name
+            typer.echo(f"{result.topic}-{p.partition_id}: {what}")

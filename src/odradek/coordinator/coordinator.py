@@ -15,7 +15,9 @@ and replayed. That is Kafka's own contract for a single broker (Kafka relies on 
 not fsync; ``log.flush.interval.messages`` defaults to never). The knob is Kafka's topic
 config ``flush.messages`` on ``__consumer_offsets``: with ``flush.messages=1`` every commit
 is also fsynced before it is acknowledged. Then commits that arrive together are grouped
-(group commit): one append per partition and one fsync per log for all of them.
+(group commit): one append per partition and one fsync per log for all of them. In a
+cluster (``follow_partition_leadership``) commits go through the same group commit and are
+acknowledged once the partition's ISR has them (acks=all, ``PartitionWriter.wait_replicated``).
 
 Snapshots. Storage does not compact ``__consumer_offsets``, so without help every commit
 would be replayed at every start. When a partition has had many more records appended than
@@ -471,7 +473,7 @@ class GroupCoordinator:
         """Make ``records`` durable (see module docstring), then replay them."""
         if not records:
             return
-        if not self._fsync_commits():
+        if not self._fsync_commits() and not self._partitioned:
             self._append(records)
             for r in records:
                 self.manager.replay(r)
@@ -494,9 +496,16 @@ class GroupCoordinator:
             all_records = [r for records, _ in pending for r in records]
             try:
                 partitions = self._append(all_records)
-                for p in partitions:
-                    self.writer.flush(OFFSETS_TOPIC, p)
-                    self.fsyncs += 1
+                if self._fsync_commits():
+                    for p in partitions:
+                        self.writer.flush(OFFSETS_TOPIC, p)
+                        self.fsyncs += 1
+                if self._partitioned:  # in a cluster: committed by the ISR (acks=all)
+                    for p in partitions:
+                        plog = self.writer.log(OFFSETS_TOPIC, p)
+                        end = plog.log_end_offset if plog is not None else 0
+                        if not await self.writer.wait_replicated(OFFSETS_TOPIC, p, end):
+                            raise RuntimeError(f"{OFFSETS_TOPIC}-{p}: not replicated in time")
             except Exception as exc:
                 log.exception("writing to %s failed", OFFSETS_TOPIC)
                 for _, fut in pending:

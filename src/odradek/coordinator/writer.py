@@ -53,6 +53,11 @@ class PartitionWriter(Protocol):
         0 when unknown."""
         ...
 
+    async def wait_replicated(self, topic: str, partition: int, end_offset: int) -> bool:
+        """Wait (bounded) until the records before ``end_offset`` are committed by the
+        partition's ISR (acks=all); whether they are. True at once without replication."""
+        ...
+
     def add_high_watermark_listener(self, topic: str, listener: HighWatermarkListener) -> None:
         """Call ``listener`` whenever the high watermark of one of ``topic``'s partitions
         moves (alone: after every append, as the high watermark follows the log end)."""

@@ -138,9 +138,7 @@ def request_codec(api_key: int, api_version: int) -> RequestCodec | None:
         pass
     cls = request_class(api_key, api_version)
     entry = None
-    if cls is None:
-        entry = _inter_broker_codec(api_key, api_version)
-    elif cls is not None:
+    if cls is not None:
         flexible = bool(cls.__flexible__)
         entry = RequestCodec(
             entity_reader(cls),
@@ -158,22 +156,6 @@ def request_codec(api_key: int, api_version: int) -> RequestCodec | None:
     if len(_request_codecs) < _CACHE_LIMIT:
         _request_codecs[key] = entry
     return entry
-
-
-def _no_reader(frame: Any, pos: int) -> tuple[Any, int]:
-    raise UnsupportedVersionError(-1, -1)
-
-
-def _inter_broker_codec(api_key: int, api_version: int) -> RequestCodec | None:
-    """LeaderAndIsr, StopReplica, UpdateMetadata, ControlledShutdown (not in kio): flexible in
-    every version odradek serves (request header v2, response header v1); the API module
-    brings its own body decoder (``ApiSpec.decoder``)."""
-    from odradek.protocol.inter_broker import SUPPORTED_VERSIONS
-
-    versions = SUPPORTED_VERSIONS.get(api_key)
-    if versions is None or not versions[0] <= api_version <= versions[1]:
-        return None
-    return RequestCodec(_no_reader, 2, 1)
 
 
 def decode_request(frame: bytes | bytearray | memoryview) -> tuple[RequestHeaderInfo, Any]:

@@ -1,0 +1,21 @@
+"""ElectLeaders (43): preferred or unclean leader election for the given partitions (all when null).
+
+Answered by the active controller (``odradek.controller.admin``); other brokers answer
+NOT_CONTROLLER.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from odradek.broker.api import ApiSpec, RequestContext
+from odradek.broker.apis._controller_admin import controller_call
+
+__all__ = ["API", "handle"]
+
+
+async def handle(ctx: RequestContext, request: Any) -> Any:
+    return await controller_call(ctx, request, "elect_leaders_request")
+
+
+API = ApiSpec(key=43, name="ElectLeaders", min_version=0, max_version=2, handler=handle)

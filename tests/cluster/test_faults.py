@@ -1,0 +1,156 @@
+"""Long fault runs on the shared three-broker cluster (``@pytest.mark.slow``, ODRADEK_SLOW=1):
+
+* **F3**: an idempotent acks=all producer while the leader of partition 0 is SIGKILLed and
+  restarted several times: 0 lost, 0 duplicated, 0 reordered;
+* **F7**: with ``unclean.leader.election.enable=true`` a replica outside the ISR becomes leader
+  and the records only the old leader had are gone: the checker reports them (a control run
+  on real data: the checker can fail);
+* **controlled shutdown** of each broker in turn under load: the producer sees no
+  non-retriable error and loses nothing.
+"""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+from confluent_kafka import Producer
+from confluent_kafka.admin import AdminClient, NewTopic
+
+from .checker import Ack, check
+from .conftest import SLOW, Cluster
+from .test_failover import read_back
+
+pytestmark = [pytest.mark.interop, pytest.mark.slow, SLOW]
+
+
+class Recorder:
+    def __init__(self, bootstrap: str, topic: str, partitions: int, **settings: object) -> None:
+        config: dict[str, object] = {
+            "bootstrap.servers": bootstrap,
+            "acks": "all",
+            "enable.idempotence": True,
+            "linger.ms": 5,
+            "message.timeout.ms": 120_000,
+            "topic.metadata.refresh.interval.ms": 1000,
+            **settings,
+        }
+        self.producer = Producer(config)
+        self.topic = topic
+        self.partitions = partitions
+        self.acks: list[Ack] = []
+        self.errors: list[str] = []
+        self.sent = 0
+
+    def _on_delivery(self, err: object, msg: object) -> None:
+        if err is not None:
+            self.errors.append(str(err))
+        else:
+            self.acks.append(Ack(msg.partition(), msg.offset(), msg.value()))  # type: ignore[attr-defined]
+
+    def send(self, n: int, tag: str) -> None:
+        for _ in range(n):
+            p = self.sent % self.partitions
+            self.producer.produce(
+                self.topic,
+                f"{tag}-{self.sent}".encode(),
+                partition=p,
+                on_delivery=self._on_delivery,
+            )
+            self.sent += 1
+            self.producer.poll(0)
+
+    def flush(self, timeout: float) -> None:
+        assert self.producer.flush(timeout) == 0, (
+            f"unacknowledged records; errors {self.errors[:5]}"
+        )
+
+
+def _create(c: Cluster, topic: NewTopic) -> None:
+    admin = AdminClient({"bootstrap.servers": c.bootstrap_servers})
+    for f in admin.create_topics([topic], request_timeout=30).values():
+        f.result(timeout=30)
+
+
+def test_f3_repeated_leader_sigkill(cluster3: Cluster) -> None:
+    topic = "f3"
+    _create(cluster3, NewTopic(topic, 3, 3, config={"min.insync.replicas": "2"}))
+    cluster3.wait_metadata(lambda md: len(cluster3.partitions(md, topic)) == 3)
+    rec = Recorder(cluster3.bootstrap_servers, topic, 3)
+    for round_ in range(4):
+        rec.send(200, f"r{round_}")
+        md = cluster3.metadata()
+        victim = cluster3.partitions(md, topic)[0].leader_id
+        cluster3.brokers[victim].kill()
+        cluster3.wait_metadata(
+            lambda md, v=victim: cluster3.partitions(md, topic)[0].leader_id not in (-1, v)
+        )
+        rec.send(200, f"r{round_}-after")
+        rec.flush(120)
+        cluster3.brokers[victim].start()
+        cluster3.wait_metadata(
+            lambda md: all(len(p.isr_nodes) == 3 for p in cluster3.partitions(md, topic).values()),
+            timeout=60,
+        )
+    assert not rec.errors, rec.errors[:5]
+    log = read_back(cluster3.bootstrap_servers, topic, 3)
+    result = check(rec.acks, log)
+    assert result.ok, result.summary()
+    assert result.acked == 1600
+
+
+def test_f7_unclean_election_loses_records_and_the_checker_says_so(cluster3: Cluster) -> None:
+    topic = "f7"
+    _create(
+        cluster3,
+        NewTopic(
+            topic,
+            num_partitions=1,  # confluent-kafka's spelling for "as the assignment says"
+            replica_assignment=[[1, 2]],
+            config={"unclean.leader.election.enable": "true", "min.insync.replicas": "1"},
+        ),
+    )
+    cluster3.wait_metadata(lambda md: sorted(cluster3.partitions(md, topic)[0].isr_nodes) == [1, 2])
+    rec = Recorder(cluster3.bootstrap_servers, topic, 1, **{"enable.idempotence": False})
+    rec.send(50, "both")
+    rec.flush(30)
+    cluster3.brokers[2].kill()  # the follower goes away; broker 1 leads alone
+    cluster3.wait_metadata(lambda md: cluster3.partitions(md, topic)[0].isr_nodes == (1,))
+    rec.send(50, "only-on-1")
+    rec.flush(30)
+    cluster3.brokers[1].kill()
+    cluster3.brokers[2].start()  # the only live replica, outside the ISR: unclean election
+    cluster3.wait_metadata(lambda md: cluster3.partitions(md, topic)[0].leader_id == 2, timeout=30)
+    cluster3.brokers[1].start()
+    cluster3.wait_metadata(
+        lambda md: sorted(cluster3.partitions(md, topic)[0].isr_nodes) == [1, 2], timeout=60
+    )
+    log = read_back(cluster3.bootstrap_servers, topic, 1)
+    result = check(rec.acks, log)
+    assert not result.ok
+    assert {a.value.split(b"-")[0] for a in result.lost} == {b"only"}
+    assert len(result.lost) == 50, result.summary()
+
+
+def test_controlled_shutdown_of_each_broker_under_load(cluster3: Cluster) -> None:
+    topic = "rolling"
+    _create(cluster3, NewTopic(topic, 3, 3, config={"min.insync.replicas": "2"}))
+    cluster3.wait_metadata(lambda md: len(cluster3.partitions(md, topic)) == 3)
+    rec = Recorder(cluster3.bootstrap_servers, topic, 3)
+    for broker_id in sorted(cluster3.brokers):
+        rec.send(300, f"before-{broker_id}")
+        started = time.monotonic()
+        cluster3.brokers[broker_id].stop()
+        took = time.monotonic() - started
+        assert took < 10, f"stopping broker {broker_id} took {took:.1f} s"
+        rec.send(300, f"without-{broker_id}")
+        rec.flush(60)
+        cluster3.brokers[broker_id].start()
+        cluster3.wait_metadata(
+            lambda md: all(len(p.isr_nodes) == 3 for p in cluster3.partitions(md, topic).values()),
+            timeout=60,
+        )
+    assert not rec.errors, rec.errors[:5]
+    log = read_back(cluster3.bootstrap_servers, topic, 3)
+    result = check(rec.acks, log)
+    assert result.ok, result.summary()
