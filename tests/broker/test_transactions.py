@@ -305,6 +305,7 @@ async def test_restart_completes_a_prepared_commit(tmp_path: Any) -> None:
         TransactionLogRecord,
         TransactionLogValue,
         encode_record,
+        partition_for,
     )
     from odradek.coordinator.transaction.state import TransactionState
 
@@ -344,6 +345,10 @@ async def test_restart_completes_a_prepared_commit(tmp_path: Any) -> None:
             b, 25, 3, transactional_id="r1", producer_id=pid, producer_epoch=epoch, group_id="g"
         )
         assert int(r.error_code) == 0
+        b.group_coordinator.fetch_offsets("g", None)  # creates __consumer_offsets
+        offsets_partition = b.partition("__consumer_offsets", partition_for("g", 3))
+        assert offsets_partition is not None
+        assert not offsets_partition.producer_state().in_transaction(pid)  # loaded, empty
         p = req(
             28,
             3,
@@ -368,6 +373,8 @@ async def test_restart_completes_a_prepared_commit(tmp_path: Any) -> None:
             topics=(tt,),
         )
         assert int(r.topics[0].partitions[0].error_code) == 0
+        # the offsets went to the group's partition as a transactional batch of the producer
+        assert offsets_partition.producer_state().in_transaction(pid)
         now = int(time.time() * 1000)
         batch = build_batch(
             [(None, b"v", (), now)],
@@ -420,5 +427,105 @@ async def test_restart_completes_a_prepared_commit(tmp_path: Any) -> None:
         assert int(error) == 0
         om = offsets[0][1][0][1]
         assert om is not None and om.offset == 7
+        offsets_partition = b.partition("__consumer_offsets", partition_for("g", 3))
+        assert offsets_partition is not None
+        assert not offsets_partition.producer_state().in_transaction(pid)
+    finally:
+        await b.stop()
+
+
+async def test_timeout_abort_and_deleted_partition(tmp_path: Any) -> None:
+    """With a manual clock: an open transaction past its transaction.timeout.ms is aborted
+    with the epoch bumped (its producer is fenced, the LSO is released, the abort is listed);
+    a transaction whose partition's topic was deleted meanwhile still completes."""
+    from odradek.broker.config import BrokerConfig
+    from odradek.broker.server import Broker
+    from odradek.clock import ManualClock
+    from odradek.coordinator.transaction.state import TransactionState
+
+    clock = ManualClock()
+    config = BrokerConfig.from_properties(
+        {"listeners": "PLAINTEXT://127.0.0.1:0", "log.dirs": str(tmp_path)}
+    )
+    b = Broker(config, clock)
+    await b.start()
+    try:
+        b.create_topic("t", 1)
+        b.create_topic("gone", 1)
+
+        async def begin(txn_id: str, topic: str, timeout_ms: int) -> tuple[int, int]:
+            r = await _call(
+                b,
+                22,
+                4,
+                transactional_id=txn_id,
+                transaction_timeout=ms(timeout_ms),
+                producer_id=-1,
+                producer_epoch=-1,
+            )
+            pid, epoch = int(r.producer_id), int(r.producer_epoch)
+            t = req(24, 3, "AddPartitionsToTxnTopic", name=topic, partitions=(0,))
+            r = await _call(
+                b,
+                24,
+                3,
+                v3_and_below_transactional_id=txn_id,
+                v3_and_below_producer_id=pid,
+                v3_and_below_producer_epoch=epoch,
+                v3_and_below_topics=(t,),
+            )
+            assert (
+                int(r.results_by_topic_v3_and_below[0].results_by_partition[0].partition_error_code)
+                == 0
+            )
+            batch = build_batch(
+                [(None, b"v", (), clock.now_ms())],
+                producer_id=pid,
+                producer_epoch=epoch,
+                base_sequence=0,
+                is_transactional=True,
+            )
+            pd = req(0, 8, "PartitionProduceData", index=0, records=batch)
+            td = req(0, 8, "TopicProduceData", name=topic, partition_data=(pd,))
+            r = await _call(
+                b, 0, 8, transactional_id=txn_id, acks=-1, timeout=ms(5000), topic_data=(td,)
+            )
+            assert int(r.responses[0].partition_responses[0].error_code) == 0
+            return pid, epoch
+
+        pid, epoch = await begin("slow", "t", 5000)
+        part = b.partition("t", 0)
+        assert part is not None
+        state = part.producer_state()
+        assert state.last_stable_offset(part.high_watermark) == 0
+        clock.advance(4000)
+        assert await b.txn_coordinator.abort_timed_out_transactions() == 0
+        clock.advance(1001)
+        assert await b.txn_coordinator.abort_timed_out_transactions() == 1
+        m = b.txn_coordinator.manager.transactions["slow"]
+        assert (m.state, m.producer_epoch) == (TransactionState.COMPLETE_ABORT, epoch + 1)
+        assert state.last_stable_offset(part.high_watermark) == part.high_watermark == 2
+        assert [(a.producer_id, a.first_offset) for a in state.aborted_transactions(0, 2)] == [
+            (pid, 0)
+        ]
+        r = await _call(
+            b, 26, 3, transactional_id="slow", producer_id=pid, producer_epoch=epoch, committed=True
+        )
+        assert int(r.error_code) == 90  # PRODUCER_FENCED: the timed-out producer is fenced
+
+        pid, epoch = await begin("orphan", "gone", 60000)
+        await b.topic_admin.delete_topic("gone")
+        r = await _call(
+            b,
+            26,
+            3,
+            transactional_id="orphan",
+            producer_id=pid,
+            producer_epoch=epoch,
+            committed=True,
+        )
+        assert int(r.error_code) == 0
+        m = b.txn_coordinator.manager.transactions["orphan"]
+        assert m.state is TransactionState.COMPLETE_COMMIT
     finally:
         await b.stop()

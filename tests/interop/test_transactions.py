@@ -2,7 +2,8 @@
 
 confluent-kafka's transactional producer commits, aborts, is fenced by a second instance of
 its transactional.id, and runs a consume-transform-produce loop with
-``send_offsets_to_transaction``; aiokafka's transactional producer commits and aborts;
+``send_offsets_to_transaction``; aiokafka's and kafka-python's transactional producers commit
+and abort;
 confluent-kafka, kafka-python and aiokafka read_committed consumers never see an aborted or
 an open transaction's records; a broker SIGKILLed in the middle of transactions restarts with
 them still invisible, and its transaction coordinator aborts them (fencing by a new instance,
@@ -285,6 +286,31 @@ def test_aiokafka_transactional_producer(broker: BrokerProcess) -> None:
     visible = sorted(_vals("c", 10) + _vals("d", 4))
     assert asyncio.run(_read_aiokafka(bootstrap, topic, len(visible))) == visible
     assert len(_read_confluent(bootstrap, topic, "read_uncommitted")) == 24
+
+
+def test_kafka_python_transactional_producer(broker: BrokerProcess) -> None:
+    from kafka import KafkaProducer
+
+    bootstrap = broker.bootstrap_servers
+    topic = unique_topic("kptxn")
+    create_topic(bootstrap, topic, PARTITIONS)
+    p = KafkaProducer(bootstrap_servers=bootstrap, transactional_id=f"txn-{topic}")
+    try:
+        p.init_transactions()
+        for prefix, commit in (("c", True), ("a", False), ("d", True)):
+            p.begin_transaction()
+            for i, v in enumerate(_vals(prefix, 6)):
+                p.send(topic, v, partition=i % PARTITIONS)
+            p.flush()
+            if commit:
+                p.commit_transaction()
+            else:
+                p.abort_transaction()
+    finally:
+        p.close()
+    visible = sorted(_vals("c", 6) + _vals("d", 6))
+    assert _read_kafka_python(bootstrap, topic, len(visible)) == visible
+    assert len(_read_confluent(bootstrap, topic, "read_uncommitted")) == 18
 
 
 def test_broker_killed_mid_transaction(fresh_broker: BrokerProcess) -> None:

@@ -71,7 +71,7 @@ class BrokerPartitionWriter:
         if handle is None:
             raise RuntimeError(f"{topic}-{partition} does not exist")
         result = handle.log.append(records, handle.leader_epoch)
-        if records[21] & 0x10 and not records[21] & 0x20:  # a transactional data batch
+        if records[22] & 0x10 and not records[22] & 0x20:  # a transactional data batch
             pid = int.from_bytes(records[43:51], "big", signed=True)
             handle.producer_state().append_txn_data(pid, result.base_offset)
         listeners = self._listeners.get(topic)
