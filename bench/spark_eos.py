@@ -7,8 +7,9 @@ One broker process and one local[2] SparkSession. The source topic (2 partitions
 values) is filled once; each run is a fresh streaming query (new checkpoint, new output topic
 of 3 partitions) with ``trigger(availableNow=True)`` and ``maxOffsetsPerTrigger`` =
 records / batches, writing through ``format("odradek")`` with ``exactlyOnce`` true
-(transactions, two-phase commit) or false (idempotent producer, at-least-once). Runs
-alternate between the two modes, --repeat times each; the median is reported with the ratio.
+(transactions, two-phase commit) or false (idempotent producer, at-least-once). After one
+uncounted warm-up run of each, runs alternate between the two modes, --repeat times each; the
+median is reported with the ratio.
 Not a test.
 """
 
@@ -49,7 +50,9 @@ def main() -> None:
         spark = local_session()
         results: dict[str, list[float]] = {"exactly-once": [], "at-least-once": []}
         n = 0
-        for _ in range(args.repeat):
+        # one uncounted run of each mode first: JVM, Python workers and the transaction
+        # coordinator's partitions warm up
+        for rep in range(args.repeat + 1):
             for mode in results:
                 n += 1
                 out = f"eos-out-{n}"
@@ -76,8 +79,9 @@ def main() -> None:
                 dt = time.perf_counter() - t
                 rows = sum(p["numInputRows"] for p in q.recentProgress)
                 assert rows == args.records, rows
-                results[mode].append(rows / dt)
-                print(f"{mode}: {rows / dt:,.0f} rows/s ({dt:.1f} s)", flush=True)
+                if rep:
+                    results[mode].append(rows / dt)
+                print(f"{mode}: {rows / dt:,.0f} rows/s ({dt:.1f} s){'' if rep else ' (warm-up)'}", flush=True)
         med = {m: statistics.median(v) for m, v in results.items()}
         print(json.dumps({"records": args.records, "batches": args.batches, "median_rows_per_s": med,
                           "ratio_eos_over_alo": med["exactly-once"] / med["at-least-once"]}, indent=1))

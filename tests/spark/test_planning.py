@@ -49,8 +49,20 @@ def test_defaults_batch_and_streaming() -> None:
 
 def test_kafka_prefix_is_stripped_into_client_config() -> None:
     o = src(subscribe="a", **{"kafka.client.id": "x", "KAFKA.Linger.Ms": "5"})
-    assert o.config == {"bootstrap.servers": "127.0.0.1:9092", "client.id": "x", "linger.ms": "5"}
+    assert o.config == {"bootstrap.servers": "127.0.0.1:9092", "client.id": "x", "linger.ms": "5",
+                        "isolation.level": "read_committed"}
     pickle.loads(pickle.dumps(o))
+
+
+def test_isolation_level_defaults_to_read_committed() -> None:
+    assert src(subscribe="a").read_committed
+    o = src(subscribe="a", **{"kafka.isolation.level": "READ_UNCOMMITTED"})
+    assert not o.read_committed and o.config["isolation.level"] == "read_uncommitted"
+    with pytest.raises(OptionError, match=r"kafka\.isolation\.level"):
+        src(subscribe="a", **{"kafka.isolation.level": "snapshot"})
+    assert src(True, subscribe="a", commitOffsetsToGroup=" g ").commit_offsets_to_group == "g"
+    with pytest.raises(OptionError, match="commitOffsetsToGroup"):
+        src(False, subscribe="a", commitOffsetsToGroup="g")
 
 
 @pytest.mark.parametrize(
