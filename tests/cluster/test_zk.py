@@ -221,7 +221,9 @@ def test_cluster_id_and_producer_id_blocks(clients: Callable[..., KafkaZkClient]
 def test_suspended_session_refuses_writes(clients: Callable[..., KafkaZkClient], zookeeper) -> None:  # type: ignore[no-untyped-def]
     from odradek.cluster.zk import NotConnectedError
 
-    c = clients(session_timeout_ms=10_000)
+    # the session must outlive ZooKeeper's restart (a JVM start: seconds, more on a loaded
+    # machine), or the client re-registers under a new session and a new broker epoch
+    c = clients(session_timeout_ms=40_000)
     epoch = c.register_broker(BrokerInfo(3, "127.0.0.1", 9000))
     zookeeper.kill()
     try:
@@ -230,6 +232,6 @@ def test_suspended_session_refuses_writes(clients: Callable[..., KafkaZkClient],
             c.create_delete_topic_path("t")
     finally:
         zookeeper.start()
-    assert c.wait_writable(15)
+    assert c.wait_writable(40)
     c.create_delete_topic_path("t")
     assert c.broker_epoch == epoch  # same session: same registration
