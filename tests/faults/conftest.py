@@ -1,0 +1,58 @@
+"""``faults_cluster``: three real broker processes on a real ZooKeeper (tests/cluster's
+``Cluster``), shared by the fault tests of a session, with a ZooKeeper session of 3 s (so a
+SIGSTOPped leader's session expires quickly) and a replica lag limit of 3 s.
+
+When cluster mode does not work (the brokers do not start with ``zookeeper.connect``, or never
+agree on a controller), the fault tests are skipped with what failed: they test faults of a
+working cluster. A test that stops, kills or freezes brokers leaves them so; the fixture gets
+every broker running (and thawed) and registered again for the next test.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from cluster.conftest import Cluster
+from odradek.cluster.zookeeper import ZooKeeperServer, zookeeper_available
+from odradek.testing.process import BrokerStartError
+
+_broken: list[str] = []
+
+
+@pytest.fixture(scope="session")
+def _faults_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
+    if not zookeeper_available():
+        pytest.skip("Debian's zookeeper package (or java) is not installed")
+    zk = ZooKeeperServer(Path(tmp_path_factory.mktemp("faults-zookeeper")))
+    zk.start()
+    c = Cluster(zk, tmp_path_factory.mktemp("faults"), 3)
+    try:
+        try:
+            c.start()
+        except (BrokerStartError, AssertionError) as exc:
+            _broken.append(f"cluster mode is not functional: {str(exc)[:2000]}")
+        yield c
+    finally:
+        c.close()
+        zk.stop()
+
+
+@pytest.fixture
+def faults_cluster(_faults_cluster: Cluster) -> Cluster:
+    if _broken:
+        pytest.skip(_broken[0])
+    c = _faults_cluster
+    for b in c.brokers.values():
+        if b.running and b.pid is not None:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(b.pid, signal.SIGCONT)
+        else:
+            b.start()
+    c.wait_metadata(lambda md: len(md.brokers) == len(c.brokers) and md.controller_id > 0)
+    return c
