@@ -73,6 +73,7 @@ class Cluster:
                     "offsets.topic.replication.factor": min(3, n),
                     "group.initial.rebalance.delay.ms": 0,
                     "offsets.topic.num.partitions": 3,
+                    "leader.imbalance.check.interval.seconds": 2,
                     **(settings or {}),
                 },
                 data_dir=tmp / f"broker-{i}",

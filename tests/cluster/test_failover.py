@@ -148,10 +148,12 @@ def test_leader_sigkill_keeps_every_acknowledged_record(cluster3: Cluster) -> No
     control = check(producer.acks, doctored)
     assert not control.ok and [a.value for a in control.lost] == [lost[1]]
 
-    # the killed broker comes back, catches up and rejoins the ISR
+    # the killed broker comes back, catches up and rejoins the ISR; auto.leader.rebalance
+    # gives it back the leadership of the partition it prefers
     cluster3.brokers[victim].start()
     cluster3.wait_metadata(
-        lambda md: all(len(p.isr_nodes) == 3 for p in cluster3.partitions(md, TOPIC).values()),
+        lambda md: all(len(p.isr_nodes) == 3 for p in cluster3.partitions(md, TOPIC).values())
+        and cluster3.partitions(md, TOPIC)[0].leader_id == victim,
         timeout=60,
     )
 

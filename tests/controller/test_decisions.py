@@ -125,6 +125,16 @@ def test_controller_failover_elects_offline_and_tells_everyone() -> None:
     assert all(r.controller_epoch == 6 for _, r in d.requests)
 
 
+def test_controller_failover_takes_dead_followers_out_of_the_isr() -> None:
+    # broker 3 died together with the previous controller: no broker-change event will say so
+    ctx = with_topic(context([1, 2, 3]), "t", {0: [1, 2, 3]})
+    ctx = replace(ctx, live_brokers=live(ctx, 1, 2), epoch=6)
+    ctx2, d = on_controller_failover(ctx)
+    assert ctx2.states[T0] == LeaderAndIsr(1, 1, (1, 2), 6, 1)
+    assert d.update_states[T0].isr == (1, 2)
+    assert sorted(leader_and_isr_to(d)) == [1, 2]
+
+
 def test_alter_partition_validation_and_write() -> None:
     ctx = with_topic(context([1, 2, 3]), "t", {0: [1, 2, 3]})
     item = AlterPartitionItem("t", 0, leader_epoch=0, new_isr=(1, 2), partition_epoch=0)

@@ -13,13 +13,14 @@ from collections.abc import Iterator
 
 import pytest
 
-from broker.wire import Wire, fetch_request, req
+from broker.wire import Wire, fetch_request, fetched_values, produce_request, req
 from odradek.testing.process import BrokerProcess
 
 from .controller import (
     FENCED_LEADER_EPOCH,
     NONE,
     NOT_ENOUGH_REPLICAS,
+    NOT_ENOUGH_REPLICAS_AFTER_APPEND,
     NOT_LEADER_OR_FOLLOWER,
     REQUEST_TIMED_OUT,
     STALE_CONTROLLER_EPOCH,
@@ -43,8 +44,9 @@ def cluster() -> Iterator[dict[int, BrokerProcess]]:
         yield procs
 
 
-@pytest.fixture
+@pytest.fixture(scope="module")
 def controller(cluster: dict[int, BrokerProcess]) -> Controller:
+    """One controller for the module: the brokers remember the newest controller epoch."""
     return Controller(cluster)
 
 
@@ -205,3 +207,43 @@ def test_epochs_are_fenced(cluster: dict[int, BrokerProcess], controller: Contro
     s = controller.stop_replica(2, t, 0, leader_epoch=6, delete=True)
     assert (s.error_code, s.partition_errors[0].error_code) == (NONE, NONE)
     assert produce(cluster[1], t, batch(b"alone"), timeout_ms=300)[0] == REQUEST_TIMED_OUT
+
+
+def test_not_enough_replicas_after_append_when_the_isr_shrinks_meanwhile(
+    cluster: dict[int, BrokerProcess], controller: Controller
+) -> None:
+    t = topic_name()
+    # broker 2 is in the ISR but not told to follow: nothing will fetch for it
+    r = controller.leader_and_isr(1, t, 0, leader=1, leader_epoch=0, isr=[1, 2], replicas=[1, 2, 3])
+    assert r.partition_errors[0].error_code == NONE
+    with Wire(cluster[1].bootstrap_servers, timeout=30) as producer:
+        request = produce_request(t, 0, batch(b"late"), acks=-1, timeout_ms=20_000)
+        correlation_id = producer.send(request)
+        # the append happened (a replica's fetch reads to the log end) and the produce waits
+        with Wire(cluster[1].bootstrap_servers) as w:
+            part = req(
+                1,
+                12,
+                "FetchPartition",
+                partition=0,
+                current_leader_epoch=0,
+                fetch_offset=0,
+                last_fetched_epoch=-1,
+                log_start_offset=0,
+                partition_max_bytes=1 << 20,
+            )
+            topic = req(1, 12, "FetchTopic", topic=t, partitions=(part,))
+            f = dataclasses.replace(
+                fetch_request(t, {0: 0}, max_wait_ms=10_000), replica_id=3, topics=(topic,)
+            )
+            fp = w.call(f).responses[0].partitions[0]
+            assert fetched_values(fp.records) == [b"late"], fp
+        # the controller shrinks the ISR to the leader alone (same leader epoch, newer
+        # partition epoch): the HW passes the batch, but the ISR is below min.insync.replicas
+        r = controller.leader_and_isr(
+            1, t, 0, leader=1, leader_epoch=0, isr=[1], replicas=[1, 2, 3], partition_epoch=1
+        )
+        assert r.partition_errors[0].error_code == NONE
+        answer = producer.receive(request, correlation_id)
+    p = answer.responses[0].partition_responses[0]
+    assert int(p.error_code) == NOT_ENOUGH_REPLICAS_AFTER_APPEND

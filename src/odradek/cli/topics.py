@@ -253,7 +253,7 @@ def reassign(
 
     wanted = _parse_assignment(assignment)
     request = r.AlterPartitionReassignmentsRequest(
-        timeout=datetime.timedelta(seconds=30),
+        timeout=datetime.timedelta(seconds=30),  # type: ignore[arg-type]
         topics=(
             r.ReassignableTopic(
                 name=topic,  # type: ignore[arg-type]
@@ -314,7 +314,7 @@ def elect_leaders(
     request = r.ElectLeadersRequest(
         election_type=1 if unclean else 0,  # type: ignore[arg-type]
         topic_partitions=selected,
-        timeout=datetime.timedelta(seconds=30),
+        timeout=datetime.timedelta(seconds=30),  # type: ignore[arg-type]
     )
     try:
         response = to_controller(bootstrap_server, request)

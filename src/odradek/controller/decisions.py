@@ -317,11 +317,21 @@ def _offline_replicas(batch: _Batch, dead: set[int], partitions: Iterable[TopicP
 
 
 def on_controller_failover(ctx: ControllerContext) -> tuple[ControllerContext, Decision]:
-    """A freshly elected controller with a context loaded from ZooKeeper: elect every offline or
-    new partition, then send every live broker its LeaderAndIsr and the full UpdateMetadata."""
+    """A freshly elected controller with a context loaded from ZooKeeper: replicas on brokers that
+    are not live go offline (they leave the ISRs, as Kafka's ReplicaStateMachine.startup does:
+    a broker that died with the previous controller is seen by no broker-change event), every
+    offline or new partition is elected, then every live broker gets its LeaderAndIsr and the
+    full UpdateMetadata."""
     batch = _Batch(ctx)
-    for tp in ctx.all_partitions():
-        if tp[0] not in ctx.topics_to_be_deleted:
+    partitions = [tp for tp in ctx.all_partitions() if tp[0] not in ctx.topics_to_be_deleted]
+    dead: set[int] = set()
+    for tp in partitions:
+        state = ctx.states.get(tp)
+        members = set(ctx.replicas(tp)) | (set(state.isr) if state is not None else set())
+        dead |= {r for r in members if r not in ctx.live_brokers}
+    _offline_replicas(batch, dead, partitions)
+    for tp in partitions:
+        if tp not in ctx.states:  # new partitions: _offline_replicas leaves them alone
             _online_partition(batch, tp)
     for tp in batch.ctx.all_partitions():
         if tp in batch.ctx.states:
