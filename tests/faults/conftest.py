@@ -5,7 +5,9 @@ SIGSTOPped leader's session expires quickly) and a replica lag limit of 3 s.
 When cluster mode does not work (the brokers do not start with ``zookeeper.connect``, or never
 agree on a controller), the fault tests are skipped with what failed: they test faults of a
 working cluster. A test that stops, kills or freezes brokers leaves them so; the fixture gets
-every broker running (and thawed) and registered again for the next test.
+every broker running (and thawed) and registered again for the next test. Where network
+partitions can be made (root, iptables, cgroup v2), each broker runs in a cgroup of its own
+(harness.run_in_cgroup), which test_f6_partition's iptables rule matches.
 """
 
 from __future__ import annotations
@@ -22,6 +24,8 @@ from cluster.conftest import Cluster
 from odradek.cluster.zookeeper import ZooKeeperServer, zookeeper_available
 from odradek.testing.process import BrokerStartError
 
+from .harness import network_faults_missing, remove_cgroup, run_in_cgroup
+
 _broken: list[str] = []
 
 
@@ -32,6 +36,12 @@ def _faults_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluste
     zk = ZooKeeperServer(Path(tmp_path_factory.mktemp("faults-zookeeper")))
     zk.start()
     c = Cluster(zk, tmp_path_factory.mktemp("faults"), 3)
+    cgroups: list[str] = []
+    if network_faults_missing() is None:
+        scripts = tmp_path_factory.mktemp("cgroups")
+        for i, b in c.brokers.items():
+            cgroups.append(f"odradek-faults-{os.getpid()}-broker-{i}")
+            run_in_cgroup(b, cgroups[-1], scripts)
     try:
         try:
             c.start()
@@ -41,6 +51,8 @@ def _faults_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluste
     finally:
         c.close()
         zk.stop()
+        for name in cgroups:
+            remove_cgroup(name)
 
 
 @pytest.fixture

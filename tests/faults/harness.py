@@ -15,7 +15,9 @@ offsets (the zombie and the unclean leader's victims truncated).
 
 from __future__ import annotations
 
+import contextlib
 import os
+import shutil
 import signal
 import threading
 import time
@@ -160,6 +162,54 @@ def sigcont(c: Cluster, broker_id: int) -> None:
     pid = c.brokers[broker_id].pid
     assert pid is not None
     os.kill(pid, signal.SIGCONT)
+
+
+# -- a cgroup per broker, for iptables' cgroup match (F6) ------------------------------------------
+
+
+def cgroup2_root() -> Path | None:
+    for root in (Path("/sys/fs/cgroup/unified"), Path("/sys/fs/cgroup")):
+        if (root / "cgroup.procs").exists() and (root / "cgroup.subtree_control").exists():
+            return root
+    return None
+
+
+def network_faults_missing() -> str | None:
+    """Why network partitions cannot be made here, or None."""
+    if os.geteuid() != 0:
+        return "network partitions need root (iptables, cgroups)"
+    if shutil.which("iptables") is None:
+        return "network partitions need iptables (Debian package iptables)"
+    if cgroup2_root() is None:
+        return "network partitions need cgroup v2 (/sys/fs/cgroup/unified or /sys/fs/cgroup)"
+    return None
+
+
+def run_in_cgroup(broker: Any, name: str, scripts: Path) -> None:
+    """Start ``broker`` (a BrokerProcess), now and on every restart, inside cgroup ``name``:
+    its ``python`` becomes a script that moves itself there, then execs Python. A socket
+    belongs to the cgroup of the process that created it, so every socket of the broker does."""
+    root = cgroup2_root()
+    assert root is not None
+    (root / name).mkdir(exist_ok=True)
+    script = scripts / f"{name}.sh"
+    script.write_text(
+        f'#!/bin/sh\necho $$ > {root / name / "cgroup.procs"}\nexec {broker.python} "$@"\n'
+    )
+    script.chmod(0o755)
+    broker.python = str(script)
+    broker.cgroup = name
+
+
+def broker_cgroup(broker: Any) -> str | None:
+    return getattr(broker, "cgroup", None)
+
+
+def remove_cgroup(name: str) -> None:
+    root = cgroup2_root()
+    if root is not None:
+        with contextlib.suppress(OSError):
+            (root / name).rmdir()
 
 
 # -- the replicas' logs, from their segment files ------------------------------------------------
