@@ -47,17 +47,23 @@ def run_f3(c: Cluster, topic: str, seconds: float, max_rounds: int) -> tuple[int
                 lambda p=partition: work.acks_since(time.monotonic() - 1.0, p) > 0,
                 timeout=30,
             )
-            killed = time.monotonic()
             c.brokers[victim].kill()
             rounds += 1
-            # the event: the new leader acknowledges records of the victim's partition
-            wait_until(
-                f"round {rounds}: an acknowledgement on partition {partition} after SIGKILL of "
-                f"broker {victim}",
-                lambda k=killed, p=partition: work.acks_since(k, p) > 0,
+            c.wait_metadata(
+                lambda md, v=victim, p=partition: (
+                    c.partitions(md, topic)[p].leader_id not in (-1, v)
+                ),
                 timeout=60,
             )
-            assert leader(c, topic, partition) != victim
+            elected = time.monotonic()
+            # an acknowledgement is handed to the producer's callback some time after it came,
+            # so only one after the election is surely the new leader's
+            wait_until(
+                f"round {rounds}: an acknowledgement on partition {partition} from the leader "
+                f"after broker {victim}",
+                lambda t=elected, p=partition: work.acks_since(t, p) > 0,
+                timeout=60,
+            )
             c.brokers[victim].start()
             wait_full_isr(c, topic, 3, timeout=60)
     finally:

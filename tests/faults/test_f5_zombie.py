@@ -15,6 +15,7 @@ its acknowledged records (0 lost, moved, duplicated, reordered).
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 import pytest
@@ -107,12 +108,13 @@ def run_f5(c: Cluster, topic: str, rounds: int) -> None:
                 zombie_answers.append((int(part.error_code), int(part.base_offset)))
                 w.close()
             assert pinned.flush(60) == 0
+            thawed = time.monotonic()
             # the zombie truncates and follows the new leader
             wait_full_isr(c, topic, 3, timeout=60)
             assert leader(c, topic, 0) != zombie
             wait_until(
                 "the workload acknowledged after the thaw",
-                lambda: work.acks_since(0, 0) > 0,
+                lambda t=thawed: work.acks_since(t, 0) > 0,
                 timeout=30,
             )
     finally:

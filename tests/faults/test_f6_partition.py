@@ -77,7 +77,6 @@ def run_f6(c: Cluster, topic: str, seconds: float, max_rounds: int) -> int:
             survivor = next(b for b in c.brokers if b != victim)
             wire = Wire(c.brokers[victim].bootstrap_servers, timeout=90)
             with cut_off(c.brokers[victim]):
-                cut = time.monotonic()
                 correlation_id = wire.send(
                     produce_request(
                         topic,
@@ -95,9 +94,10 @@ def run_f6(c: Cluster, topic: str, seconds: float, max_rounds: int) -> int:
                     timeout=60,
                     broker_id=survivor,
                 )
+                elected = time.monotonic()
                 wait_until(
                     "the workload acknowledged through the new leader",
-                    lambda t=cut: work.acks_since(t, 0) > 0,
+                    lambda t=elected: work.acks_since(t, 0) > 0,
                     timeout=60,
                 )
             r = wire.receive(produce_request(topic, 0, None, acks=-1), correlation_id)
