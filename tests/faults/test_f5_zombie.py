@@ -66,7 +66,10 @@ def run_f5(c: Cluster, topic: str, rounds: int) -> None:
             )
             warm: list[object] = []
             pinned.produce(
-                topic, b"warm", partition=0, on_delivery=lambda e, m, w=warm: w.append(e)
+                topic,
+                b"warm-%d" % round_,
+                partition=0,
+                on_delivery=lambda e, m, w=warm: w.append(e),
             )
             assert pinned.flush(30) == 0 and warm == [None], f"warm-up: {warm}"
 
