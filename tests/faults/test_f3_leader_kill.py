@@ -71,6 +71,9 @@ def run_f3(c: Cluster, topic: str, seconds: float, max_rounds: int) -> tuple[int
     assert not work.errors, work.errors[:5]
     assert work.acks_since(started, 0) > 0
     result = check(work.acks, read_back(c.bootstrap_servers, topic, 3))
+    print(
+        f"F3 {topic}: {rounds} leader kills; checker: {result.summary()}"
+    )  # shown with pytest -s (docs/benchmarks/faults.md)
     assert result.ok, result.summary()
     assert result.acked == work.sent
     wait_replicas_agree(c, topic, 3, [1, 2, 3])

@@ -129,6 +129,9 @@ def run_f5(c: Cluster, topic: str, rounds: int) -> None:
     assert not work.errors, work.errors[:5]
     log = read_back(c.bootstrap_servers, topic, 1)
     result = check(work.acks + pinned_acks, log)
+    print(
+        f"F5 {topic}: {rounds} zombies, their answers (error code, base offset) {zombie_answers}; checker: {result.summary()}"
+    )  # shown with pytest -s (docs/benchmarks/faults.md)
     assert result.ok, result.summary()
     assert result.acked == work.sent + len(pinned_acks)
     wait_replicas_agree(c, topic, 1, [1, 2, 3])

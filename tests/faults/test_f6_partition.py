@@ -112,6 +112,9 @@ def run_f6(c: Cluster, topic: str, seconds: float, max_rounds: int) -> int:
     )
     assert not work.errors, work.errors[:5]
     result = check(work.acks, read_back(c.bootstrap_servers, topic, 1))
+    print(
+        f"F6 {topic}: {rounds} cuts, the cut-off leader's answers {answers}; checker: {result.summary()}"
+    )  # shown with pytest -s (docs/benchmarks/faults.md)
     assert result.ok, result.summary()
     assert result.acked == work.sent
     wait_replicas_agree(c, topic, 1, [1, 2, 3])

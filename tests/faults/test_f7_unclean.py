@@ -56,6 +56,9 @@ def run_f7(c: Cluster, topic: str, n: int) -> None:
     assert [v for _, _, v in both] == [b"both-%d" % i for i in range(n)]
     acks = [Ack(p, o, v) for p, o, v in both] + only_on_1
     result = check(acks, log)
+    print(
+        f"F7 {topic}: checker: {result.summary()}"
+    )  # shown with pytest -s (docs/benchmarks/faults.md)
     assert not result.ok
     assert sorted(result.lost) == sorted(only_on_1), result.summary()
     assert not (result.moved or result.duplicated or result.reordered), result.summary()
