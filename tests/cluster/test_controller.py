@@ -102,13 +102,8 @@ def test_topic_creation_and_broker_failure_elect_with_epochs(cluster) -> None:  
     assert state(admin) == LeaderAndIsr(victim.id, 0, replicas, ctx.epoch, 0)
 
     def lai_for(broker: int, leader: int) -> list[LeaderAndIsrRequest]:
-        return [
-            r
-            for b, r in ctl.channel.snapshot()
-            if b == broker
-            and isinstance(r, LeaderAndIsrRequest)
-            and any(s.partition_index == 0 and s.leader == leader for s in r.partition_states)
-        ]
+        return [r for b, r in ctl.channel.snapshot() if b == broker and isinstance(r, LeaderAndIsrRequest)
+                and any(s.partition_index == 0 and s.leader == leader for s in r.partition_states)]
 
     assert wait_until(lambda: all(lai_for(b, victim.id) for b in replicas))
     # the leader (not the controller) goes away: the next replica in the ISR leads, epoch + 1
@@ -124,12 +119,7 @@ def test_topic_creation_and_broker_failure_elect_with_epochs(cluster) -> None:  
         assert (st.leader_epoch, st.partition_epoch, st.isr) == (1, 1, tuple(survivors))
     # partition 1 had the victim as a follower: it left the ISR, leader unchanged
     s1 = state(admin, ("t", 1))
-    assert (
-        s1 is not None
-        and victim.id not in s1.isr
-        and s1.leader == survivors[-1]
-        and s1.leader_epoch == 1
-    )
+    assert s1 is not None and victim.id not in s1.isr and s1.leader == survivors[-1] and s1.leader_epoch == 1
 
 
 @pytest.mark.timeout(60)
@@ -139,9 +129,7 @@ def test_expired_leader_session_is_a_bounce(cluster) -> None:  # type: ignore[no
     assert wait_until(lambda: len(active(nodes)) == 1)
     ctl = active(nodes)[0]
     leader = next(n for n in nodes if n is not ctl)
-    admin.create_topic_assignment(
-        "t", TopicAssignment({0: (leader.id, *[n.id for n in nodes if n is not leader])})
-    )
+    admin.create_topic_assignment("t", TopicAssignment({0: (leader.id, *[n.id for n in nodes if n is not leader])}))
     assert wait_until(lambda: (s := state(admin)) is not None and s.leader == leader.id)
     old_epoch = admin.get_broker(leader.id).epoch  # type: ignore[union-attr]
     renewed = threading.Event()
@@ -152,12 +140,9 @@ def test_expired_leader_session_is_a_bounce(cluster) -> None:  # type: ignore[no
     assert new_epoch > old_epoch
     # Kafka's bounce: leadership moves off the bounced broker, which then learns it with its new epoch
     assert wait_until(lambda: (s := state(admin)) is not None and s.leader != leader.id)
-    assert wait_until(
-        lambda: any(
-            b == leader.id and isinstance(r, LeaderAndIsrRequest) and r.broker_epoch == new_epoch
-            for b, r in ctl.channel.snapshot()
-        )
-    )
+    assert wait_until(lambda: any(
+        b == leader.id and isinstance(r, LeaderAndIsrRequest) and r.broker_epoch == new_epoch
+        for b, r in ctl.channel.snapshot()))
 
 
 @pytest.mark.timeout(60)
@@ -174,9 +159,7 @@ def test_deposed_controller_cannot_write(cluster) -> None:  # type: ignore[no-un
     release = threading.Event()
     old.controller.run_in_loop(lambda: release.wait(20))  # the old controller is busy ...
     shrink = old.controller.alter_partition(
-        old.id,
-        old.zk.broker_epoch,
-        [AlterPartitionItem("t", 0, before.leader_epoch, (old.id,), before.zk_version)],
+        old.id, old.zk.broker_epoch, [AlterPartitionItem("t", 0, before.leader_epoch, (old.id,), before.zk_version)]
     )
     admin.zk.delete("/controller")  # ... while an operator forces a new election
     assert wait_until(lambda: other.controller.is_active)
@@ -205,38 +188,23 @@ def test_admin_paths_deletion_reassignment_preferred_isr_notification(cluster) -
 
     # deletion: StopReplica(delete) everywhere, then every znode of the topic is gone
     admin.create_delete_topic_path("gone")
-    assert wait_until(
-        lambda: (
-            "gone" not in admin.get_all_topics_in_cluster() and admin.get_topic_deletions() == []
-        )
-    )
+    assert wait_until(lambda: "gone" not in admin.get_all_topics_in_cluster() and admin.get_topic_deletions() == [])
     assert not admin.exists("/config/topics/gone")
     from odradek.protocol.inter_broker import StopReplicaRequest
 
-    stops = {
-        b
-        for b, r in ctl.channel.snapshot()
-        if isinstance(r, StopReplicaRequest)
-        and any(p.topic_name == "gone" and p.delete_partition for p in r.partition_states)
-    }
+    stops = {b for b, r in ctl.channel.snapshot() if isinstance(r, StopReplicaRequest)
+             and any(p.topic_name == "gone" and p.delete_partition for p in r.partition_states)}
     assert stops == {1, 2, 3}
 
     # reassignment through /admin/reassign_partitions: [1, 2] -> [3, 2]
     admin.create_partition_reassignment({T0: (3, 2)})
-    assert wait_until(
-        lambda: (
-            (a := admin.get_topic_assignment("t")) is not None
-            and a[0].adding_replicas.get(0) == (3,)
-        )
-    )
+    assert wait_until(lambda: (a := admin.get_topic_assignment("t")) is not None
+                      and a[0].adding_replicas.get(0) == (3,))
     s = state(admin)
     assert s is not None and s.leader == 1
     # the leader reports 3 caught up (AlterPartition): the reassignment completes
-    res = ctl.controller.alter_partition(
-        1,
-        admin.get_broker(1).epoch,  # type: ignore[union-attr]
-        [AlterPartitionItem("t", 0, s.leader_epoch, (1, 2, 3), s.zk_version)],
-    )
+    res = ctl.controller.alter_partition(1, admin.get_broker(1).epoch,  # type: ignore[union-attr]
+                                         [AlterPartitionItem("t", 0, s.leader_epoch, (1, 2, 3), s.zk_version)])
     assert res.result(10).alter_partition[T0].error_code == 0
     assert wait_until(lambda: not admin.exists("/admin/reassign_partitions"))
     a = admin.get_topic_assignment("t")
@@ -251,16 +219,11 @@ def test_admin_paths_deletion_reassignment_preferred_isr_notification(cluster) -
     # an ISR change written by a leader itself is picked up and announced
     cur = state(admin)
     assert cur is not None
-    admin.zk.set(
-        "/brokers/topics/t/partitions/0/state",
-        LeaderAndIsr(3, cur.leader_epoch, (3,), cur.controller_epoch).to_json(),
-        cur.zk_version,
-    )
+    admin.zk.set("/brokers/topics/t/partitions/0/state",
+                 LeaderAndIsr(3, cur.leader_epoch, (3,), cur.controller_epoch).to_json(), cur.zk_version)
     admin.propagate_isr_changes([T0])
     assert wait_until(lambda: admin.get_all_isr_change_notifications() == [])
-    assert wait_until(
-        lambda: (c := ctl.controller.context) is not None and c.states[T0].isr == (3,)
-    )
+    assert wait_until(lambda: (c := ctl.controller.context) is not None and c.states[T0].isr == (3,))
 
 
 @pytest.mark.timeout(60)
@@ -269,26 +232,17 @@ def test_controlled_shutdown_through_the_controller(cluster) -> None:  # type: i
     nodes, ctl = _three(start)
     leaving = next(n for n in nodes if n is not ctl)
     others = [n.id for n in nodes if n is not leaving]
-    admin.create_topic_assignment(
-        "t", TopicAssignment({0: (leaving.id, *others), 1: (others[0], leaving.id)})
-    )
+    admin.create_topic_assignment("t", TopicAssignment({0: (leaving.id, *others), 1: (others[0], leaving.id)}))
     assert wait_until(lambda: state(admin) is not None and state(admin, ("t", 1)) is not None)
     d = ctl.controller.controlled_shutdown(leaving.id, leaving.zk.broker_epoch).result(10)
     assert d.error_code == 0 and d.remaining_partitions == ()
     s0, s1 = state(admin), state(admin, ("t", 1))
-    assert (
-        s0 is not None
-        and s0.leader == others[0]
-        and leaving.id not in s0.isr
-        and s0.leader_epoch == 1
-    )
+    assert s0 is not None and s0.leader == others[0] and leaving.id not in s0.isr and s0.leader_epoch == 1
     assert s1 is not None and s1.leader == others[0] and s1.isr == (others[0],)
     stale = ctl.controller.controlled_shutdown(leaving.id, 12345).result(10)
     assert stale.error_code == 77  # STALE_BROKER_EPOCH
     third = next(n for n in nodes if n is not ctl and n is not leaving)
-    assert (
-        third.controller.controlled_shutdown(leaving.id, 0).result(10).error_code == 41
-    )  # NOT_CONTROLLER
+    assert third.controller.controlled_shutdown(leaving.id, 0).result(10).error_code == 41  # NOT_CONTROLLER
 
 
 @pytest.mark.timeout(60)
@@ -302,17 +256,9 @@ def test_controller_session_expiry_resigns_and_a_new_epoch_wins(cluster) -> None
     old_epoch = got[0]
     expire_session(ctl.zk, connect)
     # some candidate (possibly the old one, in its new session) wins with a higher epoch
-    assert wait_until(
-        lambda: (e := admin.get_controller_epoch()) is not None and e[0] > old_epoch, 15
-    )
-    assert wait_until(
-        lambda: (
-            len(active(nodes)) == 1
-            and active(nodes)[0].controller.context is not None
-            and active(nodes)[0].controller.context.epoch > old_epoch
-        ),
-        15,
-    )
+    assert wait_until(lambda: (e := admin.get_controller_epoch()) is not None and e[0] > old_epoch, 15)
+    assert wait_until(lambda: len(active(nodes)) == 1 and active(nodes)[0].controller.context is not None
+                      and active(nodes)[0].controller.context.epoch > old_epoch, 15)
     winner = active(nodes)[0]
     assert admin.get_controller_id() == winner.id
     # the old controller's registration came back with a new broker epoch, and the new controller
@@ -329,9 +275,7 @@ def test_zookeeper_restart_while_the_controller_serves(cluster, zookeeper) -> No
     assert wait_until(lambda: state(admin) is not None)
     epoch = admin.get_controller_epoch()
     zookeeper.restart()  # sessions (2 s) outlive a ~1 s restart
-    assert wait_until(
-        lambda: all(n.zk.wait_writable(0) for n in nodes) and admin.wait_writable(0), 20
-    )
+    assert wait_until(lambda: all(n.zk.wait_writable(0) for n in nodes) and admin.wait_writable(0), 20)
     admin.create_topic_assignment("u", TopicAssignment({0: (2, 3)}))
     assert wait_until(lambda: state(admin, ("u", 0)) is not None, 15)
     s = state(admin, ("u", 0))
@@ -358,49 +302,23 @@ def test_topic_ids_and_alter_partition_v3_with_kio(cluster) -> None:  # type: ig
     s = state(admin)
     assert s is not None
 
-    def request(
-        isr: tuple[int, ...], epochs: tuple[int, ...], partition_epoch: int
-    ) -> apr.AlterPartitionRequest:
+    def request(isr: tuple[int, ...], epochs: tuple[int, ...], partition_epoch: int) -> apr.AlterPartitionRequest:
         return apr.AlterPartitionRequest(
-            broker_id=i32(1),
-            broker_epoch=i64(admin.get_broker(1).epoch),  # type: ignore[union-attr]
-            topics=(
-                apr.TopicData(
-                    topic_id=tid,
-                    partitions=(
-                        apr.PartitionData(
-                            partition_index=i32(0),
-                            leader_epoch=i32(s.leader_epoch),
-                            new_isr_with_epochs=tuple(
-                                apr.BrokerState(broker_id=i32(b), broker_epoch=i64(e))
-                                for b, e in zip(isr, epochs, strict=True)
-                            ),
-                            leader_recovery_state=i8(0),
-                            partition_epoch=i32(partition_epoch),
-                        ),
-                    ),
-                ),
-            ),
+            broker_id=i32(1), broker_epoch=i64(admin.get_broker(1).epoch),  # type: ignore[union-attr]
+            topics=(apr.TopicData(topic_id=tid, partitions=(apr.PartitionData(
+                partition_index=i32(0), leader_epoch=i32(s.leader_epoch),
+                new_isr_with_epochs=tuple(apr.BrokerState(broker_id=i32(b), broker_epoch=i64(e))
+                                          for b, e in zip(isr, epochs, strict=True)),
+                leader_recovery_state=i8(0), partition_epoch=i32(partition_epoch)),)),),
         )
 
     epochs = {b: admin.get_broker(b).epoch for b in (1, 2)}  # type: ignore[union-attr]
-    stale = ctl.controller.alter_partition_request(
-        request((1, 2), (epochs[1], 12345), s.zk_version)
-    ).result(10)
+    stale = ctl.controller.alter_partition_request(request((1, 2), (epochs[1], 12345), s.zk_version)).result(10)
     assert stale.topics[0].partitions[0].error_code.value == 107  # INELIGIBLE_REPLICA
-    resp = ctl.controller.alter_partition_request(
-        request((1, 2), (epochs[1], epochs[2]), s.zk_version)
-    ).result(10)
+    resp = ctl.controller.alter_partition_request(request((1, 2), (epochs[1], epochs[2]), s.zk_version)).result(10)
     p = resp.topics[0].partitions[0]
-    assert (p.error_code.value, p.leader_id, tuple(p.isr), p.partition_epoch) == (
-        0,
-        1,
-        (1, 2),
-        s.zk_version + 1,
-    )
-    assert state(admin) == LeaderAndIsr(
-        1, s.leader_epoch, (1, 2), s.controller_epoch, s.zk_version + 1
-    )
+    assert (p.error_code.value, p.leader_id, tuple(p.isr), p.partition_epoch) == (0, 1, (1, 2), s.zk_version + 1)
+    assert state(admin) == LeaderAndIsr(1, s.leader_epoch, (1, 2), s.controller_epoch, s.zk_version + 1)
     wire = encode_response(resp, 7, api_key=56, api_version=3)
     assert decode_response(56, 3, wire[4:], header=True) == resp
 
@@ -425,71 +343,29 @@ def test_admin_apis_with_kio(cluster) -> None:  # type: ignore[no-untyped-def]
 
     req = elect.ElectLeadersRequest(election_type=i8(0), topic_partitions=None, timeout=second)
     resp = ctl.controller.elect_leaders_request(req).result(10)
-    codes = {
-        (r.topic, p.partition_id): p.error_code.value
-        for r in resp.replica_election_results
-        for p in r.partition_result
-    }
+    codes = {(r.topic, p.partition_id): p.error_code.value for r in resp.replica_election_results
+             for p in r.partition_result}
     assert codes == {("t", 0): 84, ("t", 1): 84}  # ELECTION_NOT_NEEDED
-    assert (
-        decode_response(43, 2, encode_response(resp, 1, api_key=43, api_version=2)[4:], header=True)
-        == resp
-    )
-    assert (
-        other.controller.elect_leaders_request(req).result(10).error_code.value == 41
-    )  # NOT_CONTROLLER
+    assert decode_response(43, 2, encode_response(resp, 1, api_key=43, api_version=2)[4:], header=True) == resp
+    assert other.controller.elect_leaders_request(req).result(10).error_code.value == 41  # NOT_CONTROLLER
 
-    areq = alter.AlterPartitionReassignmentsRequest(
-        timeout=second,
-        topics=(
-            alter.ReassignableTopic(
-                name="t",
-                partitions=(
-                    alter.ReassignablePartition(partition_index=i32(0), replicas=(i32(3), i32(1))),
-                    alter.ReassignablePartition(partition_index=i32(7), replicas=(i32(3),)),
-                ),
-            ),
-        ),
-    )
+    areq = alter.AlterPartitionReassignmentsRequest(timeout=second, topics=(alter.ReassignableTopic(
+        name="t", partitions=(alter.ReassignablePartition(partition_index=i32(0), replicas=(i32(3), i32(1))),
+                              alter.ReassignablePartition(partition_index=i32(7), replicas=(i32(3),)))),))
     aresp = ctl.controller.alter_partition_reassignments_request(areq).result(10)
     assert [p.error_code.value for p in aresp.responses[0].partitions] == [0, 3]
     lresp = ctl.controller.list_partition_reassignments_request(
-        lst.ListPartitionReassignmentsRequest(timeout=second, topics=None)
-    ).result(10)
+        lst.ListPartitionReassignmentsRequest(timeout=second, topics=None)).result(10)
     ongoing = lresp.topics[0].partitions[0]
-    assert (
-        lresp.topics[0].name,
-        ongoing.partition_index,
-        tuple(ongoing.replicas),
-        tuple(ongoing.adding_replicas),
-        tuple(ongoing.removing_replicas),
-    ) == ("t", 0, (3, 1, 2), (3,), (2,))
+    assert (lresp.topics[0].name, ongoing.partition_index, tuple(ongoing.replicas), tuple(ongoing.adding_replicas),
+            tuple(ongoing.removing_replicas)) == ("t", 0, (3, 1, 2), (3,), (2,))
     # cancel: back to the original replicas
-    creq = alter.AlterPartitionReassignmentsRequest(
-        timeout=second,
-        topics=(
-            alter.ReassignableTopic(
-                name="t",
-                partitions=(alter.ReassignablePartition(partition_index=i32(0), replicas=None),),
-            ),
-        ),
-    )
-    assert (
-        ctl.controller.alter_partition_reassignments_request(creq)
-        .result(10)
-        .responses[0]
-        .partitions[0]
-        .error_code.value
-        == 0
-    )
-    assert wait_until(
-        lambda: (
-            (a := admin.get_topic_assignment("t")) is not None
-            and a[0].partitions[0] == (1, 2)
-            and a[0].adding_replicas == {}
-        )
-    )
+    creq = alter.AlterPartitionReassignmentsRequest(timeout=second, topics=(alter.ReassignableTopic(
+        name="t", partitions=(alter.ReassignablePartition(partition_index=i32(0), replicas=None),)),))
+    assert ctl.controller.alter_partition_reassignments_request(creq).result(10).responses[0].partitions[0] \
+        .error_code.value == 0
+    assert wait_until(lambda: (a := admin.get_topic_assignment("t")) is not None and a[0].partitions[0] == (1, 2)
+                      and a[0].adding_replicas == {})
     lresp = ctl.controller.list_partition_reassignments_request(
-        lst.ListPartitionReassignmentsRequest(timeout=second, topics=None)
-    ).result(10)
+        lst.ListPartitionReassignmentsRequest(timeout=second, topics=None)).result(10)
     assert lresp.topics == ()

@@ -69,15 +69,13 @@ def test_parse_connect() -> None:
     assert parse_connect("a:1/") == ("a:1", None)
 
 
-def test_chroot_holds_kafkas_layout(
-    clients: Callable[..., KafkaZkClient], chroot: str, zk_connect: str
-) -> None:
+def test_chroot_holds_kafkas_layout(clients: Callable[..., KafkaZkClient], chroot: str, zk_connect: str) -> None:
     c = clients()
     c.register_broker(BrokerInfo(1, "127.0.0.1", 9092))
     raw = KazooClient(hosts=zk_connect)
     raw.start(timeout=5)
     try:
-        root = chroot[chroot.index("/") :]
+        root = chroot[chroot.index("/"):]
         assert raw.get_children(f"{root}/brokers/ids") == ["1"]
         data = json.loads(raw.get(f"{root}/brokers/ids/1")[0])
         assert data["endpoints"] == ["PLAINTEXT://127.0.0.1:9092"] and data["version"] == 5
@@ -124,9 +122,7 @@ def test_deposed_controller_cannot_write(clients: Callable[..., KafkaZkClient]) 
     admin, old, new = clients(), clients(), clients()
     admin.create_topic_assignment("t", TopicAssignment({0: (1, 2)}))
     _, old_version = old.register_controller_and_increment_controller_epoch(1)
-    created = old.create_topic_partition_states(
-        {("t", 0): LeaderAndIsr(1, 0, (1, 2), 1)}, old_version
-    )
+    created = old.create_topic_partition_states({("t", 0): LeaderAndIsr(1, 0, (1, 2), 1)}, old_version)
     state = created[("t", 0)]
     assert isinstance(state, LeaderAndIsr) and state.zk_version == 0
     old.delete_controller(old_version)  # as if its session had gone: /controller is free
@@ -151,12 +147,8 @@ def test_stale_partition_state_write_is_refused(clients: Callable[..., KafkaZkCl
     first = c.update_leader_and_isr({("t", 0): LeaderAndIsr(1, 1, (1,), 1, 0)}, v)
     assert first.finished[("t", 0)].zk_version == 1
     stale = c.update_leader_and_isr(
-        {
-            ("t", 0): LeaderAndIsr(2, 1, (2,), 1, 0),
-            ("t", 1): LeaderAndIsr(2, 1, (2,), 1, 0),
-            ("t", 9): LeaderAndIsr(2, 1, (2,), 1, 0),
-        },
-        v,
+        {("t", 0): LeaderAndIsr(2, 1, (2,), 1, 0), ("t", 1): LeaderAndIsr(2, 1, (2,), 1, 0),
+         ("t", 9): LeaderAndIsr(2, 1, (2,), 1, 0)}, v
     )
     assert stale.bad_version == {("t", 0)} and stale.no_node == {("t", 9)}
     assert stale.finished[("t", 1)].zk_version == 1
@@ -180,9 +172,7 @@ def test_ephemeral_gone_and_reregistered_after_session_expiry(
 
 def test_topic_config_deletion_admin_paths(clients: Callable[..., KafkaZkClient]) -> None:
     c = clients()
-    c.create_topic_assignment(
-        "t", TopicAssignment({0: (1,)}, topic_id="abc"), {"cleanup.policy": "compact"}
-    )
+    c.create_topic_assignment("t", TopicAssignment({0: (1,)}, topic_id="abc"), {"cleanup.policy": "compact"})
     assert c.get_topic_config("t") == {"cleanup.policy": "compact"}
     assert c.zk.get_children("/config/changes") == ["config_change_0000000000"]
     got = c.get_topic_assignment("t")
@@ -192,11 +182,7 @@ def test_topic_config_deletion_admin_paths(clients: Callable[..., KafkaZkClient]
     _, v = c.register_controller_and_increment_controller_epoch(1)
     c.create_topic_partition_states({("t", 0): LeaderAndIsr(1, 0, (1,), 1)}, v)
     c.delete_topic_znodes("t", v)
-    assert (
-        c.get_all_topics_in_cluster() == []
-        and c.get_topic_deletions() == []
-        and c.get_topic_config("t") == {}
-    )
+    assert c.get_all_topics_in_cluster() == [] and c.get_topic_deletions() == [] and c.get_topic_config("t") == {}
     c.create_partition_reassignment({("u", 0): (2, 3)})
     assert c.get_partition_reassignment() == {("u", 0): (2, 3)}
     c.delete_partition_reassignment(v)

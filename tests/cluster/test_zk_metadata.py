@@ -160,3 +160,22 @@ async def test_producer_id_blocks_never_overlap(zk_connect: str, store: ZkMetada
     finally:
         await asyncio.get_running_loop().run_in_executor(None, other.close)
     assert sorted(starts) == [starts[0], starts[0] + 100, starts[0] + 200]
+
+
+async def test_a_registration_left_by_a_killed_broker_is_waited_out(zk_connect: str) -> None:
+    connect = f"{zk_connect}/reg-{uuid.uuid4().hex[:8]}"
+    loop = asyncio.get_running_loop()
+    old = ZkMetadataStore(1, connect, session_timeout_ms=2000)
+    await old.start()
+    await old.register_broker(BrokerInfo(1, "127.0.0.1", 9001))
+    new = ZkMetadataStore(1, connect, session_timeout_ms=2000)
+    await new.start()
+    try:
+        registering = asyncio.ensure_future(new.register_broker(BrokerInfo(1, "127.0.0.1", 9002)))
+        await asyncio.sleep(0)  # it waits: the znode is the old session's
+        assert not registering.done()
+        await loop.run_in_executor(None, old.close)  # the old life ends
+        await asyncio.wait_for(registering, 10)
+        assert new.broker_epoch > old.broker_epoch
+    finally:
+        await loop.run_in_executor(None, new.close)

@@ -30,6 +30,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import logging
+import threading
 import time
 import uuid
 from collections.abc import Callable, Mapping, Sequence
@@ -306,11 +307,29 @@ class ZkMetadataStore:
     # -- writes --------------------------------------------------------------------------------
 
     async def register_broker(self, info: BrokerInfo) -> None:
-        epoch = await self._run(
-            lambda: self.zk.register_broker(
-                zkc.BrokerInfo(info.node_id, info.host, info.port, info.rack)
-            )
-        )
+        """Create ``/brokers/ids/<id>``. A registration left by this broker's previous life
+        (killed, its session not expired yet) is waited out, up to twice the session
+        timeout; a live broker with the same id fails the start."""
+        zinfo = zkc.BrokerInfo(info.node_id, info.host, info.port, info.rack)
+        path = f"{zkc.BROKER_IDS}/{info.node_id}"
+
+        def register() -> int:
+            deadline = time.monotonic() + 2 * self.zk.session_timeout_ms / 1000 + 1
+            while True:
+                try:
+                    return self.zk.register_broker(zinfo)
+                except NodeExistsError:
+                    gone = threading.Event()
+                    if self.zk.zk.exists(path, watch=lambda _event, g=gone: g.set()) is None:
+                        continue
+                    left = deadline - time.monotonic()
+                    if left <= 0 or not gone.wait(left):
+                        raise MetadataError(
+                            f"broker id {info.node_id} is registered by another live broker"
+                        ) from None
+                    log.info("the previous registration of broker %d expired", info.node_id)
+
+        epoch = await self._run(register)
         if info.node_id not in self._brokers:
             self._brokers[info.node_id] = BrokerInfo(
                 info.node_id, info.host, info.port, info.rack, epoch

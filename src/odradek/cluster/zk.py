@@ -409,7 +409,10 @@ class KafkaZkClient:
             self.zk.create(path, info.to_json(), ephemeral=True, makepath=True)
         except NodeExistsError:
             # Ours from this very session (a retried create) is fine; anyone else's is a conflict.
-            _, stat = self.zk.get(path)
+            try:
+                _, stat = self.zk.get(path)
+            except NoNodeError:  # the other session's znode went away meanwhile: try again
+                return self._create_broker_znode(info)
             if stat.ephemeralOwner != self.session_id:
                 raise
         _, stat = self.zk.get(path)
