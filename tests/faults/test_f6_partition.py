@@ -1,0 +1,142 @@
+"""F6: the leader of a partition is cut off from the network, then the partition heals.
+
+The cut: every broker runs in a cgroup of its own (tests/faults/conftest.py), and one iptables
+rule drops every packet the leader's sockets send (``OUTPUT -m cgroup --path ... -j DROP``): it reaches neither
+ZooKeeper nor its followers nor its clients, not even to acknowledge their TCP segments, while
+what they send still arrives. So it goes on running as the leader it was: its ZooKeeper session
+expires, the controller elects another leader from the ISR, and the idempotent acks=all workload
+producer goes on through it. A Produce request (acks=all) sent to the cut-off leader on a
+connection it had reaches it, but is never acknowledged: its answer, once the cut heals, is an
+error. Then it learns it was replaced, truncates and follows: back in the ISR, the same log as
+the other replicas. The checker: 0 acknowledged records lost, moved, duplicated or reordered.
+
+Only the broker's own packets are dropped (a rule left behind by a killed run matches a cgroup
+without processes). Needs root, iptables with the cgroup match and cgroup v2
+(/sys/fs/cgroup/unified or /sys/fs/cgroup); skipped otherwise, saying which is missing.
+
+Default run: one cut of the leader. ``@pytest.mark.slow`` with ODRADEK_SLOW=1 and
+ODRADEK_FAULT_SECONDS: cuts one after another for that long.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import subprocess
+import time
+from collections.abc import Iterator
+
+import pytest
+from confluent_kafka.admin import NewTopic
+
+from broker.wire import Wire, produce_request
+from cluster.checker import check
+from cluster.conftest import SLOW, Cluster
+from cluster.test_failover import read_back
+from odradek.protocol.records import build_batch
+from odradek.testing.process import BrokerProcess
+
+from .harness import (
+    Workload,
+    broker_cgroup,
+    create_topic,
+    fault_seconds,
+    leader,
+    network_faults_missing,
+    wait_full_isr,
+    wait_replicas_agree,
+    wait_until,
+)
+
+pytestmark = pytest.mark.interop
+
+
+@contextlib.contextmanager
+def cut_off(broker: BrokerProcess) -> Iterator[None]:
+    """Drop every packet the broker's process sends, until the block ends."""
+    group = broker_cgroup(broker)
+    assert group is not None, "the broker was not started in a cgroup of its own"
+    rule = ["OUTPUT", "-m", "cgroup", "--path", group, "-j", "DROP"]
+    subprocess.run(["iptables", "-I", *rule], check=True, capture_output=True, timeout=30)
+    try:
+        yield
+    finally:
+        subprocess.run(["iptables", "-D", *rule], check=True, capture_output=True, timeout=30)
+
+
+def run_f6(c: Cluster, topic: str, seconds: float, max_rounds: int) -> int:
+    create_topic(c, NewTopic(topic, 1, 3, config={"min.insync.replicas": "2"}))
+    wait_full_isr(c, topic, 3)
+    work = Workload(c.bootstrap_servers, topic, 1).start()
+    answers: list[tuple[int, int]] = []
+    started = time.monotonic()
+    rounds = 0
+    try:
+        while rounds < max_rounds and (rounds == 0 or time.monotonic() - started < seconds):
+            rounds += 1
+            victim = leader(c, topic, 0)
+            survivor = next(b for b in c.brokers if b != victim)
+            wire = Wire(c.brokers[victim].bootstrap_servers, timeout=90)
+            with cut_off(c.brokers[victim]):
+                correlation_id = wire.send(
+                    produce_request(
+                        topic,
+                        0,
+                        build_batch([(None, b"cut-off-%d" % rounds, (), None)]),
+                        acks=-1,
+                        timeout_ms=5000,
+                    )
+                )
+                c.wait_metadata(
+                    lambda md, v=victim: (
+                        c.partitions(md, topic)[0].leader_id not in (-1, v)
+                        and v not in c.partitions(md, topic)[0].isr_nodes
+                    ),
+                    timeout=60,
+                    broker_id=survivor,
+                )
+                elected = time.monotonic()
+                wait_until(
+                    "the workload acknowledged through the new leader",
+                    lambda t=elected: work.acks_since(t, 0) > 0,
+                    timeout=60,
+                )
+            r = wire.receive(produce_request(topic, 0, None, acks=-1), correlation_id)
+            wire.close()
+            part = r.responses[0].partition_responses[0]
+            answers.append((int(part.error_code), int(part.base_offset)))
+            wait_full_isr(c, topic, 3, timeout=60)
+    finally:
+        work.stop()
+    assert all(code != 0 for code, _ in answers), (
+        f"the cut-off leader acknowledged acks=all records: (error code, base offset) {answers}"
+    )
+    assert not work.errors, work.errors[:5]
+    result = check(work.acks, read_back(c.bootstrap_servers, topic, 1))
+    print(
+        f"F6 {topic}: {rounds} cuts, the cut-off leader's answers {answers}; checker: {result.summary()}"
+    )  # shown with pytest -s (docs/benchmarks/faults.md)
+    assert result.ok, result.summary()
+    assert result.acked == work.sent
+    wait_replicas_agree(c, topic, 1, [1, 2, 3])
+    return rounds
+
+
+@pytest.fixture
+def network_faults() -> None:
+    missing = network_faults_missing()
+    if missing:
+        pytest.skip(missing)
+
+
+@pytest.mark.timeout(240)
+def test_f6_leader_cut_off_by_a_network_partition(
+    network_faults: None, faults_cluster: Cluster
+) -> None:
+    assert run_f6(faults_cluster, "f6-short", seconds=0, max_rounds=1) == 1
+
+
+@pytest.mark.slow
+@SLOW
+@pytest.mark.timeout(3600)
+def test_f6_repeated_network_partitions(network_faults: None, faults_cluster: Cluster) -> None:
+    assert run_f6(faults_cluster, "f6-long", seconds=fault_seconds(120), max_rounds=30) >= 2
