@@ -62,7 +62,10 @@ KAFKA_3_9 = {
     33: (0, 2),  # AlterConfigs
     37: (0, 3),  # CreatePartitions
     42: (0, 2),  # DeleteGroups
+    43: (0, 2),  # ElectLeaders
     44: (0, 1),  # IncrementalAlterConfigs
+    45: (0, 0),  # AlterPartitionReassignments
+    46: (0, 0),  # ListPartitionReassignments
     47: (0, 0),  # OffsetDelete
     56: (0, 3),  # AlterPartition (broker to controller)
     60: (0, 1),  # DescribeCluster
