@@ -11,7 +11,7 @@ run: install ## create .venv, install odradek, start one broker on 127.0.0.1:909
 	$(BIN)/odradek broker
 
 test: install-test system-deps ## install what the tests need, then run the whole suite
-	$(BIN)/ruff check src tests bench
+	$(BIN)/ruff check src tests bench tools
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
 
 stress: install-test ## the producer stress tests with 20 tries of every case (make test runs 3)
@@ -20,8 +20,8 @@ stress: install-test ## the producer stress tests with 20 tries of every case (m
 spark-kill: install-test ## the long kill test of the exactly-once Spark sink (>= 200 micro-batches, driver and executor kills)
 	ODRADEK_SPARK_KILL_LONG=1 $(BIN)/python -m pytest tests/spark/test_eos_kill.py -p no:cacheprovider $(PYTEST_ARGS)
 
-test-cluster-slow: install-test system-deps ## the cluster tests with their long runs (ODRADEK_SLOW=1)
-	ODRADEK_SLOW=1 $(BIN)/python -m pytest tests/cluster -p no:cacheprovider $(PYTEST_ARGS)
+test-cluster-slow: install-test system-deps ## the cluster and fault tests with their long runs (ODRADEK_SLOW=1, ODRADEK_FAULT_SECONDS)
+	ODRADEK_SLOW=1 ODRADEK_FAULT_SECONDS=$${ODRADEK_FAULT_SECONDS:-60} $(BIN)/python -m pytest tests/cluster tests/faults -p no:cacheprovider $(PYTEST_ARGS)
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -63,7 +63,7 @@ system-deps:
 	fi
 
 lint: install-test
-	$(BIN)/ruff check src tests bench
+	$(BIN)/ruff check src tests bench tools
 	$(BIN)/mypy
 
 typecheck: lint
