@@ -32,9 +32,8 @@ from odradek.broker.metadata_store import (
     BrokerInfo,
     BrokersChanged,
     InvalidPartitionsError,
-    MetadataChange,
     MetadataError,
-    MetadataListener,
+    MetadataImage,
     MetadataStore,
     PartitionsChanged,
     PartitionState,
@@ -71,18 +70,13 @@ def _new_cluster_id() -> str:
     return base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
 
 
-class LocalMetadataStore:
+class LocalMetadataStore(MetadataImage):
     """Topics and partition leadership of a single broker, persisted in the data dir."""
 
     def __init__(self, node_id: int, data_dir: Path | None) -> None:
-        self._node_id = node_id
+        super().__init__(node_id, _new_cluster_id())
         self._dir = None if data_dir is None else Path(data_dir)
         self._path = None if self._dir is None else self._dir / FILE_NAME
-        self._topics: dict[str, TopicMetadata] = {}
-        self._by_id: dict[uuid.UUID, TopicMetadata] = {}
-        self._cluster_id = _new_cluster_id()
-        self._brokers: dict[int, BrokerInfo] = {}
-        self._listeners: list[MetadataListener] = []
         self._next_producer_id = 0
         self.version = 0
         """Bumped on every change (callers may cache lookups against it)."""
@@ -118,47 +112,11 @@ class LocalMetadataStore:
         }
         write_atomic(self._path, json.dumps(data, indent=1, sort_keys=True).encode())
 
-    def _announce(self, change: MetadataChange) -> None:
-        for listener in list(self._listeners):
-            try:
-                listener(change)
-            except Exception:
-                log.exception("metadata listener failed on %r", change)
-
     # -- reads -------------------------------------------------------------------------------
-
-    @property
-    def node_id(self) -> int:
-        return self._node_id
-
-    @property
-    def cluster_id(self) -> str:
-        return self._cluster_id
-
-    def live_brokers(self) -> Sequence[BrokerInfo]:
-        return [self._brokers[n] for n in sorted(self._brokers)]
-
-    def broker(self, node_id: int) -> BrokerInfo | None:
-        return self._brokers.get(node_id)
 
     def controller_id(self) -> int:
         """This broker controls itself once registered."""
         return self._node_id if self._node_id in self._brokers else -1
-
-    def topic(self, name: str) -> TopicMetadata | None:
-        return self._topics.get(name)
-
-    def topic_by_id(self, topic_id: uuid.UUID) -> TopicMetadata | None:
-        return self._by_id.get(topic_id)
-
-    def topics(self) -> list[TopicMetadata]:
-        return list(self._topics.values())
-
-    def partition(self, name: str, partition: int) -> PartitionState | None:
-        t = self._topics.get(name)
-        if t is None or partition < 0 or partition >= len(t.partitions):
-            return None
-        return t.partitions[partition]
 
     # -- writes --------------------------------------------------------------------------------
 
@@ -248,12 +206,6 @@ class LocalMetadataStore:
         return start
 
     # -- listeners -----------------------------------------------------------------------------
-
-    def add_listener(self, listener: MetadataListener) -> None:
-        self._listeners.append(listener)
-
-    def remove_listener(self, listener: MetadataListener) -> None:
-        self._listeners.remove(listener)
 
     def close(self) -> None:
         self._listeners.clear()

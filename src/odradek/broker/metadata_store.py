@@ -26,6 +26,7 @@ znode in ZooKeeper (0 for the local store). ``PartitionState.controller_epoch`` 
 
 from __future__ import annotations
 
+import logging
 import uuid
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -37,6 +38,7 @@ __all__ = [
     "InvalidPartitionsError",
     "MetadataChange",
     "MetadataError",
+    "MetadataImage",
     "MetadataListener",
     "MetadataStore",
     "PartitionState",
@@ -48,6 +50,9 @@ __all__ = [
     "TopicMetadata",
     "UnknownTopicError",
 ]
+
+
+log = logging.getLogger("odradek.broker")
 
 
 class MetadataError(Exception):
@@ -258,3 +263,65 @@ class MetadataStore(Protocol):
     def remove_listener(self, listener: MetadataListener) -> None: ...
 
     def close(self) -> None: ...
+
+
+class MetadataImage:
+    """The in-memory image a store answers reads from (brokers, topics by name and by id), and
+    its listeners. ``LocalMetadataStore`` and ``ZkMetadataStore`` build on it; each keeps the
+    image current in its own way and answers ``controller_id`` itself."""
+
+    def __init__(self, node_id: int, cluster_id: str) -> None:
+        self._node_id = node_id
+        self._cluster_id = cluster_id
+        self._brokers: dict[int, BrokerInfo] = {}
+        self._topics: dict[str, TopicMetadata] = {}
+        self._by_id: dict[uuid.UUID, TopicMetadata] = {}
+        self._listeners: list[MetadataListener] = []
+
+    @property
+    def node_id(self) -> int:
+        return self._node_id
+
+    @property
+    def cluster_id(self) -> str:
+        return self._cluster_id
+
+    def live_brokers(self) -> Sequence[BrokerInfo]:
+        return [self._brokers[n] for n in sorted(self._brokers)]
+
+    def broker(self, node_id: int) -> BrokerInfo | None:
+        return self._brokers.get(node_id)
+
+    def topics(self) -> list[TopicMetadata]:
+        return list(self._topics.values())
+
+    def topic(self, name: str) -> TopicMetadata | None:
+        return self._topics.get(name)
+
+    def topic_by_id(self, topic_id: uuid.UUID) -> TopicMetadata | None:
+        return self._by_id.get(topic_id)
+
+    def partition(self, name: str, partition: int) -> PartitionState | None:
+        t = self._topics.get(name)
+        if t is None or partition < 0:
+            return None
+        parts = t.partitions
+        if partition < len(parts) and parts[partition].partition == partition:
+            return parts[partition]
+        for p in parts:  # an image built from UpdateMetadata need not be dense or sorted
+            if p.partition == partition:
+                return p
+        return None
+
+    def _announce(self, change: MetadataChange) -> None:
+        for listener in list(self._listeners):
+            try:
+                listener(change)
+            except Exception:
+                log.exception("metadata listener failed on %r", change)
+
+    def add_listener(self, listener: MetadataListener) -> None:
+        self._listeners.append(listener)
+
+    def remove_listener(self, listener: MetadataListener) -> None:
+        self._listeners.remove(listener)

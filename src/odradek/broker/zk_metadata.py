@@ -44,7 +44,7 @@ from odradek.broker.metadata_store import (
     InvalidPartitionsError,
     MetadataChange,
     MetadataError,
-    MetadataListener,
+    MetadataImage,
     PartitionsChanged,
     PartitionState,
     TopicConfigsChanged,
@@ -73,7 +73,7 @@ def topic_id_to_zk(topic_id: uuid.UUID) -> str:
     return base64.urlsafe_b64encode(topic_id.bytes).rstrip(b"=").decode()
 
 
-class ZkMetadataStore:
+class ZkMetadataStore(MetadataImage):
     """Cluster metadata from UpdateMetadata, admin writes to ZooKeeper. See the module docstring."""
 
     def __init__(
@@ -85,20 +85,15 @@ class ZkMetadataStore:
         connection_timeout_ms: int = 18_000,
         admin_timeout_ms: int = 30_000,
     ) -> None:
-        self._node_id = node_id
+        super().__init__(node_id, "")
         self.zk = zkc.KafkaZkClient(
             zookeeper_connect,
             session_timeout_ms=session_timeout_ms,
             connection_timeout_ms=connection_timeout_ms,
         )
         self.admin_timeout_ms = admin_timeout_ms
-        self._cluster_id = ""
-        self._brokers: dict[int, BrokerInfo] = {}
         self._controller_id = -1
         self._controller_epoch = -1
-        self._topics: dict[str, TopicMetadata] = {}
-        self._by_id: dict[uuid.UUID, TopicMetadata] = {}
-        self._listeners: list[MetadataListener] = []
         self._loop: asyncio.AbstractEventLoop | None = None
         self._changed = asyncio.Event()
         self._closed = False
@@ -126,44 +121,12 @@ class ZkMetadataStore:
 
     # -- reads -------------------------------------------------------------------------------
 
-    @property
-    def node_id(self) -> int:
-        return self._node_id
-
-    @property
-    def cluster_id(self) -> str:
-        return self._cluster_id
-
-    def live_brokers(self) -> Sequence[BrokerInfo]:
-        return [self._brokers[n] for n in sorted(self._brokers)]
-
-    def broker(self, node_id: int) -> BrokerInfo | None:
-        return self._brokers.get(node_id)
-
     def controller_id(self) -> int:
         return self._controller_id
 
     @property
     def controller_epoch(self) -> int:
         return self._controller_epoch
-
-    def topics(self) -> list[TopicMetadata]:
-        return list(self._topics.values())
-
-    def topic(self, name: str) -> TopicMetadata | None:
-        return self._topics.get(name)
-
-    def topic_by_id(self, topic_id: uuid.UUID) -> TopicMetadata | None:
-        return self._by_id.get(topic_id)
-
-    def partition(self, name: str, partition: int) -> PartitionState | None:
-        t = self._topics.get(name)
-        if t is None:
-            return None
-        for p in t.partitions:
-            if p.partition == partition:
-                return p
-        return None
 
     # -- UpdateMetadata ------------------------------------------------------------------------
 
@@ -473,19 +436,6 @@ class ZkMetadataStore:
         return block.first_producer_id
 
     # -- listeners -----------------------------------------------------------------------------
-
-    def _announce(self, change: MetadataChange) -> None:
-        for listener in list(self._listeners):
-            try:
-                listener(change)
-            except Exception:
-                log.exception("metadata listener failed on %r", change)
-
-    def add_listener(self, listener: MetadataListener) -> None:
-        self._listeners.append(listener)
-
-    def remove_listener(self, listener: MetadataListener) -> None:
-        self._listeners.remove(listener)
 
     def close(self) -> None:
         """Close the ZooKeeper session (this broker's registration disappears with it)."""
