@@ -539,6 +539,17 @@ class GroupMetadataManager:
     ) -> Outcome[list[Errors]]:
         """One error per entry, in order. Pure: the offsets change when the records replay."""
         error = self._validate_commit(group_id, generation_id, member_id, group_instance_id, now_ms)
+        return self._offset_records(group_id, error, entries, now_ms)
+
+    def _offset_records(
+        self,
+        group_id: str,
+        error: Errors,
+        entries: Sequence[OffsetCommitEntry],
+        now_ms: int,
+    ) -> Outcome[list[Errors]]:
+        """Every entry fails with ``error`` unless it is NONE; else one OffsetCommitRecord per
+        entry whose metadata fits offset.metadata.max.bytes (OFFSET_METADATA_TOO_LARGE)."""
         if error is not Errors.NONE:
             return Outcome([], [error] * len(entries))
         records: list[Record] = []
@@ -618,20 +629,7 @@ class GroupMetadataManager:
             error = Errors.UNKNOWN_MEMBER_ID
         elif generation_id >= 0:
             error = Errors.ILLEGAL_GENERATION
-        if error is not Errors.NONE:
-            return Outcome([], [error] * len(entries))
-        records: list[Record] = []
-        errors: list[Errors] = []
-        limit = self.config.offset_metadata_max_bytes
-        for e in entries:
-            metadata = e.metadata or ""
-            if len(metadata) > limit:
-                errors.append(Errors.OFFSET_METADATA_TOO_LARGE)
-                continue
-            value = OffsetAndMetadata(e.offset, e.leader_epoch, metadata, now_ms)
-            records.append(OffsetCommitRecord(group_id, e.topic, e.partition, value))
-            errors.append(Errors.NONE)
-        return Outcome(records, errors)
+        return self._offset_records(group_id, error, entries, now_ms)
 
     def replay_txn_offset(
         self, partition: int, producer_id: int, record: OffsetCommitRecord, record_offset: int
