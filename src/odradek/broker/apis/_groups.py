@@ -10,6 +10,7 @@ from kio.schema.errors import ErrorCode
 
 from odradek.broker.api import RequestContext
 from odradek.coordinator import GroupCoordinator
+from odradek.coordinator.group_manager import OffsetCommitEntry
 from odradek.coordinator.state import Errors
 
 __all__ = [
@@ -17,6 +18,7 @@ __all__ = [
     "GROUP_OPERATIONS",
     "GROUP_OPERATIONS_WITH_CONFIGS",
     "code",
+    "commit_entries",
     "coordinator",
     "ms",
 ]
@@ -47,3 +49,18 @@ def code(error: Errors | int) -> ErrorCode:
 def coordinator(ctx: RequestContext) -> GroupCoordinator:
     """The broker's GroupCoordinator (it answers COORDINATOR_NOT_AVAILABLE once stopped)."""
     return ctx.services.group_coordinator
+
+
+def commit_entries(request: Any) -> list[OffsetCommitEntry]:
+    """The offsets an OffsetCommit or TxnOffsetCommit request commits, in request order."""
+    return [
+        OffsetCommitEntry(
+            topic.name,
+            int(p.partition_index),
+            int(p.committed_offset),
+            int(getattr(p, "committed_leader_epoch", -1)),
+            p.committed_metadata,
+        )
+        for topic in request.topics
+        for p in topic.partitions
+    ]

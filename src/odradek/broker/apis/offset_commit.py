@@ -14,9 +14,8 @@ from collections.abc import Sequence
 from typing import Any
 
 from odradek.broker.api import ApiSpec, EncodedResponse, RequestContext
-from odradek.broker.apis._groups import code, coordinator
+from odradek.broker.apis._groups import code, commit_entries, coordinator
 from odradek.broker.apis._util import NO_THROTTLE, make, response_types
-from odradek.coordinator.group_manager import OffsetCommitEntry
 from odradek.protocol._primitives import uvarint
 
 __all__ = ["API", "encode_response", "handle"]
@@ -54,17 +53,7 @@ def encode_response(version: int, topics: Sequence[tuple[str, Sequence[tuple[int
 
 async def handle(ctx: RequestContext, request: Any) -> Any:
     coord = coordinator(ctx)
-    entries = [
-        OffsetCommitEntry(
-            topic.name,
-            int(p.partition_index),
-            int(p.committed_offset),
-            int(getattr(p, "committed_leader_epoch", -1)),
-            p.committed_metadata,
-        )
-        for topic in request.topics
-        for p in topic.partitions
-    ]
+    entries = commit_entries(request)
     errors = await coord.commit_offsets(
         request.group_id,
         int(request.generation_id_or_member_epoch),

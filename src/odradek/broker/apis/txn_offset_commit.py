@@ -15,9 +15,8 @@ from __future__ import annotations
 from typing import Any
 
 from odradek.broker.api import ApiSpec, RequestContext
-from odradek.broker.apis._groups import code, coordinator
+from odradek.broker.apis._groups import code, commit_entries, coordinator
 from odradek.broker.apis._util import NO_THROTTLE, make, response_types
-from odradek.coordinator.group_manager import OffsetCommitEntry
 from odradek.coordinator.transaction.manager import OFFSETS_TOPIC, fenced_error
 from odradek.coordinator.transaction.records import partition_for
 from odradek.coordinator.transaction.state import Errors
@@ -41,17 +40,7 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
         request.transactional_id, pid, epoch, [(OFFSETS_TOPIC, offsets_partition)]
     )
     error = verdict[(OFFSETS_TOPIC, offsets_partition)]
-    entries = [
-        OffsetCommitEntry(
-            topic.name,
-            int(p.partition_index),
-            int(p.committed_offset),
-            int(getattr(p, "committed_leader_epoch", -1)),
-            p.committed_metadata,
-        )
-        for topic in request.topics
-        for p in topic.partitions
-    ]
+    entries = commit_entries(request)
     errors: list[int]
     if error in _REFUSED:
         errors = [int(fenced_error(error, 28, version))] * len(entries)
