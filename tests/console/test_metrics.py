@@ -85,6 +85,8 @@ def test_lag_and_offsets(lagging: ConsoleBroker) -> None:
     assert sample(m, "kafka_topic_partition_under_replicated_partition", **tp) == 0
     # broker internals, read from the broker's state at scrape time
     assert sample(m, "kafka_log_log_logendoffset", **tp) == 100
+    assert sample(m, "kafka_server_replicamanager_isrshrinks_total") == 0  # alone: no followers
+    assert sample(m, "kafka_server_replicamanager_isrexpands_total") == 0
     size = sample(m, "kafka_log_log_size", **tp)
     assert size is not None and size > 100 * 10
     assert sample(m, "kafka_server_brokertopicmetrics_messagesin_total", topic=TOPIC) == 100

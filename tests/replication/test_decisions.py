@@ -309,6 +309,7 @@ async def test_replica_manager_shrinks_and_expands_through_the_manager() -> None
         rm.maybe_shrink_isr()
         await _settle(rm)
         assert alter.calls == [[1, 2]] and handle.isr == [1, 2]
+        assert (rm.isr_shrinks, rm.isr_expands) == (1, 0)  # IsrShrinksPerSec
         assert handle.high_watermark == 3  # 3 left the ISR: the HW follows 1 and 2
         assert moved == [("t", 0, 1), ("t", 0, 3)]
         # acks=all with |ISR| = 2 = min.insync.replicas: answered once the HW passes it
@@ -322,6 +323,7 @@ async def test_replica_manager_shrinks_and_expands_through_the_manager() -> None
         rm.record_follower_fetch(handle, 3, 4)
         await _settle(rm)
         assert alter.calls[-1] == [1, 2, 3] and handle.isr == [1, 2, 3]
+        assert (rm.isr_shrinks, rm.isr_expands) == (1, 1)  # IsrExpandsPerSec
         # a timed-out acks=all
         handle.log.append(batch(1), 0)
         assert await rm.wait_for_acks(handle, 5, 2, timeout_s=0.01) is ErrorCode.request_timed_out

@@ -198,6 +198,10 @@ class ReplicaManager:
         self._hw_listeners: list[HighWatermarkListener] = []
         self._background: asyncio.Task[None] | None = None
         self._tasks: set[asyncio.Task[Any]] = set()
+        self.isr_shrinks = 0
+        """ISR changes committed by the controller that shrank a partition's ISR led here
+        (Kafka's IsrShrinksPerSec); ``isr_expands`` likewise (IsrExpandsPerSec)."""
+        self.isr_expands = 0
         self._closed = False
 
     # -- partitions ---------------------------------------------------------------------------
@@ -598,7 +602,12 @@ class ReplicaManager:
             log.exception("AlterPartition for %s-%d failed", handle.topic, handle.partition)
             result = ErrorCode.unknown_server_error
         if isinstance(result, PartitionState):
+            before = len(handle.isr)
             applied = handle.apply_isr_update(result)
+            if applied and len(result.isr) < before:
+                self.isr_shrinks += 1
+            elif applied and len(result.isr) > before:
+                self.isr_expands += 1
             log.info(
                 "%s-%d: ISR %s (partition epoch %d)%s",
                 handle.topic,

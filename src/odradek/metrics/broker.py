@@ -27,7 +27,8 @@ Exported series (``docs/operations.md`` describes each one):
 * ``kafka_server_socketserver_connections``
 * ``kafka_log_log_size{topic,partition}``, ``kafka_log_log_logstartoffset{topic,partition}``,
   ``kafka_log_log_logendoffset{topic,partition}``, ``kafka_log_log_numlogsegments{topic,partition}``
-* ``kafka_server_replicamanager_partitioncount``, ``..._underreplicatedpartitions``
+* ``kafka_server_replicamanager_partitioncount``, ``..._underreplicatedpartitions``,
+  ``..._isrshrinks_total``, ``..._isrexpands_total``
 * ``kafka_server_delayedoperationpurgatory_purgatorysize{delayedoperation}``
 * ``odradek_event_loop_lag_seconds`` (histogram), ``odradek_event_loop_lag_max_seconds``
 """
@@ -260,6 +261,10 @@ class BrokerState(Protocol):
 
     def under_replicated(self) -> int: ...
 
+    def isr_changes(self) -> tuple[int, int]:
+        """(ISR shrinks, ISR expands) of partitions led here since the broker started."""
+        ...
+
 
 class _BrokerAdapter:
     """The one place that knows where the broker keeps the state the collectors read."""
@@ -289,6 +294,12 @@ class _BrokerAdapter:
             for p in rm.partitions()
             if p.is_leader and len(p.state.isr) < len(p.state.replicas)
         )
+
+    def isr_changes(self) -> tuple[int, int]:
+        rm = getattr(self._broker, "replica_manager", None)
+        if rm is None:
+            return 0, 0
+        return rm.isr_shrinks, rm.isr_expands
 
 
 def broker_state(broker: Any) -> BrokerState:
@@ -339,6 +350,17 @@ class BrokerStateCollector(Collector):
             "kafka_server_replicamanager_underreplicatedpartitions",
             "Partitions led here whose ISR is smaller than their replica set.",
             value=st.under_replicated(),
+        )
+        shrinks, expands = st.isr_changes()
+        yield CounterMetricFamily(
+            "kafka_server_replicamanager_isrshrinks",
+            "ISR shrinks of partitions led here (committed by the controller).",
+            value=shrinks,
+        )
+        yield CounterMetricFamily(
+            "kafka_server_replicamanager_isrexpands",
+            "ISR expansions of partitions led here (committed by the controller).",
+            value=expands,
         )
         purgatory = GaugeMetricFamily(
             "kafka_server_delayedoperationpurgatory_purgatorysize",
