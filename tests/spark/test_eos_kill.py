@@ -112,7 +112,7 @@ def _run_with_kills(bs: str, tmp: Path, batches: int, per_batch: int, kills: int
             target = _committed_batches(ckpt) + rnd.randint(1, spacing)
             while _committed_batches(ckpt) < target:
                 assert time.monotonic() < deadline, f"no progress: see {log}"
-                assert q.running(), f"query process exited early: see {log}"
+                assert q.running(), f"query process exited early (rc {q.proc.returncode}): see {log}"
                 time.sleep(0.05)  # polling the commit log (another process's files)
             time.sleep(rnd.uniform(0, 1.5))  # the random point in the next batch
             if what == "driver":
