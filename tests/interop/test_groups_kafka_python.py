@@ -79,29 +79,34 @@ def _leader_rejoin_parked(bootstrap: str, unstick: bool) -> tuple[Any, Any, Any,
     a = KafkaConsumer(topic, client_id="A", **kw)
     b = KafkaConsumer(topic, client_id="B", **kw)
     admin = KafkaAdminClient(bootstrap_servers=bootstrap)
-    # the set-up joins can lose a join the same way (the topic's metadata arriving after the
-    # first join): always unstick them
-    assert _poll_until([a], lambda: _partitions(a) == [0, 1], 20, True)
-    assert _poll_until([a, b], lambda: _partitions(a) == [0] and _partitions(b) == [1], 20, True)
-    assert a._coordinator._is_leader
-    admin.create_partitions({topic: NewPartitions(4)})
-    # A sees 4 partitions and rejoins; its JoinGroup waits for B, so poll() times out with
-    # the join in flight
-    assert _poll_until(
-        [a],
-        lambda: (
-            a._coordinator.state is MemberState.REBALANCING
-            and a._coordinator._join_task is not None
-        ),
-        20,
-        unstick,
-    )
-    for _ in range(3):
-        a.poll(timeout_ms=50)
-    assert not a._coordinator._join_task.is_done
-    # B learns of the rebalance from its heartbeat, rejoins, and gets its new assignment:
-    # A's join (and its leader SyncGroup) finished meanwhile, while A was not polling
-    assert _poll_until([b], lambda: _partitions(b) == [2, 3], 20, unstick)
+    try:
+        # the set-up joins can lose a join the same way (the topic's metadata arriving after the
+        # first join): always unstick them
+        assert _poll_until([a], lambda: _partitions(a) == [0, 1], 20, True)
+        assert _poll_until([a, b], lambda: _partitions(a) == [0] and _partitions(b) == [1], 20, True)
+        assert a._coordinator._is_leader
+        admin.create_partitions({topic: NewPartitions(4)})
+        # A sees 4 partitions and rejoins; its JoinGroup waits for B, so poll() times out with
+        # the join in flight
+        assert _poll_until(
+            [a],
+            lambda: (
+                a._coordinator.state is MemberState.REBALANCING
+                and a._coordinator._join_task is not None
+            ),
+            20,
+            unstick,
+        )
+        for _ in range(3):
+            a.poll(timeout_ms=50)
+        assert not a._coordinator._join_task.is_done
+        # B learns of the rebalance from its heartbeat, rejoins, and gets its new assignment:
+        # A's join (and its leader SyncGroup) finished meanwhile, while A was not polling
+        assert _poll_until([b], lambda: _partitions(b) == [2, 3], 20, unstick)
+    except BaseException:  # a failed set-up must not leave the clients' threads running
+        for client in (a, b, admin):
+            client.close()
+        raise
     return a, b, admin, topic, group
 
 
