@@ -356,3 +356,59 @@ def test_fetch_below_v4_streams_a_large_down_converted_response(
         "604800000",
         True,
     )
+
+
+def _fetch_old(old: OldWire, version: int, topic: str) -> Any:
+    body = {
+        "replica_id": -1,
+        "max_wait_ms": 0,
+        "min_bytes": 1,
+        "max_bytes": 1 << 20,
+        "topics": [
+            {
+                "topic": topic,
+                "partitions": [{"partition": 0, "fetch_offset": 0, "partition_max_bytes": 1 << 20}],
+            }
+        ],
+    }
+    request = bytes(kp_build(kp_fetch.FetchRequest[version], body).encode())
+    got = old.receive(old.send(1, version, request))
+    return kp_fetch.FetchResponse[version].decode(got).responses[0].partitions[0]
+
+
+@pytest.mark.parametrize("version", [0, 3])
+def test_fetch_below_v4_of_a_topic_without_down_conversion_is_unsupported_version(
+    broker: BrokerProcess, old: OldWire, version: int
+) -> None:
+    """message.downconversion.enable=false: an old consumer's fetch gets UNSUPPORTED_VERSION
+    (35) for the topic, as in Kafka, while v4+ reads it; altering the config back to true lets
+    the old version read it at once."""
+    from confluent_kafka.admin import AdminClient, ConfigResource, NewTopic
+
+    topic = f"nodown{version}"
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap_servers})
+    new = NewTopic(topic, 1, 1, config={"message.downconversion.enable": "false"})
+    admin.create_topics([new])[topic].result(15)
+    _produce(broker, topic, [b"a", b"b"])
+    _produce(broker, "plain", [b"c"])
+
+    p = _fetch_old(old, version, topic)
+    assert (p.error_code, p.high_watermark) == (35, -1)
+    assert _fetch_old(old, version, "plain").error_code == 0  # other topics are unaffected
+    with Wire(broker.bootstrap_servers) as w:
+        from broker.wire import fetch_request, fetched_batches
+
+        fetched = w.call(fetch_request(topic, {0: 0}))
+    assert fetched.responses[0].partitions[0].error_code.value == 0
+    assert len(fetched_batches(fetched.responses[0].partitions[0].records)) == 1
+
+    resource = ConfigResource("topic", topic, set_config={"message.downconversion.enable": "true"})
+    admin.alter_configs([resource])[resource].result(15)
+    p = _fetch_old(old, version, topic)
+    assert (p.error_code, p.high_watermark) == (0, 2)
+    messages = iter_messages(_records_bytes(p.records), partial_ok=True)  # then an overflow entry
+    assert [m.value for m in messages] == [b"a", b"b"]
+
+
+def _records_bytes(records: Any) -> bytes:
+    return records if isinstance(records, bytes) else bytes(records.buffer())

@@ -32,6 +32,11 @@ offset, or the leader's largest epoch ≤ it is older — gets no records but
 ``diverging_epoch`` = (that epoch, its end offset) to truncate to (KIP-320, Kafka's
 ``Partition.fetchRecords``).
 
+Versions 0-3 carry the old message formats (magic 0 and 1, down-converted lazily by
+``protocol.legacy_versions``). A consumer's fetch at those versions of a topic with
+``message.downconversion.enable=false`` gets UNSUPPORTED_VERSION for its partitions, as in
+Kafka; a follower's never does.
+
 The record bytes a consumer's response carries are reported per topic to
 ``RequestContext.metrics`` (BytesOutPerSec); a follower's are not (Kafka counts those as
 replication traffic).
@@ -55,6 +60,7 @@ _UNKNOWN = ErrorCode.unknown_topic_or_partition
 _OUT_OF_RANGE = ErrorCode.offset_out_of_range
 _STORAGE = ErrorCode.kafka_storage_error
 _NOT_LEADER = ErrorCode.not_leader_or_follower
+_UNSUPPORTED_VERSION = ErrorCode.unsupported_version
 _NOBODY: frozenset[tuple[str, int]] = frozenset()
 
 # (partition, error, high_watermark, last_stable_offset, log_start_offset, records or None
@@ -81,6 +87,7 @@ def _read_all(
     request: Any,
     follower: bool,
     refused: set[tuple[str, int]] | frozenset[tuple[str, int]],
+    no_down_conversion: frozenset[str] = frozenset(),
 ) -> tuple[list[tuple[str, list[PartitionResult]]], int, bool]:
     remaining = request.max_bytes if request.max_bytes > 0 else 0x7FFFFFFF
     if not follower:
@@ -94,6 +101,13 @@ def _read_all(
     for ft in request.topics:
         name = ft.topic
         presults: list[PartitionResult] = []
+        if name in no_down_conversion:
+            presults = [
+                (fp.partition, _UNSUPPORTED_VERSION, -1, -1, -1, None) for fp in ft.partitions
+            ]
+            out.append((name, presults))
+            error = True
+            continue
         for fp in ft.partitions:
             index = fp.partition
             handle, code = leader_partition(
@@ -185,11 +199,28 @@ def _record_follower(services: BrokerServices, request: Any) -> set[tuple[str, i
     return unknown
 
 
+def _down_conversion_disabled(services: BrokerServices, request: Any) -> frozenset[str]:
+    """The requested topics whose message.downconversion.enable (topic config, else the
+    broker's log.message.downconversion.enable) is false."""
+    out = set()
+    for ft in request.topics:
+        meta = services.metadata.topic(ft.topic)
+        if meta is None:
+            continue  # unknown: the partitions' own errors answer
+        configs = services.topic_admin.topic_configs(meta)
+        if configs.get("message.downconversion.enable", "true").lower() == "false":
+            out.add(ft.topic)
+    return frozenset(out)
+
+
 async def handle(ctx: RequestContext, request: Any) -> Any:
     services = ctx.services
     follower = request.replica_id >= 0
     refused = _record_follower(services, request) if follower else _NOBODY
-    results, total, error = _read_all(services, request, follower, refused)
+    disabled: frozenset[str] = frozenset()
+    if not follower and ctx.header.api_version <= 3:
+        disabled = _down_conversion_disabled(services, request)
+    results, total, error = _read_all(services, request, follower, refused, disabled)
     min_bytes = request.min_bytes
     if total < min_bytes and not error and request.topics:
         max_wait_s = request.max_wait.total_seconds()
@@ -202,7 +233,7 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
                 if left <= 0:
                     break
                 woken = await services.purgatory.wait(watched, left)
-                results, total, error = _read_all(services, request, follower, refused)
+                results, total, error = _read_all(services, request, follower, refused, disabled)
                 if not woken or total >= min_bytes or error:
                     break
     metrics = ctx.metrics
