@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import logging
 import time
 import uuid
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -48,6 +50,33 @@ _KP_CONFIG: dict[str, Any] = {
 }
 
 
+class _NoNeedRejoinChatter(logging.Filter):
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not str(record.msg).startswith("need_rejoin")
+
+
+@pytest.fixture(autouse=True)
+def _coordinator_debug_log(caplog: pytest.LogCaptureFixture) -> Iterator[None]:
+    """kafka-python's group coordinator at DEBUG in a failing test's report (its JoinGroup,
+    SyncGroup and assignment steps), without need_rejoin()'s line per call."""
+    chatter = _NoNeedRejoinChatter()
+    consumer_coordinator = logging.getLogger("kafka.coordinator.consumer")
+    consumer_coordinator.addFilter(chatter)
+    caplog.set_level(logging.DEBUG, logger="kafka.coordinator")
+    yield
+    consumer_coordinator.removeFilter(chatter)
+
+
+def _state(consumer: Any) -> str:
+    coordinator = consumer._coordinator
+    task = coordinator._join_task
+    return (
+        f"{consumer.config['client_id']}: partitions {_partitions(consumer)}, "
+        f"{coordinator.state}, {coordinator._generation}, leader={coordinator._is_leader}, "
+        f"join task {None if task is None else task.is_done}"
+    )
+
+
 def _partitions(consumer: Any) -> list[int]:
     return sorted(tp.partition for tp in consumer.assignment())
 
@@ -82,8 +111,11 @@ def _leader_rejoin_parked(bootstrap: str, unstick: bool) -> tuple[Any, Any, Any,
     try:
         # the set-up joins can lose a join the same way (the topic's metadata arriving after the
         # first join): always unstick them
-        assert _poll_until([a], lambda: _partitions(a) == [0, 1], 20, True)
-        assert _poll_until([a, b], lambda: _partitions(a) == [0] and _partitions(b) == [1], 20, True)
+        assert _poll_until([a], lambda: _partitions(a) == [0, 1], 20, True), _state(a)
+        both = _poll_until(
+            [a, b], lambda: _partitions(a) == [0] and _partitions(b) == [1], 20, True
+        )
+        assert both, (_state(a), _state(b), _broker_assignment(admin, group, topic))
         assert a._coordinator._is_leader
         admin.create_partitions({topic: NewPartitions(4)})
         # A sees 4 partitions and rejoins; its JoinGroup waits for B, so poll() times out with
