@@ -38,11 +38,15 @@ QUERY = Path(__file__).with_name("eos_query.py")
 
 
 def _committed_batches(ckpt: Path) -> int:
-    """Batches in Spark's commit log (files named by batch id)."""
+    """Batches committed so far: one past the largest batch id in Spark's commit log (files
+    named by batch id). Not the number of files: Spark keeps only the last
+    ``spark.sql.streaming.minBatchesToRetain`` (100) of them, so a count stops growing at
+    about 100 while the query goes on (the long run then waited for a count it could not
+    reach until the query had finished every batch and exited)."""
     d = ckpt / "commits"
     if not d.is_dir():
         return 0
-    return len([p for p in d.iterdir() if p.name.isdigit()])
+    return max((int(p.name) + 1 for p in d.iterdir() if p.name.isdigit()), default=0)
 
 
 def _python_workers(root: int) -> list[int]:
@@ -112,7 +116,10 @@ def _run_with_kills(bs: str, tmp: Path, batches: int, per_batch: int, kills: int
             target = _committed_batches(ckpt) + rnd.randint(1, spacing)
             while _committed_batches(ckpt) < target:
                 assert time.monotonic() < deadline, f"no progress: see {log}"
-                assert q.running(), f"query process exited early (rc {q.proc.returncode}): see {log}"
+                assert q.running(), (
+                    f"query process exited (rc {q.proc.returncode}) at batch "
+                    f"{_committed_batches(ckpt)} before the kill planned at batch {target}: see {log}"
+                )
                 time.sleep(0.05)  # polling the commit log (another process's files)
             time.sleep(rnd.uniform(0, 1.5))  # the random point in the next batch
             if what == "driver":
