@@ -28,8 +28,10 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import re
 import sys
 import time
+import urllib.request
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -39,7 +41,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from common import LogEnd, PySpy, cpu_seconds, median, zookeeper_cluster
+from common import LogEnd, PySpy, cpu_seconds, median, proc_stat, zookeeper_cluster
 from odradek.testing.process import BrokerProcess
 
 
@@ -125,14 +127,26 @@ def wait_caught_up(
 
 
 def measure(
-    pids: dict[int, int], work: Callable[[], tuple[int, float]], caught_up: Callable[[], None]
-) -> tuple[int, float, dict[int, float]]:
-    """(records, seconds of producing, CPU seconds each pid spent from before ``work`` until
-    ``caught_up`` returned)."""
-    before = {b: cpu_seconds(pid) for b, pid in pids.items()}
+    pids: dict[int, int],
+    work: Callable[[], tuple[int, float]],
+    caught_up: Callable[[], None],
+    consoles: dict[int, str] | None = None,
+) -> tuple[int, float, dict[int, tuple[float, float]], dict[int, dict[str, float]]]:
+    """(records, seconds of producing, (user, system) CPU seconds each pid spent from before
+    ``work`` until ``caught_up`` returned, and with ``consoles`` the requests each broker
+    answered)."""
+    requests0 = request_counts(consoles) if consoles else {}
+    before = {b: proc_stat(pid)[:2] for b, pid in pids.items()}
     records, seconds = work()
     caught_up()
-    return records, seconds, {b: cpu_seconds(pid) - before[b] for b, pid in pids.items()}
+    after = {b: proc_stat(pid)[:2] for b, pid in pids.items()}
+    cpu = {b: (after[b][0] - before[b][0], after[b][1] - before[b][1]) for b in pids}
+    requests: dict[int, dict[str, float]] = {}
+    if consoles:
+        for b, counts in request_counts(consoles).items():
+            requests[b] = {k: v - requests0[b].get(k, 0) for k, v in counts.items()}
+            requests[b] = {k: v for k, v in requests[b].items() if v}
+    return records, seconds, cpu, requests
 
 
 def idle_cpu(pids: dict[int, int], seconds: float = 2.0) -> dict[int, float]:
@@ -160,6 +174,39 @@ def profiled(pids: dict[int, int], out: Path | None) -> Iterator[None]:
             print(f"   {own:6d} {incl:6d} {total:6d}  {name}")
 
 
+CONSOLE = re.compile(r"console listening on (http://\S+)")
+REQUESTS = re.compile(
+    r'^kafka_network_requestmetrics_requests_total\{request="(\w+)",[^}]*\} (\S+)$'
+)
+METRICS_MAX_AGE_S = 5.0  # odradek.console.broker renders /metrics at most this often
+
+
+def console_url(broker: BrokerProcess, timeout: float = 30) -> str:
+    """The console address a broker started with ``http.listeners=http://127.0.0.1:0`` logged."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if broker.log_path is not None and (m := CONSOLE.search(broker.log_path.read_text())):
+            return m.group(1).rstrip("/")
+        time.sleep(0.1)
+    raise TimeoutError(f"broker {broker.bootstrap_servers} logged no console address")
+
+
+def request_counts(urls: dict[int, str]) -> dict[int, dict[str, float]]:
+    """Requests answered so far per API, per broker (from /metrics, after waiting out its cache:
+    only for ``--count-requests`` runs, with nothing else running)."""
+    time.sleep(METRICS_MAX_AGE_S + 0.5)  # the broker's /metrics snapshot is up to 5 s old
+    out: dict[int, dict[str, float]] = {}
+    for b, url in urls.items():
+        with urllib.request.urlopen(f"{url}/metrics", timeout=30) as response:
+            text = response.read().decode()
+        counts: dict[str, float] = {}
+        for line in text.splitlines():
+            if m := REQUESTS.match(line):
+                counts[m.group(1)] = counts.get(m.group(1), 0) + float(m.group(2))
+        out[b] = counts
+    return out
+
+
 def fmt_range(values: list[float], digits: int = 2) -> str:
     return f"{median(values):.{digits}f} ({min(values):.{digits}f}-{max(values):.{digits}f})"
 
@@ -174,11 +221,22 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument(
         "--profile", type=Path, help="py-spy the brokers in the last RF 3 run, into this directory"
     )
+    ap.add_argument(
+        "--count-requests",
+        action="store_true",
+        help="diagnostic: run the brokers with their console and print the requests each one "
+        "answered per run (from /metrics; adds the console's own work and 6 s waits)",
+    )
     args = ap.parse_args(argv)
+    console = {"http.listeners": "http://127.0.0.1:0"} if args.count_requests else {}
     rows: list[dict[str, float]] = []
     with (
-        zookeeper_cluster(3, "odradek-bench-replcpu-") as (c, tmp),
-        BrokerProcess({"num.partitions": args.partitions}, data_dir=tmp / "single") as single,
+        zookeeper_cluster(3, "odradek-bench-replcpu-", {**console}) as (c, tmp),
+        BrokerProcess(
+            {"num.partitions": args.partitions, **console},
+            data_dir=tmp / "single",
+            log_level="info",
+        ) as single,
     ):
         # The controller leads every partition, so the two followers do nothing but follow.
         leader = c.metadata().controller_id
@@ -189,6 +247,8 @@ def main(argv: list[str] | None = None) -> int:
         ]
         pids3 = {b: c.brokers[b].pid or 0 for b in (leader, *followers)}
         pid1 = {0: single.pid or 0}
+        consoles3 = {b: console_url(c.brokers[b]) for b in pids3} if console else None
+        consoles1 = {0: console_url(single)} if console else None
         print(f"leader of every partition and controller: broker {leader}; followers {followers}")
 
         def rf3(rep: int) -> dict[str, float]:
@@ -212,7 +272,7 @@ def main(argv: list[str] | None = None) -> int:
             dirs = [c.brokers[b].data_dir for b in (leader, *followers)]
             last = rep == args.runs - 1
             with profiled(pids3, args.profile if last else None):
-                n, secs, cpu = measure(
+                n, secs, cpu, requests = measure(
                     pids3,
                     lambda: produce(
                         c.brokers[leader].bootstrap_servers,
@@ -225,16 +285,20 @@ def main(argv: list[str] | None = None) -> int:
                     lambda: wait_caught_up(
                         c.brokers[leader].bootstrap_servers, topic, args.partitions, dirs
                     ),
+                    consoles3,
                 )
+            for b, counts in requests.items():
+                print(f"  RF 3 broker {b} answered {counts}")
             out = {"rf3_records": n, "rf3_rate": n / secs}
             for b in pids3:
-                out[f"rf3_cpu_per_m_{b}"] = cpu[b] / n * 1e6
+                out[f"rf3_cpu_per_m_{b}"] = sum(cpu[b]) / n * 1e6
+                out[f"rf3_sys_per_m_{b}"] = cpu[b][1] / n * 1e6
             return out
 
         def rf1(rep: int) -> dict[str, float]:
             topic = f"replcpu-rf1-{rep}"
             create(single.bootstrap_servers, NewTopic(topic, args.partitions, 1))
-            n, secs, cpu = measure(
+            n, secs, cpu, requests = measure(
                 pid1,
                 lambda: produce(
                     single.bootstrap_servers,
@@ -247,8 +311,16 @@ def main(argv: list[str] | None = None) -> int:
                 lambda: wait_caught_up(
                     single.bootstrap_servers, topic, args.partitions, [single.data_dir]
                 ),
+                consoles1,
             )
-            return {"rf1_records": n, "rf1_rate": n / secs, "rf1_cpu_per_m": cpu[0] / n * 1e6}
+            for counts in requests.values():
+                print(f"  RF 1 broker answered {counts}")
+            return {
+                "rf1_records": n,
+                "rf1_rate": n / secs,
+                "rf1_cpu_per_m": sum(cpu[0]) / n * 1e6,
+                "rf1_sys_per_m": cpu[0][1] / n * 1e6,
+            }
 
         for rep in range(args.runs):
             row: dict[str, float] = {}
@@ -275,22 +347,23 @@ def main(argv: list[str] | None = None) -> int:
         f"RF 1 {min(r['rf1_records'] for r in rows):,.0f}+); medians (min-max)"
     )
     col = {k: [r[k] for r in rows] for k in rows[0]}
-    print("| broker | CPU s per million records | ratio to RF 1 | idle CPU (s/s) |")
-    print("|---|---|---|---|")
     print(
-        f"| leader (broker {leader}), RF 3 | {fmt_range(col[f'rf3_cpu_per_m_{leader}'])} "
-        f"| {fmt_range(col['ratio_leader'])} | {fmt_range(col[f'idle_cpu_{leader}'], 3)} |"
+        "| broker | CPU s per million records (user + system) | of which system "
+        "| ratio to RF 1 | idle CPU (s/s) |"
     )
-    for f in followers:
+    print("|---|---|---|---|---|")
+    for role, b in [("leader", leader), *(("follower", f) for f in followers)]:
+        ratio = col["ratio_leader"] if b == leader else col[f"ratio_follower_{b}"]
         print(
-            f"| follower (broker {f}), RF 3 | {fmt_range(col[f'rf3_cpu_per_m_{f}'])} "
-            f"| {fmt_range(col[f'ratio_follower_{f}'])} | {fmt_range(col[f'idle_cpu_{f}'], 3)} |"
+            f"| {role} (broker {b}), RF 3 | {fmt_range(col[f'rf3_cpu_per_m_{b}'])} "
+            f"| {fmt_range(col[f'rf3_sys_per_m_{b}'])} | {fmt_range(ratio)} "
+            f"| {fmt_range(col[f'idle_cpu_{b}'], 3)} |"
         )
     total = [sum(r[f"rf3_cpu_per_m_{b}"] for b in (leader, *followers)) for r in rows]
-    print(f"| all three, RF 3 | {fmt_range(total)} | {fmt_range(col['ratio_total'])} | |")
+    print(f"| all three, RF 3 | {fmt_range(total)} | | {fmt_range(col['ratio_total'])} | |")
     print(
-        f"| one broker, RF 1 | {fmt_range(col['rf1_cpu_per_m'])} | 1 "
-        f"| {fmt_range(col['idle_cpu_0'], 3)} |"
+        f"| one broker, RF 1 | {fmt_range(col['rf1_cpu_per_m'])} "
+        f"| {fmt_range(col['rf1_sys_per_m'])} | 1 | {fmt_range(col['idle_cpu_0'], 3)} |"
     )
     print()
     print(
