@@ -104,7 +104,15 @@ def wait_caught_up(
     """Until every replica's log end equals the leader's high watermark, for every partition
     (``data_dirs``: the replicas' log directories; the first is the leader's)."""
     ends = {(d, p): LogEnd(d / f"{topic}-{p}") for d in data_dirs for p in range(partitions)}
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"{topic}-watermarks"})
+    # read_uncommitted: a read_committed ListOffsets would make the leader load its producer
+    # state (a replay of the whole log, once per partition) just for this check
+    consumer = Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": f"{topic}-watermarks",
+            "isolation.level": "read_uncommitted",
+        }
+    )
     try:
         deadline = time.monotonic() + timeout
         while True:
