@@ -52,14 +52,20 @@ def create(bootstrap: str, topic: NewTopic) -> None:
 
 
 def produce(
-    bootstrap: str, topic: str, partitions: int, records: int, size: int, max_seconds: float
+    bootstrap: str,
+    topic: str,
+    partitions: int,
+    records: int,
+    size: int,
+    max_seconds: float,
+    acks: str = "all",
 ) -> tuple[int, float]:
     """(records acknowledged, seconds): ``records`` records (fewer if ``max_seconds`` runs out)
-    with acks=all; raises on any delivery error."""
+    with ``acks``; raises on any delivery error."""
     producer = Producer(
         {
             "bootstrap.servers": bootstrap,
-            "acks": "all",
+            "acks": acks,
             "linger.ms": 5,
             "batch.size": 262144,
             "message.timeout.ms": 120_000,
@@ -227,6 +233,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--runs", type=int, default=5)
     ap.add_argument("--max-seconds", type=float, default=120, help="per produce phase")
     ap.add_argument(
+        "--acks",
+        default="all",
+        choices=["all", "1"],
+        help="diagnostic: acks=1 leaves out the wait for the followers",
+    )
+    ap.add_argument(
         "--profile", type=Path, help="py-spy the brokers in the last RF 3 run, into this directory"
     )
     ap.add_argument(
@@ -289,6 +301,7 @@ def main(argv: list[str] | None = None) -> int:
                         args.records,
                         args.size,
                         args.max_seconds,
+                        args.acks,
                     ),
                     lambda: wait_caught_up(
                         c.brokers[leader].bootstrap_servers, topic, args.partitions, dirs
@@ -315,6 +328,7 @@ def main(argv: list[str] | None = None) -> int:
                     args.records,
                     args.size,
                     args.max_seconds,
+                    args.acks,
                 ),
                 lambda: wait_caught_up(
                     single.bootstrap_servers, topic, args.partitions, [single.data_dir]
@@ -375,7 +389,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     print()
     print(
-        f"records/s: RF 3 acks=all {fmt_range(col['rf3_rate'], 0)}, RF 1 "
+        f"records/s: RF 3 acks={args.acks} {fmt_range(col['rf3_rate'], 0)}, RF 1 "
         f"{fmt_range(col['rf1_rate'], 0)}, ratio {fmt_range(col['ratio_rate'])}"
     )
     return 0
