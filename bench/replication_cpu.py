@@ -1,24 +1,30 @@
 """Broker CPU per million records replicated, for the leader and each follower (issue 12).
 
-    .venv/bin/python bench/replication_cpu.py [--records 500000] [--runs 5] [--partitions 3]
+    .venv/bin/python bench/replication_cpu.py [--records 1000000] [--runs 5] [--partitions 3]
 
 Three ``odradek broker`` processes (broker.id 1-3) on a local Apache ZooKeeper (Debian's
 package), all on 127.0.0.1 (``common.zookeeper_cluster``). Each repetition creates a fresh
-topic with RF 3 and min.insync.replicas 2 whose partitions are all assigned ``[L, A, B]`` or
+topic with RF 3 and min.insync.replicas 2 whose partitions are assigned ``[L, A, B]`` or
 ``[L, B, A]`` (explicit replica assignment), L being the controller: broker L leads every
-partition (and does the controller's little work), brokers A and B are pure followers. One confluent-kafka producer (acks=all, linger.ms 5, batch.size
-256 KiB, ``--size``-byte records round-robin over the partitions) sends ``--records`` records,
-or as many as it can in ``--max-seconds``. Each broker process's CPU time (user + system, from
-/proc/<pid>/stat, 10 ms ticks) is read before the first record and again once every replica has
-caught up: each replica's log end (read from its segment files) equals the leader's, and the
-leader's high watermark (ListOffsets) equals its log end.
+partition (and does the controller's little work), brokers A and B are pure followers. One
+confluent-kafka producer (acks=all, linger.ms 5, batch.size 256 KiB, ``--size``-byte records
+round-robin over the partitions) sends ``--records`` records, or as many as it can in
+``--max-seconds``. Each broker process's CPU time (user and system, from /proc/<pid>/stat,
+10 ms ticks) is read before the first record and again once every replica has caught up: each
+replica's log end (read from its segment files) equals the leader's high watermark
+(ListOffsets), for every partition.
 
 In the same repetition, alternating which goes first, the same workload goes to a topic with RF
 1 on one more broker process without ZooKeeper (CPU per million records appended with no
 replication); acks=all there is acks=1. Reported per repetition and as medians (min-max): CPU
-seconds per million records for the leader, each follower and the RF 1 broker, their ratios,
-the records/s, and each broker's idle CPU (a 2 s window after the repetition) so the background
-(ZooKeeper pings, parked follower fetches, the controller) can be told apart.
+seconds per million records for the leader, each follower and the RF 1 broker (and the system
+part), their ratios to RF 1, the records/s, and each broker's idle CPU (a 2 s window after the
+repetition) so the background (ZooKeeper pings, parked follower fetches, the controller) can be
+told apart.
+
+Diagnostics: ``--acks 1`` (the leader does not wait for its followers), ``--count-requests``
+(the brokers run their console; the requests each answered are read from /metrics),
+``--profile DIR`` (py-spy on the three brokers during the last RF 3 phase).
 
 CPU seconds, not wall time, are the measure: the machine has 2 cores shared by the three brokers,
 ZooKeeper, the producer and other work. Every loop is bounded in count and in time.
@@ -227,7 +233,7 @@ def fmt_range(values: list[float], digits: int = 2) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--records", type=int, default=500_000)
+    ap.add_argument("--records", type=int, default=1_000_000)
     ap.add_argument("--size", type=int, default=100)
     ap.add_argument("--partitions", type=int, default=3)
     ap.add_argument("--runs", type=int, default=5)
