@@ -19,23 +19,24 @@ Brokers are real ``odradek broker`` processes (tests/cluster/conftest.py's ``Clu
 from __future__ import annotations
 
 import argparse
+import itertools
 import statistics
 import sys
-import tempfile
 import threading
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-
-import itertools
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
-from tests.cluster.conftest import Cluster
 
-from odradek.cluster.zookeeper import ZooKeeperServer
+from common import zookeeper_cluster
 from odradek.testing.process import BrokerProcess
+
+if TYPE_CHECKING:
+    from tests.cluster.conftest import Cluster
 
 VALUE = b"x" * 100
 
@@ -126,14 +127,10 @@ def main() -> None:
     ap.add_argument("--records", type=int, default=100_000)
     ap.add_argument("--failovers", type=int, default=3)
     args = ap.parse_args()
-    tmp = Path(tempfile.mkdtemp(prefix="odradek-bench-cluster-"))
-    zk = ZooKeeperServer(tmp / "zk")
-    zk.start()
-    c = Cluster(zk, tmp, 3)
-    single = BrokerProcess({"num.partitions": 3}, data_dir=tmp / "single")
-    try:
-        c.start()
-        single.start()
+    with (
+        zookeeper_cluster(3, "odradek-bench-cluster-") as (c, tmp),
+        BrokerProcess({"num.partitions": 3}, data_dir=tmp / "single") as single,
+    ):
         _create(
             c.bootstrap_servers, NewTopic("bench-rf3", 3, 3, config={"min.insync.replicas": "2"})
         )
@@ -158,10 +155,6 @@ def main() -> None:
                 f"({', '.join(f'{t:.2f}' for t in first)}); longest gap between acks median "
                 f"{statistics.median(gaps):.2f} s ({', '.join(f'{t:.2f}' for t in gaps)})"
             )
-    finally:
-        single.close()
-        c.close()
-        zk.stop()
 
 
 if __name__ == "__main__":

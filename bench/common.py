@@ -7,6 +7,7 @@ numbers go to docs/benchmarks/. Every loop here is bounded in count and in time.
 
 from __future__ import annotations
 
+import contextlib
 import math
 import os
 import re
@@ -18,12 +19,13 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import IO, Any
 
 __all__ = [
     "BrokerUnderTest",
+    "LogEnd",
     "OdradekBroker",
     "PySpy",
     "TansuBroker",
@@ -35,6 +37,7 @@ __all__ = [
     "proc_stat",
     "top_functions",
     "wait_for",
+    "zookeeper_cluster",
 ]
 
 CLK_TCK = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
@@ -341,3 +344,62 @@ def top_functions(path: Path, n: int = 15) -> list[tuple[str, int, int, int]]:
             incl[name] = incl.get(name, 0) + count
     ranked = sorted(self_count.items(), key=lambda kv: -kv[1])[:n]
     return [(name, c, incl.get(name, 0), total) for name, c in ranked]
+
+
+@contextlib.contextmanager
+def zookeeper_cluster(
+    n: int = 3, prefix: str = "odradek-bench-cluster-", settings: dict[str, object] | None = None
+) -> Iterator[tuple[Any, Path]]:
+    """A local Apache ZooKeeper (Debian's package) and ``n`` ``odradek broker`` processes on it
+    (tests/cluster/conftest.py's ``Cluster``: broker.id 1..n, 127.0.0.1, free ports), started
+    and registered. Yields (cluster, scratch directory for other brokers' data); on exit the
+    brokers and ZooKeeper are stopped and the directory removed."""
+    repo = str(Path(__file__).resolve().parent.parent)
+    if repo not in sys.path:
+        sys.path.insert(0, repo)
+    from tests.cluster.conftest import Cluster
+
+    from odradek.cluster.zookeeper import ZooKeeperServer
+
+    tmp = Path(tempfile.mkdtemp(prefix=prefix))
+    zk = ZooKeeperServer(tmp / "zk")
+    zk.start()
+    cluster = Cluster(zk, tmp, n, settings)
+    try:
+        cluster.start()
+        yield cluster, tmp
+    finally:
+        cluster.close()
+        zk.stop()
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+class LogEnd:
+    """The log end offset of one replica, read incrementally from its newest segment file
+    (batch headers only: base offset at 0, length at 8, last offset delta at 23)."""
+
+    def __init__(self, directory: Path) -> None:
+        self.directory = directory
+        self.segment: Path | None = None
+        self.position = 0
+        self.end = 0
+
+    def read(self) -> int:
+        segments = sorted(self.directory.glob("*.log"), key=lambda p: int(p.stem))
+        if not segments:
+            return self.end
+        if segments[-1] != self.segment:
+            self.segment, self.position = segments[-1], 0
+        with open(self.segment, "rb") as f:
+            f.seek(self.position)
+            data = f.read()
+        at = 0
+        while len(data) - at >= 61:
+            size = int.from_bytes(data[at + 8 : at + 12], "big") + 12
+            if at + size > len(data):
+                break
+            base = int.from_bytes(data[at : at + 8], "big")
+            self.end = base + int.from_bytes(data[at + 23 : at + 27], "big") + 1
+            at += size
+        self.position += at
+        return self.end

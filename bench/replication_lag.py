@@ -18,52 +18,19 @@ import argparse
 import bisect
 import statistics
 import sys
-import tempfile
 import threading
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
-from tests.cluster.conftest import Cluster
 
-from odradek.cluster.zookeeper import ZooKeeperServer
+from common import LogEnd, zookeeper_cluster
 
 VALUE = b"x" * 100
 TOPIC = "lag"
-
-
-class LogEnd:
-    """The log end offset of one replica, read incrementally from its newest segment file
-    (batch headers only: base offset at 0, length at 8, last offset delta at 23)."""
-
-    def __init__(self, directory: Path) -> None:
-        self.directory = directory
-        self.segment: Path | None = None
-        self.position = 0
-        self.end = 0
-
-    def read(self) -> int:
-        segments = sorted(self.directory.glob("*.log"), key=lambda p: int(p.stem))
-        if not segments:
-            return self.end
-        if segments[-1] != self.segment:
-            self.segment, self.position = segments[-1], 0
-        with open(self.segment, "rb") as f:
-            f.seek(self.position)
-            data = f.read()
-        at = 0
-        while len(data) - at >= 61:
-            size = int.from_bytes(data[at + 8 : at + 12], "big") + 12
-            if at + size > len(data):
-                break
-            base = int.from_bytes(data[at : at + 8], "big")
-            self.end = base + int.from_bytes(data[at + 23 : at + 27], "big") + 1
-            at += size
-        self.position += at
-        return self.end
 
 
 def percentile(values: list[float], q: float) -> float:
@@ -77,12 +44,7 @@ def main() -> None:
     ap.add_argument("--seconds", type=float, default=20)
     ap.add_argument("--sample-ms", type=float, default=5)
     args = ap.parse_args()
-    tmp = Path(tempfile.mkdtemp(prefix="odradek-bench-lag-"))
-    zk = ZooKeeperServer(tmp / "zk")
-    zk.start()
-    c = Cluster(zk, tmp, 3)
-    try:
-        c.start()
+    with zookeeper_cluster(3, "odradek-bench-lag-") as (c, _tmp):
         admin = AdminClient({"bootstrap.servers": c.bootstrap_servers})
         new = NewTopic(TOPIC, 1, 3, config={"min.insync.replicas": "2"})
         for f in admin.create_topics([new], request_timeout=60).values():
@@ -159,9 +121,6 @@ def main() -> None:
             f"{statistics.median(lag_records):.0f}, p99 {percentile(lag_records, 0.99):.0f}, "
             f"max {max(lag_records)}"
         )
-    finally:
-        c.close()
-        zk.stop()
 
 
 if __name__ == "__main__":
