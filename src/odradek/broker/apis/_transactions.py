@@ -13,6 +13,7 @@ PRODUCER_FENCED becomes INVALID_PRODUCER_EPOCH for request versions older than K
 
 from __future__ import annotations
 
+import dataclasses
 import datetime
 import re
 import sys
@@ -42,6 +43,7 @@ __all__ = [
     "init_producer_id",
     "list_transactions",
     "txn_markers_of",
+    "with_error",
     "write_txn_markers_request",
     "write_txn_markers_response",
 ]
@@ -70,6 +72,24 @@ def _code(error: Errors, request: Any) -> ErrorCode:
 
 def _version(request: Any) -> ModuleType:
     return _types(int(request.__api_key__), int(request.__version__))
+
+
+def with_error(response: Any, error: Errors) -> Any:
+    """``response`` with every ``error_code`` (top level and nested) set to ``error``: the
+    answer when the coordinator could not write the request's records (Kafka answers an append
+    failure with COORDINATOR_NOT_AVAILABLE or NOT_COORDINATOR, which clients retry)."""
+    if isinstance(response, tuple):
+        return tuple(with_error(item, error) for item in response)
+    if not dataclasses.is_dataclass(response) or isinstance(response, type):
+        return response
+    changes: dict[str, Any] = {}
+    for f in dataclasses.fields(response):
+        value = getattr(response, f.name)
+        if f.name == "error_code":
+            changes[f.name] = ErrorCode(int(error))
+        elif isinstance(value, tuple) or dataclasses.is_dataclass(value):
+            changes[f.name] = with_error(value, error)
+    return dataclasses.replace(response, **changes)
 
 
 def init_producer_id(manager: TransactionStateManager, request: Any, now_ms: int) -> Outcome[Any]:

@@ -287,7 +287,8 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
 
 
 def _txn_verifier(services: BrokerServices, transactional_id: str) -> TxnVerifier:
-    """KIP-890 part 1 in one broker: ask the transaction coordinator directly."""
+    """KIP-890 part 1 in one broker: ask the transaction coordinator directly. In a cluster a
+    partition led by another broker than the transactional id's coordinator is not verified."""
 
     def verify(producer_id: int, epoch: int, topic: str, partition: int) -> ErrorCode:
         if not transactional_id:
@@ -296,10 +297,16 @@ def _txn_verifier(services: BrokerServices, transactional_id: str) -> TxnVerifie
         error = manager.verify_partitions(
             transactional_id, producer_id, epoch, [(topic, partition)]
         )[(topic, partition)]
+        if int(error) == _NOT_COORDINATOR and services.cluster is not None:
+            # the coordinator is another broker: not verified (no inter-broker
+            # AddPartitionsToTxn yet), as with transaction.partition.verification.enable=false
+            return _NONE
         return _VERIFY_ERRORS.get(int(error), _TXN_STATE)
 
     return verify
 
+
+_NOT_COORDINATOR = 16
 
 # the coordinator's verdict as Produce answers it (Kafka's mapping of verification errors)
 _VERIFY_ERRORS = {
