@@ -125,14 +125,20 @@ class BrokerPartitionWriter:
 
     async def wait_replicated(self, topic: str, partition: int, end_offset: int) -> bool:
         """In a cluster: acks=all for the coordinator's own appends (commits survive the loss
-        of the leader), within ``offsets.commit.timeout.ms``."""
+        of the leader), within ``offsets.commit.timeout.ms``; not committed when the ISR is
+        below the topic's ``min.insync.replicas`` override (``__transaction_state`` has
+        transaction.state.log.min.isr there)."""
         handle = self._replicas.get_partition(topic, partition, create=False)
         if handle is None:
             return False
         if not handle.controller_managed:
             return True
+        try:
+            min_isr = max(1, int(self.topic_configs(topic).get("min.insync.replicas", 1)))
+        except ValueError:
+            min_isr = 1
         code = await self._replicas.wait_for_acks(
-            handle, end_offset, 1, self._commit_timeout_ms / 1000
+            handle, end_offset, min_isr, self._commit_timeout_ms / 1000
         )
         return code == ErrorCode.none
 

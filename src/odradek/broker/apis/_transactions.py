@@ -75,7 +75,8 @@ def _version(request: Any) -> ModuleType:
 
 
 def with_error(response: Any, error: Errors) -> Any:
-    """``response`` with every ``error_code`` (top level and nested) set to ``error``: the
+    """``response`` with every error code (``error_code``, ``partition_error_code``, top level
+    and nested) set to ``error``: the
     answer when the coordinator could not write the request's records (Kafka answers an append
     failure with COORDINATOR_NOT_AVAILABLE or NOT_COORDINATOR, which clients retry)."""
     if isinstance(response, tuple):
@@ -85,7 +86,7 @@ def with_error(response: Any, error: Errors) -> Any:
     changes: dict[str, Any] = {}
     for f in dataclasses.fields(response):
         value = getattr(response, f.name)
-        if f.name == "error_code":
+        if f.name == "error_code" or f.name.endswith("_error_code"):
             changes[f.name] = ErrorCode(int(error))
         elif isinstance(value, tuple) or dataclasses.is_dataclass(value):
             changes[f.name] = with_error(value, error)
