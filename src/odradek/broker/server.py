@@ -282,8 +282,11 @@ class Broker:
         self.txn_markers.on_offsets_marker = self.group_coordinator.complete_txn_offsets
         marker_writer = self.txn_markers.write_markers
         if self.cluster is not None:  # markers go to each partition's leader
+            # an attempt is bounded (a leader waits up to offsets.commit.timeout.ms for its
+            # ISR), so that an EndTxn whose partition leader hangs is answered; the markers
+            # are then retried in the background
             self.txn_marker_channel = TxnMarkerChannel(
-                metadata, self.txn_markers, cfg.request_timeout_ms
+                metadata, self.txn_markers, cfg.offsets_commit_timeout_ms + 1000
             )
             marker_writer = self.txn_marker_channel.write_markers
         self.txn_coordinator = TransactionCoordinator(
