@@ -243,3 +243,32 @@ def test_with_error_sets_every_error_code(version: int) -> None:
                    committed=True)  # fmt: skip
     answer = api.with_error(api.end_txn(m, end, T0).response, Errors.NOT_COORDINATOR)
     assert _roundtrip(answer).error_code == ErrorCode.not_coordinator
+
+
+def test_verify_partitions_request_and_results() -> None:
+    """A partition leader's KIP-890 question to a coordinator on another broker, answered by
+    the coordinator's glue: NONE for partitions in the transaction, INVALID_TXN_STATE for the
+    others, PRODUCER_FENCED for an old epoch."""
+    m = _manager()
+    _begin(m)
+    pid, epoch = _begin(m)  # a second instance: epoch 1
+    assert epoch == 1
+    cls = load_request_schema(24, 3)
+    mod = __import__(cls.__module__, fromlist=["x"])
+    add = _make(cls, v3_and_below_transactional_id="t", v3_and_below_producer_id=pid,
+                v3_and_below_producer_epoch=epoch,
+                v3_and_below_topics=(_topic(mod.AddPartitionsToTxnTopic, "a", (0,)),))  # fmt: skip
+    _apply(m, api.add_partitions_to_txn(m, add, T0, lambda t, p: True))
+
+    ask = _roundtrip(api.verify_partitions_request("t", pid, epoch, [("a", 0), ("a", 1)]))
+    out = api.add_partitions_to_txn(m, ask, T0, lambda t, p: True)
+    assert out.records == []  # verify_only writes nothing
+    assert api.verify_partitions_results(_roundtrip(out.response)) == {
+        ("a", 0): 0,
+        ("a", 1): int(ErrorCode.invalid_txn_state),
+    }
+    stale = _roundtrip(api.verify_partitions_request("t", pid, epoch - 1, [("a", 0)]))
+    answer = api.add_partitions_to_txn(m, stale, T0, lambda t, p: True).response
+    assert api.verify_partitions_results(_roundtrip(answer)) == {
+        ("a", 0): int(ErrorCode.producer_fenced)
+    }

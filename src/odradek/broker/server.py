@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from odradek.broker.api import ApiSpec
+from odradek.broker.broker_channel import BrokerChannel
 from odradek.broker.config import BrokerConfig
 from odradek.broker.config_store import ConfigEntityStore, LocalConfigEntityStore
 from odradek.broker.connection import KafkaConnection, RequestMetrics, Route
@@ -171,6 +172,7 @@ class Broker:
         self.group_coordinator: GroupCoordinator
         self.txn_markers: TxnMarkerAppender
         self.txn_marker_channel: TxnMarkerChannel | None = None
+        self.broker_channel: BrokerChannel | None = None
         self.txn_coordinator: TransactionCoordinator
         self.log_cleaner: LogCleaner | None = None
         self.config_store: ConfigEntityStore
@@ -285,8 +287,11 @@ class Broker:
             # an attempt is bounded (a leader waits up to offsets.commit.timeout.ms for its
             # ISR), so that an EndTxn whose partition leader hangs is answered; the markers
             # are then retried in the background
+            self.broker_channel = BrokerChannel(
+                metadata, "txn", cfg.offsets_commit_timeout_ms + 1000
+            )
             self.txn_marker_channel = TxnMarkerChannel(
-                metadata, self.txn_markers, cfg.offsets_commit_timeout_ms + 1000
+                metadata, self.txn_markers, self.broker_channel
             )
             marker_writer = self.txn_marker_channel.write_markers
         self.txn_coordinator = TransactionCoordinator(
@@ -326,6 +331,7 @@ class Broker:
             ),
             txn_coordinator=self.txn_coordinator,
             txn_markers=self.txn_markers,
+            broker_channel=self.broker_channel,
             dynamic_config=self.dynamic_config,
             group_configs=self.group_configs,
             cluster=self.cluster,
@@ -470,8 +476,8 @@ class Broker:
             await self.txn_coordinator.stop()
         except Exception:
             log.exception("transaction coordinator failed to stop cleanly")
-        if self.txn_marker_channel is not None:
-            self.txn_marker_channel.close()
+        if self.broker_channel is not None:
+            self.broker_channel.close()
         try:
             await self.group_coordinator.stop()
         except Exception:

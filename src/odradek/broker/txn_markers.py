@@ -22,7 +22,7 @@ appends markers with requiredAcks=-1: ``append_marker_replicated``).
 ``TxnMarkerChannel`` is the coordinator's side in a cluster (Kafka's
 ``TransactionMarkerChannelManager``): it sends each marker to its partition's current leader,
 this broker's through ``TxnMarkerAppender``, the others' as one WriteTxnMarkers v1 request per
-leader over a kept ``BrokerConnection``. A leader that is unknown or unreachable answers
+leader through the ``BrokerChannel``. A leader that is unknown or unreachable answers
 NOT_LEADER_OR_FOLLOWER, which the coordinator retries.
 """
 
@@ -31,10 +31,10 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Callable, Mapping, Sequence
-from typing import TYPE_CHECKING
 
 from kio.schema.errors import ErrorCode
 
+from odradek.broker.broker_channel import BrokerChannel, BrokerUnavailableError
 from odradek.broker.metadata_store import MetadataStore
 from odradek.broker.purgatory import Purgatory
 from odradek.broker.replica_manager import ReplicaManager
@@ -43,9 +43,6 @@ from odradek.coordinator.transaction.manager import TxnMarker
 from odradek.coordinator.transaction.state import TransactionResult
 from odradek.storage.producer_state import MarkerVerdict
 from odradek.storage.transaction_index import ControlRecordType, build_control_batch
-
-if TYPE_CHECKING:
-    from odradek.client._conn import BrokerConnection
 
 __all__ = ["OFFSETS_TOPIC", "OffsetsMarkerListener", "TxnMarkerAppender", "TxnMarkerChannel"]
 
@@ -146,16 +143,11 @@ class TxnMarkerChannel:
     """The transaction coordinator's ``MarkerWriter`` in a cluster (see the module docstring)."""
 
     def __init__(
-        self,
-        metadata: MetadataStore,
-        appender: TxnMarkerAppender,
-        request_timeout_ms: int = 5000,
+        self, metadata: MetadataStore, appender: TxnMarkerAppender, channel: BrokerChannel
     ) -> None:
         self._metadata = metadata
         self._appender = appender
-        self._timeout_ms = request_timeout_ms
-        self._connections: dict[int, BrokerConnection] = {}
-        self._locks: dict[int, asyncio.Lock] = {}
+        self._channel = channel
 
     async def write_markers(self, markers: Sequence[TxnMarker]) -> Mapping[tuple[str, int], int]:
         by_leader: dict[int, list[TxnMarker]] = {}
@@ -182,51 +174,15 @@ class TxnMarkerChannel:
                 for m in markers
             }
         from odradek.broker.apis._transactions import write_txn_markers_request
-        from odradek.client.errors import KafkaError  # only in a cluster (a lighter start)
 
-        request = write_txn_markers_request(markers)
-        lock = self._locks.setdefault(leader, asyncio.Lock())
-        async with lock:  # one request at a time per leader, in order
-            try:
-                conn = await self._connection(leader)
-                response = await conn.request(request, timeout=self._timeout_ms / 1000)
-            except (KafkaError, OSError, TimeoutError) as exc:
-                log.info("WriteTxnMarkers to broker %d failed: %s", leader, exc)
-                self._drop(leader)
-                return {(m.topic, m.partition): _RETRY for m in markers}
+        try:
+            response = await self._channel.request(leader, write_txn_markers_request(markers))
+        except BrokerUnavailableError as exc:
+            log.info("WriteTxnMarkers to broker %d failed: %s", leader, exc)
+            return {(m.topic, m.partition): _RETRY for m in markers}
         codes: dict[tuple[str, int], int] = {}
         for marker in response.markers:
             for topic in marker.topics:
                 for p in topic.partitions:
                     codes[(topic.name, int(p.partition_index))] = int(p.error_code)
         return {(m.topic, m.partition): codes.get((m.topic, m.partition), _RETRY) for m in markers}
-
-    async def _connection(self, node_id: int) -> BrokerConnection:
-        from odradek.client._conn import BrokerConnection
-        from odradek.client.errors import KafkaConnectionError
-
-        conn = self._connections.get(node_id)
-        if conn is not None and conn.connected:
-            return conn
-        info = self._metadata.broker(node_id)
-        if info is None:
-            raise KafkaConnectionError(f"broker {node_id} is not live")
-        conn = await BrokerConnection.open(
-            node_id,
-            info.host,
-            info.port,
-            client_id=f"broker-{self._metadata.node_id}-txn-markers",
-            request_timeout_ms=self._timeout_ms,
-            connect_timeout_ms=self._timeout_ms,
-        )
-        self._connections[node_id] = conn
-        return conn
-
-    def _drop(self, node_id: int) -> None:
-        conn = self._connections.pop(node_id, None)
-        if conn is not None:
-            conn.close()
-
-    def close(self) -> None:
-        for node_id in list(self._connections):
-            self._drop(node_id)

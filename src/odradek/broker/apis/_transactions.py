@@ -43,6 +43,8 @@ __all__ = [
     "init_producer_id",
     "list_transactions",
     "txn_markers_of",
+    "verify_partitions_request",
+    "verify_partitions_results",
     "with_error",
     "write_txn_markers_request",
     "write_txn_markers_response",
@@ -326,6 +328,50 @@ def write_txn_markers_request(markers: Iterable[TxnMarker], version: int = 1) ->
             for (pid, epoch, result, coordinator_epoch), topics in groups.items()
         ),
     )
+
+
+def verify_partitions_request(
+    transactional_id: str,
+    producer_id: int,
+    producer_epoch: int,
+    partitions: Iterable[tuple[str, int]],
+) -> Any:
+    """AddPartitionsToTxn v4 with ``verify_only`` (KIP-890 part 1): a partition leader asks the
+    transactional id's coordinator whether the partitions are in the producer's ongoing
+    transaction."""
+    cls = load_request_schema(24, 4)
+    mod = sys.modules[cls.__module__]
+    topics: dict[str, list[int]] = {}
+    for topic, partition in partitions:
+        topics.setdefault(topic, []).append(partition)
+    return _make(
+        cls,
+        transactions=(
+            _make(
+                mod.AddPartitionsToTxnTransaction,
+                transactional_id=transactional_id,
+                producer_id=producer_id,
+                producer_epoch=producer_epoch,
+                verify_only=True,
+                topics=tuple(
+                    _make(mod.AddPartitionsToTxnTopic, name=t, partitions=tuple(ps))
+                    for t, ps in topics.items()
+                ),
+            ),
+        ),
+    )
+
+
+def verify_partitions_results(response: Any) -> dict[tuple[str, int], int]:
+    """The Kafka error code per (topic, partition) of a ``verify_partitions_request`` answer
+    (a top-level error applies to every partition it names)."""
+    top = int(response.error_code)
+    return {
+        (t.name, int(p.partition_index)): top or int(p.partition_error_code)
+        for r in response.results_by_transaction
+        for t in r.topic_results
+        for p in t.results_by_partition
+    }
 
 
 def txn_markers_of(request: Any) -> list[TxnMarker]:
