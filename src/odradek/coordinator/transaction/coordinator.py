@@ -25,7 +25,8 @@ unloads it when leadership goes (NOT_COORDINATOR). Records are then acknowledged
 partition's ISR has them (acks=all, ``PartitionWriter.wait_replicated``); a record that is not
 replicated in time leaves the state unchanged and the request fails with
 ``TransactionLogWriteError`` (COORDINATOR_NOT_AVAILABLE or NOT_COORDINATOR, as Kafka answers
-an append error).
+an append error). An append that fails (not the leader, a storage error) is NOT_COORDINATOR
+in both modes, as in Kafka.
 
 Markers are written before the EndTxn answer when they can be (one broker: always), so the
 producer's next AddPartitionsToTxn does not meet CONCURRENT_TRANSACTIONS. Timers: ``tick``
@@ -367,7 +368,12 @@ class TransactionCoordinator:
         epochs = {p: self.manager.coordinator_epochs.get(p) for p in by_partition}
         try:
             for p, pairs in by_partition.items():
-                self.writer.append(TRANSACTION_STATE_TOPIC, p, build_batch(pairs, now))
+                try:
+                    self.writer.append(TRANSACTION_STATE_TOPIC, p, build_batch(pairs, now))
+                except Exception as exc:  # not the leader, or storage: Kafka's NOT_COORDINATOR
+                    raise TransactionLogWriteError(
+                        Errors.NOT_COORDINATOR, f"{TRANSACTION_STATE_TOPIC}-{p}: {exc}"
+                    ) from exc
             if self._partitioned:
                 await self._wait_replicated(list(by_partition), epochs)
         except BaseException:
