@@ -54,3 +54,81 @@ async def test_coordinator_follows_offsets_partition_leadership() -> None:
             await coord.stop()
     finally:
         await broker.astop()
+
+
+async def test_transaction_coordinator_follows_transaction_state_leadership() -> None:
+    """The transaction coordinator in a cluster: NOT_COORDINATOR for partitions not led here;
+    LeaderAndIsr loads one (its leader epoch is the coordinator epoch) and a transaction found
+    in PrepareCommit gets its markers written and completes; losing leadership unloads it."""
+    from collections.abc import Mapping, Sequence
+
+    from odradek.broker.server import transaction_coordinator_config
+    from odradek.coordinator.records import build_batch
+    from odradek.coordinator.transaction import (
+        TRANSACTION_STATE_TOPIC,
+        TransactionLogRecord,
+        TransactionLogValue,
+        TransactionResult,
+        TransactionState,
+        TxnMarker,
+    )
+    from odradek.coordinator.transaction import Errors as TxnErrors
+    from odradek.coordinator.transaction.coordinator import TransactionCoordinator
+    from odradek.coordinator.transaction.records import encode_record
+
+    broker = EmbeddedBroker({**SETTINGS, "transaction.state.log.num.partitions": 4}, thread=False)
+    await broker.astart()
+    try:
+        server = broker.broker
+        writer = server.coordinator_writer
+        writer.ensure_internal_topic(TRANSACTION_STATE_TOPIC, 4, {"cleanup.policy": "compact"})
+        p = partition_for("tx", 4)
+        prepared = TransactionLogValue(
+            7, 3, 60_000, TransactionState.PREPARE_COMMIT, (("out", 0), ("out", 1)), 1, 1
+        )
+        pairs = [encode_record(TransactionLogRecord("tx", prepared))]
+        writer.append(TRANSACTION_STATE_TOPIC, p, build_batch(pairs, 1))
+
+        written: list[TxnMarker] = []
+
+        async def write_markers(markers: Sequence[TxnMarker]) -> Mapping[tuple[str, int], int]:
+            written.extend(markers)
+            return {(m.topic, m.partition): 0 for m in markers}
+
+        coord = TransactionCoordinator(
+            writer,
+            transaction_coordinator_config(server.config),
+            server.clock,
+            server.producer_ids.allocate,
+            write_markers,
+        )
+        coord.follow_partition_leadership()
+        await coord.start()
+        try:
+            out = await coord.execute(lambda m, now: m.init_producer_id("tx", 60_000, now))
+            assert out.error is TxnErrors.NOT_COORDINATOR
+            assert coord.coordinator_for("tx")[0] is TxnErrors.NONE  # names the leader
+
+            coord.on_leadership_change({p: 5}, [])
+            assert coord.coordinator_for("tx")[0] is TxnErrors.COORDINATOR_LOAD_IN_PROGRESS
+            await asyncio.wait_for(coord.wait_partitions_loaded(), 10)
+            assert {(m.topic, m.partition) for m in written} == {("out", 0), ("out", 1)}
+            assert all(m.coordinator_epoch == 5 and m.producer_epoch == 3 for m in written)
+            assert all(m.result is TransactionResult.COMMIT for m in written)
+            txn = coord.manager.transactions["tx"]
+            assert txn.state is TransactionState.COMPLETE_COMMIT
+            # the completion was written: a reload finds it complete, with nothing to write
+            written.clear()
+            coord.on_leadership_change({p: 6}, [])
+            await asyncio.wait_for(coord.wait_partitions_loaded(), 10)
+            assert written == []
+            assert coord.manager.transactions["tx"].state is TransactionState.COMPLETE_COMMIT
+
+            coord.on_leadership_change({}, [p])
+            assert "tx" not in coord.manager.transactions
+            out = await coord.execute(lambda m, now: m.init_producer_id("tx", 60_000, now))
+            assert out.error is TxnErrors.NOT_COORDINATOR
+        finally:
+            await coord.stop()
+    finally:
+        await broker.astop()

@@ -211,3 +211,64 @@ def test_write_txn_markers_roundtrip(version: int) -> None:
     }
     assert codes[(9, "a", 1)] == ErrorCode.transaction_coordinator_fenced
     assert codes[(7, "b", 1)] == ErrorCode.none
+
+
+@pytest.mark.parametrize("version", [3, 4])
+def test_with_error_sets_every_error_code(version: int) -> None:
+    """A request whose records could not be written answers its retriable error everywhere."""
+    m = _manager()
+    pid, epoch = _begin(m)
+    cls = load_request_schema(24, version)
+    mod = __import__(cls.__module__, fromlist=["x"])
+    if version <= 3:
+        req = _make(cls, v3_and_below_transactional_id="t", v3_and_below_producer_id=pid,
+                    v3_and_below_producer_epoch=epoch,
+                    v3_and_below_topics=(_topic(mod.AddPartitionsToTxnTopic, "a", (0, 1)),))  # fmt: skip
+    else:
+        req = _make(cls, transactions=(_make(
+            mod.AddPartitionsToTxnTransaction, transactional_id="t", producer_id=pid,
+            producer_epoch=epoch, verify_only=False,
+            topics=(_topic(mod.AddPartitionsToTxnTopic, "a", (0, 1)),)),))  # fmt: skip
+    out = api.add_partitions_to_txn(m, req, T0, lambda t, p: True)
+    resp = _roundtrip(api.with_error(out.response, Errors.COORDINATOR_NOT_AVAILABLE))
+    if version <= 3:
+        codes = [p.partition_error_code for t in resp.results_by_topic_v3_and_below
+                 for p in t.results_by_partition]  # fmt: skip
+    else:
+        assert resp.error_code == ErrorCode.coordinator_not_available
+        codes = [p.partition_error_code for r in resp.results_by_transaction
+                 for t in r.topic_results for p in t.results_by_partition]  # fmt: skip
+    assert codes == [ErrorCode.coordinator_not_available] * 2
+    end = _request(26, 3, transactional_id="t", producer_id=pid, producer_epoch=epoch,
+                   committed=True)  # fmt: skip
+    answer = api.with_error(api.end_txn(m, end, T0).response, Errors.NOT_COORDINATOR)
+    assert _roundtrip(answer).error_code == ErrorCode.not_coordinator
+
+
+def test_verify_partitions_request_and_results() -> None:
+    """A partition leader's KIP-890 question to a coordinator on another broker, answered by
+    the coordinator's glue: NONE for partitions in the transaction, INVALID_TXN_STATE for the
+    others, PRODUCER_FENCED for an old epoch."""
+    m = _manager()
+    _begin(m)
+    pid, epoch = _begin(m)  # a second instance: epoch 1
+    assert epoch == 1
+    cls = load_request_schema(24, 3)
+    mod = __import__(cls.__module__, fromlist=["x"])
+    add = _make(cls, v3_and_below_transactional_id="t", v3_and_below_producer_id=pid,
+                v3_and_below_producer_epoch=epoch,
+                v3_and_below_topics=(_topic(mod.AddPartitionsToTxnTopic, "a", (0,)),))  # fmt: skip
+    _apply(m, api.add_partitions_to_txn(m, add, T0, lambda t, p: True))
+
+    ask = _roundtrip(api.verify_partitions_request("t", pid, epoch, [("a", 0), ("a", 1)]))
+    out = api.add_partitions_to_txn(m, ask, T0, lambda t, p: True)
+    assert out.records == []  # verify_only writes nothing
+    assert api.verify_partitions_results(_roundtrip(out.response)) == {
+        ("a", 0): 0,
+        ("a", 1): int(ErrorCode.invalid_txn_state),
+    }
+    stale = _roundtrip(api.verify_partitions_request("t", pid, epoch - 1, [("a", 0)]))
+    answer = api.add_partitions_to_txn(m, stale, T0, lambda t, p: True).response
+    assert api.verify_partitions_results(_roundtrip(answer)) == {
+        ("a", 0): int(ErrorCode.producer_fenced)
+    }

@@ -327,6 +327,14 @@ async def test_replica_manager_shrinks_and_expands_through_the_manager() -> None
         # a timed-out acks=all
         handle.log.append(batch(1), 0)
         assert await rm.wait_for_acks(handle, 5, 2, timeout_s=0.01) is ErrorCode.request_timed_out
+        # StopReplica: the listeners learn the partition is no longer led here
+        from types import SimpleNamespace
+
+        stop = SimpleNamespace(
+            topic_name="t", partition_index=0, leader_epoch=0, delete_partition=False
+        )
+        assert rm.stop_replicas(0, 1, [stop]) == {("t", 0): ErrorCode.none}
+        assert seen[-1] == ([], [("t", 0, 0)])
     finally:
         await rm.close()
 

@@ -1,10 +1,11 @@
-"""The broker's side of the group coordinator's ``PartitionWriter``: internal-topic partitions
+"""The broker's side of the coordinators' ``PartitionWriter``: internal-topic partitions
 through the replica manager, the topic through the topic admin, leaders from the metadata
-store."""
+store. ``follow_leadership`` is the one seam through which a coordinator (group or
+transaction) learns, in a cluster, which partitions of its internal topic this broker leads."""
 
 from __future__ import annotations
 
-from collections.abc import Coroutine, Mapping
+from collections.abc import Callable, Coroutine, Mapping, Sequence
 from typing import Any, TypeVar
 
 from kio.schema.errors import ErrorCode
@@ -15,7 +16,12 @@ from odradek.broker.topic_admin import TopicAdmin
 from odradek.coordinator.writer import HighWatermarkListener
 from odradek.storage import PartitionLog
 
-__all__ = ["BrokerPartitionWriter", "complete_now"]
+__all__ = [
+    "BrokerPartitionWriter",
+    "InternalLeadershipListener",
+    "complete_now",
+    "follow_leadership",
+]
 
 T = TypeVar("T")
 
@@ -32,6 +38,29 @@ def complete_now(coro: Coroutine[Any, Any, T]) -> T:
         return result
     coro.close()
     raise RuntimeError("the metadata store suspended during an internal topic creation")
+
+
+InternalLeadershipListener = Callable[[Mapping[int, int], Sequence[int]], None]
+"""``(became_leader, became_follower)`` of one internal topic: {partition: leader epoch} that
+this broker now leads, and the partitions it stopped leading."""
+
+
+def follow_leadership(
+    replicas: ReplicaManager, topic: str, listener: InternalLeadershipListener
+) -> None:
+    """Call ``listener`` whenever LeaderAndIsr makes this broker lead, or stop leading,
+    partitions of the internal ``topic`` (Kafka's onElection / onResignation of the group and
+    transaction coordinators). The leader epoch is the coordinator epoch."""
+
+    def on_change(
+        became_leader: list[tuple[str, int, int]], became_follower: list[tuple[str, int, int]]
+    ) -> None:
+        led = {p: epoch for t, p, epoch in became_leader if t == topic}
+        followed = [p for t, p, _ in became_follower if t == topic]
+        if led or followed:
+            listener(led, followed)
+
+    replicas.add_leadership_listener(on_change)
 
 
 class BrokerPartitionWriter:
@@ -96,14 +125,20 @@ class BrokerPartitionWriter:
 
     async def wait_replicated(self, topic: str, partition: int, end_offset: int) -> bool:
         """In a cluster: acks=all for the coordinator's own appends (commits survive the loss
-        of the leader), within ``offsets.commit.timeout.ms``."""
+        of the leader), within ``offsets.commit.timeout.ms``; not committed when the ISR is
+        below the topic's ``min.insync.replicas`` override (``__transaction_state`` has
+        transaction.state.log.min.isr there)."""
         handle = self._replicas.get_partition(topic, partition, create=False)
         if handle is None:
             return False
         if not handle.controller_managed:
             return True
+        try:
+            min_isr = max(1, int(self.topic_configs(topic).get("min.insync.replicas", 1)))
+        except ValueError:
+            min_isr = 1
         code = await self._replicas.wait_for_acks(
-            handle, end_offset, 1, self._commit_timeout_ms / 1000
+            handle, end_offset, min_isr, self._commit_timeout_ms / 1000
         )
         return code == ErrorCode.none
 

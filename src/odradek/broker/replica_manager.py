@@ -34,7 +34,8 @@ the metadata image neither leader nor follower until their LeaderAndIsr):
 * acks=all: ``min_insync_replicas(topic)`` and ``wait_for_acks`` (parks in the purgatory until
   ``Partition.acks_all_status`` decides).
 * ``add_leadership_listener(fn)``: ``fn(became_leader, became_follower)`` with
-  (topic, partition, leader_epoch) lists after each LeaderAndIsr (group coordinator hook);
+  (topic, partition, leader_epoch) lists after each LeaderAndIsr, and the stopped partitions
+  as ``became_follower`` after a StopReplica (the coordinators' hook, ``follow_leadership``);
   ``add_high_watermark_listener(fn)``: ``fn(topic, partition, hw)`` when replication moves a
   high watermark (the coordinator writer's ``HighWatermarkListener`` rides on it).
 """
@@ -415,12 +416,17 @@ class ReplicaManager:
             result[key] = _NONE
         self._stop_idle_fetchers()
         if became_leader or became_follower:
-            for listener in list(self._listeners):
-                try:
-                    listener(became_leader, became_follower)
-                except Exception:
-                    log.exception("leadership listener failed")
+            self._notify_leadership(became_leader, became_follower)
         return result
+
+    def _notify_leadership(
+        self, became_leader: list[tuple[str, int, int]], became_follower: list[tuple[str, int, int]]
+    ) -> None:
+        for listener in list(self._listeners):
+            try:
+                listener(became_leader, became_follower)
+            except Exception:
+                log.exception("leadership listener failed")
 
     def stop_replicas(
         self,
@@ -435,6 +441,7 @@ class ReplicaManager:
             return {(p.topic_name, p.partition_index): _STALE_CONTROLLER for p in items}
         self.controller_epoch = controller_epoch
         result: dict[tuple[str, int], ErrorCode] = {}
+        stopped: list[tuple[str, int, int]] = []
         for p in items:
             key = (p.topic_name, p.partition_index)
             handle = self._partitions.get(key)
@@ -461,9 +468,13 @@ class ReplicaManager:
                         path.unlink()
             elif handle is not None:
                 handle.stop()
+            if handle is not None:
+                stopped.append((key[0], key[1], epoch))
             self.purgatory.notify(*key)
             result[key] = _NONE
         self._stop_idle_fetchers()
+        if stopped:  # no longer led here (Kafka's coordinators resign on StopReplica too)
+            self._notify_leadership([], stopped)
         return result
 
     # -- replication: fetchers -----------------------------------------------------------------

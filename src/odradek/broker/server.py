@@ -28,10 +28,15 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from odradek.broker.api import ApiSpec
+from odradek.broker.broker_channel import BrokerChannel
 from odradek.broker.config import BrokerConfig
 from odradek.broker.config_store import ConfigEntityStore, LocalConfigEntityStore
 from odradek.broker.connection import KafkaConnection, RequestMetrics, Route
-from odradek.broker.coordinator_writer import BrokerPartitionWriter, complete_now
+from odradek.broker.coordinator_writer import (
+    BrokerPartitionWriter,
+    complete_now,
+    follow_leadership,
+)
 from odradek.broker.dynamic_config import LOG_CLEANER_KEYS, LOG_KEYS, DynamicBrokerConfig
 from odradek.broker.group_configs import GroupConfigManager
 from odradek.broker.metadata import LocalMetadataStore
@@ -43,13 +48,14 @@ from odradek.broker.registry import load_registry
 from odradek.broker.replica_manager import ReplicaManager, ReplicationConfig, write_snapshots
 from odradek.broker.services import BrokerServices
 from odradek.broker.topic_admin import OFFSETS_TOPIC, TopicAdmin
-from odradek.broker.txn_markers import TxnMarkerAppender
+from odradek.broker.txn_markers import TxnMarkerAppender, TxnMarkerChannel
 from odradek.clock import Clock, SystemClock
 from odradek.coordinator import CoordinatorConfig, GroupConfig, GroupCoordinator
 from odradek.coordinator.transaction.coordinator import (
     TransactionCoordinator,
     TransactionCoordinatorConfig,
 )
+from odradek.coordinator.transaction.records import TRANSACTION_STATE_TOPIC
 from odradek.coordinator.transaction.state import TransactionConfig
 from odradek.storage import LogConfig, LogManager
 from odradek.storage.cleaner import CleanerConfig, LogCleaner
@@ -165,6 +171,8 @@ class Broker:
         self.coordinator_writer: BrokerPartitionWriter
         self.group_coordinator: GroupCoordinator
         self.txn_markers: TxnMarkerAppender
+        self.txn_marker_channel: TxnMarkerChannel | None = None
+        self.broker_channel: BrokerChannel | None = None
         self.txn_coordinator: TransactionCoordinator
         self.log_cleaner: LogCleaner | None = None
         self.config_store: ConfigEntityStore
@@ -270,30 +278,44 @@ class Broker:
             metadata, self.replica_manager, self.topic_admin, cfg.offsets_commit_timeout_ms
         )
         self.group_coordinator = self.new_group_coordinator()
-        self.txn_markers = TxnMarkerAppender(self.replica_manager, self.purgatory, self.clock)
+        self.txn_markers = TxnMarkerAppender(
+            self.replica_manager, self.purgatory, self.clock, cfg.offsets_commit_timeout_ms
+        )
         self.txn_markers.on_offsets_marker = self.group_coordinator.complete_txn_offsets
+        marker_writer = self.txn_markers.write_markers
+        if self.cluster is not None:  # markers go to each partition's leader
+            # an attempt is bounded (a leader waits up to offsets.commit.timeout.ms for its
+            # ISR), so that an EndTxn whose partition leader hangs is answered; the markers
+            # are then retried in the background
+            self.broker_channel = BrokerChannel(
+                metadata, "txn", cfg.offsets_commit_timeout_ms + 1000
+            )
+            self.txn_marker_channel = TxnMarkerChannel(
+                metadata, self.txn_markers, self.broker_channel
+            )
+            marker_writer = self.txn_marker_channel.write_markers
         self.txn_coordinator = TransactionCoordinator(
             self.coordinator_writer,
             transaction_coordinator_config(cfg),
             self.clock,
             self.producer_ids.allocate,
-            self.txn_markers.append_markers,
+            marker_writer,
         )
         if self.cluster is not None:
-            # the coordinator of a group is the leader of its __consumer_offsets partition
-            coordinator = self.group_coordinator
-            coordinator.follow_partition_leadership()
-
-            def offsets_leadership(
-                became_leader: list[tuple[str, int, int]],
-                became_follower: list[tuple[str, int, int]],
-            ) -> None:
-                led = [p for t, p, _ in became_leader if t == OFFSETS_TOPIC]
-                followed = [p for t, p, _ in became_follower if t == OFFSETS_TOPIC]
-                if led or followed:
-                    coordinator.on_leadership_change(led, followed)
-
-            self.replica_manager.add_leadership_listener(offsets_leadership)
+            # the coordinator of a group (a transactional id) is the leader of its
+            # __consumer_offsets (__transaction_state) partition
+            group = self.group_coordinator
+            group.follow_partition_leadership()
+            follow_leadership(
+                self.replica_manager,
+                OFFSETS_TOPIC,
+                lambda led, followed: group.on_leadership_change(list(led), followed),
+            )
+            txn = self.txn_coordinator
+            txn.follow_partition_leadership()
+            follow_leadership(
+                self.replica_manager, TRANSACTION_STATE_TOPIC, txn.on_leadership_change
+            )
         self._services = BrokerServices(
             config=cfg,
             clock=self.clock,
@@ -309,6 +331,7 @@ class Broker:
             ),
             txn_coordinator=self.txn_coordinator,
             txn_markers=self.txn_markers,
+            broker_channel=self.broker_channel,
             dynamic_config=self.dynamic_config,
             group_configs=self.group_configs,
             cluster=self.cluster,
@@ -453,6 +476,8 @@ class Broker:
             await self.txn_coordinator.stop()
         except Exception:
             log.exception("transaction coordinator failed to stop cleanly")
+        if self.broker_channel is not None:
+            self.broker_channel.close()
         try:
             await self.group_coordinator.stop()
         except Exception:

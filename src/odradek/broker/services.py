@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from odradek.broker.broker_channel import BrokerChannel
 from odradek.broker.config import BrokerConfig
 from odradek.broker.dynamic_config import DynamicBrokerConfig
 from odradek.broker.group_configs import GroupConfigManager
@@ -49,6 +50,8 @@ class BrokerServices:
     """Dynamic broker configs (AlterConfigs on the BROKER resource); ``config`` is kept current."""
     group_configs: GroupConfigManager
     """Group config overrides (the GROUP config resource, KIP-848)."""
+    broker_channel: BrokerChannel | None = None
+    """Requests to the other brokers of the cluster (None alone)."""
     cluster: ZkCluster | None = None
     """This broker's part in a cluster on ZooKeeper (None alone, without zookeeper.connect)."""
 

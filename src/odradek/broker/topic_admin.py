@@ -22,6 +22,7 @@ from collections.abc import Mapping, Sequence
 from odradek.broker.config import BrokerConfig, effective_topic_configs
 from odradek.broker.metadata_store import InvalidPartitionsError, MetadataStore, TopicMetadata
 from odradek.broker.replica_manager import ReplicaManager
+from odradek.coordinator.transaction.records import TRANSACTION_STATE_TOPIC
 from odradek.storage import LogConfig
 
 __all__ = ["OFFSETS_TOPIC", "InvalidReplicationFactorError", "TopicAdmin", "assign_replicas"]
@@ -107,10 +108,13 @@ class TopicAdmin:
         if assignment is None:
             if num_partitions < 1:
                 raise InvalidPartitionsError("number of partitions must be at least 1")
-            if self.replicated and name == OFFSETS_TOPIC and replication_factor is None:
-                replication_factor = max(
-                    1, min(self.config.offsets_topic_replication_factor, len(self._brokers()))
-                )
+            if self.replicated and replication_factor is None:
+                wanted = {
+                    OFFSETS_TOPIC: self.config.offsets_topic_replication_factor,
+                    TRANSACTION_STATE_TOPIC: self.config.transaction_state_log_replication_factor,
+                }.get(name)
+                if wanted is not None:  # an internal topic: as many replicas as brokers allow
+                    replication_factor = max(1, min(wanted, len(self._brokers())))
             assignment = self.assignment(num_partitions, replication_factor)
         topic = await self.metadata.create_topic(name, assignment, configs or {}, internal=internal)
         if not self.replicated:

@@ -16,15 +16,26 @@ stable offset moves, an abort is indexed in ``.txnindex``), wakes the parked Fet
 of the partition, and on ``__consumer_offsets`` completes the transaction's pending group
 offsets (``on_offsets_marker``). The transaction coordinator of this broker calls it directly
 (``TransactionCoordinator``'s ``MarkerWriter``); the WriteTxnMarkers API serves it to others.
+In a cluster a marker is acknowledged once the partition's ISR has it (acks=all, as Kafka
+appends markers with requiredAcks=-1: ``append_marker_replicated``).
+
+``TxnMarkerChannel`` is the coordinator's side in a cluster (Kafka's
+``TransactionMarkerChannelManager``): it sends each marker to its partition's current leader,
+this broker's through ``TxnMarkerAppender``, the others' as one WriteTxnMarkers v1 request per
+leader through the ``BrokerChannel``. A leader that is unknown or unreachable answers
+NOT_LEADER_OR_FOLLOWER, which the coordinator retries.
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import Callable, Mapping, Sequence
 
 from kio.schema.errors import ErrorCode
 
+from odradek.broker.broker_channel import BrokerChannel, BrokerUnavailableError
+from odradek.broker.metadata_store import MetadataStore
 from odradek.broker.purgatory import Purgatory
 from odradek.broker.replica_manager import ReplicaManager
 from odradek.clock import Clock
@@ -33,7 +44,7 @@ from odradek.coordinator.transaction.state import TransactionResult
 from odradek.storage.producer_state import MarkerVerdict
 from odradek.storage.transaction_index import ControlRecordType, build_control_batch
 
-__all__ = ["OFFSETS_TOPIC", "OffsetsMarkerListener", "TxnMarkerAppender"]
+__all__ = ["OFFSETS_TOPIC", "OffsetsMarkerListener", "TxnMarkerAppender", "TxnMarkerChannel"]
 
 log = logging.getLogger("odradek.broker")
 
@@ -46,27 +57,53 @@ OffsetsMarkerListener = Callable[[int, int, bool, int], None]
 class TxnMarkerAppender:
     """Appends transaction markers to the partitions this broker leads."""
 
-    def __init__(self, replicas: ReplicaManager, purgatory: Purgatory, clock: Clock) -> None:
+    def __init__(
+        self,
+        replicas: ReplicaManager,
+        purgatory: Purgatory,
+        clock: Clock,
+        replication_timeout_ms: int = 5000,
+    ) -> None:
         self._replicas = replicas
         self._purgatory = purgatory
         self._clock = clock
+        self._replication_timeout_s = replication_timeout_ms / 1000
         self.on_offsets_marker: OffsetsMarkerListener | None = None
 
-    def append_markers(self, markers: Sequence[TxnMarker]) -> Mapping[tuple[str, int], int]:
+    async def write_markers(self, markers: Sequence[TxnMarker]) -> Mapping[tuple[str, int], int]:
+        """The ``MarkerWriter`` of one broker: every partition is led here."""
         return {(m.topic, m.partition): int(self.append_marker(m)) for m in markers}
 
     def append_marker(self, marker: TxnMarker) -> ErrorCode:
+        return self._append(marker)[0]
+
+    async def append_marker_replicated(self, marker: TxnMarker) -> ErrorCode:
+        """``append_marker``, then (in a cluster) wait until the partition's ISR has it."""
+        code, end_offset = self._append(marker)
+        if code is not ErrorCode.none or end_offset < 0:
+            return code
         handle, code = self._replicas.leader_partition(marker.topic, marker.partition)
         if handle is None or code is not ErrorCode.none:
             return code
+        if not handle.controller_managed:
+            return ErrorCode.none
+        return await self._replicas.wait_for_acks(
+            handle, end_offset, 1, self._replication_timeout_s
+        )
+
+    def _append(self, marker: TxnMarker) -> tuple[ErrorCode, int]:
+        """(error, end offset of the appended marker; -1 when none was appended)."""
+        handle, code = self._replicas.leader_partition(marker.topic, marker.partition)
+        if handle is None or code is not ErrorCode.none:
+            return code, -1
         state = handle.producer_state()
         verdict = state.check_marker(
             marker.producer_id, marker.producer_epoch, marker.coordinator_epoch
         )
         if verdict is MarkerVerdict.COORDINATOR_FENCED:
-            return ErrorCode.transaction_coordinator_fenced
+            return ErrorCode.transaction_coordinator_fenced, -1
         if verdict is MarkerVerdict.INVALID_PRODUCER_EPOCH:
-            return ErrorCode.invalid_producer_epoch
+            return ErrorCode.invalid_producer_epoch, -1
         committed = marker.result is TransactionResult.COMMIT
         now = self._clock.now_ms()
         batch = build_control_batch(
@@ -81,7 +118,7 @@ class TxnMarkerAppender:
             result = plog.append(batch, handle.leader_epoch, now_ms=now)
         except (OSError, ValueError) as exc:
             log.error("marker for %s-%d failed: %s", marker.topic, marker.partition, exc)
-            return ErrorCode.kafka_storage_error
+            return ErrorCode.kafka_storage_error, -1
         bases_of = getattr(plog, "segment_base_offsets", None)
         state.apply_marker(
             marker.producer_id,
@@ -96,4 +133,56 @@ class TxnMarkerAppender:
                 marker.partition, marker.producer_id, committed, result.base_offset
             )
         self._purgatory.notify(marker.topic, marker.partition)
-        return ErrorCode.none
+        return ErrorCode.none, result.base_offset + 1
+
+
+_RETRY = int(ErrorCode.not_leader_or_follower)
+
+
+class TxnMarkerChannel:
+    """The transaction coordinator's ``MarkerWriter`` in a cluster (see the module docstring)."""
+
+    def __init__(
+        self, metadata: MetadataStore, appender: TxnMarkerAppender, channel: BrokerChannel
+    ) -> None:
+        self._metadata = metadata
+        self._appender = appender
+        self._channel = channel
+
+    async def write_markers(self, markers: Sequence[TxnMarker]) -> Mapping[tuple[str, int], int]:
+        by_leader: dict[int, list[TxnMarker]] = {}
+        results: dict[tuple[str, int], int] = {}
+        for m in markers:
+            state = self._metadata.partition(m.topic, m.partition)
+            if state is None:
+                results[(m.topic, m.partition)] = int(ErrorCode.unknown_topic_or_partition)
+            elif state.leader < 0:
+                results[(m.topic, m.partition)] = _RETRY
+            else:
+                by_leader.setdefault(state.leader, []).append(m)
+        sent = [self._write_to(leader, ms) for leader, ms in by_leader.items()]
+        for answer in await asyncio.gather(*sent):
+            results.update(answer)
+        return results
+
+    async def _write_to(
+        self, leader: int, markers: list[TxnMarker]
+    ) -> Mapping[tuple[str, int], int]:
+        if leader == self._metadata.node_id:
+            return {
+                (m.topic, m.partition): int(await self._appender.append_marker_replicated(m))
+                for m in markers
+            }
+        from odradek.broker.apis._transactions import write_txn_markers_request
+
+        try:
+            response = await self._channel.request(leader, write_txn_markers_request(markers))
+        except BrokerUnavailableError as exc:
+            log.info("WriteTxnMarkers to broker %d failed: %s", leader, exc)
+            return {(m.topic, m.partition): _RETRY for m in markers}
+        codes: dict[tuple[str, int], int] = {}
+        for marker in response.markers:
+            for topic in marker.topics:
+                for p in topic.partitions:
+                    codes[(topic.name, int(p.partition_index))] = int(p.error_code)
+        return {(m.topic, m.partition): codes.get((m.topic, m.partition), _RETRY) for m in markers}

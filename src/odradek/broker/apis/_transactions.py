@@ -13,6 +13,7 @@ PRODUCER_FENCED becomes INVALID_PRODUCER_EPOCH for request versions older than K
 
 from __future__ import annotations
 
+import dataclasses
 import datetime
 import re
 import sys
@@ -42,6 +43,9 @@ __all__ = [
     "init_producer_id",
     "list_transactions",
     "txn_markers_of",
+    "verify_partitions_request",
+    "verify_partitions_results",
+    "with_error",
     "write_txn_markers_request",
     "write_txn_markers_response",
 ]
@@ -70,6 +74,25 @@ def _code(error: Errors, request: Any) -> ErrorCode:
 
 def _version(request: Any) -> ModuleType:
     return _types(int(request.__api_key__), int(request.__version__))
+
+
+def with_error(response: Any, error: Errors) -> Any:
+    """``response`` with every error code (``error_code``, ``partition_error_code``, top level
+    and nested) set to ``error``: the
+    answer when the coordinator could not write the request's records (Kafka answers an append
+    failure with COORDINATOR_NOT_AVAILABLE or NOT_COORDINATOR, which clients retry)."""
+    if isinstance(response, tuple):
+        return tuple(with_error(item, error) for item in response)
+    if not dataclasses.is_dataclass(response) or isinstance(response, type):
+        return response
+    changes: dict[str, Any] = {}
+    for f in dataclasses.fields(response):
+        value = getattr(response, f.name)
+        if f.name == "error_code" or f.name.endswith("_error_code"):
+            changes[f.name] = ErrorCode(int(error))
+        elif isinstance(value, tuple) or dataclasses.is_dataclass(value):
+            changes[f.name] = with_error(value, error)
+    return dataclasses.replace(response, **changes)
 
 
 def init_producer_id(manager: TransactionStateManager, request: Any, now_ms: int) -> Outcome[Any]:
@@ -305,6 +328,50 @@ def write_txn_markers_request(markers: Iterable[TxnMarker], version: int = 1) ->
             for (pid, epoch, result, coordinator_epoch), topics in groups.items()
         ),
     )
+
+
+def verify_partitions_request(
+    transactional_id: str,
+    producer_id: int,
+    producer_epoch: int,
+    partitions: Iterable[tuple[str, int]],
+) -> Any:
+    """AddPartitionsToTxn v4 with ``verify_only`` (KIP-890 part 1): a partition leader asks the
+    transactional id's coordinator whether the partitions are in the producer's ongoing
+    transaction."""
+    cls = load_request_schema(24, 4)
+    mod = sys.modules[cls.__module__]
+    topics: dict[str, list[int]] = {}
+    for topic, partition in partitions:
+        topics.setdefault(topic, []).append(partition)
+    return _make(
+        cls,
+        transactions=(
+            _make(
+                mod.AddPartitionsToTxnTransaction,
+                transactional_id=transactional_id,
+                producer_id=producer_id,
+                producer_epoch=producer_epoch,
+                verify_only=True,
+                topics=tuple(
+                    _make(mod.AddPartitionsToTxnTopic, name=t, partitions=tuple(ps))
+                    for t, ps in topics.items()
+                ),
+            ),
+        ),
+    )
+
+
+def verify_partitions_results(response: Any) -> dict[tuple[str, int], int]:
+    """The Kafka error code per (topic, partition) of a ``verify_partitions_request`` answer
+    (a top-level error applies to every partition it names)."""
+    top = int(response.error_code)
+    return {
+        (t.name, int(p.partition_index)): top or int(p.partition_error_code)
+        for r in response.results_by_transaction
+        for t in r.topic_results
+        for p in t.results_by_partition
+    }
 
 
 def txn_markers_of(request: Any) -> list[TxnMarker]:

@@ -13,7 +13,7 @@ __all__ = ["API", "handle"]
 
 async def handle(ctx: RequestContext, request: Any) -> Any:
     return await ctx.services.txn_coordinator.execute(
-        lambda m, now: glue.add_offsets_to_txn(m, request, now)
+        lambda m, now: glue.add_offsets_to_txn(m, request, now), on_write_error=glue.with_error
     )
 
 

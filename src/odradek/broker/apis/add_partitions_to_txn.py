@@ -25,7 +25,8 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
         return meta is not None and 0 <= partition < meta.num_partitions
 
     return await services.txn_coordinator.execute(
-        lambda m, now: glue.add_partitions_to_txn(m, request, now, exists)
+        lambda m, now: glue.add_partitions_to_txn(m, request, now, exists),
+        on_write_error=glue.with_error,
     )
 
 

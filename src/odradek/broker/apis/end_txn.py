@@ -16,7 +16,9 @@ __all__ = ["API", "handle"]
 
 
 async def handle(ctx: RequestContext, request: Any) -> Any:
-    return await ctx.services.txn_coordinator.execute(lambda m, now: glue.end_txn(m, request, now))
+    return await ctx.services.txn_coordinator.execute(
+        lambda m, now: glue.end_txn(m, request, now), on_write_error=glue.with_error
+    )
 
 
 API = ApiSpec(key=26, name="EndTxn", min_version=0, max_version=3, handler=handle)

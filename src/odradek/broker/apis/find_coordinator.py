@@ -4,7 +4,8 @@ group's ``__consumer_offsets`` partition does (the topic is created on the first
 v0-v3 ask for one key (``key``), v4+ for a batch (``coordinator_keys``). key_type 0 is a
 group (the leader of its ``__consumer_offsets`` partition), key_type 1 a transactional id
 (the leader of its ``__transaction_state`` partition). While that partition is loading:
-COORDINATOR_LOAD_IN_PROGRESS.
+COORDINATOR_LOAD_IN_PROGRESS. In a cluster the first lookup of a key type creates its internal
+topic.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from odradek.broker.apis._util import NO_THROTTLE, make, response_types
 from odradek.broker.metadata_store import MetadataError, TopicExistsError
 from odradek.broker.topic_admin import OFFSETS_TOPIC
 from odradek.coordinator.state import Errors
+from odradek.coordinator.transaction.records import TRANSACTION_STATE_TOPIC
 
 __all__ = ["API", "handle"]
 
@@ -39,32 +41,42 @@ def _lookup(
     return error, node_id, host, port, None
 
 
-async def _ensure_offsets_topic(ctx: RequestContext) -> None:
-    """In a cluster: create ``__consumer_offsets`` through ZooKeeper on the first lookup (Kafka
-    auto-creates it there too), with offsets.topic.* settings; the answer waits (bounded) for
-    its leaders."""
+async def _ensure_internal_topic(ctx: RequestContext, key_type: int) -> None:
+    """In a cluster: create ``__consumer_offsets`` (key type 0, offsets.topic.* settings) or
+    ``__transaction_state`` (key type 1, transaction.state.log.* settings, its min.isr as the
+    topic's min.insync.replicas) through ZooKeeper on the first lookup (Kafka auto-creates them
+    there too); the answer waits (bounded) for its leaders."""
     services = ctx.services
-    if services.cluster is None or services.metadata.topic(OFFSETS_TOPIC) is not None:
-        return
     cfg = services.config
+    if key_type == 0:
+        name, partitions = OFFSETS_TOPIC, cfg.offsets_topic_num_partitions
+        configs = {
+            "cleanup.policy": "compact",
+            "segment.bytes": str(cfg.offsets_topic_segment_bytes),
+        }
+    elif key_type == 1:
+        name, partitions = TRANSACTION_STATE_TOPIC, cfg.transaction_state_log_num_partitions
+        configs = {
+            "cleanup.policy": "compact",
+            "segment.bytes": str(cfg.transaction_state_log_segment_bytes),
+            "min.insync.replicas": str(cfg.transaction_state_log_min_isr),
+        }
+    else:
+        return
+    if services.cluster is None or services.metadata.topic(name) is not None:
+        return
     try:
-        await services.topic_admin.create_topic(
-            OFFSETS_TOPIC,
-            cfg.offsets_topic_num_partitions,
-            {"cleanup.policy": "compact", "segment.bytes": str(cfg.offsets_topic_segment_bytes)},
-            internal=True,
-        )
+        await services.topic_admin.create_topic(name, partitions, configs, internal=True)
     except TopicExistsError:
         pass
     except MetadataError as exc:
-        log.warning("cannot create %s: %s", OFFSETS_TOPIC, exc)
+        log.warning("cannot create %s: %s", name, exc)
 
 
 async def handle(ctx: RequestContext, request: Any) -> Any:
     types = response_types(request)
     key_type = int(getattr(request, "key_type", 0))
-    if key_type == 0:
-        await _ensure_offsets_topic(ctx)
+    await _ensure_internal_topic(ctx, key_type)
     if hasattr(request, "coordinator_keys"):
         coordinators = []
         for key in request.coordinator_keys:

@@ -31,7 +31,9 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
     if request.transactional_id is not None:
         coordinator = ctx.services.txn_coordinator
         return await coordinator.execute(
-            lambda m, now: glue.init_producer_id(m, request, now), creates=True
+            lambda m, now: glue.init_producer_id(m, request, now),
+            creates=True,
+            on_write_error=glue.with_error,
         )
     pid = getattr(request, "producer_id", -1)
     epoch = getattr(request, "producer_epoch", -1)

@@ -43,7 +43,9 @@ from typing import Any
 from kio.schema.errors import ErrorCode
 
 from odradek.broker.api import ApiSpec, EncodedResponse, RequestContext, TopicMetrics
+from odradek.broker.apis import _transactions as txn_glue
 from odradek.broker.apis._util import topic_name_error
+from odradek.broker.broker_channel import BrokerUnavailableError
 from odradek.broker.partition import Partition
 from odradek.broker.purgatory import Purgatory
 from odradek.broker.replica_manager import ReplicaManager
@@ -229,7 +231,10 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
     leader_partition = replica_manager.leader_partition
     purgatory = services.purgatory
     transactional_id = getattr(request, "transactional_id", None)
-    verify_txn = None if transactional_id is None else _txn_verifier(services, transactional_id)
+    verify_txn = None
+    if transactional_id is not None:
+        remote = await _verify_at_coordinator(services, transactional_id, request)
+        verify_txn = _txn_verifier(services, transactional_id, remote)
     # acks=all waits: (index into results, index into its partitions, partition, end offset, min ISR)
     waits: list[tuple[int, int, Partition, int, int]] = []
     if acks not in (0, 1, -1):
@@ -286,12 +291,20 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
     return encode(request, results)
 
 
-def _txn_verifier(services: BrokerServices, transactional_id: str) -> TxnVerifier:
-    """KIP-890 part 1 in one broker: ask the transaction coordinator directly."""
+def _txn_verifier(
+    services: BrokerServices,
+    transactional_id: str,
+    remote: dict[tuple[str, int], ErrorCode],
+) -> TxnVerifier:
+    """KIP-890 part 1: the partitions whose verdict came from a coordinator on another broker
+    (``remote``), the others asked of this broker's transaction coordinator directly."""
 
     def verify(producer_id: int, epoch: int, topic: str, partition: int) -> ErrorCode:
         if not transactional_id:
             return _TXN_STATE
+        answer = remote.get((topic, partition))
+        if answer is not None:
+            return answer
         manager = services.txn_coordinator.manager
         error = manager.verify_partitions(
             transactional_id, producer_id, epoch, [(topic, partition)]
@@ -299,6 +312,53 @@ def _txn_verifier(services: BrokerServices, transactional_id: str) -> TxnVerifie
         return _VERIFY_ERRORS.get(int(error), _TXN_STATE)
 
     return verify
+
+
+async def _verify_at_coordinator(
+    services: BrokerServices, transactional_id: str, request: Any
+) -> dict[tuple[str, int], ErrorCode]:
+    """In a cluster, when the transactional id's coordinator is another broker: ask it, with
+    one AddPartitionsToTxn v4 ``verify_only`` per producer, about the partitions of this
+    request whose first batch is transactional and opens the producer's transaction here
+    (Kafka's AddPartitionsToTxnManager). Unreachable: a retriable NOT_ENOUGH_REPLICAS."""
+    channel = services.broker_channel
+    if channel is None or not transactional_id:
+        return {}
+    error, node_id, _host, _port = services.txn_coordinator.coordinator_for(transactional_id)
+    if node_id == services.metadata.node_id:
+        return {}
+    wanted: dict[tuple[int, int], list[tuple[str, int]]] = {}
+    for td in request.topic_data:
+        for pd in td.partition_data:
+            data = pd.records
+            if data is None or len(data) < 61 or not data[22] & 0x10:
+                continue
+            pid = int.from_bytes(data[43:51], "big", signed=True)
+            epoch = int.from_bytes(data[51:53], "big", signed=True)
+            handle, code = services.replica_manager.leader_partition(td.name, pd.index)
+            if handle is None or code is not _NONE or handle.producer_state().in_transaction(pid):
+                continue
+            wanted.setdefault((pid, epoch), []).append((td.name, pd.index))
+    if not wanted:
+        return {}
+    retry = ErrorCode.not_enough_replicas
+    verdicts: dict[tuple[str, int], ErrorCode] = {}
+    for (pid, epoch), partitions in wanted.items():
+        if int(error) != 0 or node_id < 0:
+            verdicts.update(dict.fromkeys(partitions, retry))
+            continue
+        ask = txn_glue.verify_partitions_request(transactional_id, pid, epoch, partitions)
+        try:
+            answer = txn_glue.verify_partitions_results(await channel.request(node_id, ask))
+        except BrokerUnavailableError:
+            verdicts.update(dict.fromkeys(partitions, retry))
+            continue
+        for tp in partitions:
+            verdict = answer.get(tp)
+            verdicts[tp] = (
+                _TXN_STATE if verdict is None else _VERIFY_ERRORS.get(verdict, _TXN_STATE)
+            )
+    return verdicts
 
 
 # the coordinator's verdict as Produce answers it (Kafka's mapping of verification errors)

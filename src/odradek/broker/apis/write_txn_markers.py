@@ -1,7 +1,8 @@
 """WriteTxnMarkers (27): a transaction coordinator asks this partition leader to append
 COMMIT/ABORT markers (inter-broker; v1). Each marker goes through ``TxnMarkerAppender``
 (broker/txn_markers.py): the leadership check, the coordinator-epoch and producer-epoch
-checks, the control batch, the producer state, the ``.txnindex`` entry of an abort."""
+checks, the control batch, the producer state, the ``.txnindex`` entry of an abort; in a cluster
+the answer waits until the partition's ISR has the marker (acks=all)."""
 
 from __future__ import annotations
 
@@ -17,7 +18,7 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
     appender = ctx.services.txn_markers
     errors: dict[tuple[int, str, int], int] = {}
     for marker in glue.txn_markers_of(request):
-        code = int(appender.append_marker(marker))
+        code = int(await appender.append_marker_replicated(marker))
         if code:
             errors[(marker.producer_id, marker.topic, marker.partition)] = code
     return glue.write_txn_markers_response(request, errors)
