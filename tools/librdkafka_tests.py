@@ -34,6 +34,10 @@ for the ``noautocreate`` tests), then the ``--set`` ones. Tests that drive Kafka
 API (``confluent_kafka``); ``kafka-acls.sh`` is not shimmed. ``EXCLUDED`` lists what is left
 out and why.
 
+``--brokers 3``: each run gets a ZooKeeper server and three brokers on it instead of one
+broker (replication factors up to 3, ``transaction.state.log.min.isr`` 2): for the tests that
+create topics with replication factor 3, such as 0103_transactions.
+
 Modes: librdkafka's full mode (``--quick`` adds ``-Q``, which skips most subtests, 0102's
 static-membership test and 0113 after its first subtests among them) and
 ``test.timeout.multiplier`` 2 (``--timeout-multiplier``: a loaded shared machine).
@@ -53,6 +57,10 @@ import sys
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from odradek.testing.process import BrokerProcess
 
 DEFAULT_TAG = "v2.15.0"
 DEFAULT_MIRROR = Path("/work/.mirror/confluentinc+librdkafka/repo")
@@ -264,19 +272,16 @@ def run_one(
     names: list[str],
     args: argparse.Namespace,
 ) -> list[Result]:
-    from odradek.testing.process import BrokerProcess
-
     settings = scenario_settings(src, scenario)
     settings.update(kv.split("=", 1) for kv in args.set)
     tag = f"{num}-{scenario}"
     out_path = logs / f"{tag}.out"
-    broker = BrokerProcess(settings, log_level=args.broker_log_level)
     t0 = time.monotonic()
-    try:
-        broker.start()
+    with contextlib.ExitStack() as stack:
+        bootstrap = start_brokers(stack, settings, args, logs / tag)
         conf = logs / f"{tag}.conf"
         conf.write_text(
-            f"bootstrap.servers={broker.bootstrap_servers}\n"
+            f"bootstrap.servers={bootstrap}\n"
             f"test.timeout.multiplier={args.timeout_multiplier}\n"
             + (f"debug={args.debug}\n" if args.debug else "")
         )
@@ -286,7 +291,7 @@ def run_one(
             TEST_KAFKA_VERSION=KAFKA_VERSION,
             RDKAFKA_TEST_CONF=str(conf),
             KAFKA_PATH=str(kafka_path),
-            BROKERS=broker.bootstrap_servers,
+            BROKERS=bootstrap,
             LD_LIBRARY_PATH=f"{src / 'src'}:{src / 'src-cpp'}",
         )
         if args.subtests:
@@ -316,12 +321,58 @@ def run_one(
                     with contextlib.suppress(ProcessLookupError):
                         os.killpg(proc.pid, signal.SIGKILL)
                     proc.wait()
-    finally:
-        broker_log = broker.stderr_tail(200_000) if broker.pid is not None else ""
-        broker.close()
-        (logs / f"{tag}.broker.log").write_text(broker_log)
     elapsed = time.monotonic() - t0
     return parse(out_path.read_text(errors="replace"), names, scenario, timed_out, elapsed, args)
+
+
+def start_brokers(
+    stack: contextlib.ExitStack, settings: dict[str, str], args: argparse.Namespace, tag: Path
+) -> str:
+    """One broker (the default), or with ``--brokers N`` a cluster: a ZooKeeper server and N
+    brokers on it (broker.id 1..N, replication factors up to 3), each closed by ``stack``
+    with its log written next to ``tag``. The bootstrap servers."""
+    from odradek.testing.process import BrokerProcess
+
+    n = args.brokers
+    if n > 1:
+        import tempfile
+
+        from odradek.cluster.zookeeper import ZooKeeperServer
+
+        scratch = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="rdk-cluster-")))
+        zookeeper = ZooKeeperServer(scratch / "zookeeper")
+        zookeeper.start()
+        stack.callback(zookeeper.stop)
+        rf = str(min(3, n))
+        base = {
+            "zookeeper.connect": zookeeper.connect_string,
+            "default.replication.factor": rf,
+            "offsets.topic.replication.factor": rf,
+            "transaction.state.log.replication.factor": rf,
+            "transaction.state.log.min.isr": str(min(2, n)),
+            **settings,
+        }
+        brokers = [
+            BrokerProcess(
+                {**base, "broker.id": str(i)},
+                log_level=args.broker_log_level,
+                data_dir=scratch / f"broker-{i}",
+                start_timeout=60,
+            )
+            for i in range(1, n + 1)
+        ]
+    else:
+        brokers = [BrokerProcess(settings, log_level=args.broker_log_level)]
+    for i, broker in enumerate(brokers, 1):
+        stack.callback(_close_broker, broker, tag.with_name(f"{tag.name}.broker-{i}.log"))
+        broker.start()
+    return ",".join(b.bootstrap_servers for b in brokers)
+
+
+def _close_broker(broker: BrokerProcess, log_path: Path) -> None:
+    broker_log = broker.stderr_tail(200_000) if broker.pid is not None else ""
+    broker.close()
+    log_path.write_text(broker_log)
 
 
 def parse(
@@ -416,6 +467,12 @@ def main(argv: list[str]) -> int:
     p.add_argument("--jobs", type=int, default=os.cpu_count() or 1, help="make -j")
     p.add_argument("--json", type=Path, help="also write the results as JSON")
     p.add_argument("--broker-log-level", default="warning")
+    p.add_argument(
+        "--brokers",
+        type=int,
+        default=1,
+        help="brokers per run; more than 1 runs a ZooKeeper cluster (RF up to 3, as 0103 needs)",
+    )
     p.add_argument("--subtests", help="librdkafka's SUBTESTS filter (a substring of subtest names)")
     p.add_argument("--debug", help="librdkafka debug contexts for the clients (e.g. cgrp,protocol)")
     p.add_argument("--list", action="store_true", help="print the selection and exit")
