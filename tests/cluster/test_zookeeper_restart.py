@@ -1,0 +1,224 @@
+"""ZooKeeper restarted while the cluster serves (three real brokers, one real ZooKeeper,
+confluent-kafka).
+
+Produce and fetch do not need ZooKeeper: a leader appends, its followers fetch, the high
+watermark moves and acks=all is answered while ZooKeeper is down. Only metadata changes (ISR
+changes, elections, topic admin) wait for it. After the restart the cluster is still a cluster:
+the brokers' sessions and the controller's watches are back, so a SIGKILLed leader is replaced
+and a topic created afterwards is seen by every broker. The checker (checker.py) finds every
+acknowledged record where it was acknowledged.
+
+ZooKeeper keeps sessions in its log and restarts their timers when it starts again, so a
+downtime longer than ``zookeeper.session.timeout.ms`` expires no session either: the brokers
+keep their registrations (the same broker epochs). The long variant (``@pytest.mark.slow``)
+shows that with a downtime of twice the session timeout.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from typing import Any
+
+import pytest
+from confluent_kafka import Producer
+from confluent_kafka.admin import AdminClient, NewTopic
+
+from odradek.cluster.zk import KafkaZkClient
+
+from .checker import Ack, check
+from .conftest import SLOW, Cluster
+from .test_failover import read_back
+
+pytestmark = pytest.mark.interop
+
+PARTITIONS = 3
+
+
+class StreamingProducer:
+    """An idempotent acks=all confluent-kafka producer in its own thread: one record every
+    ``interval`` s, round robin over the partitions; every acknowledgement is kept with the
+    time it arrived."""
+
+    def __init__(self, bootstrap: str, topic: str, interval: float = 0.005) -> None:
+        self.producer = Producer(
+            {
+                "bootstrap.servers": bootstrap,
+                "acks": "all",
+                "enable.idempotence": True,
+                "linger.ms": 5,
+                "message.timeout.ms": 60_000,
+                "retry.backoff.ms": 100,
+                "topic.metadata.refresh.interval.ms": 1000,
+            }
+        )
+        self.topic = topic
+        self.interval = interval
+        self.acks: list[tuple[float, Ack]] = []
+        self.errors: list[str] = []
+        self.sent = 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="streaming-producer", daemon=True)
+
+    def _on_delivery(self, err: Any, msg: Any) -> None:
+        if err is not None:
+            self.errors.append(str(err))
+        else:
+            self.acks.append(
+                (time.monotonic(), Ack(msg.partition(), msg.offset(), msg.value()))
+            )
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            self.producer.produce(
+                self.topic,
+                f"r-{self.sent}".encode(),
+                partition=self.sent % PARTITIONS,
+                on_delivery=self._on_delivery,
+            )
+            self.sent += 1
+            self.producer.poll(self.interval)
+
+    def start(self) -> StreamingProducer:
+        self._thread.start()
+        return self
+
+    def acked_between(self, start: float, end: float, partition: int | None = None) -> int:
+        return sum(
+            1
+            for t, a in list(self.acks)
+            if start <= t <= end and (partition is None or a.partition == partition)
+        )
+
+    def wait_acks(self, n: int, after: float, timeout: float, partition: int | None = None) -> float:
+        """Wait (bounded) until ``n`` records were acknowledged after ``after``; the time of the
+        first of them."""
+        deadline = time.monotonic() + timeout
+        while True:
+            times = [
+                t
+                for t, a in list(self.acks)
+                if t > after and (partition is None or a.partition == partition)
+            ]
+            if len(times) >= n:
+                return min(times)
+            assert time.monotonic() < deadline, (
+                f"{len(times)} of {n} records acknowledged in {timeout} s; "
+                f"errors {self.errors[:5]}"
+            )
+            time.sleep(0.05)
+
+    def stop(self, timeout: float) -> list[Ack]:
+        self._stop.set()
+        self._thread.join(10)
+        left = self.producer.flush(timeout)
+        assert left == 0, f"{left} records not acknowledged in {timeout} s; {self.errors[:5]}"
+        return [a for _, a in self.acks]
+
+
+def _broker_epochs(c: Cluster) -> dict[int, int]:
+    """Each registered broker's epoch: the czxid of ``/brokers/ids/<id>``."""
+    zk = KafkaZkClient(c.zookeeper.connect_string + c.chroot, session_timeout_ms=6000)
+    zk.start()
+    try:
+        return {b.id: b.epoch for b in zk.get_all_brokers_in_cluster()}
+    finally:
+        zk.close()
+
+
+def _create(c: Cluster, topic: NewTopic) -> None:
+    admin = AdminClient({"bootstrap.servers": c.bootstrap_servers})
+    for f in admin.create_topics([topic], request_timeout=30).values():
+        try:
+            f.result(timeout=40)
+        except Exception as e:
+            raise AssertionError(f"creating {topic.topic} failed: {e!r}\n{c.logs(6000)}") from e
+
+
+def _all_in_sync(c: Cluster, topic: str) -> Any:
+    return lambda md: (
+        len(c.partitions(md, topic)) == PARTITIONS
+        and all(len(p.isr_nodes) == 3 for p in c.partitions(md, topic).values())
+    )
+
+
+def _restart_while_producing(c: Cluster, topic: str, downtime: float) -> None:
+    _create(c, NewTopic(topic, PARTITIONS, 3, config={"min.insync.replicas": "2"}))
+    md = c.wait_metadata(_all_in_sync(c, topic))
+    controller = md.controller_id
+    epochs = _broker_epochs(c)
+    assert sorted(epochs) == [1, 2, 3]
+
+    producer = StreamingProducer(c.bootstrap_servers, topic).start()
+    victim = -1
+    try:
+        producer.wait_acks(100, 0.0, 30)
+
+        # -- ZooKeeper away: acks=all goes on ---------------------------------------------------
+        down = time.monotonic()
+        c.zookeeper.stop()
+        # the deliberate downtime (the one fixed sleep): records are acknowledged meanwhile
+        producer.wait_acks(100, down, max(downtime, 30))
+        time.sleep(max(0.0, downtime - (time.monotonic() - down)))
+        c.zookeeper.start()
+        up = time.monotonic()
+        during = producer.acked_between(down, up)
+        print(f"ZooKeeper down {up - down:.1f} s: {during} records acknowledged meanwhile")
+        assert during >= 100
+
+        # -- ZooKeeper back: the same sessions, the controller's watches work -------------------
+        assert _broker_epochs(c) == epochs, "a restart expires no session"
+        # a topic created now is seen, with leaders, by every broker
+        _create(c, NewTopic(f"{topic}-after", 2, 3))
+        for i in c.brokers:
+            c.wait_metadata(
+                lambda md: len(c.partitions(md, f"{topic}-after")) == 2
+                and all(p.leader_id > 0 for p in c.partitions(md, f"{topic}-after").values()),
+                broker_id=i,
+            )
+
+        # a leader SIGKILLed: a new one is elected and the producer goes on
+        md = c.metadata()
+        assert md.controller_id == controller, "the same controller serves on"
+        victim = c.partitions(md, topic)[0].leader_id
+        killed = time.monotonic()
+        c.brokers[victim].kill()
+        md = c.wait_metadata(
+            lambda md: c.partitions(md, topic)[0].leader_id not in (-1, victim), timeout=30
+        )
+        elected = time.monotonic()
+        first = producer.wait_acks(1, killed + 0.001, 30, partition=0)
+        # acks that arrived after the kill may have been on the way before it: count from the
+        # new leader's election
+        first_after = producer.wait_acks(1, elected, 30, partition=0)
+        print(
+            f"leader {victim} of {topic}-0 SIGKILLed: new leader "
+            f"{c.partitions(md, topic)[0].leader_id} in {elected - killed:.1f} s, "
+            f"first ack on partition 0 after the election {first_after - killed:.1f} s "
+            f"after the kill (first after the kill {first - killed:.1f} s)"
+        )
+        producer.wait_acks(100, elected, 30)
+    finally:
+        acks = producer.stop(60)
+    assert not producer.errors, producer.errors[:5]
+
+    result = check(acks, read_back(c.bootstrap_servers, topic, PARTITIONS))
+    print(result.summary())
+    assert result.ok, result.summary()
+    assert result.acked == producer.sent
+
+    # the killed broker comes back and rejoins the ISR
+    c.brokers[victim].start()
+    c.wait_metadata(_all_in_sync(c, topic), timeout=60)
+
+
+@pytest.mark.timeout(240)
+def test_zookeeper_restart_shorter_than_the_session_timeout(cluster3: Cluster) -> None:
+    _restart_while_producing(cluster3, "zk-restart", downtime=1.5)
+
+
+@pytest.mark.slow
+@SLOW
+@pytest.mark.timeout(300)
+def test_zookeeper_down_longer_than_the_session_timeout(cluster3: Cluster) -> None:
+    _restart_while_producing(cluster3, "zk-restart-long", downtime=6.0)  # sessions: 3 s
