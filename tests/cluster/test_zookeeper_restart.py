@@ -10,8 +10,14 @@ acknowledged record where it was acknowledged.
 
 ZooKeeper keeps sessions in its log and restarts their timers when it starts again, so a
 downtime longer than ``zookeeper.session.timeout.ms`` expires no session either: the brokers
-keep their registrations (the same broker epochs). The long variant (``@pytest.mark.slow``)
-shows that with a downtime of twice the session timeout.
+keep their registrations (the same broker epochs) unless a broker's reconnection is slower
+than its session timeout after ZooKeeper started (seen on a loaded machine: the broker then
+registers again with a new epoch, and the test accepts either). The long variant
+(``@pytest.mark.slow``) stops ZooKeeper for twice the session timeout.
+
+ZooKeeper running but unreachable (iptables drops every packet to its port) for longer than
+the session timeout does expire every session: every broker registers again with a new broker
+epoch, a controller is elected with a new controller epoch, and the same checks hold.
 """
 
 from __future__ import annotations
@@ -215,21 +221,30 @@ def _outage_while_producing(
         assert during >= 100
 
         # -- ZooKeeper back -------------------------------------------------------------------
+        # every broker is registered, in its old session (the same broker epoch) or a new one
+        # (a higher epoch), and every broker's metadata shows all three and a controller
+        deadline = time.monotonic() + 30
+        while True:
+            now = _broker_epochs(c)
+            renewed = sorted(b for b in now if now[b] > epochs[b])
+            registered = sorted(now) == [1, 2, 3] and all(now[b] >= epochs[b] for b in now)
+            if registered and (not sessions_expire or renewed == [1, 2, 3]):
+                break
+            assert time.monotonic() < deadline, f"broker epochs {now}, before {epochs}"
+            time.sleep(0.2)
+        for i in c.brokers:
+            c.wait_metadata(
+                lambda md: len(md.brokers) == 3 and md.controller_id > 0, broker_id=i
+            )
+        print(f"broker epochs {epochs} -> {now}: sessions renewed for brokers {renewed}")
         if sessions_expire:
-            # every broker registers again (a new broker epoch), a controller is elected again
-            # (a new controller epoch) and tells every broker
-            deadline = time.monotonic() + 30
-            while not (
-                len(now := _broker_epochs(c)) == 3
-                and all(now[b] > epochs[b] for b in now)
-                and _controller_epoch(c) > controller_epoch
-            ):
-                assert time.monotonic() < deadline, f"broker epochs {now}, before {epochs}"
-                time.sleep(0.2)
-            c.wait_metadata(lambda md: len(md.brokers) == 3 and md.controller_id > 0)
-            print(f"sessions expired: broker epochs {epochs} -> {now}")
-        else:
-            assert _broker_epochs(c) == epochs, "a restart expires no session"
+            assert _controller_epoch(c) > controller_epoch, "a controller is elected again"
+        elif not renewed:
+            # the sessions outlived the restart (ZooKeeper restarts their timers when it
+            # starts): the same controller serves on
+            assert _controller_epoch(c) == controller_epoch
+            assert c.metadata().controller_id == controller
+
         # a topic created now is seen, with leaders, by every broker: the controller watches
         _create(c, NewTopic(f"{topic}-after", 2, 3))
         for i in c.brokers:
@@ -241,8 +256,6 @@ def _outage_while_producing(
 
         # a leader SIGKILLed: a new one is elected and the producer goes on
         md = c.metadata()
-        if not sessions_expire:
-            assert md.controller_id == controller, "the same controller serves on"
         victim = c.partitions(md, topic)[0].leader_id
         killed = time.monotonic()
         c.brokers[victim].kill()
