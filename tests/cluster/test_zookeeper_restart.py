@@ -309,3 +309,55 @@ def test_zookeeper_unreachable_longer_than_the_session_timeout(cluster3: Cluster
     _outage_while_producing(
         cluster3, "zk-expired", _zookeeper_unreachable, 5.0, sessions_expire=True
     )
+
+
+@pytest.mark.slow
+@SLOW
+@pytest.mark.timeout(300)
+def test_a_broker_lost_while_zookeeper_is_down_waits_for_zookeeper(cluster3: Cluster) -> None:
+    """A broker SIGKILLed while ZooKeeper is down: no leader can be elected and no ISR can
+    shrink meanwhile, so acks=all waits on the partitions it was in (all of them, RF 3 on three
+    brokers). The leaders' ISR shrinks reach the controller, whose ZooKeeper write fails: it
+    resigns. When ZooKeeper is back (after far longer than twice the session timeout) it takes
+    the controllership up again, the ISR shrinks and elections go through, and the producer
+    goes on: 0 acknowledged records lost."""
+    c, topic = cluster3, "zk-down-broker-lost"
+    _create(c, NewTopic(topic, PARTITIONS, 3, config={"min.insync.replicas": "2"}))
+    md = c.wait_metadata(_all_in_sync(c, topic))
+    victim = next(b for b in (1, 2, 3) if b != md.controller_id)
+    producer = StreamingProducer(c.bootstrap_servers, topic).start()
+    try:
+        producer.wait_acks(100, 0.0, 30)
+        down = time.monotonic()
+        c.zookeeper.stop()
+        producer.wait_acks(100, down, 30)
+        killed = time.monotonic()
+        c.brokers[victim].kill()
+        time.sleep(max(0.0, 12.0 - (time.monotonic() - down)))  # the deliberate downtime
+        c.zookeeper.start()
+        up = time.monotonic()
+        md = c.wait_metadata(
+            lambda md: all(
+                p.leader_id not in (-1, victim) and victim not in p.isr_nodes
+                for p in c.partitions(md, topic).values()
+            ),
+            timeout=60,
+        )
+        settled = time.monotonic()
+        first = producer.wait_acks(1, settled, 30)
+        print(
+            f"ZooKeeper away {up - down:.1f} s, broker {victim} killed after "
+            f"{killed - down:.1f} s; acknowledged while it was down and ZooKeeper away: "
+            f"{producer.acked_between(killed + 1, up)}; leaders without it "
+            f"{settled - up:.1f} s after ZooKeeper was back, then acknowledged again after "
+            f"{first - settled:.1f} s"
+        )
+        producer.wait_acks(100, settled, 30)
+    finally:
+        acks = producer.stop(60)
+    assert not producer.errors, producer.errors[:5]
+    result = check(acks, read_back(c.bootstrap_servers, topic, PARTITIONS))
+    print(result.summary())
+    assert result.ok, result.summary()
+    c.brokers[victim].start()
+    c.wait_metadata(_all_in_sync(c, topic), timeout=60)
