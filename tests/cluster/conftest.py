@@ -140,7 +140,8 @@ class Cluster:
 
 @pytest.fixture(scope="session")
 def cluster_zookeeper(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ZooKeeperServer]:
-    """A ZooKeeper of the shared cluster (never stopped by a test)."""
+    """The shared cluster's ZooKeeper. test_zookeeper_restart.py stops it (or cuts it off) while
+    the cluster serves, and has it back, with every broker registered, before it returns."""
     if not zookeeper_available():
         pytest.skip("Debian's zookeeper package (or java) is not installed")
     server = ZooKeeperServer(Path(tmp_path_factory.mktemp("cluster-zookeeper")))

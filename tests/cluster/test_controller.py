@@ -369,3 +369,37 @@ def test_admin_apis_with_kio(cluster) -> None:  # type: ignore[no-untyped-def]
     lresp = ctl.controller.list_partition_reassignments_request(
         lst.ListPartitionReassignmentsRequest(timeout=second, topics=None)).result(10)
     assert lresp.topics == ()
+
+
+@pytest.mark.timeout(90)
+def test_controller_that_resigned_while_zookeeper_was_down_takes_over_again(cluster, zookeeper) -> None:  # type: ignore[no-untyped-def]
+    """A write while ZooKeeper is away makes the controller resign (NotConnectedError); when
+    ZooKeeper comes back, however long it was away, the session is the same and ``/controller``
+    still names this broker: it must take the controllership up again (else no broker would)."""
+    import time
+
+    _, start, admin = cluster
+    nodes, ctl = _three(start)
+    admin.create_topic_assignment("t", TopicAssignment({0: (1, 2, 3)}))
+    assert wait_until(lambda: state(admin) is not None)
+    before = state(admin)
+    assert before is not None
+    leader = next(n for n in nodes if n.id == before.leader)
+    epoch = admin.get_controller_epoch()
+    zookeeper.stop()
+    assert wait_until(lambda: not ctl.zk.wait_writable(0), 10)
+    # the leader shrinks the ISR: the controller's write finds ZooKeeper away
+    shrink = ctl.controller.alter_partition(
+        leader.id, leader.zk.broker_epoch,
+        [AlterPartitionItem("t", 0, before.leader_epoch, (leader.id,), before.zk_version)],
+    )
+    assert shrink.exception(10) is not None
+    assert wait_until(lambda: not active(nodes), 10)
+    # the deliberate downtime: longer than twice the session timeout (2 s)
+    time.sleep(5)
+    zookeeper.start()
+    assert wait_until(lambda: len(active(nodes)) == 1, 20), "no controller after ZooKeeper came back"
+    assert active(nodes)[0] is ctl and admin.get_controller_epoch() == epoch  # the same session
+    # and it works: a new topic gets its leader
+    admin.create_topic_assignment("u", TopicAssignment({0: (2, 3)}))
+    assert wait_until(lambda: (s := state(admin, ("u", 0))) is not None and s.leader == 2, 15)

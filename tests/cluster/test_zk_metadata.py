@@ -179,3 +179,40 @@ async def test_a_registration_left_by_a_killed_broker_is_waited_out(zk_connect: 
         assert new.broker_epoch > old.broker_epoch
     finally:
         await loop.run_in_executor(None, new.close)
+
+
+async def test_writes_wait_for_zookeeper_and_say_when_it_stays_away(zookeeper) -> None:  # type: ignore[no-untyped-def]
+    """ZooKeeper away: an admin write waits for it up to admin_timeout_ms, then fails with
+    MetadataUnavailableError (REQUEST_TIMED_OUT to clients), not with a kazoo exception; a
+    write made while ZooKeeper restarts goes through once it is back."""
+    import time
+
+    from odradek.broker.metadata_store import MetadataUnavailableError
+
+    loop = asyncio.get_running_loop()
+    s = ZkMetadataStore(
+        1, f"{zookeeper.connect_string}/md-{uuid.uuid4().hex[:8]}", admin_timeout_ms=1000
+    )
+    await s.start()
+    try:
+        await loop.run_in_executor(None, zookeeper.stop)
+        deadline = time.monotonic() + 10
+        while s.zk.wait_writable(0):
+            assert time.monotonic() < deadline, "the session never noticed ZooKeeper left"
+            await asyncio.sleep(0.05)
+        started = time.monotonic()
+        with pytest.raises(MetadataUnavailableError, match="not reachable"):
+            await s.create_topic("away", {0: [1]})
+        assert 0.9 < time.monotonic() - started < 10
+
+        s.admin_timeout_ms = 30_000
+        allocation = asyncio.ensure_future(s.allocate_producer_ids(1000))
+        await asyncio.sleep(0)
+        assert not allocation.done()
+        await loop.run_in_executor(None, zookeeper.start)
+        assert await asyncio.wait_for(allocation, 30) >= 0
+        assert not s.zk.exists("/brokers/topics/away")
+    finally:
+        if not zookeeper.is_running():
+            await loop.run_in_executor(None, zookeeper.start)
+        await loop.run_in_executor(None, s.close)

@@ -15,7 +15,8 @@ Contract:
   behind the same signature. ``LocalMetadataStore``'s writes complete without suspending
   (the change is durable and in the image when the coroutine's first ``send`` returns), which
   keeps the single broker's request path unchanged. A write raises ``MetadataError``
-  subclasses (``TopicExistsError``, ``UnknownTopicError``, ``InvalidPartitionsError``).
+  subclasses (``TopicExistsError``, ``UnknownTopicError``, ``InvalidPartitionsError``, and
+  ``MetadataUnavailableError`` when the store cannot be reached: ZooKeeper away).
 * **Changes are announced** to listeners (``add_listener``) with a typed event, after the
   image has changed, on the event loop.
 
@@ -41,6 +42,7 @@ __all__ = [
     "MetadataImage",
     "MetadataListener",
     "MetadataStore",
+    "MetadataUnavailableError",
     "PartitionState",
     "PartitionsChanged",
     "TopicConfigsChanged",
@@ -69,6 +71,11 @@ class UnknownTopicError(MetadataError):
 
 class InvalidPartitionsError(MetadataError):
     """INVALID_PARTITIONS (37)."""
+
+
+class MetadataUnavailableError(MetadataError):
+    """The store could not be reached (ZooKeeper away longer than the admin timeout, or the
+    session lost during the write): REQUEST_TIMED_OUT (7), which clients retry."""
 
 
 @dataclass(frozen=True, slots=True)

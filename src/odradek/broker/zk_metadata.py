@@ -17,6 +17,10 @@ result, or after ``admin_timeout_ms`` (then with what ZooKeeper holds, leaders u
 * ``allocate_producer_ids``: a block from ``/latest_producer_id_block``;
 * ``register_broker``: the ephemeral ``/brokers/ids/<id>``; its czxid is the broker epoch.
 
+An admin write waits (up to ``admin_timeout_ms``) for a session that is not connected (ZooKeeper
+restarting, a session being replaced); ZooKeeper still away, or the connection lost during the
+write, raises ``MetadataUnavailableError`` (answered as REQUEST_TIMED_OUT), never a kazoo error.
+
 UpdateMetadata is refused with STALE_CONTROLLER_EPOCH when its controller epoch is older than
 the newest seen, and with STALE_BROKER_EPOCH when it was meant for an older registration of
 this broker. A partition whose leader is -2 (LeaderDuringDelete) leaves the image.
@@ -36,7 +40,13 @@ import uuid
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, TypeVar
 
-from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError
+from kazoo.exceptions import (
+    BadVersionError,
+    ConnectionLoss,
+    NodeExistsError,
+    NoNodeError,
+    SessionExpiredError,
+)
 
 from odradek.broker.metadata_store import (
     BrokerInfo,
@@ -45,6 +55,7 @@ from odradek.broker.metadata_store import (
     MetadataChange,
     MetadataError,
     MetadataImage,
+    MetadataUnavailableError,
     PartitionsChanged,
     PartitionState,
     TopicConfigsChanged,
@@ -113,6 +124,27 @@ class ZkMetadataStore(MetadataImage):
     async def _run(self, fn: Callable[[], T]) -> T:
         """A blocking ZooKeeper call in a worker thread."""
         return await asyncio.get_running_loop().run_in_executor(None, fn)
+
+    async def _write(self, fn: Callable[[], T]) -> T:
+        """An admin write (blocking ZooKeeper calls, in a worker thread) once the session is
+        connected: a ZooKeeper restart or a session being replaced is waited for, up to
+        ``admin_timeout_ms``. ZooKeeper still away, or the connection lost during the write,
+        raises ``MetadataUnavailableError`` (the write may or may not have happened)."""
+        timeout_s = self.admin_timeout_ms / 1000
+
+        def call() -> T:
+            if not self.zk.wait_writable(timeout_s):
+                raise MetadataUnavailableError(
+                    f"ZooKeeper is not reachable (waited {self.admin_timeout_ms} ms)"
+                )
+            try:
+                return fn()
+            except (ConnectionLoss, SessionExpiredError, zkc.NotConnectedError) as exc:
+                raise MetadataUnavailableError(
+                    f"the ZooKeeper session was interrupted: {type(exc).__name__}"
+                ) from exc
+
+        return await self._run(call)
 
     @property
     def broker_epoch(self) -> int:
@@ -355,7 +387,7 @@ class ZkMetadataStore(MetadataImage):
             except NodeExistsError:
                 raise TopicExistsError(f"Topic '{name}' already exists.") from None
 
-        await self._run(write)
+        await self._write(write)
         if await self.wait_until(
             lambda: self._has_partitions(name, len(assignment)), self.admin_timeout_ms
         ):
@@ -373,7 +405,7 @@ class ZkMetadataStore(MetadataImage):
                 raise UnknownTopicError(f"unknown topic {name!r}")
             self.zk.create_delete_topic_path(name)
 
-        await self._run(write)
+        await self._write(write)
         await self.wait_until(lambda: name not in self._topics, self.admin_timeout_ms)
         return topic if topic is not None else TopicMetadata(name, ZERO_UUID, [])
 
@@ -405,7 +437,7 @@ class ZkMetadataStore(MetadataImage):
                 return new
             raise MetadataError(f"topic {name!r} changed concurrently; try again")
 
-        written = await self._run(write)
+        written = await self._write(write)
         total = len(written.partitions)
         if await self.wait_until(lambda: self._has_partitions(name, total), self.admin_timeout_ms):
             return self._topics[name]
@@ -423,14 +455,14 @@ class ZkMetadataStore(MetadataImage):
         if topic is None:
             raise UnknownTopicError(f"unknown topic {name!r}")
         cfg = dict(configs)
-        await self._run(lambda: self.zk.set_or_create_topic_config(name, cfg))
+        await self._write(lambda: self.zk.set_or_create_topic_config(name, cfg))
         if topic.configs != cfg:
             topic.configs = cfg
             self._announce(TopicConfigsChanged(topic))
         return topic
 
     async def allocate_producer_ids(self, block_size: int) -> int:
-        block = await self._run(
+        block = await self._write(
             lambda: self.zk.allocate_producer_id_block(self._node_id, block_size)
         )
         return block.first_producer_id

@@ -26,8 +26,9 @@ Znodes (paths relative to the chroot of ``zookeeper.connect``, e.g. ``127.0.0.1:
   ``/latest_producer_id_block`` = ``{"version":1,"broker":id,"block_start":"n","block_end":"m"}``.
 
 Session state: on SUSPENDED writes are refused (:class:`NotConnectedError`) until the session
-is back; on LOST the broker registration is re-created in the new session (new broker epoch)
-and ``on_new_session`` callbacks run (the controller resigns and re-elects there).
+is back; then ``reconnect`` callbacks run (the same session: ephemeral znodes and watches are
+kept). On LOST the broker registration is re-created in the new session (new broker epoch)
+and ``new_session`` callbacks run (the controller resigns and re-elects there).
 """
 
 from __future__ import annotations
@@ -310,6 +311,7 @@ class KafkaZkClient:
         self._registration: BrokerInfo | None = None
         self.broker_epoch = -1
         self._new_session_callbacks: list[Callable[[], None]] = []
+        self._reconnect_callbacks: list[Callable[[], None]] = []
         self.zk.add_listener(self._on_state)
 
     # -- lifecycle and session state
@@ -338,6 +340,11 @@ class KafkaZkClient:
         """Call ``callback`` (in a kazoo worker thread) after a LOST session was replaced."""
         self._new_session_callbacks.append(callback)
 
+    def add_reconnect_callback(self, callback: Callable[[], None]) -> None:
+        """Call ``callback`` (in kazoo's event thread: it must not block) each time the session
+        is connected again after SUSPENDED, still the same session (writes work again)."""
+        self._reconnect_callbacks.append(callback)
+
     def _on_state(self, state: str) -> None:
         # Runs in kazoo's event thread: never block here.
         if state == KazooState.SUSPENDED:
@@ -351,6 +358,11 @@ class KafkaZkClient:
                 self.zk.handler.spawn(self._after_new_session)
             else:
                 self._writable.set()
+                for callback in self._reconnect_callbacks:
+                    try:
+                        callback()
+                    except Exception:
+                        log.exception("reconnect callback failed")
 
     def _after_new_session(self) -> None:
         try:

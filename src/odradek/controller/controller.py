@@ -15,8 +15,11 @@ All work happens in one thread, ``controller-event-thread``, one event at a time
   the partition decided again (``on_partitions_refresh``).
 
 Resignation: when ``/controller`` is deleted or names another broker, when a fenced write finds
-another controller (``ControllerMovedError``), and when the ZooKeeper session is replaced; after
-a replaced session the controller tries to win the election again.
+another controller (``ControllerMovedError``), when a write finds the session disconnected
+(``NotConnectedError``: ZooKeeper away) and when the ZooKeeper session is replaced. After a
+replaced session, and when a disconnected session is connected again (however long ZooKeeper was
+away: its timers restart with it), the controller tries to win the election again; in the same
+session ``/controller`` is still its own, so it takes the controllership up again.
 """
 
 from __future__ import annotations
@@ -121,6 +124,7 @@ class Controller:
         self._watched_topics: set[str] = set()
         self._next_rebalance = 0.0
         self._watches_registered = False
+        self._resigned_disconnected = False
         self.events_processed = 0
 
     # -- public
@@ -137,6 +141,7 @@ class Controller:
     def start(self) -> None:
         self._thread.start()
         self.zk.add_new_session_callback(lambda: self._enqueue(self._reelect))
+        self.zk.add_reconnect_callback(lambda: self._enqueue(self._reelect_if_resigned))
         self._enqueue(self._startup)
 
     def stop(self, timeout: float = 10.0) -> None:
@@ -284,14 +289,20 @@ class Controller:
                 log.warning("controller %d resigns: %s", self.broker_id, e)
                 self._resign(delete_znode=False)
                 if isinstance(e, NotConnectedError):
-                    threading.Thread(target=self._reelect_when_writable, daemon=True).start()
+                    # the reconnect callback re-elects; it may have fired already
+                    self._resigned_disconnected = True
+                    if self.zk.wait_writable(0):
+                        self._enqueue(self._reelect_if_resigned)
             except Exception:
                 log.exception("controller event failed")
             self.events_processed += 1
 
-    def _reelect_when_writable(self) -> None:
-        if self.zk.wait_writable(self.zk.session_timeout_ms / 1000 * 2):
-            self._enqueue(self._reelect)
+    def _reelect_if_resigned(self) -> None:
+        """After a reconnect: re-elect if a write resigned while ZooKeeper was away (the flag
+        stays set when this fails, for the next reconnect)."""
+        if self._resigned_disconnected:
+            self._reelect()
+            self._resigned_disconnected = False
 
     # -- election
 

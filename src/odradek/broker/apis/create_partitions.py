@@ -13,6 +13,7 @@ from kio.schema.errors import ErrorCode
 
 from odradek.broker.api import ApiSpec, RequestContext
 from odradek.broker.apis._util import NO_THROTTLE, make, response_types
+from odradek.broker.metadata_store import MetadataUnavailableError
 
 __all__ = ["API", "handle"]
 
@@ -45,7 +46,10 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
         else:
             code = ErrorCode.none
             if not request.validate_only:
-                await services.topic_admin.add_partitions(t.name, t.count)
+                try:
+                    await services.topic_admin.add_partitions(t.name, t.count)
+                except MetadataUnavailableError as exc:
+                    code, message = ErrorCode.request_timed_out, str(exc)
         seen.add(t.name)
         results.append(
             make(

@@ -20,7 +20,11 @@ from odradek.broker.api import ApiSpec, RequestContext
 from odradek.broker.apis._configs import topic_entries_from
 from odradek.broker.apis._util import NO_THROTTLE, make, response_types, topic_name_error
 from odradek.broker.config import ConfigError, ignored_topic_configs, validate_topic_configs
-from odradek.broker.metadata_store import InvalidPartitionsError, TopicExistsError
+from odradek.broker.metadata_store import (
+    InvalidPartitionsError,
+    MetadataUnavailableError,
+    TopicExistsError,
+)
 from odradek.broker.services import BrokerServices
 from odradek.broker.topic_admin import InvalidReplicationFactorError
 
@@ -163,6 +167,8 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
                 code, message = ErrorCode.invalid_replication_factor, str(exc)
             except InvalidPartitionsError as exc:
                 code, message = ErrorCode.invalid_partitions, str(exc)
+            except MetadataUnavailableError as exc:
+                code, message = ErrorCode.request_timed_out, str(exc)
         config_entries = None
         if code == ErrorCode.none and hasattr(types, "CreatableTopicConfigs"):
             # the sources as DescribeConfigs gives them (override, dynamic or static broker

@@ -12,6 +12,7 @@ from kio.schema.errors import ErrorCode
 
 from odradek.broker.api import ApiSpec, RequestContext
 from odradek.broker.apis._util import NO_THROTTLE, make, response_types
+from odradek.broker.metadata_store import MetadataUnavailableError
 
 __all__ = ["API", "handle"]
 
@@ -41,8 +42,11 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
                 f"internal topic {meta.name!r} cannot be deleted",
             )
         else:
-            await services.topic_admin.delete_topic(meta.name)
-            code = ErrorCode.none
+            try:
+                await services.topic_admin.delete_topic(meta.name)
+                code = ErrorCode.none
+            except MetadataUnavailableError as exc:
+                code, message = ErrorCode.request_timed_out, str(exc)
         results.append(
             make(
                 types.DeletableTopicResult,
