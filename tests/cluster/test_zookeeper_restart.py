@@ -147,12 +147,24 @@ def _controller_epoch(c: Cluster) -> int:
 
 
 def _create(c: Cluster, topic: NewTopic) -> None:
+    """CreateTopics, as a client would do it while brokers re-register: after sessions
+    expired, the controller still processes the old registrations' deletions for a moment,
+    during which a broker's view has two live brokers and RF 3 is refused with
+    INVALID_REPLICATION_FACTOR (as Kafka refuses it); that answer is asked again, bounded
+    (20 s), once every broker's metadata shows three brokers again."""
     admin = AdminClient({"bootstrap.servers": c.bootstrap_servers})
-    for f in admin.create_topics([topic], request_timeout=30).values():
+    deadline = time.monotonic() + 20
+    while True:
+        f = admin.create_topics([topic], request_timeout=30)[topic.topic]
         try:
             f.result(timeout=40)
+            return
         except Exception as e:
-            raise AssertionError(f"creating {topic.topic} failed: {e!r}\n{c.logs(6000)}") from e
+            transient = "INVALID_REPLICATION_FACTOR" in repr(e) and time.monotonic() < deadline
+            if not transient:
+                raise AssertionError(f"creating {topic.topic} failed: {e!r}\n{c.logs(6000)}") from e
+        for i in c.brokers:
+            c.wait_metadata(lambda md: len(md.brokers) == 3, broker_id=i)
 
 
 def _all_in_sync(c: Cluster, topic: str) -> Any:
