@@ -161,6 +161,12 @@ def test_ephemeral_gone_and_reregistered_after_session_expiry(
     broker, observer = clients(session_timeout_ms=2000), clients()
     epoch = broker.register_broker(BrokerInfo(7, "127.0.0.1", 9000))
     renewed = threading.Event()
+    # what the session-lost callbacks see: still the old registration, and no writes allowed
+    # (the controller resigns there, before anything of the new session happens)
+    at_loss: list[tuple[int, bool, bool]] = []
+    broker.add_session_lost_callback(
+        lambda: at_loss.append((broker.broker_epoch, broker.wait_writable(0), renewed.is_set()))
+    )
     broker.add_new_session_callback(renewed.set)
     old_session = broker.session_id
     expire_session(broker, chroot)
@@ -168,6 +174,7 @@ def test_ephemeral_gone_and_reregistered_after_session_expiry(
     assert broker.session_id != old_session
     info = observer.get_broker(7)
     assert info is not None and info.epoch == broker.broker_epoch and info.epoch > epoch
+    assert at_loss == [(epoch, False, False)]
 
 
 def test_topic_config_deletion_admin_paths(clients: Callable[..., KafkaZkClient]) -> None:

@@ -310,6 +310,7 @@ class KafkaZkClient:
         self._session_lost = False
         self._registration: BrokerInfo | None = None
         self.broker_epoch = -1
+        self._session_lost_callbacks: list[Callable[[], None]] = []
         self._new_session_callbacks: list[Callable[[], None]] = []
         self._reconnect_callbacks: list[Callable[[], None]] = []
         self.zk.add_listener(self._on_state)
@@ -336,6 +337,11 @@ class KafkaZkClient:
         sid = self.zk.client_id
         return sid[0] if sid else None
 
+    def add_session_lost_callback(self, callback: Callable[[], None]) -> None:
+        """Call ``callback`` (in kazoo's event thread: it must not block) when the session
+        expired, before a new one is connected and before anything is registered in it."""
+        self._session_lost_callbacks.append(callback)
+
     def add_new_session_callback(self, callback: Callable[[], None]) -> None:
         """Call ``callback`` (in a kazoo worker thread) after a LOST session was replaced."""
         self._new_session_callbacks.append(callback)
@@ -352,6 +358,11 @@ class KafkaZkClient:
         elif state == KazooState.LOST:
             self._writable.clear()
             self._session_lost = True
+            for callback in self._session_lost_callbacks:
+                try:
+                    callback()
+                except Exception:
+                    log.exception("session-lost callback failed")
         elif state == KazooState.CONNECTED:
             if self._session_lost:
                 self._session_lost = False

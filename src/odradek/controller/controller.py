@@ -16,7 +16,8 @@ All work happens in one thread, ``controller-event-thread``, one event at a time
 
 Resignation: when ``/controller`` is deleted or names another broker, when a fenced write finds
 another controller (``ControllerMovedError``), when a write finds the session disconnected
-(``NotConnectedError``: ZooKeeper away) and when the ZooKeeper session is replaced. After a
+(``NotConnectedError``: ZooKeeper away) and when the ZooKeeper session expires (an event queued
+as the expiry is seen, so it runs before any event of the new session). After a
 replaced session, and when a disconnected session is connected again (however long ZooKeeper was
 away: its timers restart with it), the controller tries to win the election again; in the same
 session ``/controller`` is still its own, so it takes the controllership up again.
@@ -140,6 +141,7 @@ class Controller:
 
     def start(self) -> None:
         self._thread.start()
+        self.zk.add_session_lost_callback(lambda: self._enqueue(self._session_expired))
         self.zk.add_new_session_callback(lambda: self._enqueue(self._reelect))
         self.zk.add_reconnect_callback(lambda: self._enqueue(self._reelect_if_resigned))
         self._enqueue(self._startup)
@@ -296,6 +298,15 @@ class Controller:
             except Exception:
                 log.exception("controller event failed")
             self.events_processed += 1
+
+    def _session_expired(self) -> None:
+        """The session expired (Kafka's Expire event): resign before anything of the new session
+        is processed. Its ``/controller`` is gone, so a context kept until the re-election would
+        decide on what the new session's watches report (brokers not yet registered again look
+        dead) with an epoch that no election renewed."""
+        if self._ctx is not None:
+            log.info("controller %d resigns: its ZooKeeper session expired", self.broker_id)
+            self._resign(delete_znode=False)
 
     def _reelect_if_resigned(self) -> None:
         """After a reconnect: re-elect if a write resigned while ZooKeeper was away (the flag
