@@ -24,21 +24,27 @@ TOPIC = "replicated"
 PARTITIONS = 3
 
 
+def acks_all_producer(bootstrap: str) -> Producer:
+    """An idempotent acks=all confluent-kafka producer that retries for a minute and refreshes
+    its metadata every second (it finds a new leader soon after a failover)."""
+    return Producer(
+        {
+            "bootstrap.servers": bootstrap,
+            "acks": "all",
+            "enable.idempotence": True,
+            "linger.ms": 5,
+            "message.timeout.ms": 60_000,
+            "retry.backoff.ms": 100,
+            "topic.metadata.refresh.interval.ms": 1000,
+        }
+    )
+
+
 class AckingProducer:
     """A confluent-kafka producer (acks=all, idempotent) that records every acknowledgement."""
 
     def __init__(self, bootstrap: str) -> None:
-        self.producer = Producer(
-            {
-                "bootstrap.servers": bootstrap,
-                "acks": "all",
-                "enable.idempotence": True,
-                "linger.ms": 5,
-                "message.timeout.ms": 60_000,
-                "retry.backoff.ms": 100,
-                "topic.metadata.refresh.interval.ms": 1000,
-            }
-        )
+        self.producer = acks_all_producer(bootstrap)
         self.acks: list[Ack] = []
         self.errors: list[str] = []
         self.sent = 0
