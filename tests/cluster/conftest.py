@@ -114,10 +114,39 @@ class Cluster:
             except (ConnectionError, KeyError):
                 pass  # no broker answered, or one that has not had UpdateMetadata yet
             if time.monotonic() > deadline:
+                # the brokers' logs first, then (last, where a truncated CI log still shows it)
+                # what every running broker answers, in one line each
                 raise AssertionError(
-                    f"metadata did not get there in {timeout} s: {md}\n{self.logs()}"
+                    f"metadata did not get there in {timeout} s: {md}\n{self.logs()}\n"
+                    f"{self.views()}"
                 )
             time.sleep(0.1)
+
+    def views(self) -> str:
+        """Each running broker's metadata in one line: the controller, the live brokers and
+        every topic's partitions as ``p:leader/isr`` (``[...]`` when it does not answer)."""
+        lines = []
+        for i, b in self.brokers.items():
+            if not b.running:
+                lines.append(f"broker {i}: not running")
+                continue
+            try:
+                md = self.metadata(i)
+            except (ConnectionError, OSError) as e:
+                lines.append(f"broker {i}: [{e}]")
+                continue
+            topics = " ".join(
+                f"{t.name}:"
+                + ",".join(
+                    f"{p.partition_index}:{p.leader_id}/{list(p.isr_nodes)}"
+                    for p in sorted(t.partitions, key=lambda p: p.partition_index)
+                )
+                for t in sorted(md.topics, key=lambda t: t.name)
+                if not t.name.startswith("__")
+            )
+            brokers = sorted(b.node_id for b in md.brokers)
+            lines.append(f"broker {i}: controller {md.controller_id} brokers {brokers} {topics}")
+        return "\n".join(lines)
 
     def partitions(self, md: Any, topic: str) -> dict[int, Any]:
         for t in md.topics:

@@ -260,7 +260,10 @@ def _outage_while_producing(
         # controller found the others absent and shrank ISRs to the live replicas (as Kafka's
         # does); a leader killed while it is its partition's only in-sync replica leaves the
         # partition without a leader (unclean.leader.election.enable=false), rightly
+        isr_then = {p: list(s.isr_nodes) for p, s in c.partitions(c.metadata(), topic).items()}
+        waited = time.monotonic()
         md = c.wait_metadata(_all_in_sync(c, topic), timeout=60)
+        print(f"ISRs {isr_then}: full again after {time.monotonic() - waited:.1f} s")
         victim = c.partitions(md, topic)[0].leader_id
         killed = time.monotonic()
         c.brokers[victim].kill()
