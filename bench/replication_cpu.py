@@ -277,6 +277,35 @@ def main(argv: list[str] | None = None) -> int:
         consoles1 = {0: console_url(single)} if console else None
         print(f"leader of every partition and controller: broker {leader}; followers {followers}")
 
+        def produce_measured(
+            label: str,
+            pids: dict[int, int],
+            bootstrap: str,
+            topic: str,
+            dirs: list[Path],
+            consoles: dict[int, str] | None,
+        ) -> tuple[int, float, dict[int, tuple[float, float]]]:
+            """(records, seconds, CPU per pid) of one phase: the workload to ``topic`` through
+            ``bootstrap`` until every replica in ``dirs`` (the leader's first) has caught up;
+            prints the requests each broker answered when ``consoles`` are given."""
+            n, secs, cpu, requests = measure(
+                pids,
+                lambda: produce(
+                    bootstrap,
+                    topic,
+                    args.partitions,
+                    args.records,
+                    args.size,
+                    args.max_seconds,
+                    args.acks,
+                ),
+                lambda: wait_caught_up(bootstrap, topic, args.partitions, dirs),
+                consoles,
+            )
+            for b, counts in requests.items():
+                print(f"  {label} broker {b} answered {counts}")
+            return n, secs, cpu
+
         def rf3(rep: int) -> dict[str, float]:
             topic = f"replcpu-rf3-{rep}"
             new = NewTopic(
@@ -298,24 +327,9 @@ def main(argv: list[str] | None = None) -> int:
             dirs = [c.brokers[b].data_dir for b in (leader, *followers)]
             last = rep == args.runs - 1
             with profiled(pids3, args.profile if last else None):
-                n, secs, cpu, requests = measure(
-                    pids3,
-                    lambda: produce(
-                        c.brokers[leader].bootstrap_servers,
-                        topic,
-                        args.partitions,
-                        args.records,
-                        args.size,
-                        args.max_seconds,
-                        args.acks,
-                    ),
-                    lambda: wait_caught_up(
-                        c.brokers[leader].bootstrap_servers, topic, args.partitions, dirs
-                    ),
-                    consoles3,
+                n, secs, cpu = produce_measured(
+                    "RF 3", pids3, c.brokers[leader].bootstrap_servers, topic, dirs, consoles3
                 )
-            for b, counts in requests.items():
-                print(f"  RF 3 broker {b} answered {counts}")
             out = {"rf3_records": n, "rf3_rate": n / secs}
             for b in pids3:
                 out[f"rf3_cpu_per_m_{b}"] = sum(cpu[b]) / n * 1e6
@@ -325,24 +339,9 @@ def main(argv: list[str] | None = None) -> int:
         def rf1(rep: int) -> dict[str, float]:
             topic = f"replcpu-rf1-{rep}"
             create(single.bootstrap_servers, NewTopic(topic, args.partitions, 1))
-            n, secs, cpu, requests = measure(
-                pid1,
-                lambda: produce(
-                    single.bootstrap_servers,
-                    topic,
-                    args.partitions,
-                    args.records,
-                    args.size,
-                    args.max_seconds,
-                    args.acks,
-                ),
-                lambda: wait_caught_up(
-                    single.bootstrap_servers, topic, args.partitions, [single.data_dir]
-                ),
-                consoles1,
+            n, secs, cpu = produce_measured(
+                "RF 1", pid1, single.bootstrap_servers, topic, [single.data_dir], consoles1
             )
-            for counts in requests.values():
-                print(f"  RF 1 broker answered {counts}")
             return {
                 "rf1_records": n,
                 "rf1_rate": n / secs,
