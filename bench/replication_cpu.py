@@ -194,21 +194,10 @@ def profiled(pids: dict[int, int], out: Path | None) -> Iterator[None]:
             print(f"   {own:6d} {incl:6d} {total:6d}  {name}")
 
 
-CONSOLE = re.compile(r"console listening on (http://\S+)")
 REQUESTS = re.compile(
     r'^kafka_network_requestmetrics_requests_total\{request="(\w+)",[^}]*\} (\S+)$'
 )
 METRICS_MAX_AGE_S = 5.0  # odradek.console.broker renders /metrics at most this often
-
-
-def console_url(broker: BrokerProcess, timeout: float = 30) -> str:
-    """The console address a broker started with ``http.listeners=http://127.0.0.1:0`` logged."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if broker.log_path is not None and (m := CONSOLE.search(broker.log_path.read_text())):
-            return m.group(1).rstrip("/")
-        time.sleep(0.1)
-    raise TimeoutError(f"broker {broker.bootstrap_servers} logged no console address")
 
 
 def request_counts(urls: dict[int, str]) -> dict[int, dict[str, float]]:
@@ -273,8 +262,8 @@ def main(argv: list[str] | None = None) -> int:
         ]
         pids3 = {b: c.brokers[b].pid or 0 for b in (leader, *followers)}
         pid1 = {0: single.pid or 0}
-        consoles3 = {b: console_url(c.brokers[b]) for b in pids3} if console else None
-        consoles1 = {0: console_url(single)} if console else None
+        consoles3 = {b: c.brokers[b].console_url(30) for b in pids3} if console else None
+        consoles1 = {0: single.console_url(30)} if console else None
         print(f"leader of every partition and controller: broker {leader}; followers {followers}")
 
         def produce_measured(
