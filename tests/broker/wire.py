@@ -30,6 +30,18 @@ def ms(n: int) -> datetime.timedelta:
     return datetime.timedelta(milliseconds=n)
 
 
+def kp_build(cls: Any, values: dict[str, Any]) -> Any:
+    """A kafka-python message or nested struct from a dict (nested lists of dicts too): the
+    old request versions kio lacks, encoded independently of odradek."""
+    kwargs = {}
+    for name, value in values.items():
+        if isinstance(value, list) and value and isinstance(value[0], dict):
+            nested = getattr(cls, cls.fields[name]._json["type"][2:])
+            value = [kp_build(nested, v) for v in value]
+        kwargs[name] = value
+    return cls(**kwargs)
+
+
 class Wire:
     """One connection. ``call(entity)`` sends and returns the decoded response."""
 
