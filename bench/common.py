@@ -29,6 +29,7 @@ __all__ = [
     "OdradekBroker",
     "PySpy",
     "TansuBroker",
+    "console_broker",
     "cpu_seconds",
     "free_port",
     "median",
@@ -344,6 +345,32 @@ def top_functions(path: Path, n: int = 15) -> list[tuple[str, int, int, int]]:
             incl[name] = incl.get(name, 0) + count
     ranked = sorted(self_count.items(), key=lambda kv: -kv[1])[:n]
     return [(name, c, incl.get(name, 0), total) for name, c in ranked]
+
+
+@contextlib.contextmanager
+def console_broker(topic: str, group: str, *, console: bool = True) -> Iterator[Any]:
+    """An ``odradek.testing.process.BrokerProcess`` (logging at info) with its console on an
+    ephemeral port (``http.listeners``, empty without ``console``), a one-partition ``topic``
+    and a ``group`` with offset 0 committed on it, so that every console snapshot computes lag,
+    lag in seconds and time to clear. Yields the broker; ``broker.console_url()`` is the
+    console's address."""
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    from odradek.client import Admin, TopicPartition
+    from odradek.testing.process import BrokerProcess
+
+    settings = {
+        "listeners": "PLAINTEXT://127.0.0.1:0",
+        "http.listeners": "http://127.0.0.1:0" if console else "",
+        "group.initial.rebalance.delay.ms": 0,
+    }
+    with BrokerProcess(settings, log_level="info") as broker:
+        bootstrap = broker.bootstrap_servers
+        admin = AdminClient({"bootstrap.servers": bootstrap})
+        admin.create_topics([NewTopic(topic, 1, 1)])[topic].result(30)
+        with Admin({"bootstrap.servers": bootstrap}) as oa:
+            oa.alter_group_offsets(group, {TopicPartition(topic, 0): 0})
+        yield broker
 
 
 @contextlib.contextmanager

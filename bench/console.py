@@ -40,7 +40,6 @@ from __future__ import annotations
 import argparse
 import multiprocessing as mp
 import os
-import re
 import statistics
 import sys
 import time
@@ -52,11 +51,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import psutil
 from confluent_kafka import KafkaError, Producer
-from confluent_kafka.admin import AdminClient, NewTopic
 
-from common import cpu_seconds, percentile, print_table
-from odradek.client import Admin, TopicPartition
-from odradek.testing.process import BrokerProcess
+from common import console_broker, cpu_seconds, percentile, print_table
 
 RECORD = os.urandom(100)
 TOPIC = "bench-console"
@@ -87,16 +83,6 @@ def _scraper(url: str, stop: Any, interval: float, counts: Any, alternate: bool 
             errors += 1
         time.sleep(max(0.0, interval - (time.monotonic() - t)))
     counts.put((n, errors))
-
-
-def _console_url(process: BrokerProcess) -> str | None:
-    deadline = time.monotonic() + 10
-    while time.monotonic() < deadline:
-        m = re.search(r"console listening on (http://\S+)", process.stderr_tail(1 << 20))
-        if m:
-            return m.group(1)
-        time.sleep(0.05)
-    return None
 
 
 def throughput(bootstrap: str, pid: int, n: int) -> float:
@@ -191,16 +177,9 @@ def produce_requests(url: str) -> float:
 
 
 def one_run(setup: str, args: argparse.Namespace) -> dict[str, float]:
-    http = "" if setup == "off" else "http://127.0.0.1:0"
-    settings = {"listeners": "PLAINTEXT://127.0.0.1:0", "http.listeners": http,
-                "group.initial.rebalance.delay.ms": 0}
-    with BrokerProcess(settings, log_level="info") as broker:
+    with console_broker(TOPIC, GROUP, console=setup != "off") as broker:
         bootstrap = broker.bootstrap_servers
-        admin = AdminClient({"bootstrap.servers": bootstrap})
-        admin.create_topics([NewTopic(TOPIC, 1, 1)])[TOPIC].result(30)
-        with Admin({"bootstrap.servers": bootstrap}) as oa:
-            oa.alter_group_offsets(GROUP, {TopicPartition(TOPIC, 0): 0})
-        url = _console_url(broker) if setup != "off" else None
+        url = broker.console_url() if setup != "off" else None
         stop = mp.Event()
         counts: Any = mp.Queue()
         scraper = None

@@ -33,7 +33,6 @@ import argparse
 import multiprocessing as mp
 import os
 import random
-import re
 import statistics
 import sys
 import time
@@ -45,11 +44,8 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from confluent_kafka import KafkaError, Producer
-from confluent_kafka.admin import AdminClient, NewTopic
 
-from common import cpu_seconds, percentile, print_table
-from odradek.client import Admin, TopicPartition
-from odradek.testing.process import BrokerProcess
+from common import console_broker, cpu_seconds, percentile, print_table
 
 RECORD = os.urandom(100)
 TOPIC = "bench-scrape"
@@ -74,16 +70,6 @@ def _scraper(url: str, on: Any, stop: Any, interval: float, count: Any) -> None:
         time.sleep(max(0.0, interval - (time.monotonic() - t)))
 
 
-def _console_url(process: BrokerProcess) -> str:
-    deadline = time.monotonic() + 15
-    while time.monotonic() < deadline:
-        m = re.search(r"console listening on (http://\S+)", process.stderr_tail(1 << 20))
-        if m:
-            return m.group(1)
-        time.sleep(0.05)
-    raise RuntimeError("the console did not start")
-
-
 @dataclass
 class Round:
     kind: str  # "S" or "N"
@@ -100,16 +86,9 @@ class Round:
 
 def one_broker(args: argparse.Namespace, seed: int) -> list[tuple[Round, Round]]:
     rnd = random.Random(seed)
-    settings = {"listeners": "PLAINTEXT://127.0.0.1:0", "http.listeners": "http://127.0.0.1:0",
-                "group.initial.rebalance.delay.ms": 0}
-    with BrokerProcess(settings, log_level="info") as broker:
+    with console_broker(TOPIC, GROUP) as broker:
         bootstrap = broker.bootstrap_servers
-        admin = AdminClient({"bootstrap.servers": bootstrap})
-        admin.create_topics([NewTopic(TOPIC, 1, 1)])[TOPIC].result(30)
-        with Admin({"bootstrap.servers": bootstrap}) as oa:
-            # a lagging group: every snapshot computes lag, lag in seconds and time to clear
-            oa.alter_group_offsets(GROUP, {TopicPartition(TOPIC, 0): 0})
-        url = _console_url(broker)
+        url = broker.console_url()
         if args.nice:
             os.setpriority(os.PRIO_PROCESS, broker.pid, args.nice)
         on, stop = mp.Event(), mp.Event()

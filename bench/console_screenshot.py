@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import re
 import tempfile
 import threading
 import time
@@ -38,14 +37,7 @@ def main() -> int:
     args = ap.parse_args()
     settings = {"http.listeners": "http://127.0.0.1:0", "group.initial.rebalance.delay.ms": 0}
     with BrokerProcess(settings, log_level="info") as broker:
-        m = None
-        for _ in range(100):
-            m = re.search(r"console listening on (http://\S+)", broker.stderr_tail(1 << 20))
-            if m:
-                break
-            time.sleep(0.05)
-        assert m, "no console URL in the broker log"
-        url = m.group(1)
+        url = broker.console_url()
         conf = {"bootstrap.servers": broker.bootstrap_servers}
         with Admin(conf) as admin:
             admin.create_topics([NewTopic(TOPIC, 3)])

@@ -194,21 +194,10 @@ def profiled(pids: dict[int, int], out: Path | None) -> Iterator[None]:
             print(f"   {own:6d} {incl:6d} {total:6d}  {name}")
 
 
-CONSOLE = re.compile(r"console listening on (http://\S+)")
 REQUESTS = re.compile(
     r'^kafka_network_requestmetrics_requests_total\{request="(\w+)",[^}]*\} (\S+)$'
 )
 METRICS_MAX_AGE_S = 5.0  # odradek.console.broker renders /metrics at most this often
-
-
-def console_url(broker: BrokerProcess, timeout: float = 30) -> str:
-    """The console address a broker started with ``http.listeners=http://127.0.0.1:0`` logged."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if broker.log_path is not None and (m := CONSOLE.search(broker.log_path.read_text())):
-            return m.group(1).rstrip("/")
-        time.sleep(0.1)
-    raise TimeoutError(f"broker {broker.bootstrap_servers} logged no console address")
 
 
 def request_counts(urls: dict[int, str]) -> dict[int, dict[str, float]]:
@@ -273,9 +262,38 @@ def main(argv: list[str] | None = None) -> int:
         ]
         pids3 = {b: c.brokers[b].pid or 0 for b in (leader, *followers)}
         pid1 = {0: single.pid or 0}
-        consoles3 = {b: console_url(c.brokers[b]) for b in pids3} if console else None
-        consoles1 = {0: console_url(single)} if console else None
+        consoles3 = {b: c.brokers[b].console_url(30) for b in pids3} if console else None
+        consoles1 = {0: single.console_url(30)} if console else None
         print(f"leader of every partition and controller: broker {leader}; followers {followers}")
+
+        def produce_measured(
+            label: str,
+            pids: dict[int, int],
+            bootstrap: str,
+            topic: str,
+            dirs: list[Path],
+            consoles: dict[int, str] | None,
+        ) -> tuple[int, float, dict[int, tuple[float, float]]]:
+            """(records, seconds, CPU per pid) of one phase: the workload to ``topic`` through
+            ``bootstrap`` until every replica in ``dirs`` (the leader's first) has caught up;
+            prints the requests each broker answered when ``consoles`` are given."""
+            n, secs, cpu, requests = measure(
+                pids,
+                lambda: produce(
+                    bootstrap,
+                    topic,
+                    args.partitions,
+                    args.records,
+                    args.size,
+                    args.max_seconds,
+                    args.acks,
+                ),
+                lambda: wait_caught_up(bootstrap, topic, args.partitions, dirs),
+                consoles,
+            )
+            for b, counts in requests.items():
+                print(f"  {label} broker {b} answered {counts}")
+            return n, secs, cpu
 
         def rf3(rep: int) -> dict[str, float]:
             topic = f"replcpu-rf3-{rep}"
@@ -298,24 +316,9 @@ def main(argv: list[str] | None = None) -> int:
             dirs = [c.brokers[b].data_dir for b in (leader, *followers)]
             last = rep == args.runs - 1
             with profiled(pids3, args.profile if last else None):
-                n, secs, cpu, requests = measure(
-                    pids3,
-                    lambda: produce(
-                        c.brokers[leader].bootstrap_servers,
-                        topic,
-                        args.partitions,
-                        args.records,
-                        args.size,
-                        args.max_seconds,
-                        args.acks,
-                    ),
-                    lambda: wait_caught_up(
-                        c.brokers[leader].bootstrap_servers, topic, args.partitions, dirs
-                    ),
-                    consoles3,
+                n, secs, cpu = produce_measured(
+                    "RF 3", pids3, c.brokers[leader].bootstrap_servers, topic, dirs, consoles3
                 )
-            for b, counts in requests.items():
-                print(f"  RF 3 broker {b} answered {counts}")
             out = {"rf3_records": n, "rf3_rate": n / secs}
             for b in pids3:
                 out[f"rf3_cpu_per_m_{b}"] = sum(cpu[b]) / n * 1e6
@@ -325,24 +328,9 @@ def main(argv: list[str] | None = None) -> int:
         def rf1(rep: int) -> dict[str, float]:
             topic = f"replcpu-rf1-{rep}"
             create(single.bootstrap_servers, NewTopic(topic, args.partitions, 1))
-            n, secs, cpu, requests = measure(
-                pid1,
-                lambda: produce(
-                    single.bootstrap_servers,
-                    topic,
-                    args.partitions,
-                    args.records,
-                    args.size,
-                    args.max_seconds,
-                    args.acks,
-                ),
-                lambda: wait_caught_up(
-                    single.bootstrap_servers, topic, args.partitions, [single.data_dir]
-                ),
-                consoles1,
+            n, secs, cpu = produce_measured(
+                "RF 1", pid1, single.bootstrap_servers, topic, [single.data_dir], consoles1
             )
-            for counts in requests.values():
-                print(f"  RF 1 broker answered {counts}")
             return {
                 "rf1_records": n,
                 "rf1_rate": n / secs,

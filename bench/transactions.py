@@ -51,16 +51,24 @@ def create_topic(bootstrap: str, name: str, partitions: int) -> None:
     admin.create_topics([NewTopic(name, partitions, 1)])[name].result(30)
 
 
-def produce_idempotent(bootstrap: str, topic: str, n: int, partitions: int) -> float:
-    p = Producer({"bootstrap.servers": bootstrap, "enable.idempotence": True, "linger.ms": 5})
-    start = time.perf_counter()
-    for i in range(n):
-        while True:
+def send(p: Producer, topic: str, records: range, partitions: int) -> None:
+    """Records ``records`` (their numbers) round-robin over the partitions, waiting (bounded)
+    while the producer's local queue is full."""
+    for i in records:
+        for _attempt in range(10_000):  # the local queue drains within seconds
             try:
                 p.produce(topic, VALUE, partition=i % partitions)
                 break
             except BufferError:
                 p.poll(0.01)
+        else:
+            raise RuntimeError("the producer's queue never drained")
+
+
+def produce_idempotent(bootstrap: str, topic: str, n: int, partitions: int) -> float:
+    p = Producer({"bootstrap.servers": bootstrap, "enable.idempotence": True, "linger.ms": 5})
+    start = time.perf_counter()
+    send(p, topic, range(n), partitions)
     left = p.flush(120)
     assert left == 0, f"{left} records not acknowledged"
     return time.perf_counter() - start
@@ -80,13 +88,7 @@ def produce_transactional(
     start = time.perf_counter()
     for first in range(0, n, txn_size):
         p.begin_transaction()
-        for i in range(first, min(n, first + txn_size)):
-            while True:
-                try:
-                    p.produce(topic, VALUE, partition=i % partitions)
-                    break
-                except BufferError:
-                    p.poll(0.01)
+        send(p, topic, range(first, min(n, first + txn_size)), partitions)
         p.commit_transaction(60)
     return time.perf_counter() - start
 

@@ -595,34 +595,7 @@ def test_current_leader_epoch_is_checked(wire: Wire) -> None:
     produce(wire, t, batch(b"x"))
 
     def fetch_code(epoch: int, version: int = 12) -> int:
-        e = fetch_request(t, {0: 0}, version=version)
-        part = e.topics[0].partitions[0]
-        fp = req(
-            1,
-            version,
-            "FetchPartition",
-            partition=0,
-            current_leader_epoch=epoch,
-            fetch_offset=0,
-            last_fetched_epoch=-1,
-            log_start_offset=-1,
-            partition_max_bytes=part.partition_max_bytes,
-        )
-        ft = req(1, version, "FetchTopic", topic=t, partitions=(fp,))
-        e = req(
-            1,
-            version,
-            replica_id=-1,
-            max_wait=ms(0),
-            min_bytes=1,
-            max_bytes=1 << 20,
-            isolation_level=0,
-            session_id=0,
-            session_epoch=-1,
-            topics=(ft,),
-            forgotten_topics_data=(),
-            rack_id="",
-        )
+        e = fetch_request(t, {0: 0}, version=version, max_bytes=1 << 20, current_leader_epoch=epoch)
         return int(wire.call(e).responses[0].partitions[0].error_code)
 
     assert fetch_code(0) == NONE  # the leader epoch starts at 0

@@ -17,7 +17,7 @@ from kafka.protocol.consumer import fetch as kp_fetch
 from kafka.protocol.consumer import offsets as kp_offsets
 from kafka.protocol.producer import produce as kp_produce
 
-from broker.wire import Wire, produce_request, req
+from broker.wire import Wire, kp_build, produce_request, req
 from odradek.broker.registry import API_SPECS
 from odradek.protocol.legacy_records import encode_message, iter_messages
 from odradek.protocol.legacy_versions import legacy_codec
@@ -91,17 +91,6 @@ KNOWN_GAPS = {
 INTER_BROKER_MINIMUM = {4: 6, 5: 3, 6: 7, 7: 3, 27: 1, 56: 2}
 """Inter-broker APIs are served from the versions odradek's own controller and brokers send
 (only odradek brokers talk to an odradek cluster); Kafka 3.9 also serves older ones."""
-
-
-def kp_build(cls: Any, values: dict[str, Any]) -> Any:
-    """A kafka-python message or nested struct from a dict (nested lists of dicts too)."""
-    kwargs = {}
-    for name, value in values.items():
-        if isinstance(value, list) and value and isinstance(value[0], dict):
-            nested = getattr(cls, cls.fields[name]._json["type"][2:])
-            value = [kp_build(nested, v) for v in value]
-        kwargs[name] = value
-    return cls(**kwargs)
 
 
 class OldWire:
@@ -202,38 +191,24 @@ def test_offset_for_leader_epoch_v0_v1(broker: BrokerProcess, old: OldWire, vers
 
 def test_list_offsets_v0_as_burrow_sends_it(broker: BrokerProcess, old: OldWire) -> None:
     _produce(broker, "lo0", [b"x"] * 5)
-    r = old.call(
-        kp_offsets.ListOffsetsRequest,
-        kp_offsets.ListOffsetsResponse,
-        0,
-        {
-            "replica_id": -1,
-            "topics": [
-                {
-                    "name": "lo0",
-                    "partitions": [
-                        {"partition_index": 0, "timestamp": -1, "max_num_offsets": 1},
-                    ],
-                }
-            ],
-        },
-    )
-    assert r["topics"][0]["partitions"][0]["old_style_offsets"] == [5]
-    r = old.call(
-        kp_offsets.ListOffsetsRequest,
-        kp_offsets.ListOffsetsResponse,
-        0,
-        {
-            "replica_id": -1,
-            "topics": [
-                {
-                    "name": "lo0",
-                    "partitions": [{"partition_index": 0, "timestamp": -2, "max_num_offsets": 1}],
-                }
-            ],
-        },
-    )
-    assert r["topics"][0]["partitions"][0]["old_style_offsets"] == [0]
+    for timestamp, offsets in ((-1, [5]), (-2, [0])):  # latest, earliest
+        r = old.call(
+            kp_offsets.ListOffsetsRequest,
+            kp_offsets.ListOffsetsResponse,
+            0,
+            {
+                "replica_id": -1,
+                "topics": [
+                    {
+                        "name": "lo0",
+                        "partitions": [
+                            {"partition_index": 0, "timestamp": timestamp, "max_num_offsets": 1}
+                        ],
+                    }
+                ],
+            },
+        )
+        assert r["topics"][0]["partitions"][0]["old_style_offsets"] == offsets, timestamp
 
 
 def test_produce_v0_acks_0_answers_nothing_and_v1_message_sets_are_stored_as_v2(

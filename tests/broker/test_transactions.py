@@ -18,7 +18,7 @@ from odradek.coordinator.transaction import TransactionResult, TxnMarker
 from odradek.protocol.records import build_batch, iter_batches
 from odradek.testing.process import BrokerProcess
 
-from .wire import Wire, ms, req
+from .wire import Wire, fetch_request, ms, req
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -124,32 +124,14 @@ def _latest(wire: Wire, isolation: int, partition: int = 0) -> int:
 
 
 def _fetch(wire: Wire, isolation: int, offset: int = 0, partition: int = 0) -> Any:
-    fp = req(
-        1,
-        11,
-        "FetchPartition",
-        partition=partition,
-        current_leader_epoch=-1,
-        fetch_offset=offset,
-        last_fetched_epoch=-1,
-        log_start_offset=-1,
-        partition_max_bytes=1 << 20,
-    )
-    ft = req(1, 11, "FetchTopic", topic=TOPIC, partitions=(fp,))
     r = wire.call(
-        req(
-            1,
-            11,
-            replica_id=-1,
-            max_wait=ms(0),
+        fetch_request(
+            TOPIC,
+            {partition: offset},
+            version=11,
             min_bytes=0,
             max_bytes=1 << 20,
             isolation_level=isolation,
-            session_id=0,
-            session_epoch=-1,
-            topics=(ft,),
-            forgotten_topics_data=(),
-            rack_id="",
         )
     )
     return r.responses[0].partitions[0]

@@ -30,6 +30,18 @@ def ms(n: int) -> datetime.timedelta:
     return datetime.timedelta(milliseconds=n)
 
 
+def kp_build(cls: Any, values: dict[str, Any]) -> Any:
+    """A kafka-python message or nested struct from a dict (nested lists of dicts too): the
+    old request versions kio lacks, encoded independently of odradek."""
+    kwargs = {}
+    for name, value in values.items():
+        if isinstance(value, list) and value and isinstance(value[0], dict):
+            nested = getattr(cls, cls.fields[name]._json["type"][2:])
+            value = [kp_build(nested, v) for v in value]
+        kwargs[name] = value
+    return cls(**kwargs)
+
+
 class Wire:
     """One connection. ``call(entity)`` sends and returns the decoded response."""
 
@@ -118,17 +130,25 @@ def fetch_request(
     min_bytes: int = 1,
     max_bytes: int = 50 * 1024 * 1024,
     partition_max_bytes: int = 1024 * 1024,
+    current_leader_epoch: int = -1,
+    last_fetched_epoch: int = -1,
+    log_start_offset: int = -1,
+    replica_id: int = -1,
+    isolation_level: int = 0,
 ) -> Any:
+    """Fetch of ``partitions`` {partition: fetch offset} of ``topic``, a consumer's unless
+    ``replica_id`` names a follower; the epochs and log start offset apply to every partition
+    (-1: not given)."""
     parts = tuple(
         req(
             1,
             version,
             "FetchPartition",
             partition=p,
-            current_leader_epoch=-1,
+            current_leader_epoch=current_leader_epoch,
             fetch_offset=o,
-            last_fetched_epoch=-1,
-            log_start_offset=-1,
+            last_fetched_epoch=last_fetched_epoch,
+            log_start_offset=log_start_offset,
             partition_max_bytes=partition_max_bytes,
         )
         for p, o in partitions.items()
@@ -137,11 +157,11 @@ def fetch_request(
     return req(
         1,
         version,
-        replica_id=-1,
+        replica_id=replica_id,
         max_wait=ms(max_wait_ms),
         min_bytes=min_bytes,
         max_bytes=max_bytes,
-        isolation_level=0,
+        isolation_level=isolation_level,
         session_id=0,
         session_epoch=-1,
         topics=(ft,),

@@ -20,16 +20,20 @@ import pytest
 from odradek.cluster.zookeeper import ZooKeeperServer, zookeeper_available
 
 
-@pytest.fixture(scope="module")
-def zookeeper(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ZooKeeperServer]:
+def running_zookeeper(
+    tmp_path_factory: pytest.TempPathFactory, name: str
+) -> Iterator[ZooKeeperServer]:
+    """A ZooKeeper fixture's body (``yield from``): one server in a fresh directory ``name``,
+    stopped at teardown; the test is skipped when the ``zookeeper`` package or java is missing."""
     if not zookeeper_available():
         pytest.skip("Debian's zookeeper package (or java) is not installed")
-    server = ZooKeeperServer(Path(tmp_path_factory.mktemp("zookeeper")))
-    server.start()
-    try:
+    with ZooKeeperServer(Path(tmp_path_factory.mktemp(name))) as server:
         yield server
-    finally:
-        server.stop()
+
+
+@pytest.fixture(scope="module")
+def zookeeper(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ZooKeeperServer]:
+    yield from running_zookeeper(tmp_path_factory, "zookeeper")
 
 
 @pytest.fixture
@@ -171,14 +175,7 @@ class Cluster:
 def cluster_zookeeper(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ZooKeeperServer]:
     """The shared cluster's ZooKeeper. test_zookeeper_restart.py stops it (or cuts it off) while
     the cluster serves, and has it back, with every broker registered, before it returns."""
-    if not zookeeper_available():
-        pytest.skip("Debian's zookeeper package (or java) is not installed")
-    server = ZooKeeperServer(Path(tmp_path_factory.mktemp("cluster-zookeeper")))
-    server.start()
-    try:
-        yield server
-    finally:
-        server.stop()
+    yield from running_zookeeper(tmp_path_factory, "cluster-zookeeper")
 
 
 @pytest.fixture(scope="session")

@@ -14,94 +14,41 @@ from __future__ import annotations
 import time
 
 import pytest
-from confluent_kafka import Producer
-from confluent_kafka.admin import AdminClient, NewTopic
+from confluent_kafka.admin import NewTopic
 
-from .checker import Ack, check
+from faults.harness import Workload, check_workload, create_topic, wait_full_isr
+
+from .checker import check
 from .conftest import SLOW, Cluster
 from .test_failover import read_back
 
 pytestmark = [pytest.mark.interop, pytest.mark.slow, SLOW]
 
 
-class Recorder:
-    def __init__(self, bootstrap: str, topic: str, partitions: int, **settings: object) -> None:
-        config: dict[str, object] = {
-            "bootstrap.servers": bootstrap,
-            "acks": "all",
-            "enable.idempotence": True,
-            "linger.ms": 5,
-            "message.timeout.ms": 120_000,
-            "topic.metadata.refresh.interval.ms": 1000,
-            **settings,
-        }
-        self.producer = Producer(config)
-        self.topic = topic
-        self.partitions = partitions
-        self.acks: list[Ack] = []
-        self.errors: list[str] = []
-        self.sent = 0
-
-    def _on_delivery(self, err: object, msg: object) -> None:
-        if err is not None:
-            self.errors.append(str(err))
-        else:
-            self.acks.append(Ack(msg.partition(), msg.offset(), msg.value()))  # type: ignore[attr-defined]
-
-    def send(self, n: int, tag: str) -> None:
-        for _ in range(n):
-            p = self.sent % self.partitions
-            self.producer.produce(
-                self.topic,
-                f"{tag}-{self.sent}".encode(),
-                partition=p,
-                on_delivery=self._on_delivery,
-            )
-            self.sent += 1
-            self.producer.poll(0)
-
-    def flush(self, timeout: float) -> None:
-        assert self.producer.flush(timeout) == 0, (
-            f"unacknowledged records; errors {self.errors[:5]}"
-        )
-
-
-def _create(c: Cluster, topic: NewTopic) -> None:
-    admin = AdminClient({"bootstrap.servers": c.bootstrap_servers})
-    for f in admin.create_topics([topic], request_timeout=30).values():
-        f.result(timeout=30)
-
-
 def test_f3_repeated_leader_sigkill(cluster3: Cluster) -> None:
     topic = "f3"
-    _create(cluster3, NewTopic(topic, 3, 3, config={"min.insync.replicas": "2"}))
+    create_topic(cluster3, NewTopic(topic, 3, 3, config={"min.insync.replicas": "2"}))
     cluster3.wait_metadata(lambda md: len(cluster3.partitions(md, topic)) == 3)
-    rec = Recorder(cluster3.bootstrap_servers, topic, 3)
+    rec = Workload(cluster3.bootstrap_servers, topic, 3)
     for round_ in range(4):
-        rec.send(200, f"r{round_}")
+        rec.produce(200, f"r{round_}")
         md = cluster3.metadata()
         victim = cluster3.partitions(md, topic)[0].leader_id
         cluster3.brokers[victim].kill()
         cluster3.wait_metadata(
             lambda md, v=victim: cluster3.partitions(md, topic)[0].leader_id not in (-1, v)
         )
-        rec.send(200, f"r{round_}-after")
+        rec.produce(200, f"r{round_}-after")
         rec.flush(120)
         cluster3.brokers[victim].start()
-        cluster3.wait_metadata(
-            lambda md: all(len(p.isr_nodes) == 3 for p in cluster3.partitions(md, topic).values()),
-            timeout=60,
-        )
-    assert not rec.errors, rec.errors[:5]
-    log = read_back(cluster3.bootstrap_servers, topic, 3)
-    result = check(rec.acks, log)
-    assert result.ok, result.summary()
+        wait_full_isr(cluster3, topic, 3, timeout=60)
+    result = check_workload(cluster3, rec, topic, 3, f"F3 {topic}: 4 leader kills")
     assert result.acked == 1600
 
 
 def test_f7_unclean_election_loses_records_and_the_checker_says_so(cluster3: Cluster) -> None:
     topic = "f7"
-    _create(
+    create_topic(
         cluster3,
         NewTopic(
             topic,
@@ -111,12 +58,12 @@ def test_f7_unclean_election_loses_records_and_the_checker_says_so(cluster3: Clu
         ),
     )
     cluster3.wait_metadata(lambda md: sorted(cluster3.partitions(md, topic)[0].isr_nodes) == [1, 2])
-    rec = Recorder(cluster3.bootstrap_servers, topic, 1, **{"enable.idempotence": False})
-    rec.send(50, "both")
+    rec = Workload(cluster3.bootstrap_servers, topic, 1, **{"enable.idempotence": False})
+    rec.produce(50, "both")
     rec.flush(30)
     cluster3.brokers[2].kill()  # the follower goes away; broker 1 leads alone
     cluster3.wait_metadata(lambda md: cluster3.partitions(md, topic)[0].isr_nodes == (1,))
-    rec.send(50, "only-on-1")
+    rec.produce(50, "only-on-1")
     rec.flush(30)
     cluster3.brokers[1].kill()
     cluster3.brokers[2].start()  # the only live replica, outside the ISR: unclean election
@@ -134,23 +81,17 @@ def test_f7_unclean_election_loses_records_and_the_checker_says_so(cluster3: Clu
 
 def test_controlled_shutdown_of_each_broker_under_load(cluster3: Cluster) -> None:
     topic = "rolling"
-    _create(cluster3, NewTopic(topic, 3, 3, config={"min.insync.replicas": "2"}))
+    create_topic(cluster3, NewTopic(topic, 3, 3, config={"min.insync.replicas": "2"}))
     cluster3.wait_metadata(lambda md: len(cluster3.partitions(md, topic)) == 3)
-    rec = Recorder(cluster3.bootstrap_servers, topic, 3)
+    rec = Workload(cluster3.bootstrap_servers, topic, 3)
     for broker_id in sorted(cluster3.brokers):
-        rec.send(300, f"before-{broker_id}")
+        rec.produce(300, f"before-{broker_id}")
         started = time.monotonic()
         cluster3.brokers[broker_id].stop()
         took = time.monotonic() - started
         assert took < 10, f"stopping broker {broker_id} took {took:.1f} s"
-        rec.send(300, f"without-{broker_id}")
+        rec.produce(300, f"without-{broker_id}")
         rec.flush(60)
         cluster3.brokers[broker_id].start()
-        cluster3.wait_metadata(
-            lambda md: all(len(p.isr_nodes) == 3 for p in cluster3.partitions(md, topic).values()),
-            timeout=60,
-        )
-    assert not rec.errors, rec.errors[:5]
-    log = read_back(cluster3.bootstrap_servers, topic, 3)
-    result = check(rec.acks, log)
-    assert result.ok, result.summary()
+        wait_full_isr(cluster3, topic, 3, timeout=60)
+    check_workload(cluster3, rec, topic, 3, f"{topic}: a controlled shutdown of each broker")

@@ -2,9 +2,8 @@
 
 from __future__ import annotations
 
-import re
-import time
 import urllib.error
+import urllib.parse
 import urllib.request
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -13,8 +12,6 @@ import pytest
 
 from odradek.testing.process import BrokerProcess
 
-_CONSOLE_RE = re.compile(r"console listening on (http://[^\s]+)")
-
 
 @dataclass
 class ConsoleBroker:
@@ -22,7 +19,7 @@ class ConsoleBroker:
     url: str
 
     @property
-    def bootstrap(self) -> str:
+    def bootstrap_servers(self) -> str:
         return self.process.bootstrap_servers
 
     def get(self, path: str, headers: dict[str, str] | None = None) -> tuple[int, str]:
@@ -43,19 +40,9 @@ class ConsoleBroker:
             return exc.code, exc.read().decode()
 
 
-def console_url(process: BrokerProcess, timeout: float = 10.0) -> str:
-    """The console's URL from the broker's log (logged before the ready line)."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        m = _CONSOLE_RE.search(process.stderr_tail(1 << 20))
-        if m:
-            return m.group(1)
-        time.sleep(0.05)
-    raise AssertionError(f"no console line in the broker log: {process.stderr_tail()}")
-
-
-@pytest.fixture(scope="module")
-def console_broker() -> Iterator[ConsoleBroker]:
+def running_console_broker() -> Iterator[ConsoleBroker]:
+    """A fixture's body (``yield from``): a broker process with its console on an ephemeral
+    port, closed at teardown."""
     process = BrokerProcess(
         {
             "listeners": "PLAINTEXT://127.0.0.1:0",
@@ -67,6 +54,11 @@ def console_broker() -> Iterator[ConsoleBroker]:
     )
     process.start()
     try:
-        yield ConsoleBroker(process, console_url(process))
+        yield ConsoleBroker(process, process.console_url())
     finally:
         process.close()
+
+
+@pytest.fixture(scope="module")
+def console_broker() -> Iterator[ConsoleBroker]:
+    yield from running_console_broker()

@@ -38,7 +38,7 @@ GROUP = "browser-group"
 
 @pytest.fixture(scope="module")
 def state(console_broker: ConsoleBroker) -> ConsoleBroker:
-    conf = {"bootstrap.servers": console_broker.bootstrap}
+    conf = {"bootstrap.servers": console_broker.bootstrap_servers}
     with Admin(conf) as admin:
         admin.create_topics([TOPIC])
     with Producer(conf) as producer:
@@ -133,7 +133,7 @@ def test_group_actions_ask_for_confirmation(state: ConsoleBroker, driver: object
     """Reset offsets and delete: nothing happens when the confirmation is dismissed; accepted,
     the action runs and its result is shown on the page."""
     group = "browser-actions"
-    conf = {"bootstrap.servers": state.bootstrap}
+    conf = {"bootstrap.servers": state.bootstrap_servers}
     with Admin(conf) as admin:
         admin.alter_group_offsets(group, {TopicPartition(TOPIC, 0): 10})
 

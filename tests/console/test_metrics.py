@@ -47,7 +47,7 @@ def wait_metrics(cb: ConsoleBroker, ok, timeout: float = 20.0) -> dict:
 @pytest.fixture(scope="module")
 def lagging(console_broker: ConsoleBroker) -> ConsoleBroker:
     """100 records in TOPIC (one partition), GROUP committed at 40: lag 60."""
-    conf = {"bootstrap.servers": console_broker.bootstrap}
+    conf = {"bootstrap.servers": console_broker.bootstrap_servers}
     with Admin(conf) as admin:
         admin.create_topics([TOPIC])
     with Producer(conf) as producer:
@@ -104,7 +104,7 @@ def test_lag_and_offsets(lagging: ConsoleBroker) -> None:
 
 
 def test_caught_up_group_has_zero_lag_seconds(lagging: ConsoleBroker) -> None:
-    with Admin({"bootstrap.servers": lagging.bootstrap}) as admin:
+    with Admin({"bootstrap.servers": lagging.bootstrap_servers}) as admin:
         admin.alter_group_offsets("caught-up", {TopicPartition(TOPIC, 0): 100})
     g = {"consumergroup": "caught-up", "topic": TOPIC, "partition": "0"}
     m = wait_metrics(lagging, lambda s: sample(s, "kafka_consumergroup_lag", **g) is not None)
@@ -138,7 +138,7 @@ def test_api_and_pages(lagging: ConsoleBroker) -> None:
 
 
 def test_group_actions_need_the_console_header(lagging: ConsoleBroker) -> None:
-    conf = {"bootstrap.servers": lagging.bootstrap}
+    conf = {"bootstrap.servers": lagging.bootstrap_servers}
     with Admin(conf) as admin:
         admin.alter_group_offsets("to-reset", {TopicPartition(TOPIC, 0): 10})
     form = {"topic": TOPIC, "to": "latest"}
@@ -159,7 +159,7 @@ def test_bytes_and_messages_per_topic(console_broker: ConsoleBroker) -> None:
     from broker.wire import Wire, fetch_request
 
     topic = "traffic-topic"
-    conf = {"bootstrap.servers": console_broker.bootstrap}
+    conf = {"bootstrap.servers": console_broker.bootstrap_servers}
     with Admin(conf) as admin:
         admin.create_topics([topic])
     with Producer(conf) as producer:
@@ -176,7 +176,7 @@ def test_bytes_and_messages_per_topic(console_broker: ConsoleBroker) -> None:
     assert size is not None and size > 50 * 10
     assert sample(m, "kafka_server_brokertopicmetrics_bytesin_total", topic=topic) == size
     assert sample(m, "kafka_server_brokertopicmetrics_bytesout_total", topic=topic) is None
-    with Wire(console_broker.bootstrap) as wire:
+    with Wire(console_broker.bootstrap_servers) as wire:
         response = wire.call(fetch_request(topic, {0: 0}))
     assert len(response.responses[0].partitions[0].records) == size
     m = wait_metrics(
@@ -194,7 +194,7 @@ def test_refused_versions_are_counted_as_errors(console_broker: ConsoleBroker) -
 
     from broker.wire import Wire
 
-    with Wire(console_broker.bootstrap) as wire:
+    with Wire(console_broker.bootstrap_servers) as wire:
         wire.send_raw(struct.pack(">ihhih", 10, 0, 99, 1, 0))  # Produce v99
         assert wire.is_closed_by_peer()
     m = wait_metrics(
@@ -213,7 +213,7 @@ def test_browse_by_timestamp(console_broker: ConsoleBroker) -> None:
     import json
 
     topic = "browse-by-time"
-    conf = {"bootstrap.servers": console_broker.bootstrap}
+    conf = {"bootstrap.servers": console_broker.bootstrap_servers}
     base = (int(time.time()) - 3600) * 1000  # whole seconds: exact in ISO form too
     with Admin(conf) as admin:
         admin.create_topics([topic])

@@ -14,7 +14,7 @@ import pytest
 from odradek.client import Admin, Producer, TopicPartition
 from odradek.testing.process import BrokerProcess
 
-from .conftest import ConsoleBroker, console_url
+from .conftest import ConsoleBroker
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -52,7 +52,7 @@ def test_console_adds_less_than_30_mb() -> None:
     with BrokerProcess({**settings, "http.listeners": ""}) as off, BrokerProcess(
         {**settings, "http.listeners": "http://127.0.0.1:0"}, log_level="info"
     ) as on:
-        console = ConsoleBroker(on, console_url(on))
+        console = ConsoleBroker(on, on.console_url())
         for broker in (off, on):
             load(broker.bootstrap_servers)
         for path in (*PAGES, "/metrics", f"/groups/{GROUP}"):  # every page, then again

@@ -28,8 +28,9 @@ from typing import Any
 from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from cluster.checker import Ack
+from cluster.checker import Ack, CheckResult, check
 from cluster.conftest import Cluster
+from cluster.test_failover import read_back
 from odradek.protocol.records import RecordBatch
 
 _BATCH_HEADER = 61
@@ -117,11 +118,31 @@ class Workload:
         self._stop.set()
         if self._thread.is_alive():
             self._thread.join(30)
-        left = self.producer.flush(flush_timeout)
+        self.flush(flush_timeout)
+
+    def flush(self, timeout: float = 120.0) -> None:
+        """Wait for every record sent so far to be acknowledged (or to fail)."""
+        left = self.producer.flush(timeout)
         assert left == 0, (
-            f"{left} records neither acknowledged nor failed in {flush_timeout} s; "
+            f"{left} records neither acknowledged nor failed in {timeout} s; "
             f"errors {self.errors[:5]}"
         )
+
+
+def check_workload(
+    c: Cluster, work: Workload, topic: str, partitions: int, what: str
+) -> CheckResult:
+    """After ``work`` has stopped: no producer error, and the checker finds every record sent
+    acknowledged, none lost, duplicated or reordered in the topic read back; then the replicas
+    agree. Prints ``what`` and the checker's summary (shown with pytest -s,
+    docs/benchmarks/faults.md)."""
+    assert not work.errors, work.errors[:5]
+    result = check(work.acks, read_back(c.bootstrap_servers, topic, partitions))
+    print(f"{what}; checker: {result.summary()}")
+    assert result.ok, result.summary()
+    assert result.acked == work.sent
+    wait_replicas_agree(c, topic, partitions, sorted(c.brokers))
+    return result
 
 
 def wait_until(what: str, pred: Callable[[], bool], timeout: float, interval: float = 0.1) -> None:

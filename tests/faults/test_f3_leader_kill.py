@@ -14,17 +14,15 @@ import time
 import pytest
 from confluent_kafka.admin import NewTopic
 
-from cluster.checker import check
 from cluster.conftest import SLOW, Cluster
-from cluster.test_failover import read_back
 
 from .harness import (
     Workload,
+    check_workload,
     create_topic,
     fault_seconds,
     leader,
     wait_full_isr,
-    wait_replicas_agree,
     wait_until,
 )
 
@@ -68,15 +66,8 @@ def run_f3(c: Cluster, topic: str, seconds: float, max_rounds: int) -> tuple[int
             wait_full_isr(c, topic, 3, timeout=60)
     finally:
         work.stop()
-    assert not work.errors, work.errors[:5]
     assert work.acks_since(started, 0) > 0
-    result = check(work.acks, read_back(c.bootstrap_servers, topic, 3))
-    print(
-        f"F3 {topic}: {rounds} leader kills; checker: {result.summary()}"
-    )  # shown with pytest -s (docs/benchmarks/faults.md)
-    assert result.ok, result.summary()
-    assert result.acked == work.sent
-    wait_replicas_agree(c, topic, 3, [1, 2, 3])
+    result = check_workload(c, work, topic, 3, f"F3 {topic}: {rounds} leader kills")
     return rounds, result.acked
 
 

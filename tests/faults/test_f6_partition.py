@@ -29,21 +29,19 @@ import pytest
 from confluent_kafka.admin import NewTopic
 
 from broker.wire import Wire, produce_request
-from cluster.checker import check
 from cluster.conftest import SLOW, Cluster
-from cluster.test_failover import read_back
 from odradek.protocol.records import build_batch
 from odradek.testing.process import BrokerProcess
 
 from .harness import (
     Workload,
     broker_cgroup,
+    check_workload,
     create_topic,
     fault_seconds,
     leader,
     network_faults_missing,
     wait_full_isr,
-    wait_replicas_agree,
     wait_until,
 )
 
@@ -110,14 +108,9 @@ def run_f6(c: Cluster, topic: str, seconds: float, max_rounds: int) -> int:
     assert all(code != 0 for code, _ in answers), (
         f"the cut-off leader acknowledged acks=all records: (error code, base offset) {answers}"
     )
-    assert not work.errors, work.errors[:5]
-    result = check(work.acks, read_back(c.bootstrap_servers, topic, 1))
-    print(
-        f"F6 {topic}: {rounds} cuts, the cut-off leader's answers {answers}; checker: {result.summary()}"
-    )  # shown with pytest -s (docs/benchmarks/faults.md)
-    assert result.ok, result.summary()
-    assert result.acked == work.sent
-    wait_replicas_agree(c, topic, 1, [1, 2, 3])
+    check_workload(
+        c, work, topic, 1, f"F6 {topic}: {rounds} cuts, the cut-off leader's answers {answers}"
+    )
     return rounds
 
 

@@ -7,59 +7,17 @@ a newer version would pass a produce/consume test without exercising the old ver
 
 from __future__ import annotations
 
-import re
 import time
 import urllib.request
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 
 from prometheus_client.parser import text_string_to_metric_families
 
-from odradek.testing.process import BrokerProcess
+from console.conftest import ConsoleBroker, running_console_broker
 
-__all__ = ["ConsoleBroker", "console_broker", "request_counts", "wait_for_counts"]
-
-_CONSOLE_RE = re.compile(r"console listening on (http://\S+)")
+__all__ = ["ConsoleBroker", "request_counts", "running_console_broker", "wait_for_counts"]
 
 RequestCounts = dict[tuple[str, int], float]
-
-
-class ConsoleBroker:
-    def __init__(self, process: BrokerProcess, url: str) -> None:
-        self.process = process
-        self.url = url
-
-    @property
-    def bootstrap_servers(self) -> str:
-        return self.process.bootstrap_servers
-
-
-def console_broker() -> Iterator[ConsoleBroker]:
-    """A broker process with its console on an ephemeral port (use as a fixture body)."""
-    process = BrokerProcess(
-        {
-            "listeners": "PLAINTEXT://127.0.0.1:0",
-            "http.listeners": "http://127.0.0.1:0",
-            "group.initial.rebalance.delay.ms": 0,
-            "offsets.topic.num.partitions": 1,
-        },
-        log_level="info",
-    )
-    process.start()
-    try:
-        yield ConsoleBroker(process, _console_url(process))
-    finally:
-        process.close()
-
-
-def _console_url(process: BrokerProcess, timeout: float = 15.0) -> str:
-    """The console's URL from the broker's log (the console starts in the background)."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        match = _CONSOLE_RE.search(process.stderr_tail(1 << 20))
-        if match:
-            return match.group(1)
-        time.sleep(0.05)
-    raise AssertionError(f"no console line in the broker log: {process.stderr_tail()}")
 
 
 def request_counts(broker: ConsoleBroker) -> RequestCounts:

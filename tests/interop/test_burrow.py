@@ -27,8 +27,9 @@ from typing import Any
 
 import pytest
 
+from cluster.conftest import running_zookeeper
 from odradek.client import Admin, NewTopic, Producer, TopicPartition
-from odradek.cluster.zookeeper import ZooKeeperServer, zookeeper_available
+from odradek.cluster.zookeeper import ZooKeeperServer
 
 from .conftest import Target
 from .support import unique_topic
@@ -143,14 +144,7 @@ class Burrow:
 
 @pytest.fixture(scope="module")
 def zookeeper(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ZooKeeperServer]:
-    if not zookeeper_available():
-        pytest.skip("Debian's zookeeper package (or java) is not installed")
-    server = ZooKeeperServer(Path(tmp_path_factory.mktemp("zookeeper")))
-    server.start()
-    try:
-        yield server
-    finally:
-        server.stop()
+    yield from running_zookeeper(tmp_path_factory, "zookeeper")
 
 
 @pytest.fixture

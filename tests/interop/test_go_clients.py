@@ -23,7 +23,7 @@ import pytest
 from kafka import KafkaAdminClient, KafkaConsumer, TopicPartition
 from kafka.admin import ConfigResource, ConfigResourceType
 
-from .old_clients import ConsoleBroker, console_broker, wait_for_counts
+from .old_clients import ConsoleBroker, running_console_broker, wait_for_counts
 
 pytestmark = [pytest.mark.interop, pytest.mark.timeout(240)]
 
@@ -84,7 +84,7 @@ def program() -> Path:
 
 @pytest.fixture(scope="module")
 def kafka() -> Iterator[ConsoleBroker]:
-    yield from console_broker()
+    yield from running_console_broker()
 
 
 def run(program: Path, client: str, kafka: ConsoleBroker, topic: str, group: str) -> list[str]:

@@ -14,7 +14,7 @@ import pytest
 from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer, TopicPartition
 from kafka.admin import NewTopic
 
-from .old_clients import ConsoleBroker, console_broker, wait_for_counts
+from .old_clients import ConsoleBroker, running_console_broker, wait_for_counts
 
 pytestmark = [pytest.mark.interop, pytest.mark.timeout(90)]
 
@@ -29,7 +29,7 @@ OLD_VERSIONS = {
 
 @pytest.fixture(scope="module")
 def kafka() -> Iterator[ConsoleBroker]:
-    yield from console_broker()
+    yield from running_console_broker()
 
 
 @pytest.mark.parametrize("compression", [None, "gzip"])

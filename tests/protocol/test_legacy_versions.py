@@ -19,6 +19,7 @@ from kafka.protocol.consumer import offsets as kp_offsets
 from kafka.protocol.producer import produce as kp_produce
 from kio.index import load_response_schema
 
+from broker.wire import kp_build
 from odradek.protocol.errors import InvalidRequestError
 from odradek.protocol.fetch_response import FetchPartitionResponse, encode_fetch_response
 from odradek.protocol.legacy_records import down_convert, encode_message, iter_messages
@@ -45,17 +46,6 @@ KP = {
     23: (kp_offsets.OffsetForLeaderEpochRequest, kp_offsets.OffsetForLeaderEpochResponse),
     32: (kp_admin.DescribeConfigsRequest, kp_admin.DescribeConfigsResponse),
 }
-
-
-def kp_build(cls: Any, values: dict[str, Any]) -> Any:
-    """A kafka-python message or nested struct from a dict (nested lists of dicts too)."""
-    kwargs = {}
-    for name, value in values.items():
-        if isinstance(value, list) and value and isinstance(value[0], dict):
-            nested = getattr(cls, cls.fields[name]._json["type"][2:])
-            value = [kp_build(nested, v) for v in value]
-        kwargs[name] = value
-    return cls(**kwargs)
 
 
 def kp_request(api_key: int, version: int, values: dict[str, Any]) -> bytes:

@@ -264,20 +264,35 @@ class LocalAlterPartition:
         )
 
 
-async def test_replica_manager_shrinks_and_expands_through_the_manager() -> None:
-    clock = ManualClock()
-    metadata = LocalMetadataStore(1, None)
-    logs = LogManager(None, in_memory=True, clock=clock)
-    alter = LocalAlterPartition()
-    rm = ReplicaManager(
+def in_memory_replica_manager(
+    metadata: LocalMetadataStore,
+    clock: ManualClock,
+    alter_partition_manager: LocalAlterPartition | None,
+    replication: ReplicationConfig | None = None,
+) -> ReplicaManager:
+    """A ReplicaManager on in-memory logs and ``clock``; with an ``alter_partition_manager``
+    in cluster mode (partitions wait for the controller's LeaderAndIsr)."""
+    return ReplicaManager(
         metadata,
-        logs,
+        LogManager(None, in_memory=True, clock=clock),
         LogConfig(),
         Purgatory(),
         None,
         clock=clock,
-        replication=ReplicationConfig(replica_lag_time_max_ms=LAG_MS, min_insync_replicas=2),
-        alter_partition_manager=alter,
+        replication=replication,
+        alter_partition_manager=alter_partition_manager,
+    )
+
+
+async def test_replica_manager_shrinks_and_expands_through_the_manager() -> None:
+    clock = ManualClock()
+    metadata = LocalMetadataStore(1, None)
+    alter = LocalAlterPartition()
+    rm = in_memory_replica_manager(
+        metadata,
+        clock,
+        alter,
+        ReplicationConfig(replica_lag_time_max_ms=LAG_MS, min_insync_replicas=2),
     )
     seen: list[tuple[list[tuple[str, int, int]], list[tuple[str, int, int]]]] = []
     rm.add_leadership_listener(lambda led, followed: seen.append((led, followed)))
@@ -406,16 +421,7 @@ async def test_cluster_mode_partitions_wait_for_their_leader_and_isr() -> None:
     clock = ManualClock()
     metadata = LocalMetadataStore(1, None)
     await metadata.create_topic("m", {0: [1]})
-    logs = LogManager(None, in_memory=True, clock=clock)
-    rm = ReplicaManager(
-        metadata,
-        logs,
-        LogConfig(),
-        Purgatory(),
-        None,
-        clock=clock,
-        alter_partition_manager=LocalAlterPartition(),
-    )
+    rm = in_memory_replica_manager(metadata, clock, LocalAlterPartition())
     try:
         handle, code = rm.leader_partition("m", 0)
         assert handle is not None and code is ErrorCode.not_leader_or_follower
@@ -443,14 +449,8 @@ class _Leader:
 
 async def test_fetchers_one_per_leader_and_partitions_follow_a_moved_leader() -> None:
     clock = ManualClock()
-    rm = ReplicaManager(
-        LocalMetadataStore(1, None),
-        LogManager(None, in_memory=True, clock=clock),
-        LogConfig(),
-        Purgatory(),
-        None,
-        clock=clock,
-        replication=ReplicationConfig(replica_fetch_backoff_ms=10),
+    rm = in_memory_replica_manager(
+        LocalMetadataStore(1, None), clock, None, ReplicationConfig(replica_fetch_backoff_ms=10)
     )
 
     def follow(topic: str, port: int, epoch: int = 0) -> None:

@@ -7,7 +7,6 @@ is read back by making it the leader."""
 
 from __future__ import annotations
 
-import dataclasses
 import uuid
 from collections.abc import Iterator
 
@@ -132,20 +131,16 @@ def test_diverged_follower_truncates_after_leader_change(
     assert produce(cluster[2], t, batch(b"c"), acks=1) == (NONE, 1)
     # a follower fetch that names the old epoch past its end is told where it diverges
     with Wire(cluster[2].bootstrap_servers) as w:
-        f = fetch_request(t, {0: 3})
-        part = req(
-            1,
-            12,
-            "FetchPartition",
-            partition=0,
-            current_leader_epoch=1,
-            fetch_offset=3,
-            last_fetched_epoch=0,
-            log_start_offset=0,
-            partition_max_bytes=1 << 20,
+        r = w.call(
+            fetch_request(
+                t,
+                {0: 3},
+                current_leader_epoch=1,
+                last_fetched_epoch=0,
+                log_start_offset=0,
+                replica_id=1,
+            )
         )
-        topic = req(1, 12, "FetchTopic", topic=t, partitions=(part,))
-        r = w.call(dataclasses.replace(f, replica_id=1, topics=(topic,)))
     p = r.responses[0].partitions[0]
     assert int(p.error_code) == NONE and not p.records
     assert (int(p.diverging_epoch.epoch), int(p.diverging_epoch.end_offset)) == (0, 1)
@@ -186,20 +181,7 @@ def test_epochs_are_fenced(cluster: dict[int, BrokerProcess], controller: Contro
     assert r.error_code == STALE_CONTROLLER_EPOCH
     # clients with an older epoch are fenced
     with Wire(cluster[1].bootstrap_servers) as w:
-        f = fetch_request(t, {0: 0})
-        part = req(
-            1,
-            12,
-            "FetchPartition",
-            partition=0,
-            current_leader_epoch=5,
-            fetch_offset=0,
-            last_fetched_epoch=-1,
-            log_start_offset=-1,
-            partition_max_bytes=1 << 20,
-        )
-        topic = req(1, 12, "FetchTopic", topic=t, partitions=(part,))
-        r2 = w.call(dataclasses.replace(f, topics=(topic,)))
+        r2 = w.call(fetch_request(t, {0: 0}, current_leader_epoch=5))
     assert int(r2.responses[0].partitions[0].error_code) == FENCED_LEADER_EPOCH
     # StopReplica: an older leader epoch is fenced; then the follower stops and deletes
     s = controller.stop_replica(2, t, 0, leader_epoch=1)
@@ -221,20 +203,13 @@ def test_not_enough_replicas_after_append_when_the_isr_shrinks_meanwhile(
         correlation_id = producer.send(request)
         # the append happened (a replica's fetch reads to the log end) and the produce waits
         with Wire(cluster[1].bootstrap_servers) as w:
-            part = req(
-                1,
-                12,
-                "FetchPartition",
-                partition=0,
+            f = fetch_request(
+                t,
+                {0: 0},
+                max_wait_ms=10_000,
                 current_leader_epoch=0,
-                fetch_offset=0,
-                last_fetched_epoch=-1,
                 log_start_offset=0,
-                partition_max_bytes=1 << 20,
-            )
-            topic = req(1, 12, "FetchTopic", topic=t, partitions=(part,))
-            f = dataclasses.replace(
-                fetch_request(t, {0: 0}, max_wait_ms=10_000), replica_id=3, topics=(topic,)
+                replica_id=3,
             )
             fp = w.call(f).responses[0].partitions[0]
             assert fetched_values(fp.records) == [b"late"], fp

@@ -40,6 +40,8 @@ READY_RE = re.compile(
     r"^odradek broker listening on (?P<host>\S+):(?P<port>\d+) \(node (?P<node>-?\d+), log\.dirs (?P<dirs>.*)\)$"
 )
 
+CONSOLE_RE = re.compile(r"console listening on (http://\S+)")
+
 
 class BrokerStartError(RuntimeError):
     """The broker process exited or did not print its ready line in time."""
@@ -183,6 +185,19 @@ class BrokerProcess:
                 self._stderr_file.flush()
             return self.log_path.read_text(errors="replace")[-limit:]
         return ""
+
+    def console_url(self, timeout: float = 15.0) -> str:
+        """The URL of the broker's console (started with ``http.listeners``), from the
+        ``console listening on <url>`` line it logs once the console is up (in the background,
+        so possibly after the ready line). Raises TimeoutError without one in ``timeout`` s."""
+        deadline = time.monotonic() + timeout
+        while True:
+            m = CONSOLE_RE.search(self.stderr_tail(1 << 20))
+            if m:
+                return m.group(1)
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"no console line in the broker log: {self.stderr_tail()}")
+            time.sleep(0.05)
 
     def stop(self, timeout: float = 20.0) -> int | None:
         """SIGTERM and wait (graceful: flush, checkpoint). Returns the exit code."""

@@ -12,8 +12,8 @@ import asyncio
 
 from kio.schema.errors import ErrorCode
 
-from odradek.broker.api import ApiSpec, EncodedResponse, RequestContext
-from odradek.broker.apis._inter_broker import decoder, encoded
+from odradek.broker.api import EncodedResponse, RequestContext
+from odradek.broker.apis._inter_broker import api_spec, encoded
 from odradek.protocol import inter_broker as ib
 
 __all__ = ["API", "handle"]
@@ -32,12 +32,9 @@ async def handle(ctx: RequestContext, request: ib.ControlledShutdownRequest) -> 
     return encoded(ib.encode_controlled_shutdown_response(resp, ctx.header.api_version))
 
 
-_LO, _HI = ib.SUPPORTED_VERSIONS[ib.CONTROLLED_SHUTDOWN]
-API = ApiSpec(
-    key=ib.CONTROLLED_SHUTDOWN,
-    name="ControlledShutdown",
-    min_version=_LO,
-    max_version=_HI,
-    handler=handle,
-    decoder=decoder(ib.decode_controlled_shutdown_request),
+API = api_spec(
+    ib.CONTROLLED_SHUTDOWN,
+    "ControlledShutdown",
+    handle,
+    decode=ib.decode_controlled_shutdown_request,
 )

@@ -22,7 +22,8 @@ from typing import Any
 
 from kio.schema.errors import ErrorCode
 
-from odradek.broker.api import ApiSpec, EncodedResponse, RequestContext
+from odradek.broker.api import EncodedResponse, RequestContext
+from odradek.broker.apis._inter_broker import api_spec, encoded, every_partition, stale_request
 from odradek.protocol import inter_broker as ib
 
 __all__ = ["API", "handle"]
@@ -35,33 +36,23 @@ def _response(
         ib.LeaderAndIsrPartitionError(topic, partition, code)
         for (topic, partition), code in codes.items()
     )
-    body = ib.encode_leader_and_isr_response(
-        ib.LeaderAndIsrResponse(error, errors), request.topic_ids, version
+    return encoded(
+        ib.encode_leader_and_isr_response(
+            ib.LeaderAndIsrResponse(error, errors), request.topic_ids, version
+        )
     )
-    return EncodedResponse((body,), len(body))
 
 
 def _refuse(request: ib.LeaderAndIsrRequest, version: int, code: ErrorCode) -> EncodedResponse:
-    codes = {(s.topic_name, s.partition_index): code.value for s in request.partition_states}
-    return _response(request, version, code.value, codes)
-
-
-def _stale_broker_epoch(ctx: RequestContext, broker_epoch: int) -> bool:
-    """Kafka's isBrokerEpochStale: -1 (an old controller) is never stale."""
-    if broker_epoch < 0:
-        return False
-    info = ctx.services.metadata.broker(ctx.services.node_id)
-    return info is not None and broker_epoch < info.epoch
+    return _response(request, version, code.value, every_partition(request.partition_states, code))
 
 
 async def handle(ctx: RequestContext, request: ib.LeaderAndIsrRequest) -> Any:
     version = ctx.header.api_version
-    replicas = ctx.services.replica_manager
-    if _stale_broker_epoch(ctx, request.broker_epoch):
-        return _refuse(request, version, ErrorCode.stale_broker_epoch)
-    if replicas.is_stale_controller_epoch(request.controller_epoch):
-        return _refuse(request, version, ErrorCode.stale_controller_epoch)
-    result = replicas.become_leader_or_follower(
+    stale = stale_request(ctx, request.broker_epoch, request.controller_epoch)
+    if stale is not None:
+        return _refuse(request, version, stale)
+    result = ctx.services.replica_manager.become_leader_or_follower(
         request.controller_id,
         request.controller_epoch,
         request.partition_states,
@@ -75,11 +66,4 @@ def error_response(request: ib.LeaderAndIsrRequest, code: ErrorCode) -> Any:
     return _refuse(request, 7, code)
 
 
-API = ApiSpec(
-    key=ib.LEADER_AND_ISR,
-    name="LeaderAndIsr",
-    min_version=ib.SUPPORTED_VERSIONS[ib.LEADER_AND_ISR][0],
-    max_version=ib.SUPPORTED_VERSIONS[ib.LEADER_AND_ISR][1],
-    handler=handle,
-    error_response=error_response,
-)
+API = api_spec(ib.LEADER_AND_ISR, "LeaderAndIsr", handle, error_response=error_response)

@@ -16,8 +16,8 @@ from typing import Any
 
 from kio.schema.errors import ErrorCode
 
-from odradek.broker.api import ApiSpec, EncodedResponse, RequestContext
-from odradek.broker.apis.leader_and_isr import _stale_broker_epoch
+from odradek.broker.api import EncodedResponse, RequestContext
+from odradek.broker.apis._inter_broker import api_spec, encoded, every_partition, stale_request
 from odradek.protocol import inter_broker as ib
 
 __all__ = ["API", "handle"]
@@ -28,23 +28,19 @@ def _response(version: int, error: int, codes: Mapping[tuple[str, int], int]) ->
         ib.StopReplicaPartitionError(topic, partition, code)
         for (topic, partition), code in codes.items()
     )
-    body = ib.encode_stop_replica_response(ib.StopReplicaResponse(error, errors), version)
-    return EncodedResponse((body,), len(body))
+    return encoded(ib.encode_stop_replica_response(ib.StopReplicaResponse(error, errors), version))
 
 
 def _refuse(request: ib.StopReplicaRequest, version: int, code: ErrorCode) -> EncodedResponse:
-    codes = {(s.topic_name, s.partition_index): code.value for s in request.partition_states}
-    return _response(version, code.value, codes)
+    return _response(version, code.value, every_partition(request.partition_states, code))
 
 
 async def handle(ctx: RequestContext, request: ib.StopReplicaRequest) -> Any:
     version = ctx.header.api_version
-    replicas = ctx.services.replica_manager
-    if _stale_broker_epoch(ctx, request.broker_epoch):
-        return _refuse(request, version, ErrorCode.stale_broker_epoch)
-    if replicas.is_stale_controller_epoch(request.controller_epoch):
-        return _refuse(request, version, ErrorCode.stale_controller_epoch)
-    result = replicas.stop_replicas(
+    stale = stale_request(ctx, request.broker_epoch, request.controller_epoch)
+    if stale is not None:
+        return _refuse(request, version, stale)
+    result = ctx.services.replica_manager.stop_replicas(
         request.controller_id, request.controller_epoch, request.partition_states
     )
     return _response(version, 0, {k: v.value for k, v in result.items()})
@@ -54,11 +50,4 @@ def error_response(request: ib.StopReplicaRequest, code: ErrorCode) -> Any:
     return _refuse(request, 4, code)
 
 
-API = ApiSpec(
-    key=ib.STOP_REPLICA,
-    name="StopReplica",
-    min_version=ib.SUPPORTED_VERSIONS[ib.STOP_REPLICA][0],
-    max_version=ib.SUPPORTED_VERSIONS[ib.STOP_REPLICA][1],
-    handler=handle,
-    error_response=error_response,
-)
+API = api_spec(ib.STOP_REPLICA, "StopReplica", handle, error_response=error_response)

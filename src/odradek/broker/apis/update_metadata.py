@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from kio.schema.errors import ErrorCode
 
-from odradek.broker.api import ApiSpec, EncodedResponse, RequestContext
-from odradek.broker.apis._inter_broker import decoder, encoded
+from odradek.broker.api import EncodedResponse, RequestContext
+from odradek.broker.apis._inter_broker import api_spec, encoded
 from odradek.protocol import inter_broker as ib
 
 __all__ = ["API", "handle"]
@@ -29,12 +29,6 @@ async def handle(ctx: RequestContext, request: ib.UpdateMetadataRequest) -> Enco
     )
 
 
-_LO, _HI = ib.SUPPORTED_VERSIONS[ib.UPDATE_METADATA]
-API = ApiSpec(
-    key=ib.UPDATE_METADATA,
-    name="UpdateMetadata",
-    min_version=_LO,
-    max_version=_HI,
-    handler=handle,
-    decoder=decoder(ib.decode_update_metadata_request),
+API = api_spec(
+    ib.UPDATE_METADATA, "UpdateMetadata", handle, decode=ib.decode_update_metadata_request
 )
