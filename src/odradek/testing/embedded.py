@@ -657,9 +657,10 @@ def _release_partial_start(broker: Broker, name: str) -> None:
 def _abort_leftover_sockets(loop: asyncio.AbstractEventLoop) -> list[str]:
     """Safety net run after ``Broker.stop()``: abort every transport and close every listening
     socket the loop still watches, so that no socket outlives the loop whatever the broker
-    missed (a connection accepted while it was stopping, a transport whose ``close()`` waits
-    for a client that no longer reads). Works on selector loops (the default); returns what it
-    closed so the caller can report it."""
+    missed (a transport whose ``close()`` waits for a client that no longer reads). Works on
+    selector loops (the default); returns what it closed so the caller can report it. A socket
+    the loop does not watch (a transport whose construction failed) is not seen here: the last
+    guard, ``_shut_down_leftover_connections``, finds it by its port."""
     selector = getattr(loop, "_selector", None)
     if selector is None:  # e.g. uvloop: nothing to inspect
         return []
