@@ -241,3 +241,38 @@ async def test_a_connection_accepted_after_stop_is_aborted(tmp_path: Path) -> No
         assert broker.connection_count == 0 and conn.transport is transport
     finally:
         theirs.close()
+
+
+async def test_a_connection_accepted_in_the_loop_turn_before_stop_sees_eof(tmp_path: Path) -> None:
+    """stop() in the loop turn after the listener accepted a connection (asyncio accepts in one
+    callback and builds the transport in a task a turn later) must still close that connection
+    before it returns: the client sees EOF, without help from the cyclic garbage collector.
+
+    Deterministic on selector loops: the connection waits in the listen backlog, ``begin_stop``
+    runs in the same turn as the listener's accept callback but before it, so the task it
+    creates runs stop() first in the next turn, ahead of the transport-building task."""
+    import gc
+    import socket
+
+    broker = Broker(_config(tmp_path, **{"storage.engine": "memory", "http.listeners": ""}))
+    await broker.start()
+    loop = asyncio.get_running_loop()
+    gc_was_enabled = gc.isenabled()
+    gc.disable()  # an orphaned socket must not be rescued by a lucky collection
+    client = socket.create_connection(("127.0.0.1", broker.bound_port))  # in the backlog now
+    try:
+        stopping: asyncio.Future[asyncio.Task[None]] = loop.create_future()
+        loop.call_soon(lambda: stopping.set_result(loop.create_task(broker.stop())))
+        await asyncio.wait_for(await stopping, 10)
+        client.settimeout(3)
+        try:
+            data = client.recv(1)
+        except ConnectionResetError:
+            data = b""
+        assert data == b"", "the connection got data instead of EOF"
+    except TimeoutError:
+        pytest.fail("the connection accepted just before stop() is still open after stop()")
+    finally:
+        client.close()
+        if gc_was_enabled:
+            gc.enable()

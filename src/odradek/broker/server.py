@@ -131,6 +131,28 @@ def transaction_coordinator_config(cfg: BrokerConfig) -> TransactionCoordinatorC
     )
 
 
+async def close_listener(server: asyncio.Server) -> None:
+    """Stop accepting, let the connections already accepted get their transport, then close.
+
+    On selector event loops asyncio accepts in the listener's callback and builds each
+    connection's transport in a task that runs one loop turn later. ``Server.close()`` in
+    between makes that task fail (``Server._attach`` asserts the server is open; the error is
+    swallowed) and leaves the accepted socket in a half-built transport that refers to itself:
+    only the cyclic garbage collector closes it, so its client sees no EOF for as long as no
+    collection runs. Hence: remove the listener's reader (no new accept callback runs), give the
+    tasks of the accepts already made the one turn they need (their ``connection_made`` then sees
+    ``stopping`` and aborts), and only then close the server."""
+    loop = asyncio.get_running_loop()
+    try:
+        for sock in server.sockets:
+            # not every loop has readers (proactor) or serves through them (uvloop: no-op)
+            with contextlib.suppress(NotImplementedError, ValueError, OSError):
+                loop.remove_reader(sock.fileno())
+        await asyncio.sleep(0)
+    finally:
+        server.close()
+
+
 class Broker:
     """One broker: config, metadata, logs, coordinator, listener. See the module docstring."""
 
@@ -156,7 +178,7 @@ class Broker:
         self.port = listener.port
         self.bound_port = listener.port
         self.stopping = False  # set for good by stop(): late connections are refused
-        self._server: asyncio.AbstractServer | None = None
+        self._server: asyncio.Server | None = None
         self._connections: dict[int, KafkaConnection] = {}
         self._next_connection_id = 0
         self._tasks: list[asyncio.Task[None]] = []
@@ -453,7 +475,7 @@ class Broker:
             with contextlib.suppress(Exception):
                 await console.stop()
         if self._server is not None:
-            self._server.close()
+            await close_listener(self._server)
         self.purgatory.close()
         await self.replica_manager.close()  # replica fetchers, ISR expiration
         # abort, not close: a client that stopped reading must not keep its socket (and this

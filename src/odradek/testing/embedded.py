@@ -18,7 +18,11 @@ then starts empty on a new port unless ``data_dir`` was given with ``storage="fi
   every client connection, so group members are dropped at once instead of waiting out their
   session timeouts), then cancels whatever tasks are left, shuts down async generators and the
   loop's default executor, closes the loop, joins the thread and removes the temporary data
-  directory. Nothing is left: no thread, no socket, no file descriptor.
+  directory. Nothing is left: no thread, no socket, no file descriptor. When ``stop()`` (or
+  ``astop()``) returns, every connection the broker accepted is closed (its client reads EOF);
+  a broker thread that does not finish within about twice ``stop_timeout`` makes ``stop()``
+  raise ``RuntimeError`` with that thread's stack (it may still hold sockets) instead of
+  returning as if all was well.
 
 Storage: ``storage="memory"`` (the default) selects ``storage.engine=memory``: partitions and
 metadata live in Python objects, no directory is created and nothing is fsynced, which makes
@@ -44,9 +48,13 @@ import concurrent.futures
 import contextlib
 import itertools
 import logging
+import os
 import shutil
+import socket
+import sys
 import tempfile
 import threading
+import traceback
 import weakref
 from collections.abc import Awaitable, Callable, Iterator, Mapping
 from pathlib import Path
@@ -58,7 +66,7 @@ if TYPE_CHECKING:
     from odradek.broker.server import Broker
     from odradek.clock import Clock
 
-__all__ = ["TEST_DEFAULTS", "EmbeddedBroker", "to_properties"]
+__all__ = ["TEST_DEFAULTS", "EmbeddedBroker", "sockets_on_port", "to_properties"]
 
 log = logging.getLogger(__name__)
 
@@ -82,6 +90,8 @@ TEST_DEFAULTS: dict[str, str] = {
 """Settings every EmbeddedBroker starts from (before the caller's settings)."""
 
 _STATE_NEW, _STATE_RUNNING, _STATE_STOPPED = "new", "running", "stopped"
+_JOIN_AFTER_FINISHED = 5.0
+"""Seconds to join the broker thread once it set ``finished`` (its last action: immediate)."""
 _ids = itertools.count(1)
 _live: weakref.WeakSet[EmbeddedBroker] = weakref.WeakSet()
 _atexit_registered = False
@@ -340,6 +350,7 @@ class EmbeddedBroker:
         stopping, finished = self._leave_running(request_stop=True)
         if not stopping:
             return
+        in_time = True
         try:
             if finished is not None:
                 try:
@@ -347,10 +358,11 @@ class EmbeddedBroker:
                         asyncio.shield(asyncio.wrap_future(finished)), self._join_timeout
                     )
                 except TimeoutError:
-                    log.error("%s: broker thread did not finish in time", self.name)
+                    in_time = False
         finally:
-            # The thread has set `finished` as its very last action: joining is immediate.
-            self._join_and_clean(self._join_timeout, keep_data=keep_data)
+            # The thread has set `finished` as its very last action: joining is immediate. If
+            # it has not, do not block the caller's loop joining it: _join_and_clean raises.
+            self._join_and_clean(_JOIN_AFTER_FINISHED if in_time else 0, keep_data=keep_data)
 
     async def __aenter__(self) -> EmbeddedBroker:
         return await self.astart()
@@ -442,15 +454,16 @@ class EmbeddedBroker:
         self, finished: concurrent.futures.Future[None] | None, *, keep_data: bool
     ) -> None:
         """Block until the broker thread sets ``finished`` (its last action; bounded by the join
-        timeout, logged when exceeded), then join it and clean up."""
+        timeout), then join it and clean up; ``RuntimeError`` if the thread is still running."""
+        in_time = True
         try:
             if finished is not None:
                 try:
                     finished.result(self._join_timeout)
                 except concurrent.futures.TimeoutError:
-                    log.error("%s: broker thread did not finish in time", self.name)
+                    in_time = False
         finally:
-            self._join_and_clean(self._join_timeout, keep_data=keep_data)
+            self._join_and_clean(_JOIN_AFTER_FINISHED if in_time else 0, keep_data=keep_data)
 
     @property
     def _join_timeout(self) -> float:
@@ -490,16 +503,27 @@ class EmbeddedBroker:
         return self._finished
 
     def _join_and_clean(self, timeout: float, keep_data: bool = False) -> None:
+        """Join the broker thread (up to ``timeout`` s) and forget this run. A thread still
+        running may still hold sockets and files: ``RuntimeError`` with its stack (logged too),
+        and the data directory is left to it."""
         thread, self._thread = self._thread, None
+        stuck: str | None = None
         if thread is not None and thread is not threading.current_thread():
             thread.join(timeout)
             if thread.is_alive():
-                log.error("%s: broker thread still alive after %.1f s", self.name, timeout)
+                stuck = (
+                    f"{self.name}: the broker thread is still running after stop waited"
+                    f" {self._join_timeout:.1f} s for it; its sockets may still be open."
+                    f" Its stack:\n{_thread_stack(thread)}"
+                )
         self._loop = None
         self._broker = None
         self._stop_event = None
         self.port = None
         _live.discard(self)
+        if stuck is not None:
+            log.error("%s", stuck)
+            raise RuntimeError(stuck)
         if keep_data:
             return
         temp_dir, self._temp_dir = self._temp_dir, None
@@ -515,11 +539,12 @@ class EmbeddedBroker:
         finished: concurrent.futures.Future[None],
     ) -> None:
         loop = self._loop_factory()
+        bound: list[int] = []  # the port, once the broker listens
         try:
             asyncio.set_event_loop(loop)
             self._loop = loop
             try:
-                loop.run_until_complete(self._serve(config, started))
+                loop.run_until_complete(self._serve(config, started, bound))
             except BaseException as exc:  # pragma: no cover - _serve reports its own errors
                 if not started.done():
                     started.set_exception(exc)
@@ -529,11 +554,16 @@ class EmbeddedBroker:
         finally:
             asyncio.set_event_loop(None)
             loop.close()
+            if bound:
+                # the guarantee stop() gives: every accepted connection is closed by now
+                _shut_down_leftover_connections(self.host, bound[0], self.name)
             if not started.done():
                 started.set_exception(RuntimeError(f"{self.name} stopped before it started"))
             finished.set_result(None)
 
-    async def _serve(self, config: BrokerConfig, started: concurrent.futures.Future[int]) -> None:
+    async def _serve(
+        self, config: BrokerConfig, started: concurrent.futures.Future[int], bound: list[int]
+    ) -> None:
         stop_event = asyncio.Event()
         self._stop_event = stop_event
         broker: Broker | None = None
@@ -544,6 +574,7 @@ class EmbeddedBroker:
             self._broker = broker
             await broker.start()
             port = int(broker.bound_port)
+            bound.append(port)
         except BaseException as exc:
             if broker is not None:
                 await _stop_quietly(broker, self.stop_timeout, self.name)
@@ -590,6 +621,7 @@ class EmbeddedBroker:
         try:
             if broker is not None:
                 await _stop_quietly(broker, self.stop_timeout, self.name)
+                _shut_down_leftover_connections(self.host, int(broker.bound_port), self.name)
         finally:
             self._join_and_clean(0, keep_data=keep_data)
 
@@ -625,9 +657,10 @@ def _release_partial_start(broker: Broker, name: str) -> None:
 def _abort_leftover_sockets(loop: asyncio.AbstractEventLoop) -> list[str]:
     """Safety net run after ``Broker.stop()``: abort every transport and close every listening
     socket the loop still watches, so that no socket outlives the loop whatever the broker
-    missed (a connection accepted while it was stopping, a transport whose ``close()`` waits
-    for a client that no longer reads). Works on selector loops (the default); returns what it
-    closed so the caller can report it."""
+    missed (a transport whose ``close()`` waits for a client that no longer reads). Works on
+    selector loops (the default); returns what it closed so the caller can report it. A socket
+    the loop does not watch (a transport whose construction failed) is not seen here: the last
+    guard, ``_shut_down_leftover_connections``, finds it by its port."""
     selector = getattr(loop, "_selector", None)
     if selector is None:  # e.g. uvloop: nothing to inspect
         return []
@@ -676,6 +709,81 @@ def _drain_loop(loop: asyncio.AbstractEventLoop, timeout: float, name: str = "")
                 log.debug("task %r ended with %r", task, task.exception())
     loop.run_until_complete(loop.shutdown_asyncgens())
     loop.run_until_complete(_shutdown_executor(loop, timeout))
+    # A transport closed or aborted during the steps above (a cancelled task's clean-up) closes
+    # its socket in a callback one loop turn later, and loop.close() drops pending callbacks:
+    # abort what is still watched and give the loop that turn.
+    late = _abort_leftover_sockets(loop)
+    if late:
+        log.warning("%s: aborted while draining the loop: %s", name, ", ".join(late))
+    loop.run_until_complete(asyncio.sleep(0))
+
+
+def _thread_stack(thread: threading.Thread) -> str:
+    frame = sys._current_frames().get(thread.ident or -1)
+    return "".join(traceback.format_stack(frame)) if frame is not None else "(not running)\n"
+
+
+def sockets_on_port(port: int, host: str = "127.0.0.1") -> list[tuple[int, str]]:
+    """The sockets of this process whose local address is ``(host, port)``: a broker's listener
+    and the connections it accepted, as (fd, ``"listening"`` or the peer's address). Reads
+    ``/proc/self/fd`` (Linux; elsewhere: an empty list). After a broker stopped there must be
+    none: stop()'s guarantee, and what a test reports when a client sees no EOF."""
+    try:
+        names = os.listdir("/proc/self/fd")
+    except OSError:
+        return []
+    found: list[tuple[int, str]] = []
+    for name in names:
+        try:
+            if not os.readlink(f"/proc/self/fd/{name}").startswith("socket:"):
+                continue
+            # a duplicate, so that this function never closes anybody's descriptor
+            sock = socket.socket(fileno=os.dup(int(name)))
+        except (OSError, ValueError):
+            continue  # closed meanwhile, or not a socket any more
+        with sock:
+            try:
+                if sock.family not in (socket.AF_INET, socket.AF_INET6):
+                    continue
+                local = sock.getsockname()
+                if local[1] != port or (host not in ("", "0.0.0.0", "::") and local[0] != host):
+                    continue
+                if sock.getsockopt(socket.SOL_SOCKET, socket.SO_ACCEPTCONN):
+                    found.append((int(name), "listening"))
+                else:
+                    try:
+                        found.append((int(name), f"{sock.getpeername()}"))
+                    except OSError:
+                        found.append((int(name), "not connected"))
+            except OSError:
+                continue
+    return found
+
+
+def _shut_down_leftover_connections(host: str, port: int, name: str) -> list[tuple[int, str]]:
+    """Last guard of stop(): a socket still bound to the stopped broker's ``(host, port)`` is a
+    connection nothing will close (e.g. held only by a reference cycle, closed whenever the
+    cyclic garbage collector runs). Shut it down, so that its client sees EOF now, and say so
+    loudly: it is a bug. The descriptor itself stays with its (unreachable) owner, which closes
+    it when collected; closing it here could close a reused descriptor later."""
+    leftovers = sockets_on_port(port, host)
+    if not leftovers:
+        return []
+    log.error(
+        "%s: %d socket(s) on port %d still open after the broker stopped (a bug): %s;"
+        " shutting them down",
+        name,
+        len(leftovers),
+        port,
+        ", ".join(f"fd {fd} {what}" for fd, what in leftovers),
+    )
+    for fd, _what in leftovers:
+        try:
+            with socket.socket(fileno=os.dup(fd)) as sock:
+                sock.shutdown(socket.SHUT_RDWR)
+        except OSError:
+            pass
+    return leftovers
 
 
 async def _shutdown_executor(loop: asyncio.AbstractEventLoop, timeout: float) -> None:
