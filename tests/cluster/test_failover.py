@@ -65,18 +65,28 @@ class AckingProducer:
         )
 
 
+_LEADERSHIP_MOVING = frozenset(
+    {
+        KafkaError.OFFSET_NOT_AVAILABLE,
+        KafkaError.NOT_LEADER_FOR_PARTITION,
+        KafkaError.LEADER_NOT_AVAILABLE,
+        KafkaError.FENCED_LEADER_EPOCH,
+        KafkaError.UNKNOWN_LEADER_EPOCH,
+    }
+)
+
+
 def latest_offset(consumer: Consumer, tp: TopicPartition, timeout: float = 30.0) -> int:
     """The partition's latest offset (read_committed: the last stable offset), asked again
-    (bounded) while the leader answers OFFSET_NOT_AVAILABLE: a leader just elected whose high
-    watermark is still below the start of its epoch (retriable, as from Kafka; librdkafka hands
-    it to the caller)."""
+    (bounded) while leadership moves: librdkafka's get_watermark_offsets hands these retriable
+    errors to the caller (after refreshing its metadata), among them OFFSET_NOT_AVAILABLE from
+    a leader just elected whose high watermark is still below the start of its epoch."""
     deadline = time.monotonic() + timeout
     while True:
         try:
             return int(consumer.get_watermark_offsets(tp, timeout=timeout)[1])
         except KafkaException as exc:
-            error = exc.args[0]
-            if error.code() != KafkaError.OFFSET_NOT_AVAILABLE or time.monotonic() > deadline:
+            if exc.args[0].code() not in _LEADERSHIP_MOVING or time.monotonic() > deadline:
                 raise
         time.sleep(0.1)
 
