@@ -12,7 +12,7 @@ import time
 from typing import Any
 
 import pytest
-from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from .checker import Ack, check
@@ -71,6 +71,32 @@ class AckingProducer:
         )
 
 
+_LEADERSHIP_MOVING = frozenset(
+    {
+        KafkaError.OFFSET_NOT_AVAILABLE,
+        KafkaError.NOT_LEADER_FOR_PARTITION,
+        KafkaError.LEADER_NOT_AVAILABLE,
+        KafkaError.FENCED_LEADER_EPOCH,
+        KafkaError.UNKNOWN_LEADER_EPOCH,
+    }
+)
+
+
+def latest_offset(consumer: Consumer, tp: TopicPartition, timeout: float = 30.0) -> int:
+    """The partition's latest offset (read_committed: the last stable offset), asked again
+    (bounded) while leadership moves: librdkafka's get_watermark_offsets hands these retriable
+    errors to the caller (after refreshing its metadata), among them OFFSET_NOT_AVAILABLE from
+    a leader just elected whose high watermark is still below the start of its epoch."""
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            return int(consumer.get_watermark_offsets(tp, timeout=timeout)[1])
+        except KafkaException as exc:
+            if exc.args[0].code() not in _LEADERSHIP_MOVING or time.monotonic() > deadline:
+                raise
+        time.sleep(0.1)
+
+
 def read_back(
     bootstrap: str, topic: str = TOPIC, partitions: int = PARTITIONS, timeout: float = 60.0
 ) -> dict[int, list[tuple[int, bytes]]]:
@@ -85,9 +111,7 @@ def read_back(
         }
     )
     try:
-        ends = {}
-        for p in range(partitions):
-            ends[p] = consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=30)[1]
+        ends = {p: latest_offset(consumer, TopicPartition(topic, p)) for p in range(partitions)}
         consumer.assign([TopicPartition(topic, p, 0) for p in range(partitions)])
         out: dict[int, list[tuple[int, bytes]]] = {p: [] for p in range(partitions)}
         deadline = time.monotonic() + timeout

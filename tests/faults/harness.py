@@ -179,6 +179,35 @@ def wait_full_isr(
     )
 
 
+def wait_every_broker_sees(
+    c: Cluster,
+    topic: str,
+    replicas: int,
+    leader_epochs: Mapping[int, int],
+    timeout: float = 60.0,
+) -> None:
+    """Bounded: every running broker, asked itself, sees ``replicas`` in the ISR of every
+    partition of ``topic`` and a leader epoch of at least ``leader_epochs[p]`` for partition p.
+
+    A broker cut off (or frozen) while it led goes on leading with its view from before, as a
+    Kafka broker does, until the controller's UpdateMetadata and LeaderAndIsr reach it once it
+    has registered again: meanwhile it answers Metadata with itself the leader of a full ISR and
+    ListOffsets with its own old high watermark. A client that bootstraps from it then reads the
+    log as it was (F6 once read 0 of 2,288 acknowledged records so): the checker reads only once
+    every broker knows the leader elected during the fault."""
+
+    def ok(md: Any) -> bool:
+        parts = c.partitions(md, topic)
+        return bool(parts) and all(
+            len(s.isr_nodes) == replicas and s.leader_epoch >= leader_epochs.get(p, -1)
+            for p, s in parts.items()
+        )
+
+    for broker_id, broker in c.brokers.items():
+        if broker.running:
+            c.wait_metadata(ok, timeout=timeout, broker_id=broker_id)
+
+
 def sigstop(c: Cluster, broker_id: int) -> None:
     pid = c.brokers[broker_id].pid
     assert pid is not None

@@ -35,6 +35,7 @@ from .harness import (
     leader,
     sigcont,
     sigstop,
+    wait_every_broker_sees,
     wait_full_isr,
     wait_replicas_agree,
     wait_until,
@@ -122,6 +123,9 @@ def run_f5(c: Cluster, topic: str, rounds: int) -> None:
             # it is in the ISR again), with a newer leader epoch
             now = c.partitions(back, topic)[0]
             assert now.leader_id != zombie or now.leader_epoch > new_epoch, (now, new_epoch)
+            # and the zombie itself knows it: a client bootstrapping from it is sent on to the
+            # leader (the checker's read-back too)
+            wait_every_broker_sees(c, topic, 3, {0: new_epoch}, timeout=60)
             wait_until(
                 "the workload acknowledged after the thaw",
                 lambda t=thawed: work.acks_since(t, 0) > 0,

@@ -8,7 +8,9 @@ expires, the controller elects another leader from the ISR, and the idempotent a
 producer goes on through it. A Produce request (acks=all) sent to the cut-off leader on a
 connection it had reaches it, but is never acknowledged: its answer, once the cut heals, is an
 error. Then it learns it was replaced, truncates and follows: back in the ISR, the same log as
-the other replicas. The checker: 0 acknowledged records lost, moved, duplicated or reordered.
+the other replicas. Until the controller's requests reach it, it still leads as it did (as a
+Kafka broker does): the checker reads once every broker, itself too, knows the new leader. The
+checker: 0 acknowledged records lost, moved, duplicated or reordered.
 
 Only the broker's own packets are dropped (a rule left behind by a killed run matches a cgroup
 without processes). Needs root, iptables with the cgroup match and cgroup v2
@@ -41,6 +43,7 @@ from .harness import (
     fault_seconds,
     leader,
     network_faults_missing,
+    wait_every_broker_sees,
     wait_full_isr,
     wait_until,
 )
@@ -84,7 +87,7 @@ def run_f6(c: Cluster, topic: str, seconds: float, max_rounds: int) -> int:
                         timeout_ms=5000,
                     )
                 )
-                c.wait_metadata(
+                md = c.wait_metadata(
                     lambda md, v=victim: (
                         c.partitions(md, topic)[0].leader_id not in (-1, v)
                         and v not in c.partitions(md, topic)[0].isr_nodes
@@ -92,6 +95,7 @@ def run_f6(c: Cluster, topic: str, seconds: float, max_rounds: int) -> int:
                     timeout=60,
                     broker_id=survivor,
                 )
+                new_epoch = c.partitions(md, topic)[0].leader_epoch
                 elected = time.monotonic()
                 wait_until(
                     "the workload acknowledged through the new leader",
@@ -102,7 +106,9 @@ def run_f6(c: Cluster, topic: str, seconds: float, max_rounds: int) -> int:
             wire.close()
             part = r.responses[0].partition_responses[0]
             answers.append((int(part.error_code), int(part.base_offset)))
-            wait_full_isr(c, topic, 3, timeout=60)
+            # every broker, the healed one too: until the controller's requests reach it, it
+            # still leads with its view from before the cut (a full ISR, its old high watermark)
+            wait_every_broker_sees(c, topic, 3, {0: new_epoch}, timeout=60)
     finally:
         work.stop()
     assert all(code != 0 for code, _ in answers), (

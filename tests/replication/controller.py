@@ -4,6 +4,7 @@ small wire helpers for Produce / Fetch against them."""
 
 from __future__ import annotations
 
+import dataclasses
 import socket
 import struct
 import uuid
@@ -11,7 +12,13 @@ from collections.abc import Iterator, Mapping, Sequence
 from contextlib import ExitStack, contextmanager
 from typing import Any
 
-from broker.wire import Wire, fetch_request, fetched_batches, produce_request
+from broker.wire import (
+    Wire,
+    fetch_request,
+    fetched_batches,
+    list_offsets_request,
+    produce_request,
+)
 from odradek.protocol import inter_broker as ib
 from odradek.protocol.records import build_batch
 from odradek.testing.process import BrokerProcess
@@ -26,6 +33,10 @@ NOT_ENOUGH_REPLICAS = 19
 NOT_ENOUGH_REPLICAS_AFTER_APPEND = 20
 FENCED_LEADER_EPOCH = 74
 UNKNOWN_LEADER_EPOCH = 75
+OFFSET_NOT_AVAILABLE = 78
+
+EARLIEST = -2
+LATEST = -1
 
 
 def address(broker: BrokerProcess) -> tuple[str, int]:
@@ -220,6 +231,22 @@ def read(broker: BrokerProcess, topic: str, count: int, *, partition: int = 0) -
         if sum(b.record_count for b in batches) >= count:
             return batches
     raise AssertionError(f"{topic}: {values(batches)} after 20 fetches, expected {count} records")
+
+
+def list_offsets(
+    broker: BrokerProcess,
+    topic: str,
+    timestamp: int,
+    isolation_level: int = 0,
+    *,
+    partition: int = 0,
+) -> tuple[int, int]:
+    """A consumer's ListOffsets v7 for one partition: (error, offset)."""
+    request = list_offsets_request(topic, {partition: timestamp})
+    with Wire(broker.bootstrap_servers) as w:
+        r = w.call(dataclasses.replace(request, isolation_level=isolation_level))
+    p = r.topics[0].partitions[0]
+    return int(p.error_code), int(p.offset)
 
 
 def values(batches: list[Any]) -> list[bytes | None]:

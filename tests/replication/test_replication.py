@@ -16,17 +16,21 @@ from broker.wire import Wire, fetch_request, fetched_values, produce_request, re
 from odradek.testing.process import BrokerProcess
 
 from .controller import (
+    EARLIEST,
     FENCED_LEADER_EPOCH,
+    LATEST,
     NONE,
     NOT_ENOUGH_REPLICAS,
     NOT_ENOUGH_REPLICAS_AFTER_APPEND,
     NOT_LEADER_OR_FOLLOWER,
+    OFFSET_NOT_AVAILABLE,
     REQUEST_TIMED_OUT,
     STALE_CONTROLLER_EPOCH,
     Controller,
     batch,
     brokers,
     fetch,
+    list_offsets,
     produce,
     read,
     values,
@@ -222,3 +226,34 @@ def test_not_enough_replicas_after_append_when_the_isr_shrinks_meanwhile(
         answer = producer.receive(request, correlation_id)
     p = answer.responses[0].partition_responses[0]
     assert int(p.error_code) == NOT_ENOUGH_REPLICAS_AFTER_APPEND
+
+
+def test_a_new_leader_below_its_epoch_start_answers_offset_not_available() -> None:
+    """A follower elected before it learned the high watermark its old leader gave out must not
+    answer a too-low latest offset (Kafka's Partition.fetchOffsetForTimestamp): consumers
+    get OFFSET_NOT_AVAILABLE (retriable) until its followers' fetches move its HW to the start
+    of its epoch."""
+    t = topic_name()
+    # a follower learns the leader's HW in the answer to its next fetch, which waits for new
+    # records (here: long enough to elect it first)
+    settings = {**SETTINGS, "replica.fetch.wait.max.ms": 60_000}
+    with brokers(2, settings) as procs:
+        controller = Controller(procs)
+        controller.elect(t, 0, leader=1, leader_epoch=0, isr=[1, 2], replicas=[1, 2])
+        # acks=all: broker 2 fetched past the batch (its log ends at 3), so the leader's HW is
+        # 3, but broker 2 still has the HW of its previous fetch answer: 0
+        assert produce(procs[1], t, batch(b"a", b"b", b"c", ts=1000)) == (NONE, 0)
+        assert list_offsets(procs[1], t, LATEST) == (NONE, 3)
+        # broker 2 is elected at epoch 1, from its log end 3; broker 1 is not told yet
+        controller.leader_and_isr(2, t, 0, leader=2, leader_epoch=1, isr=[2, 1], replicas=[1, 2])
+        for isolation in (0, 1):
+            assert list_offsets(procs[2], t, LATEST, isolation) == (OFFSET_NOT_AVAILABLE, -1)
+            assert list_offsets(procs[2], t, 1000, isolation) == (OFFSET_NOT_AVAILABLE, -1)
+        assert list_offsets(procs[2], t, EARLIEST) == (NONE, 0)
+        # broker 1 follows; once it has fetched past the new record, the HW is the log end
+        controller.leader_and_isr(1, t, 0, leader=2, leader_epoch=1, isr=[2, 1], replicas=[1, 2])
+        assert produce(procs[2], t, batch(b"d", ts=2000)) == (NONE, 3)
+        for isolation in (0, 1):
+            assert list_offsets(procs[2], t, LATEST, isolation) == (NONE, 4)
+            assert list_offsets(procs[2], t, 1000, isolation) == (NONE, 0)
+            assert list_offsets(procs[2], t, 5000, isolation) == (NONE, -1)

@@ -1,10 +1,20 @@
-"""ListOffsets (2): offsets by timestamp.
+"""ListOffsets (2): offsets by timestamp (Kafka's ``Partition.fetchOffsetForTimestamp``).
 
-timestamp -2 (earliest) → log start offset; -1 (latest) → high watermark (consumers; the log
-end offset for a follower); -3 (max timestamp, v7+) → offset and timestamp of the record with
-the largest timestamp; -4 (earliest local) → log start offset; t ≥ 0 → the first offset whose
-timestamp is ≥ t (offset -1 and timestamp -1 when there is none). The constants are
+timestamp -2 (earliest) → log start offset; -1 (latest) → the last fetchable offset; -3 (max
+timestamp, v7+) → offset and timestamp of the record with the largest timestamp; -4 (earliest
+local) → log start offset; t ≥ 0 → the first offset whose timestamp is ≥ t, if it is below the
+last fetchable offset (else offset -1 and timestamp -1). The constants are
 ``odradek.protocol.offsets``'.
+
+The last fetchable offset: for a consumer, the high watermark (isolation_level 0) or the last
+stable offset (1, read_committed); for a follower (replica_id ≥ 0), the log end offset.
+
+A leader just elected may have a high watermark below the log end offset it took its epoch at
+(``Partition.leader_epoch_start_offset``): it learns the real one from its followers' next
+fetches. Until then its latest offset may be below what the previous leader already gave out,
+so a consumer asking for the latest offset, or for a timestamp not found below the last
+fetchable offset, gets OFFSET_NOT_AVAILABLE (78, retriable), as from Kafka.
+
 A partition this broker does not lead → NOT_LEADER_OR_FOLLOWER; from v4 a request's
 current_leader_epoch (when ≥ 0) must be the partition's (older → FENCED_LEADER_EPOCH, newer →
 UNKNOWN_LEADER_EPOCH): ``ReplicaManager.leader_partition``. Advertised from v0, served from v1.
@@ -28,6 +38,8 @@ from odradek.protocol.offsets import (
 
 __all__ = ["API", "handle"]
 
+_OFFSET_NOT_AVAILABLE = ErrorCode.offset_not_available
+
 
 def _lookup(
     replicas: ReplicaManager,
@@ -43,30 +55,31 @@ def _lookup(
         return code, -1, -1, -1
     plog = handle.log
     epoch = handle.leader_epoch
-    if read_committed and not follower and timestamp != MAX_TIMESTAMP and timestamp >= -1:
-        lso = handle.producer_state().last_stable_offset(plog.high_watermark)
-        if timestamp == LATEST_TIMESTAMP:
-            return ErrorCode.none, -1, lso, epoch
-        found = plog.offset_for_timestamp(timestamp)
-        if found is None or found[0] >= lso:
-            return ErrorCode.none, -1, -1, epoch
-        return ErrorCode.none, found[1], found[0], epoch
     if timestamp in (EARLIEST_TIMESTAMP, EARLIEST_LOCAL_TIMESTAMP):
         return ErrorCode.none, -1, plog.log_start_offset, epoch
-    if timestamp == LATEST_TIMESTAMP:
-        return ErrorCode.none, -1, plog.log_end_offset if follower else plog.high_watermark, epoch
     if timestamp == MAX_TIMESTAMP:
         found = plog.max_timestamp()
         if found is None:
             return ErrorCode.none, -1, -1, epoch
         return ErrorCode.none, found[1], found[0], epoch
-    if timestamp < 0:
+    if timestamp < LATEST_TIMESTAMP:
         return ErrorCode.invalid_request, -1, -1, -1
+    if follower:
+        last_fetchable, lagging = plog.log_end_offset, False
+    else:
+        hw = plog.high_watermark
+        last_fetchable = handle.producer_state().last_stable_offset(hw) if read_committed else hw
+        lagging = hw < handle.leader_epoch_start_offset
+    if timestamp == LATEST_TIMESTAMP:
+        if lagging:
+            return _OFFSET_NOT_AVAILABLE, -1, -1, epoch
+        return ErrorCode.none, -1, last_fetchable, epoch
     found = plog.offset_for_timestamp(timestamp)
-    if found is None:
-        return ErrorCode.none, -1, -1, epoch
-    offset, ts = found
-    return ErrorCode.none, ts, offset, epoch
+    if found is not None and found[0] < last_fetchable:
+        return ErrorCode.none, found[1], found[0], epoch
+    if lagging:
+        return _OFFSET_NOT_AVAILABLE, -1, -1, epoch
+    return ErrorCode.none, -1, -1, epoch
 
 
 async def handle(ctx: RequestContext, request: Any) -> Any:
