@@ -169,6 +169,23 @@ async def test_a_full_update_metadata_replaces_the_image(store: ZkMetadataStore)
     assert sorted(e.topic.name for e in seen if isinstance(e, TopicDeleted)) == ["a", "c", "d"]
 
 
+async def test_a_topic_named_without_an_id_takes_the_id_it_is_given_later(
+    store: ZkMetadataStore,
+) -> None:
+    seen: list[MetadataChange] = []
+    store.add_listener(seen.append)
+    store.apply_update_metadata(_um(5, (_state("old", 0, 1, (1,)),)))  # no topic id
+    stand_in = store.topic("old")
+    assert stand_in is not None
+    tid = uuid.uuid4()
+    store.apply_update_metadata(
+        _um(5, (_state("old", 0, 1, (1,)),), topic_ids={"old": tid}, type_=TYPE_FULL)
+    )
+    topic = store.topic("old")
+    assert topic is stand_in and topic.topic_id == tid and store.topic_by_id(tid) is topic
+    assert not [e for e in seen if isinstance(e, TopicDeleted)]
+
+
 async def test_stale_controller_and_broker_epochs_are_refused(store: ZkMetadataStore) -> None:
     await store.register_broker(BrokerInfo(1, "127.0.0.1", 9001))
     epoch = store.broker_epoch

@@ -84,6 +84,11 @@ LEADER_DURING_DELETE = -2
 INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state"})
 
 
+def _stand_in_id(name: str) -> uuid.UUID:
+    """The id the image gives a topic UpdateMetadata names without one (the zero UUID)."""
+    return uuid.uuid5(uuid.NAMESPACE_URL, f"odradek-topic:{name}")
+
+
 def topic_id_to_zk(topic_id: uuid.UUID) -> str:
     """A topic id as Kafka writes it in ``/brokers/topics/<t>``: URL-safe base64, no padding."""
     return base64.urlsafe_b64encode(topic_id.bytes).rstrip(b"=").decode()
@@ -209,14 +214,19 @@ class ZkMetadataStore(MetadataImage):
                 s.zk_version,
             )
             topic = self._topics.get(name)
+            tid = request.topic_ids.get(name, ZERO_UUID)
             if topic is None:
-                tid = request.topic_ids.get(name, ZERO_UUID)
                 if tid == ZERO_UUID:
-                    tid = uuid.uuid5(uuid.NAMESPACE_URL, f"odradek-topic:{name}")
+                    tid = _stand_in_id(name)
                 topic = TopicMetadata(name, tid, [], {}, internal=name in INTERNAL_TOPICS)
                 self._topics[name] = topic
                 self._by_id[tid] = topic
                 created[name] = topic
+            elif tid != ZERO_UUID and topic.topic_id == _stand_in_id(name):
+                # the controller gave the topic an id (Kafka's controller does so on failover)
+                self._by_id.pop(topic.topic_id, None)
+                topic.topic_id = tid
+                self._by_id[tid] = topic
             self._put_partition(topic, state)
             if name not in created:
                 touched.setdefault(name, []).append(s.partition_index)
@@ -247,7 +257,8 @@ class ZkMetadataStore(MetadataImage):
         for name, topic in self._topics.items():
             indexes = named.get(name)
             tid = request.topic_ids.get(name, ZERO_UUID)
-            replaced = tid != ZERO_UUID and tid != topic.topic_id
+            # another id: deleted and created again (a stand-in id only gets the real one)
+            replaced = tid != ZERO_UUID and topic.topic_id not in (tid, _stand_in_id(name))
             for p in topic.partitions:
                 if indexes is None or replaced or p.partition not in indexes:
                     omitted.append((name, p.partition))
