@@ -84,9 +84,7 @@ class ZkConfigEntityStore:
         self._loop = asyncio.get_running_loop()
 
         def load() -> dict[str, dict[str, dict[str, str]]]:
-            sequences = (
-                config_change_sequence(c) for c in self.zk.get_config_change_names()
-            )
+            sequences = (config_change_sequence(c) for c in self.zk.get_config_change_names())
             self._last_sequence = max((s for s in sequences if s is not None), default=-1)
             return {
                 t: {n: self.zk.get_entity_config(t, n) for n in self.zk.get_entity_names(t)}
