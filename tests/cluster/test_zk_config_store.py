@@ -16,7 +16,12 @@ import pytest
 from odradek.broker.config import BrokerConfig
 from odradek.broker.config_store import BROKERS, DEFAULT_ENTITY, GROUPS
 from odradek.broker.dynamic_config import DynamicBrokerConfig
-from odradek.broker.zk_config_store import ZkConfigEntityStore, config_change_sequence
+from odradek.broker.zk_config_store import (
+    CHANGE_EXPIRATION_MS,
+    ZkConfigEntityStore,
+    config_change_sequence,
+)
+from odradek.clock import ManualClock
 from odradek.cluster.zk import KafkaZkClient
 
 TIMEOUT = 10.0
@@ -31,9 +36,9 @@ async def _run(fn: Callable[[], T]) -> T:
 class _Broker:
     """A KafkaZkClient session and the store over it."""
 
-    def __init__(self, connect: str) -> None:
+    def __init__(self, connect: str, clock: ManualClock | None = None) -> None:
         self.zk = KafkaZkClient(connect, session_timeout_ms=4000, connection_timeout_ms=4000)
-        self.store = ZkConfigEntityStore(self.zk, admin_timeout_ms=2000)
+        self.store = ZkConfigEntityStore(self.zk, admin_timeout_ms=2000, clock=clock)
 
     async def start(self) -> _Broker:
         await _run(self.zk.start)
@@ -148,3 +153,24 @@ async def test_dynamic_broker_config_is_applied_on_the_other_broker(
         assert int(d3.config.get("log.retention.ms")) == 8000
     finally:
         await c.close()
+
+
+async def test_notifications_older_than_the_expiration_are_purged(chroot: str) -> None:
+    clock = ManualClock(int(time.time() * 1000))
+    a, b = await _Broker(chroot, clock).start(), await _Broker(chroot).start()
+    try:
+        await b.store.change_entity_config(BROKERS, "1", {"log.retention.ms": "1"})
+        await _until("a reads it", lambda: a.store.entity_config(BROKERS, "1") != {})
+        assert len(await _run(a.zk.get_config_change_names)) == 1  # not expired
+
+        clock.advance(CHANGE_EXPIRATION_MS + 60_000)
+        await b.store.change_entity_config(BROKERS, "1", {"log.retention.ms": "2"})
+        await _until(
+            "a reads it again",
+            lambda: a.store.entity_config(BROKERS, "1").get("log.retention.ms") == "2",
+        )
+        # purged right after a read them (both were created before a's now - 15 minutes)
+        assert await _run(a.zk.get_config_change_names) == []
+    finally:
+        await a.close()
+        await b.close()

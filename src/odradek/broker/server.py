@@ -409,7 +409,9 @@ class Broker:
             connection_timeout_ms=cfg.zookeeper_connection_timeout_ms,
             admin_timeout_ms=cfg.request_timeout_ms,
         )
-        config_store = ZkConfigEntityStore(store.zk, admin_timeout_ms=cfg.request_timeout_ms)
+        config_store = ZkConfigEntityStore(
+            store.zk, admin_timeout_ms=cfg.request_timeout_ms, clock=self.clock
+        )
         try:
             await store.start()
             await config_store.start()

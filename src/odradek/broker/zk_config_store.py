@@ -15,7 +15,9 @@ read again; when its configs differ from the copy, the copy is replaced and the 
 listeners run (in notification order, one at a time, on the event loop). Notifications of
 other types (``topics/<t>``, handled by ``ZkMetadataStore``) are skipped. A notification
 created between the start's read and the watch is processed twice at worst: reading an entity
-again is harmless. Notifications are not purged (Kafka deletes those older than 15 minutes).
+again is harmless. After processing, notifications older than ``change_expiration_ms`` (Kafka's
+15 minutes) are deleted, by every broker, as Kafka does: a broker that was away longer reads
+every entity at its start anyway.
 
 An empty config is written as ``{"version":1,"config":{}}`` (Kafka keeps the znode) and the
 entity disappears from the copy.
@@ -35,13 +37,17 @@ from kazoo.exceptions import ConnectionLoss, SessionExpiredError
 
 from odradek.broker.config_store import BROKERS, GROUPS, EntityChangeListener
 from odradek.broker.metadata_store import MetadataUnavailableError
+from odradek.clock import Clock, SystemClock
 from odradek.cluster import zk as zkc
 
-__all__ = ["ZkConfigEntityStore", "config_change_sequence"]
+__all__ = ["CHANGE_EXPIRATION_MS", "ZkConfigEntityStore", "config_change_sequence"]
 
 log = logging.getLogger("odradek.broker")
 
 T = TypeVar("T")
+
+CHANGE_EXPIRATION_MS = 15 * 60 * 1000
+"""Kafka's ZkConfigManager changeExpirationMs: how long a notification is kept."""
 
 
 def config_change_sequence(notification: str) -> int | None:
@@ -61,8 +67,12 @@ class ZkConfigEntityStore:
         *,
         admin_timeout_ms: int = 30_000,
         entity_types: Iterable[str] = (BROKERS, GROUPS),
+        change_expiration_ms: int = CHANGE_EXPIRATION_MS,
+        clock: Clock | None = None,
     ) -> None:
         self.zk = zk
+        self.change_expiration_ms = change_expiration_ms
+        self.clock: Clock = clock if clock is not None else SystemClock()
         self.admin_timeout_ms = admin_timeout_ms
         self._types = frozenset(entity_types)
         self._entities: dict[str, dict[str, dict[str, str]]] = {t: {} for t in self._types}
@@ -185,6 +195,8 @@ class ZkConfigEntityStore:
             if entity_type in self._types and name:
                 out.append((entity_type, name, self.zk.get_entity_config(entity_type, name)))
             self._last_sequence = seq
+        if new:
+            self.zk.purge_config_changes(self.clock.now_ms() - self.change_expiration_ms)
         return out
 
     async def _process(self) -> None:

@@ -675,6 +675,25 @@ class KafkaZkClient:
         """The children of ``/config/changes`` (``config_change_<n>``)."""
         return list(self.zk.get_children(CONFIG_CHANGES))
 
+    def purge_config_changes(self, created_before_ms: int) -> list[str]:
+        """Delete the ``/config/changes`` notifications created (ZooKeeper's ctime) before
+        ``created_before_ms``, oldest first, stopping at the first newer one; the names deleted
+        (Kafka's ZkNodeChangeNotificationListener.purgeObsoleteNotifications)."""
+        deleted: list[str] = []
+        for name in sorted(self.get_config_change_names()):
+            path = f"{CONFIG_CHANGES}/{name}"
+            stat = self.zk.exists(path)
+            if stat is None:
+                continue
+            if stat.ctime >= created_before_ms:
+                break
+            try:
+                self.zk.delete(path)
+            except NoNodeError:
+                pass  # purged by another broker
+            deleted.append(name)
+        return deleted
+
     def get_config_change_entity_path(self, notification: str) -> str | None:
         """The ``entity_path`` of ``/config/changes/<notification>`` (None when it is gone or
         not a version 2 notification)."""
