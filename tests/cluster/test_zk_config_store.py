@@ -108,6 +108,19 @@ async def test_a_write_reaches_the_other_store_in_kafka_layout(
     await _until("b sees the group", lambda: (GROUPS, "g") in seen)
     assert (BROKERS, "t") not in seen and ("topics", "t") not in seen
 
+    # a znode that is not Kafka's JSON is skipped (with a warning), later changes still arrive
+    await _run(lambda: a.zk.zk.create("/config/brokers/9", b"not json"))
+    await _run(
+        lambda: a.zk.zk.create(
+            "/config/changes/config_change_",
+            b'{"version":2,"entity_path":"brokers/9"}',
+            sequence=True,
+        )
+    )
+    await a.store.change_entity_config(GROUPS, "g2", {"consumer.session.timeout.ms": "50000"})
+    await _until("b sees the second group", lambda: (GROUPS, "g2") in seen)
+    assert "9" not in b.store.entities(BROKERS)
+
     # an empty config: Kafka keeps the znode, the entity is gone from both copies
     seen.clear()
     await a.store.change_entity_config(BROKERS, DEFAULT_ENTITY, {})

@@ -83,8 +83,6 @@ class ZkConfigEntityStore:
         self._dirty = False
         self._task: asyncio.Task[None] | None = None
         self._closed = False
-        self.changes_applied = 0
-        """Entity changes made by others and taken into the copy (tests wait on it)."""
 
     # -- lifecycle ---------------------------------------------------------------------------
 
@@ -211,7 +209,6 @@ class ZkConfigEntityStore:
             for entity_type, name, configs in changes:
                 if self._closed or not self._put(entity_type, name, configs):
                     continue
-                self.changes_applied += 1
                 log.info("config entity %s/%s changed: %s", entity_type, name, configs)
                 for listener in list(self._listeners):
                     try:

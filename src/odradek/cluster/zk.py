@@ -641,13 +641,19 @@ class KafkaZkClient:
     # -- config entities (/config/<type>/<name>; Kafka's AdminZkClient.changeEntityConfig)
 
     def get_entity_config(self, entity_type: str, name: str) -> dict[str, str]:
-        """The configs of ``/config/<type>/<name>`` (empty when the znode is absent)."""
+        """The configs of ``/config/<type>/<name>`` (empty when the znode is absent, or not
+        Kafka's JSON: then with a warning)."""
+        path = f"{CONFIG}/{entity_type}/{name}"
         try:
-            data, _ = self.zk.get(f"{CONFIG}/{entity_type}/{name}")
+            data, _ = self.zk.get(path)
         except NoNodeError:
             return {}
-        config = json.loads(data).get("config") or {}
-        return {str(k): str(v) for k, v in dict(config).items()}
+        try:
+            config = json.loads(data).get("config") or {}
+            return {str(k): str(v) for k, v in dict(config).items()}
+        except (ValueError, TypeError, AttributeError):
+            log.warning("%s is not a config znode (ignored): %r", path, data[:200])
+            return {}
 
     def get_entity_names(self, entity_type: str) -> list[str]:
         try:
