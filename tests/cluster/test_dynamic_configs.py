@@ -12,12 +12,14 @@ import time
 from collections.abc import Callable, Iterator
 
 import pytest
+from confluent_kafka import KafkaError, KafkaException, Message, Producer
 from confluent_kafka.admin import (
     AdminClient,
     AlterConfigOpType,
     ConfigEntry,
     ConfigResource,
     ConfigSource,
+    NewTopic,
     ResourceType,
 )
 from kazoo.client import KazooClient
@@ -43,10 +45,10 @@ def _alter(admin: AdminClient, name: str, op: AlterConfigOpType, value: str | No
     admin.incremental_alter_configs([res])[res].result(TIMEOUT)
 
 
-def _alter_default(cluster: Cluster, broker_id: int, value: str | None) -> None:
+def _alter_default(cluster: Cluster, broker_id: int, value: str | None, key: str = KEY) -> None:
     """IncrementalAlterConfigs (v1) of the cluster default, sent to broker ``broker_id``."""
     op = AlterConfigOpType.SET if value is not None else AlterConfigOpType.DELETE
-    entry = req(44, 1, "AlterableConfig", name=KEY, config_operation=op.value, value=value)
+    entry = req(44, 1, "AlterableConfig", name=key, config_operation=op.value, value=value)
     res = req(
         44, 1, "AlterConfigsResource", resource_type=ResourceType.BROKER.value, resource_name="",
         configs=(entry,),
@@ -56,10 +58,10 @@ def _alter_default(cluster: Cluster, broker_id: int, value: str | None) -> None:
     assert (int(r.responses[0].error_code), r.responses[0].error_message) == (0, None)
 
 
-def _described(admin: AdminClient, broker_id: int) -> tuple[str | None, int]:
-    """(value, source) of KEY as broker ``broker_id`` describes itself."""
+def _described(admin: AdminClient, broker_id: int, key: str = KEY) -> tuple[str | None, int]:
+    """(value, source) of ``key`` as broker ``broker_id`` describes itself."""
     res = ConfigResource(ResourceType.BROKER, str(broker_id))
-    entry = admin.describe_configs([res])[res].result(TIMEOUT)[KEY]
+    entry = admin.describe_configs([res])[res].result(TIMEOUT)[key]
     return entry.value, int(entry.source)
 
 
@@ -159,3 +161,52 @@ def _scenario(cluster3: Cluster, admin: AdminClient, zk: KazooClient) -> None:
     _alter_default(cluster3, 3, None)
     assert _znode(zk, "/config/brokers/<default>") == {"version": 1, "config": {}}
     _await_described(admin, {b: static for b in (1, 2, 3)})
+
+
+def _produce(cluster: Cluster, topic: str, value: bytes) -> KafkaError | None:
+    """One record, acks=1, no retries: the delivery error (None when written)."""
+    producer = Producer({"bootstrap.servers": cluster.bootstrap_servers, "acks": 1, "retries": 0})
+    errors: list[KafkaError | None] = []
+
+    def on_delivery(err: KafkaError | None, _msg: Message) -> None:
+        errors.append(err)
+
+    producer.produce(topic, value, on_delivery=on_delivery)
+    assert producer.flush(TIMEOUT) == 0
+    return errors[0]
+
+
+def test_a_default_set_through_one_broker_limits_produce_on_another(
+    cluster3: Cluster, admin: AdminClient
+) -> None:
+    """message.max.bytes, the broker default of the topic's max.message.bytes, set through broker
+    1 and enforced by broker 3 (the only replica of the topic) at once."""
+    topic = f"dyn-mmb-{int(time.time() * 1000)}"
+    admin.create_topics([NewTopic(topic, num_partitions=1, replica_assignment=[[3]])])[
+        topic
+    ].result(TIMEOUT)
+    try:
+        cluster3.wait_metadata(
+            lambda md: (p := cluster3.partitions(md, topic).get(0)) is not None and p.leader_id == 3
+        )
+        assert _produce(cluster3, topic, b"x" * 3000) is None
+        _alter_default(cluster3, 1, "1000", key="message.max.bytes")
+        default = ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG.value
+        _await(
+            "broker 3 has the new default",
+            lambda: _described(admin, 3, "message.max.bytes") == ("1000", default),
+        )
+        err = _produce(cluster3, topic, b"x" * 3000)
+        assert err is not None and err.code() == KafkaError.MSG_SIZE_TOO_LARGE, err
+        _alter_default(cluster3, 1, None, key="message.max.bytes")
+        _await(
+            "broker 3 dropped the default",
+            lambda: _described(admin, 3, "message.max.bytes")[1] != default,
+        )
+        assert _produce(cluster3, topic, b"x" * 3000) is None
+    finally:
+        _alter_default(cluster3, 1, None, key="message.max.bytes")
+        try:
+            admin.delete_topics([topic])[topic].result(TIMEOUT)
+        except KafkaException:
+            pass
