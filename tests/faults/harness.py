@@ -142,13 +142,19 @@ def leader(c: Cluster, topic: str, partition: int, ask: int | None = None) -> in
     return int(c.partitions(c.metadata(ask), topic)[partition].leader_id)
 
 
-def wait_full_isr(c: Cluster, topic: str, replicas: int, timeout: float = 60.0) -> Any:
+def wait_full_isr(
+    c: Cluster, topic: str, replicas: int, timeout: float = 60.0, ask: int | None = None
+) -> Any:
+    """Metadata in which every partition of ``topic`` has ``replicas`` in its ISR, as broker
+    ``ask`` sees it (any broker when None: a broker just thawed may still answer with its
+    view from before it was frozen)."""
     return c.wait_metadata(
         lambda md: (
             bool(c.partitions(md, topic))
             and all(len(p.isr_nodes) == replicas for p in c.partitions(md, topic).values())
         ),
         timeout=timeout,
+        broker_id=ask,
     )
 
 
