@@ -405,7 +405,6 @@ class ReplicaManager:
                 became_leader.append((key[0], key[1], s.leader_epoch))
             else:
                 handle.make_follower(state)
-                handle.reset_producer_state()
                 address = leaders.get(s.leader)
                 if address is not None:
                     self._fetcher_for(s.leader, *address).add_partition(handle)

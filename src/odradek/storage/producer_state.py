@@ -39,7 +39,9 @@ from __future__ import annotations
 import enum
 import json
 import logging
+import time
 from collections import deque
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -65,6 +67,7 @@ __all__ = [
     "MarkerVerdict",
     "ProducerStateManager",
     "Verdict",
+    "snapshot_offset",
     "write_snapshot",
 ]
 
@@ -300,37 +303,56 @@ class ProducerStateManager:
         bases_of = getattr(plog, "segment_base_offsets", None)
         if bases_of is not None:
             state.txn_indexes.delete_below(bases_of())  # segments retention deleted meanwhile
-        state.replay(plog)
+        from_offset = state.offset
+        started = time.perf_counter()
+        count = state.replay(plog)
         state.dirty = True
+        log.info(
+            "producer state of %s-%s loaded: replayed %d batches from offset %d in %.1f ms",
+            getattr(plog, "topic", "?"),
+            getattr(plog, "partition", "?"),
+            count,
+            from_offset,
+            (time.perf_counter() - started) * 1000,
+        )
         return state
 
-    def replay(self, plog: PartitionLog) -> None:
+    def replay(self, plog: PartitionLog) -> int:
         """Apply the batches in [self.offset, log end offset) of ``plog`` (headers, and the
-        record of each transaction marker)."""
+        record of each transaction marker); return how many batches were applied."""
         bases_of = getattr(plog, "segment_base_offsets", None)
         bases: list[int] = bases_of() if bases_of is not None else []
+        count = 0
         for batches in scan_to_end(plog, self.offset):
-            for batch in batches:
-                base_offset = batch.base_offset
-                last_delta = batch.last_offset_delta
-                if batch.is_transactional:
-                    if batch.is_control:
-                        self._replay_marker(batch, bases)
-                        continue
-                    self.append_txn_data(batch.producer_id, base_offset)
-                if batch.is_control:  # control batches carry no sequence
-                    pid = base_seq = -1
-                else:
-                    pid, base_seq = batch.producer_id, batch.base_sequence
-                last_seq = (base_seq + last_delta) % _SEQ_MOD if base_seq >= 0 else -1
-                self.update(
-                    pid,
-                    batch.producer_epoch,
-                    base_seq,
-                    last_seq,
-                    base_offset,
-                    base_offset + last_delta,
-                )
+            self.apply_batches(batches, bases)
+            count += len(batches)
+        return count
+
+    def apply_batches(self, batches: Iterable[RecordBatch], segment_bases: list[int]) -> None:
+        """Apply batches already in the log, in offset order, as they are (no check): the
+        replay of the log, and a follower's append (Kafka's appendAsFollower, whose producer
+        state follows the leader's batches; ``segment_bases`` of the log after the append)."""
+        for batch in batches:
+            base_offset = batch.base_offset
+            last_delta = batch.last_offset_delta
+            if batch.is_transactional:
+                if batch.is_control:
+                    self._replay_marker(batch, segment_bases)
+                    continue
+                self.append_txn_data(batch.producer_id, base_offset)
+            if batch.is_control:  # control batches carry no sequence
+                pid = base_seq = -1
+            else:
+                pid, base_seq = batch.producer_id, batch.base_sequence
+            last_seq = (base_seq + last_delta) % _SEQ_MOD if base_seq >= 0 else -1
+            self.update(
+                pid,
+                batch.producer_epoch,
+                base_seq,
+                last_seq,
+                base_offset,
+                base_offset + last_delta,
+            )
 
     def _replay_marker(self, batch: RecordBatch, bases: list[int]) -> None:
         for record in batch.records():
@@ -359,6 +381,14 @@ class ProducerStateManager:
         self.offset = max(self.offset, plog.log_end_offset)
         self.dirty = False
         return json.dumps(self.snapshot()).encode()
+
+
+def snapshot_offset(path: Path) -> int | None:
+    """The offset a snapshot file covers up to (None: missing or unreadable)."""
+    try:
+        return int(json.loads(path.read_text())["offset"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
 
 
 def write_snapshot(path: Path, payload: bytes) -> None:

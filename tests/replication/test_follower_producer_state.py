@@ -1,0 +1,145 @@
+"""A follower keeps its partition's producer state current as it appends the leader's batches
+and as it truncates (``Partition.append_as_follower`` / ``truncate_to``), so that a new leader
+has it without replaying the log. Property: after any sequence of follower appends (plain,
+idempotent, transactional batches, COMMIT/ABORT markers), truncations and producer-state
+snapshots, the incrementally kept state equals a replay of the log from scratch."""
+
+from __future__ import annotations
+
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from odradek.broker.metadata_store import PartitionState
+from odradek.broker.partition import Partition
+from odradek.protocol.records import build_batch
+from odradek.storage import LogConfig, MemoryLog
+from odradek.storage.producer_state import (
+    ProducerStateManager,
+    Verdict,
+    snapshot_offset,
+    write_snapshot,
+)
+from odradek.storage.transaction_index import ControlRecordType, build_control_batch
+
+TS = 1_700_000_000_000
+
+
+def follower(snapshot_path: Path | None = None) -> Partition:
+    plog = MemoryLog("t", 0, LogConfig(segment_bytes=2048))
+    p = Partition("t", 0, plog, LogConfig(), PartitionState(0, -1, -1), 1, snapshot_path)
+    p.make_follower(PartitionState(0, 2, 0, [1, 2], [1, 2]))
+    return p
+
+
+def data_batch(
+    base_offset: int,
+    epoch: int,
+    n: int,
+    *,
+    pid: int = -1,
+    seq: int = -1,
+    transactional: bool = False,
+) -> bytes:
+    return build_batch(
+        [(None, b"v", (), TS + i) for i in range(n)],
+        base_offset=base_offset,
+        producer_id=pid,
+        producer_epoch=0 if pid >= 0 else -1,
+        base_sequence=seq,
+        partition_leader_epoch=epoch,
+        is_transactional=transactional,
+    )
+
+
+def state_of(ps: ProducerStateManager, high_watermark: int) -> tuple[Any, ...]:
+    aborted = [(t.producer_id, t.first_offset, t.last_offset) for t in ps.txn.aborted]
+    return ps.snapshot(), aborted, ps.last_stable_offset(high_watermark)
+
+
+# (kind, producer index, record count)
+_step = st.one_of(
+    st.tuples(
+        st.sampled_from(["plain", "idempotent", "txn", "commit", "abort"]),
+        st.integers(0, 1),
+        st.integers(1, 4),
+    ),
+    st.tuples(st.just("truncate"), st.integers(0, 1), st.integers(1, 6)),
+    st.tuples(st.just("snapshot"), st.just(0), st.just(0)),
+)
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(_step, min_size=1, max_size=30))
+def test_incremental_state_equals_a_replay(steps: list[tuple[str, int, int]]) -> None:
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "producer_state.snapshot"
+        p = follower(path)
+        plog = p.log
+        seqs = [0, 0]
+        for kind, who, n in steps:
+            end = plog.log_end_offset
+            if kind == "truncate":
+                p.truncate_to(max(plog.log_start_offset, end - n))
+            elif kind == "snapshot":
+                payload = p.producer_state().snapshot_payload(plog, force=True)
+                assert payload is not None
+                write_snapshot(path, payload)
+            elif kind in ("commit", "abort"):
+                marker = ControlRecordType.COMMIT if kind == "commit" else ControlRecordType.ABORT
+                p.append_as_follower(
+                    build_control_batch(
+                        100 + who, 0, marker, 0, TS, base_offset=end, partition_leader_epoch=0
+                    )
+                )
+            else:
+                pid = -1 if kind == "plain" else (10 if kind == "idempotent" else 100) + who
+                seq = -1 if pid < 0 else seqs[who]
+                if pid >= 0:
+                    seqs[who] += n
+                p.append_as_follower(
+                    data_batch(end, 0, n, pid=pid, seq=seq, transactional=kind == "txn")
+                )
+            ps = p.loaded_producer_state()
+            if ps is None:  # nothing appended nor truncated yet
+                continue
+            hw = plog.log_end_offset
+            assert state_of(ps, hw) == state_of(ProducerStateManager.load(plog, None), hw)
+
+
+def test_a_follower_that_becomes_leader_continues_the_sequences() -> None:
+    p = follower()
+    p.append_as_follower(data_batch(0, 0, 3, pid=7, seq=0))
+    p.append_as_follower(data_batch(3, 0, 2, pid=7, seq=3))
+    p.append_as_follower(data_batch(5, 0, 1, pid=8, seq=0, transactional=True))
+    ps = p.loaded_producer_state()
+    assert ps is not None
+    p.make_leader(PartitionState(0, 1, 1, [1, 2], [1, 2]), now_ms=0)
+    assert p.producer_state() is ps  # the same object: nothing replayed
+    assert ps.check(7, 0, 5, 5) == (Verdict.OK, -1)
+    assert ps.check(7, 0, 3, 4) == (Verdict.DUPLICATE, 3)
+    assert ps.check(7, 0, 9, 9)[0] is Verdict.OUT_OF_ORDER
+    assert ps.in_transaction(8)
+    assert ps.last_stable_offset(6) == 5
+
+
+def test_truncation_keeps_a_snapshot_below_and_drops_one_past_the_truncation_point() -> None:
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "producer_state.snapshot"
+        p = follower(path)
+        p.append_as_follower(data_batch(0, 0, 2, pid=7, seq=0))
+        payload = p.producer_state().snapshot_payload(p.log, force=True)
+        assert payload is not None
+        write_snapshot(path, payload)  # covers [0, 2)
+        p.append_as_follower(data_batch(2, 0, 2, pid=7, seq=2))
+        p.truncate_to(3)  # inside the second batch: the batch goes (whole batches only)
+        assert snapshot_offset(path) == 2
+        ps = p.loaded_producer_state()
+        assert ps is not None and ps.check(7, 0, 2, 3) == (Verdict.OK, -1)
+        p.truncate_to(1)
+        assert not path.exists()
+        ps = p.loaded_producer_state()
+        assert ps is not None and p.log.log_end_offset == 0 and len(ps) == 0
