@@ -6,10 +6,15 @@ snapshots, the incrementally kept state equals a replay of the log from scratch.
 
 from __future__ import annotations
 
+import re
 import tempfile
+import uuid
+from collections.abc import Iterator
+from contextlib import ExitStack
 from pathlib import Path
 from typing import Any
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -24,6 +29,9 @@ from odradek.storage.producer_state import (
     write_snapshot,
 )
 from odradek.storage.transaction_index import ControlRecordType, build_control_batch
+from odradek.testing.process import BrokerProcess
+
+from .controller import NONE, Controller, produce
 
 TS = 1_700_000_000_000
 
@@ -143,3 +151,61 @@ def test_truncation_keeps_a_snapshot_below_and_drops_one_past_the_truncation_poi
         assert not path.exists()
         ps = p.loaded_producer_state()
         assert ps is not None and p.log.log_end_offset == 0 and len(ps) == 0
+
+
+# -- two real broker processes ---------------------------------------------------------------
+
+OUT_OF_ORDER_SEQUENCE_NUMBER = 45
+
+
+@pytest.fixture(scope="module")
+def cluster() -> Iterator[dict[int, BrokerProcess]]:
+    """Brokers 1 and 2 (no ZooKeeper), logging at INFO: the test reads their producer-state
+    load lines."""
+    with ExitStack() as stack:
+        procs = {}
+        for i in (1, 2):
+            conf = {
+                "listeners": "PLAINTEXT://127.0.0.1:0",
+                "broker.id": i,
+                "auto.create.topics.enable": False,
+                "replica.fetch.backoff.ms": 100,
+            }
+            procs[i] = stack.enter_context(BrokerProcess(conf, log_level="info"))
+        yield procs
+
+
+def loads(broker: BrokerProcess, topic: str) -> list[int]:
+    """How many batches each load of ``topic``-0's producer state replayed (its log lines)."""
+    text = Path(broker.log_path).read_text(errors="replace")
+    pattern = rf"producer state of {re.escape(topic)}-0 loaded: replayed (\d+) batches"
+    return [int(n) for n in re.findall(pattern, text)]
+
+
+def idempotent(seq: int, n: int, pid: int = 4242) -> bytes:
+    return data_batch(0, -1, n, pid=pid, seq=seq)
+
+
+@pytest.mark.timeout(120)
+def test_new_leader_continues_sequences_without_replaying_the_log(
+    cluster: dict[int, BrokerProcess],
+) -> None:
+    controller = Controller(cluster)
+    t = f"ps-{uuid.uuid4().hex[:8]}"
+    controller.elect(t, 0, leader=1, leader_epoch=0, isr=[1, 2], replicas=[1, 2])
+    assert produce(cluster[1], t, idempotent(0, 3)) == (NONE, 0)
+    assert produce(cluster[1], t, idempotent(3, 2)) == (NONE, 3)  # acks=all: broker 2 has it
+    # broker 2 loaded the state as a follower before its first append: an empty log
+    assert loads(cluster[2], t) == [0], loads(cluster[2], t)
+    # restarted cleanly, it reads the snapshot it wrote at shutdown (a new log file)
+    cluster[2].restart()
+    controller.leader_and_isr(2, t, 0, leader=1, leader_epoch=0, isr=[1, 2], replicas=[1, 2])
+    assert produce(cluster[1], t, idempotent(5, 1)) == (NONE, 5)
+    # failover to broker 2: the producer continues its sequence there
+    controller.elect(t, 0, leader=2, leader_epoch=1, isr=[2, 1], replicas=[1, 2])
+    assert produce(cluster[2], t, idempotent(6, 2)) == (NONE, 6)
+    assert produce(cluster[2], t, idempotent(3, 2)) == (NONE, 3)  # a retry: its first offset
+    assert produce(cluster[2], t, idempotent(20, 1))[0] == OUT_OF_ORDER_SEQUENCE_NUMBER
+    # since its restart broker 2 loaded the state once, as a follower (its snapshot covers
+    # its log), and never replayed a batch of the log
+    assert loads(cluster[2], t) == [0], loads(cluster[2], t)
