@@ -177,7 +177,8 @@ def cluster() -> Iterator[dict[int, BrokerProcess]]:
 
 def loads(broker: BrokerProcess, topic: str) -> list[int]:
     """How many batches each load of ``topic``-0's producer state replayed (its log lines)."""
-    text = Path(broker.log_path).read_text(errors="replace")
+    assert broker.log_path is not None
+    text = broker.log_path.read_text(errors="replace")
     pattern = rf"producer state of {re.escape(topic)}-0 loaded: replayed (\d+) batches"
     return [int(n) for n in re.findall(pattern, text)]
 
