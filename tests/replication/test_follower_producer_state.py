@@ -6,6 +6,7 @@ snapshots, the incrementally kept state equals a replay of the log from scratch.
 
 from __future__ import annotations
 
+import asyncio
 import re
 import tempfile
 import uuid
@@ -210,3 +211,59 @@ def test_new_leader_continues_sequences_without_replaying_the_log(
     # since its restart broker 2 loaded the state once, as a follower (its snapshot covers
     # its log), and never replayed a batch of the log
     assert loads(cluster[2], t) == [0], loads(cluster[2], t)
+
+
+# -- the leader's lazy load, yielding to the event loop ---------------------------------------
+
+
+def big_leader(batches: int) -> Partition:
+    """A leader whose producer state is not loaded, with ``batches`` idempotent batches of
+    20 records (3000: about 650 KB, three chunks of the replay) and an aborted transaction."""
+    p = follower()
+    for i in range(batches):
+        p.log.append(data_batch(0, 0, 20, pid=7, seq=20 * i), 0)
+    p.log.append(data_batch(0, 0, 1, pid=8, seq=0, transactional=True), 0)
+    p.log.append(build_control_batch(8, 0, ControlRecordType.ABORT, 0, TS), 0)
+    p.make_leader(PartitionState(0, 1, 1, [1, 2], [1, 2]), now_ms=0)
+    return p
+
+
+async def _load_with_ticker(p: Partition, during: Any = None) -> tuple[ProducerStateManager, int]:
+    ticks = 0
+    stop = asyncio.Event()
+
+    async def ticker() -> None:
+        nonlocal ticks
+        while not stop.is_set():
+            ticks += 1
+            if during is not None and ticks == 2:
+                during()
+            await asyncio.sleep(0)
+
+    task = asyncio.create_task(ticker())
+    try:
+        ps = await p.load_producer_state()
+    finally:
+        stop.set()
+        await task
+    return ps, ticks
+
+
+def test_the_lazy_load_yields_to_the_event_loop_and_equals_the_replay() -> None:
+    p = big_leader(3000)
+    ps, ticks = asyncio.run(_load_with_ticker(p))
+    assert ticks > 1  # other tasks ran while the log was replayed
+    assert p.loaded_producer_state() is ps
+    end = p.log.log_end_offset
+    assert state_of(ps, end) == state_of(ProducerStateManager.load(p.log, None), end)
+    assert ps.check(7, 0, 60000, 60000) == (Verdict.OK, -1)
+    assert [t.producer_id for t in ps.txn.aborted] == [8]
+
+
+def test_a_lazy_load_overtaken_by_a_truncation_is_discarded() -> None:
+    p = big_leader(3000)
+    ps, _ = asyncio.run(_load_with_ticker(p, during=lambda: p.truncate_to(100)))
+    assert p.log.log_end_offset == 100
+    assert p.loaded_producer_state() is ps
+    assert state_of(ps, 100) == state_of(ProducerStateManager.load(p.log, None), 100)
+    assert ps.check(7, 0, 100, 100) == (Verdict.OK, -1)

@@ -44,6 +44,7 @@ from kio.schema.errors import ErrorCode
 from odradek.broker.metadata_store import PartitionState
 from odradek.protocol.records import iter_batches
 from odradek.storage import AppendResult, LogConfig, PartitionLog
+from odradek.storage.errors import OffsetOutOfRangeError
 from odradek.storage.producer_state import ProducerStateManager, snapshot_offset
 
 __all__ = ["FollowerState", "Partition", "caught_up_time", "high_watermark_candidate"]
@@ -89,6 +90,7 @@ class Partition:
 
     __slots__ = (
         "_producer_state",
+        "_producer_state_generation",
         "config",
         "controller_managed",
         "followers",
@@ -123,6 +125,9 @@ class Partition:
         """Where the producer-state snapshot lives (None: in memory only)."""
         self.followers: dict[int, FollowerState] = {}
         self._producer_state: ProducerStateManager | None = None
+        self._producer_state_generation = 0
+        """Bumped whenever the loaded state is dropped (a truncation, a reset): an
+        asynchronous load begun before is then discarded."""
         self.controller_managed = False
         """True once a LeaderAndIsr set this partition's state (the replicated mode)."""
         self.pending_isr: list[int] | None = None
@@ -333,6 +338,27 @@ class Partition:
             ps = self._producer_state = ProducerStateManager.load(self.log, self.snapshot_path)
         return ps
 
+    async def load_producer_state(self) -> ProducerStateManager:
+        """``producer_state()`` without stalling the event loop on a long replay: the log is
+        replayed in chunks, yielding to the loop between them. If the state was loaded or
+        dropped meanwhile (a produce loaded it, a truncation), or the scan failed (retention
+        moved the log start), the synchronous path decides."""
+        ps = self._producer_state
+        if ps is not None:
+            return ps
+        generation = self._producer_state_generation
+
+        def is_current() -> bool:
+            return self._producer_state is None and self._producer_state_generation == generation
+
+        try:
+            loaded = await ProducerStateManager.load_async(self.log, self.snapshot_path, is_current)
+        except (OffsetOutOfRangeError, OSError):  # retention moved the log start meanwhile
+            loaded = None
+        if loaded is not None and is_current():
+            self._producer_state = loaded
+        return self.producer_state()
+
     def loaded_producer_state(self) -> ProducerStateManager | None:
         return self._producer_state
 
@@ -359,6 +385,7 @@ class Partition:
             return
         plog.truncate_to(offset)
         self._producer_state = None
+        self._producer_state_generation += 1
         path = self.snapshot_path
         if path is not None and path.exists():
             covered = snapshot_offset(path)
@@ -379,6 +406,7 @@ class Partition:
         ``drop_snapshot`` also its snapshot (the log was truncated below it). It is rebuilt
         from the log on next use."""
         self._producer_state = None
+        self._producer_state_generation += 1
         if drop_snapshot and self.snapshot_path is not None:
             with contextlib.suppress(FileNotFoundError):
                 self.snapshot_path.unlink()

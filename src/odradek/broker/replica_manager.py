@@ -699,6 +699,15 @@ class ReplicaManager:
 
     # -- producer state -----------------------------------------------------------------------
 
+    async def load_producer_states(self, keys: Iterable[tuple[str, int]]) -> None:
+        """Load, yielding to the event loop, the producer state of every partition in
+        ``keys`` led here that has none loaded yet (before a read_committed read, whose
+        synchronous path would otherwise replay the log in one go)."""
+        for key in keys:
+            handle = self._partitions.get(key)
+            if handle is not None and handle.is_leader and handle.loaded_producer_state() is None:
+                await handle.load_producer_state()
+
     def truncate_producer_states(self) -> None:
         """After retention: forget producer batches below each log's start."""
         for handle in self._partitions.values():

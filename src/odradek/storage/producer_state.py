@@ -36,12 +36,13 @@ restart and a kill -9.
 
 from __future__ import annotations
 
+import asyncio
 import enum
 import json
 import logging
 import time
 from collections import deque
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -283,6 +284,53 @@ class ProducerStateManager:
     def load(cls, plog: PartitionLog, snapshot_path: Path | None) -> ProducerStateManager:
         """The state of ``plog``: its last snapshot (when usable), then the batch headers from
         the snapshot's offset (or the log start) to the log end offset."""
+        state = cls._start_load(plog, snapshot_path)
+        from_offset = state.offset
+        started = time.perf_counter()
+        count = state.replay(plog)
+        state.dirty = True
+        _log_loaded(plog, count, from_offset, started)
+        return state
+
+    @classmethod
+    async def load_async(
+        cls,
+        plog: PartitionLog,
+        snapshot_path: Path | None,
+        is_current: Callable[[], bool],
+        chunk_bytes: int = 1 << 18,
+    ) -> ProducerStateManager | None:
+        """``load`` that yields to the event loop after every ``chunk_bytes`` of log replayed,
+        so a large replay does not stall the broker. Appends meanwhile are replayed too (the
+        scan runs to the log end). The ``.txnindex`` entries found are written only at the
+        end, and only when ``is_current()`` (the caller's check that the log was not truncated
+        and nobody loaded the state meanwhile): else None, nothing written."""
+        state = cls._start_load(plog, snapshot_path)
+        files, state.txn_indexes = state.txn_indexes, TransactionIndexFiles(None)
+        from_offset = state.offset
+        started = time.perf_counter()
+        bases_of = getattr(plog, "segment_base_offsets", None)
+        count = 0
+        for batches in scan_to_end(plog, state.offset, chunk_bytes):
+            state.apply_batches(batches, bases_of() if bases_of is not None else [])
+            count += len(batches)
+            await asyncio.sleep(0)
+            if not is_current():
+                return None
+        files.load(from_offset)  # drops anything past from_offset, as load does
+        bases = bases_of() if bases_of is not None else []
+        for entry in state.txn.aborted:
+            if entry.last_offset >= from_offset:
+                files.append(entry, bases)
+        state.txn_indexes = files
+        state.dirty = True
+        _log_loaded(plog, count, from_offset, started)
+        return state
+
+    @classmethod
+    def _start_load(cls, plog: PartitionLog, snapshot_path: Path | None) -> ProducerStateManager:
+        """The snapshot (when usable) and the ``.txnindex`` entries below its offset; the
+        replay starts at the returned state's ``offset``."""
         state: ProducerStateManager | None = None
         start = plog.log_start_offset
         directory = getattr(plog, "directory", None)
@@ -303,18 +351,6 @@ class ProducerStateManager:
         bases_of = getattr(plog, "segment_base_offsets", None)
         if bases_of is not None:
             state.txn_indexes.delete_below(bases_of())  # segments retention deleted meanwhile
-        from_offset = state.offset
-        started = time.perf_counter()
-        count = state.replay(plog)
-        state.dirty = True
-        log.info(
-            "producer state of %s-%s loaded: replayed %d batches from offset %d in %.1f ms",
-            getattr(plog, "topic", "?"),
-            getattr(plog, "partition", "?"),
-            count,
-            from_offset,
-            (time.perf_counter() - started) * 1000,
-        )
         return state
 
     def replay(self, plog: PartitionLog) -> int:
@@ -381,6 +417,17 @@ class ProducerStateManager:
         self.offset = max(self.offset, plog.log_end_offset)
         self.dirty = False
         return json.dumps(self.snapshot()).encode()
+
+
+def _log_loaded(plog: PartitionLog, count: int, from_offset: int, started: float) -> None:
+    log.info(
+        "producer state of %s-%s loaded: replayed %d batches from offset %d in %.1f ms",
+        getattr(plog, "topic", "?"),
+        getattr(plog, "partition", "?"),
+        count,
+        from_offset,
+        (time.perf_counter() - started) * 1000,
+    )
 
 
 def snapshot_offset(path: Path) -> int | None:
