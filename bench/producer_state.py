@@ -12,7 +12,9 @@ idempotence (batch.size 16384, so there are many batches):
   snapshot) and started again on the same data
   directory; then the first read_committed ListOffsets.
 
-Each prints the first request's latency and the second's (the state is loaded by then), in ms.
+Each prints the first request's latency, the second's (the state is loaded by then) and the
+stall: the longest ApiVersions round trip another connection saw during the first request, in
+ms (how long the event loop was blocked).
 Usage::
 
     .venv/bin/python bench/producer_state.py [--records 200000] [--size 100] [--runs 3]
@@ -27,6 +29,7 @@ import dataclasses
 import socket
 import struct
 import sys
+import threading
 import time
 import uuid
 from pathlib import Path
@@ -38,7 +41,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 _ROOT = Path(__file__).resolve().parent
 sys.path.insert(0, str(_ROOT))
 sys.path.insert(0, str(_ROOT.parent / "tests"))
-from broker.wire import Wire, list_offsets_request  # noqa: E402
+from broker.wire import Wire, list_offsets_request, req  # noqa: E402
 from common import median  # noqa: E402
 from odradek.protocol import inter_broker as ib  # noqa: E402
 from odradek.testing.process import BrokerProcess  # noqa: E402
@@ -115,6 +118,36 @@ def read_committed_end_ms(broker: BrokerProcess, topic: str) -> tuple[float, int
     raise RuntimeError("ListOffsets did not succeed")
 
 
+def first_with_probe(broker: BrokerProcess, topic: str) -> tuple[float, float]:
+    """(first read_committed ListOffsets latency, the longest ApiVersions round trip another
+    connection saw meanwhile), in ms: the probe measures how long the event loop stalled."""
+    stop = threading.Event()
+    longest = [0.0]
+    probing = threading.Event()
+
+    def probe() -> None:
+        request = req(18, 3, client_software_name="probe", client_software_version="1")
+        with Wire(broker.bootstrap_servers, timeout=120) as w:
+            w.call(request)
+            probing.set()
+            for _ in range(1_000_000):  # bounded; stopped right after the ListOffsets
+                if stop.is_set():
+                    return
+                start = time.perf_counter()
+                w.call(request)
+                longest[0] = max(longest[0], (time.perf_counter() - start) * 1000)
+
+    thread = threading.Thread(target=probe, daemon=True)
+    thread.start()
+    probing.wait(30)
+    try:
+        first, _ = read_committed_end_ms(broker, topic)
+    finally:
+        stop.set()
+        thread.join(30)
+    return first, longest[0]
+
+
 def wait_for_end(broker: BrokerProcess, topic: str, records: int) -> None:
     """Check every record is there: a new leader's high watermark (hence its last stable
     offset) reaches its log end once its follower fetched from it (bounded: 10 s)."""
@@ -133,7 +166,7 @@ def create(bootstrap: str, topic: str) -> None:
     admin.create_topics([NewTopic(topic, num_partitions=1, replication_factor=1)])[topic].result(30)
 
 
-def failover(records: int, size: int) -> tuple[float, float]:
+def failover(records: int, size: int) -> tuple[float, float, float]:
     brokers = {i: BrokerProcess({**_SETTINGS, "broker.id": i}) for i in (1, 2)}
     try:
         for b in brokers.values():
@@ -143,24 +176,24 @@ def failover(records: int, size: int) -> tuple[float, float]:
         leader_and_isr(brokers, topic, 1, 0, topic_id)
         produce(brokers[1].bootstrap_servers, topic, records, size)
         leader_and_isr(brokers, topic, 2, 1, topic_id)
-        first, _ = read_committed_end_ms(brokers[2], topic)
+        first, stall = first_with_probe(brokers[2], topic)
         second, _ = read_committed_end_ms(brokers[2], topic)
         wait_for_end(brokers[2], topic, records)
-        return first, second
+        return first, second, stall
     finally:
         for b in brokers.values():
             b.close()
 
 
-def restart(records: int, size: int) -> tuple[float, float]:
+def restart(records: int, size: int) -> tuple[float, float, float]:
     with BrokerProcess({**_SETTINGS, "broker.id": 1}) as broker:
         create(broker.bootstrap_servers, "ps")
         produce(broker.bootstrap_servers, "ps", records, size)
         broker.restart(kill=True)
-        first, _ = read_committed_end_ms(broker, "ps")
+        first, stall = first_with_probe(broker, "ps")
         second, _ = read_committed_end_ms(broker, "ps")
         wait_for_end(broker, "ps", records)
-        return first, second
+        return first, second, stall
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -174,11 +207,12 @@ def main(argv: list[str] | None = None) -> int:
     for case in cases:
         fn = failover if case == "failover" else restart
         results = [fn(args.records, args.size) for _ in range(args.runs)]
-        for first, second in results:
-            print(f"{case}: first {first:.1f} ms, second {second:.1f} ms")
+        for first, second, stall in results:
+            print(f"{case}: first {first:.1f} ms, second {second:.1f} ms, stall {stall:.1f} ms")
         print(
             f"{case} median: first {median([r[0] for r in results]):.1f} ms, "
-            f"second {median([r[1] for r in results]):.1f} ms"
+            f"second {median([r[1] for r in results]):.1f} ms, "
+            f"stall {median([r[2] for r in results]):.1f} ms"
         )
     return 0
 
