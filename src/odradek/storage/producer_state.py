@@ -31,7 +31,11 @@ longer replay). ``ProducerStateManager.load(log, path)`` reads the last snapshot
 unreadable or outside the log's offsets) reads the ``.txnindex`` entries whose markers lie below
 the snapshot's offset and replays the batches between its offset and the log end offset
 (``update``, and the markers into the tracker and the index files), so the state survives a
-restart and a kill -9.
+restart and a kill -9. ``load_async`` does the same in chunks, yielding to the event loop.
+
+Replicas: a follower applies the batches it copies from the leader (``apply_batches``, the same
+code as the replay), so its state is current when it becomes the leader; after a truncation
+the broker reloads it (``Partition.truncate_to``).
 """
 
 from __future__ import annotations
