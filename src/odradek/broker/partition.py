@@ -42,7 +42,6 @@ from pathlib import Path
 from kio.schema.errors import ErrorCode
 
 from odradek.broker.metadata_store import PartitionState
-from odradek.protocol.records import iter_batches
 from odradek.storage import AppendResult, LogConfig, PartitionLog
 from odradek.storage.errors import OffsetOutOfRangeError
 from odradek.storage.producer_state import ProducerStateManager, snapshot_offset
@@ -371,7 +370,7 @@ class Partition:
         state = self.producer_state()
         result = self.log.append_as_follower(records)
         bases_of = getattr(self.log, "segment_base_offsets", None)
-        state.apply_batches(iter_batches(records), bases_of() if bases_of is not None else [])
+        state.apply_appended(records, bases_of() if bases_of is not None else [])
         return result
 
     def truncate_to(self, offset: int) -> None:

@@ -51,7 +51,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from odradek.protocol.records import RecordBatch
+from odradek.protocol.records import BatchHeader, RecordBatch, iter_batch_headers
 from odradek.storage.api import PartitionLog
 from odradek.storage.checkpoint import write_atomic
 from odradek.storage.scan import scan_to_end
@@ -98,6 +98,14 @@ OK = Verdict.OK
 DUPLICATE = Verdict.DUPLICATE
 OUT_OF_ORDER = Verdict.OUT_OF_ORDER
 INVALID_PRODUCER_EPOCH = Verdict.INVALID_PRODUCER_EPOCH
+_BASE_OFFSET = BatchHeader._fields.index("base_offset")
+_ATTRIBUTES = BatchHeader._fields.index("attributes")
+_LAST_OFFSET_DELTA = BatchHeader._fields.index("last_offset_delta")
+_PRODUCER_ID = BatchHeader._fields.index("producer_id")
+_PRODUCER_EPOCH = BatchHeader._fields.index("producer_epoch")
+_BASE_SEQUENCE = BatchHeader._fields.index("base_sequence")
+_TRANSACTIONAL = 0x10
+_CONTROL = 0x20
 _SEQ_MAX = 2**31 - 1
 _SEQ_MOD = 2**31
 
@@ -393,6 +401,30 @@ class ProducerStateManager:
                 base_offset,
                 base_offset + last_delta,
             )
+
+    def apply_appended(
+        self, records: bytes | bytearray | memoryview, segment_bases: list[int]
+    ) -> None:
+        """``apply_batches`` for a buffer of whole, already validated batches (a follower's
+        append), cheaper: one header unpack per batch, and a batch with neither a producer
+        id nor a transaction only moves ``offset``."""
+        last_offset = -1
+        for position, header in iter_batch_headers(records):
+            base_offset = header[_BASE_OFFSET]
+            last_offset = base_offset + header[_LAST_OFFSET_DELTA]
+            if header[_ATTRIBUTES] & _CONTROL:
+                self.apply_batches((RecordBatch(records, position),), segment_bases)
+                continue
+            pid = header[_PRODUCER_ID]
+            if pid < 0:
+                continue
+            if header[_ATTRIBUTES] & _TRANSACTIONAL:
+                self.append_txn_data(pid, base_offset)
+            base_seq = header[_BASE_SEQUENCE]
+            last_seq = (base_seq + header[_LAST_OFFSET_DELTA]) % _SEQ_MOD if base_seq >= 0 else -1
+            self.update(pid, header[_PRODUCER_EPOCH], base_seq, last_seq, base_offset, last_offset)
+        if last_offset + 1 > self.offset:
+            self.offset = last_offset + 1
 
     def _replay_marker(self, batch: RecordBatch, bases: list[int]) -> None:
         for record in batch.records():
