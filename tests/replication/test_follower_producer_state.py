@@ -242,7 +242,7 @@ async def _load_with_ticker(p: Partition, during: Any = None) -> tuple[ProducerS
 
     task = asyncio.create_task(ticker())
     try:
-        ps = await p.load_producer_state()
+        ps = await p.load_producer_state(yield_every_s=0)  # yield after every chunk
     finally:
         stop.set()
         await task

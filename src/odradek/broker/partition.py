@@ -337,9 +337,9 @@ class Partition:
             ps = self._producer_state = ProducerStateManager.load(self.log, self.snapshot_path)
         return ps
 
-    async def load_producer_state(self) -> ProducerStateManager:
+    async def load_producer_state(self, yield_every_s: float = 0.01) -> ProducerStateManager:
         """``producer_state()`` without stalling the event loop on a long replay: the log is
-        replayed in chunks, yielding to the loop between them. If the state was loaded or
+        replayed in chunks, yielding to the loop every ``yield_every_s`` or so. If the state was loaded or
         dropped meanwhile (a produce loaded it, a truncation), or the scan failed (retention
         moved the log start), the synchronous path decides."""
         ps = self._producer_state
@@ -351,7 +351,9 @@ class Partition:
             return self._producer_state is None and self._producer_state_generation == generation
 
         try:
-            loaded = await ProducerStateManager.load_async(self.log, self.snapshot_path, is_current)
+            loaded = await ProducerStateManager.load_async(
+                self.log, self.snapshot_path, is_current, yield_every_s=yield_every_s
+            )
         except (OffsetOutOfRangeError, OSError):  # retention moved the log start meanwhile
             loaded = None
         if loaded is not None and is_current():

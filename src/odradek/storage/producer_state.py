@@ -311,9 +311,11 @@ class ProducerStateManager:
         snapshot_path: Path | None,
         is_current: Callable[[], bool],
         chunk_bytes: int = 1 << 18,
+        yield_every_s: float = 0.01,
     ) -> ProducerStateManager | None:
-        """``load`` that yields to the event loop after every ``chunk_bytes`` of log replayed,
-        so a large replay does not stall the broker. Appends meanwhile are replayed too (the
+        """``load`` that yields to the event loop once it has replayed for ``yield_every_s``
+        (checked after every ``chunk_bytes`` read), so a large replay does not stall the
+        broker for longer than that, without paying a yield per chunk. Appends meanwhile are replayed too (the
         scan runs to the log end). The ``.txnindex`` entries found are written only at the
         end, and only when ``is_current()`` (the caller's check that the log was not truncated
         and nobody loaded the state meanwhile): else None, nothing written."""
@@ -323,12 +325,15 @@ class ProducerStateManager:
         started = time.perf_counter()
         bases_of = getattr(plog, "segment_base_offsets", None)
         count = 0
+        since = started
         for batches in scan_to_end(plog, state.offset, chunk_bytes):
             state.apply_batches(batches, bases_of() if bases_of is not None else [])
             count += len(batches)
-            await asyncio.sleep(0)
-            if not is_current():
-                return None
+            if time.perf_counter() - since >= yield_every_s:
+                await asyncio.sleep(0)
+                if not is_current():
+                    return None
+                since = time.perf_counter()
         files.load(from_offset)  # drops anything past from_offset, as load does
         bases = bases_of() if bases_of is not None else []
         for entry in state.txn.aborted:
