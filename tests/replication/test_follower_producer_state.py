@@ -267,3 +267,29 @@ def test_a_lazy_load_overtaken_by_a_truncation_is_discarded() -> None:
     assert p.loaded_producer_state() is ps
     assert state_of(ps, 100) == state_of(ProducerStateManager.load(p.log, None), 100)
     assert ps.check(7, 0, 100, 100) == (Verdict.OK, -1)
+
+
+def test_a_snapshot_of_a_diverged_log_is_ignored() -> None:
+    """A snapshot written late (after the truncation that should have removed it: the periodic
+    write runs in a thread) describes the old log: its leader epoch at its last offset differs
+    from the rewritten log's, so the load replays the log instead."""
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "producer_state.snapshot"
+        p = follower(path)
+        p.append_as_follower(data_batch(0, 0, 2, pid=7, seq=0))
+        p.append_as_follower(data_batch(2, 0, 2, pid=9, seq=0))  # diverges: another leader
+        stale = p.producer_state().snapshot_payload(p.log, force=True)
+        assert stale is not None
+        p.truncate_to(2)
+        write_snapshot(path, stale)  # lands after the truncation
+        p.append_as_follower(data_batch(2, 1, 2, pid=7, seq=2))  # epoch 1's records
+        assert snapshot_offset(path) == 4 == p.log.log_end_offset
+        ps = ProducerStateManager.load(p.log, path)
+        assert ps.producer_epoch(9) is None
+        assert state_of(ps, 4) == state_of(ProducerStateManager.load(p.log, None), 4)
+        # a snapshot of the same log is used
+        good = p.producer_state().snapshot_payload(p.log, force=True)
+        assert good is not None
+        write_snapshot(path, good)
+        loaded = ProducerStateManager.load(p.log, path)
+        assert state_of(loaded, 4) == state_of(ps, 4)

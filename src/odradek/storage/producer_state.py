@@ -25,7 +25,8 @@ INVALID_PRODUCER_EPOCH) and, for an abort, appends the index entry.
 
 Persistence: ``snapshot()`` returns a JSON-able dict {"offset": next offset covered, "producers":
 {pid: [epoch, [[f, l, first_offset, last_offset], ...]]}, "txn": {"ongoing": {pid: first offset},
-"epochs": {pid: coordinator epoch of its last marker}}}, written as JSON by
+"epochs": {pid: coordinator epoch of its last marker}}} plus "epoch" (the leader epoch of the
+last offset covered: a load ignores the snapshot when the log's differs), written as JSON by
 ``snapshot_payload``/``write_snapshot`` (atomic rename, no fsync: a lost snapshot only costs a
 longer replay). ``ProducerStateManager.load(log, path)`` reads the last snapshot (ignored when
 unreadable or outside the log's offsets) reads the ``.txnindex`` entries whose markers lie below
@@ -353,12 +354,23 @@ class ProducerStateManager:
         directory = getattr(plog, "directory", None)
         index_dir = Path(directory) if directory is not None else None
         if snapshot_path is not None and snapshot_path.exists():
+            epoch: int | None = None
             try:
-                state = cls.from_snapshot(json.loads(snapshot_path.read_text()), index_dir)
-            except (OSError, ValueError, KeyError, TypeError, IndexError):
+                data = json.loads(snapshot_path.read_text())
+                state = cls.from_snapshot(data, index_dir)
+                epoch = None if data.get("epoch") is None else int(data["epoch"])
+            except (OSError, ValueError, KeyError, TypeError, IndexError, AttributeError):
                 log.warning("ignoring unreadable producer state snapshot %s", snapshot_path)
                 state = None
             if state is not None and not (start <= state.offset <= plog.log_end_offset):
+                state = None
+            if (
+                state is not None
+                and epoch is not None
+                and state.offset > start
+                and epoch != _epoch_at(plog, state.offset - 1)
+            ):
+                log.info("ignoring producer state snapshot %s of a diverged log", snapshot_path)
                 state = None
         if state is None:
             state = cls(index_dir)
@@ -457,7 +469,24 @@ class ProducerStateManager:
             return None
         self.offset = max(self.offset, plog.log_end_offset)
         self.dirty = False
-        return json.dumps(self.snapshot()).encode()
+        data = self.snapshot()
+        data["epoch"] = _epoch_at(plog, self.offset - 1)
+        return json.dumps(data).encode()
+
+
+def _epoch_at(plog: PartitionLog, offset: int) -> int:
+    """The leader epoch of ``offset`` by the log's leader-epoch entries (-1: none). A snapshot
+    records it for its last offset; a load ignores a snapshot whose epoch there differs from
+    the log's (the log was truncated and rewritten past it by another leader since: a log is
+    the same up to an offset when the epochs at that offset are, KIP-101)."""
+    entries_of = getattr(plog, "leader_epoch_entries", None)
+    epoch = -1
+    if entries_of is not None and offset >= 0:
+        for entry_epoch, start in entries_of():
+            if start > offset:
+                break
+            epoch = entry_epoch
+    return epoch
 
 
 def _log_loaded(plog: PartitionLog, count: int, from_offset: int, started: float) -> None:
