@@ -18,8 +18,9 @@ either *truncating* or *fetching*:
   truncated the same way (back to truncating if not settled); records are appended as they
   are (``PartitionLog.append_as_follower``: offsets and epochs kept); then the high watermark
   becomes min(leader's HW, own LEO), never lower than before, and the log start offset follows
-  the leader's up to the HW. The producer state is dropped and rebuilt from the log when the
-  partition next leads.
+  the leader's up to the HW. The producer state follows the appends and truncations
+  (``Partition.append_as_follower`` / ``truncate_to``), so it is ready when the partition
+  next leads.
 
 Errors: a failed connection or request → reconnect with exponential backoff up to
 ``replica.fetch.backoff.ms``; a partition error (NOT_LEADER_OR_FOLLOWER, FENCED/UNKNOWN_LEADER_EPOCH,
@@ -364,7 +365,7 @@ class ReplicaFetcher:
         p = state.partition
         plog = p.log
         if offset >= plog.log_end_offset:
-            plog.truncate_to(offset)  # only leader-epoch entries starting at the log end go
+            p.truncate_to(offset)  # only leader-epoch entries starting at the log end go
             return
         log.info(
             "%s-%d: truncating from %d to %d (leader %d, epoch %d)",
@@ -375,8 +376,7 @@ class ReplicaFetcher:
             self.leader_id,
             state.leader_epoch,
         )
-        plog.truncate_to(offset)
-        p.reset_producer_state(drop_snapshot=True)
+        p.truncate_to(offset)
 
     # -- fetching ------------------------------------------------------------------------------
 
@@ -442,8 +442,7 @@ class ReplicaFetcher:
                     p.partition,
                     leader_start,
                 )
-                plog.truncate_fully_and_start_at(leader_start)
-                p.reset_producer_state(drop_snapshot=True)
+                p.truncate_fully_and_start_at(leader_start)
             else:
                 s.truncating = True
             return
@@ -461,7 +460,7 @@ class ReplicaFetcher:
         records = pd.records
         if records:
             try:
-                plog.append_as_follower(records)
+                p.append_as_follower(records)
             except (CorruptRecordError, InvalidRecordError, UnexpectedAppendOffsetError) as exc:
                 log.warning(
                     "%s-%d: cannot append the leader's batches: %s", p.topic, p.partition, exc
@@ -469,7 +468,6 @@ class ReplicaFetcher:
                 s.truncating = True
                 self._delay(s, "bad batches")
                 return
-            p.reset_producer_state()
         hw = min(int(pd.high_watermark), plog.log_end_offset)
         if hw > plog.high_watermark:
             plog.update_high_watermark(hw)

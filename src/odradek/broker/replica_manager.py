@@ -408,7 +408,6 @@ class ReplicaManager:
                 became_leader.append((key[0], key[1], s.leader_epoch))
             else:
                 handle.make_follower(state)
-                handle.reset_producer_state()
                 address = leaders.get(s.leader)
                 if address is not None:
                     self._fetcher_for(s.leader, *address, key).add_partition(handle)
@@ -714,6 +713,15 @@ class ReplicaManager:
                 await task
 
     # -- producer state -----------------------------------------------------------------------
+
+    async def load_producer_states(self, keys: Iterable[tuple[str, int]]) -> None:
+        """Load, yielding to the event loop, the producer state of every partition in
+        ``keys`` led here that has none loaded yet (before a read_committed read, whose
+        synchronous path would otherwise replay the log in one go)."""
+        for key in keys:
+            handle = self._partitions.get(key)
+            if handle is not None and handle.is_leader and handle.loaded_producer_state() is None:
+                await handle.load_producer_state()
 
     def truncate_producer_states(self) -> None:
         """After retention: forget producer batches below each log's start."""
