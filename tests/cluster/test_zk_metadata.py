@@ -23,6 +23,8 @@ from odradek.broker.metadata_store import (
 from odradek.broker.zk_metadata import ZkMetadataStore, topic_id_to_zk
 from odradek.protocol.errors import ErrorCode
 from odradek.protocol.inter_broker import (
+    TYPE_FULL,
+    TYPE_UNKNOWN,
     UpdateMetadataBroker,
     UpdateMetadataEndpoint,
     UpdateMetadataPartitionState,
@@ -52,6 +54,7 @@ def _um(
     brokers: tuple[int, ...] = (1, 2, 3),
     broker_epoch: int = -1,
     topic_ids: dict[str, uuid.UUID] | None = None,
+    type_: int = TYPE_UNKNOWN,
 ) -> UpdateMetadataRequest:
     return UpdateMetadataRequest(
         2,
@@ -60,6 +63,7 @@ def _um(
         states,
         tuple(_broker(i) for i in brokers),
         topic_ids or {},
+        type_,
     )
 
 
@@ -106,6 +110,80 @@ async def test_update_metadata_builds_the_image_and_announces_changes(
     store.apply_update_metadata(_um(5, (_state("t", 0, -2, (1,)), _state("t", 1, -2, (1,)))))
     assert store.topic("t") is None and store.topic_by_id(tid) is None
     assert isinstance(seen[-1], TopicDeleted)
+
+
+async def test_a_full_update_metadata_replaces_the_image(store: ZkMetadataStore) -> None:
+    """A full UpdateMetadata removes the topics and partitions it does not name (and a topic
+    it names with another id: deleted and created again); an incremental one keeps them."""
+    seen: list[MetadataChange] = []
+    store.add_listener(seen.append)
+    ids = {"a": uuid.uuid4(), "b": uuid.uuid4(), "c": uuid.uuid4()}
+    everything = tuple(_state(t, p, 1, (1, 2)) for t in ("a", "b", "c") for p in (0, 1))
+    store.apply_update_metadata(_um(5, everything, topic_ids=ids))
+    assert sorted(t.name for t in store.topics()) == ["a", "b", "c"]
+
+    # incremental: "c" not named, kept
+    store.apply_update_metadata(_um(5, (_state("a", 0, 2, (1, 2), 1),)))
+    assert store.topic("c") is not None
+    seen.clear()
+
+    # full: "a" whole, "b" partition 0 only, "c" under a new id (recreated); a new topic "d"
+    new_c, d = uuid.uuid4(), uuid.uuid4()
+    full = (
+        _state("a", 0, 1, (1, 2), 2),
+        _state("a", 1, 1, (1, 2)),
+        _state("b", 0, 1, (1, 2)),
+        _state("c", 0, 3, (3,)),
+        _state("d", 0, 2, (2,)),
+    )
+    code = store.apply_update_metadata(
+        _um(5, full, topic_ids={**ids, "c": new_c, "d": d}, type_=TYPE_FULL)
+    )
+    assert code == ErrorCode.none
+    assert sorted(t.name for t in store.topics()) == ["a", "b", "c", "d"]
+    assert store.partition("b", 1) is None and store.partition("b", 0) is not None
+    c = store.topic("c")
+    assert c is not None and c.topic_id == new_c and [p.leader for p in c.partitions] == [3]
+    assert store.topic_by_id(ids["c"]) is None and store.topic_by_id(new_c) is c
+    deleted = [e.topic for e in seen if isinstance(e, TopicDeleted)]
+    assert [(t.name, t.topic_id) for t in deleted] == [("c", ids["c"])]
+    created = [e.topic.name for e in seen if isinstance(e, TopicCreated)]
+    assert sorted(created) == ["c", "d"]
+    assert seen.index(next(e for e in seen if isinstance(e, TopicDeleted))) < seen.index(
+        next(e for e in seen if isinstance(e, TopicCreated) and e.topic.name == "c")
+    )
+    b_changes = [e for e in seen if isinstance(e, PartitionsChanged) and e.topic.name == "b"]
+    assert [e.partitions for e in b_changes] == [(0, 1)]  # 1 left, 0 restated
+
+    # full without "d" and with "a" announced as being deleted (leader -2): both leave
+    seen.clear()
+    store.apply_update_metadata(
+        _um(
+            6,
+            (_state("a", 0, -2, (1,)), _state("a", 1, -2, (1,)), _state("b", 0, 1, (1, 2))),
+            topic_ids=ids,
+            type_=TYPE_FULL,
+        )
+    )
+    assert sorted(t.name for t in store.topics()) == ["b"]
+    assert sorted(e.topic.name for e in seen if isinstance(e, TopicDeleted)) == ["a", "c", "d"]
+
+
+async def test_a_topic_named_without_an_id_takes_the_id_it_is_given_later(
+    store: ZkMetadataStore,
+) -> None:
+    seen: list[MetadataChange] = []
+    store.add_listener(seen.append)
+    store.apply_update_metadata(_um(5, (_state("old", 0, 1, (1,)),)))  # no topic id
+    stand_in = store.topic("old")
+    assert stand_in is not None
+    tid = uuid.uuid4()
+    store.apply_update_metadata(
+        _um(5, (_state("old", 0, 1, (1,)),), topic_ids={"old": tid}, type_=TYPE_FULL)
+    )
+    topic = store.topic("old")
+    assert topic is stand_in and topic.topic_id == tid and store.topic_by_id(tid) is topic
+    assert not [e for e in seen if isinstance(e, TopicDeleted)]
 
 
 async def test_stale_controller_and_broker_epochs_are_refused(store: ZkMetadataStore) -> None:

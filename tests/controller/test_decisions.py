@@ -20,6 +20,7 @@ from odradek.controller.decisions import (
     on_topic_deletion,
 )
 from odradek.protocol.errors import ErrorCode
+from odradek.protocol.inter_broker import TYPE_FULL, TYPE_UNKNOWN
 
 from .helpers import (
     broker,
@@ -112,6 +113,8 @@ def test_bounced_broker_loses_leadership_and_gets_full_metadata() -> None:
     assert ctx2.live_brokers[1].epoch == 1000
     um = update_metadata_to(d)
     assert um[1].broker_epoch == 1000 and len(um[1].partition_states) == 2
+    # the bounced broker's image is replaced (type FULL); the others' is updated
+    assert um[1].type == TYPE_FULL and um[2].type == um[3].type == TYPE_UNKNOWN
     lai = leader_and_isr_to(d)
     assert {s.partition_index for s in lai[1].partition_states} == {0, 1} and lai[1].broker_epoch == 1000
 
@@ -123,6 +126,7 @@ def test_controller_failover_elects_offline_and_tells_everyone() -> None:
     assert ctx2.states[T0] == LeaderAndIsr(2, 1, (2, 3), 6, 1)
     assert sorted(leader_and_isr_to(d)) == [2, 3]
     assert all(r.controller_epoch == 6 for _, r in d.requests)
+    assert {b: r.type for b, r in update_metadata_to(d).items()} == {2: TYPE_FULL, 3: TYPE_FULL}
 
 
 def test_controller_failover_takes_dead_followers_out_of_the_isr() -> None:

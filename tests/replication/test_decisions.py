@@ -15,7 +15,7 @@ from odradek.broker.metadata import LocalMetadataStore
 from odradek.broker.metadata_store import PartitionState
 from odradek.broker.partition import FollowerState, Partition, caught_up_time
 from odradek.broker.purgatory import Purgatory
-from odradek.broker.replica_fetcher import truncation_offset
+from odradek.broker.replica_fetcher import fetcher_id, truncation_offset
 from odradek.broker.replica_manager import (
     LeaderAndIsrPartition,
     ReplicaManager,
@@ -464,9 +464,9 @@ async def test_fetchers_one_per_leader_and_partitions_follow_a_moved_leader() ->
     try:
         follow("a", 1)
         follow("b", 1)
-        assert list(rm.fetchers()) == [2] and rm.fetchers()[2].partition_count() == 2
+        assert list(rm.fetchers()) == [(2, 0)] and rm.fetchers()[(2, 0)].partition_count() == 2
         follow("c", 2)  # broker 2 came back on another port: every partition moves with it
-        fetcher = rm.fetchers()[2]
+        fetcher = rm.fetchers()[(2, 0)]
         assert fetcher.address == ("127.0.0.1", 2)
         assert sorted(p.topic for p in fetcher.partitions()) == ["a", "b", "c"]
         # leading a partition, or StopReplica, takes it out of the fetcher
@@ -478,5 +478,61 @@ async def test_fetchers_one_per_leader_and_partitions_follow_a_moved_leader() ->
         assert [p.topic for p in fetcher.partitions()] == ["c"]
         rm.stop_replicas(0, 1, [StopReplicaPartition("c", 0, -2, True)])
         assert rm.fetchers() == {}  # an idle fetcher stops
+    finally:
+        await rm.close()
+
+
+def test_fetcher_id_is_kafkas_get_fetcher_id() -> None:
+    """Utils.abs(31 * topic.hashCode() + partition) % n, values from Java (jshell); the
+    "__consumer_offsets" sum is negative in int32."""
+    expected = {
+        ("foo", 0): (0, 0, 5),
+        ("foo", 3): (1, 0, 1),
+        ("__consumer_offsets", 0): (1, 2, 6),
+        ("__consumer_offsets", 1): (0, 1, 5),
+        ("r-0a1b2c3d", 2): (1, 2, 3),
+        ("\u00fcn\u00efcode-topic", 1): (1, 1, 3),
+        ("a", 3): (0, 1, 0),
+    }
+    for (topic, p), ids in expected.items():
+        assert tuple(fetcher_id(topic, p, n) for n in (2, 3, 7)) == ids, (topic, p)
+        assert fetcher_id(topic, p, 1) == 0
+
+
+async def test_num_replica_fetchers_spreads_a_leaders_partitions() -> None:
+    clock = ManualClock()
+    rm = ReplicaManager(
+        LocalMetadataStore(1, None),
+        LogManager(None, in_memory=True, clock=clock),
+        LogConfig(),
+        Purgatory(),
+        None,
+        clock=clock,
+        replication=ReplicationConfig(replica_fetch_backoff_ms=10, num_replica_fetchers=2),
+    )
+    states = [
+        LeaderAndIsrPartition(
+            "t", p, leader=2, leader_epoch=0, isr=[1, 2], partition_epoch=0, replicas=[1, 2]
+        )
+        for p in range(4)
+    ]
+    try:
+        assert set(rm.become_leader_or_follower(0, 1, states, [_Leader(2, 1)]).values()) == {
+            ErrorCode.none
+        }
+        fetchers = rm.fetchers()
+        assert sorted(fetchers) == [(2, 0), (2, 1)]
+        for (_leader, fid), fetcher in fetchers.items():
+            assert fetcher.client_id == f"broker-1-fetcher-{fid}"
+            held = sorted(p.partition for p in fetcher.partitions())
+            assert held == [p for p in range(4) if fetcher_id("t", p, 2) == fid] and held
+        # the leader moves to another port: every partition follows, to the same fetcher ids
+        moved = LeaderAndIsrPartition(
+            "t", 0, leader=2, leader_epoch=1, isr=[1, 2], partition_epoch=1, replicas=[1, 2]
+        )
+        rm.become_leader_or_follower(0, 1, [moved], [_Leader(2, 2)])
+        assert sorted(rm.fetchers()) == [(2, 0), (2, 1)]
+        assert all(f.address == ("127.0.0.1", 2) for f in rm.fetchers().values())
+        assert sum(f.partition_count() for f in rm.fetchers().values()) == 4
     finally:
         await rm.close()

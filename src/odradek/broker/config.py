@@ -420,7 +420,12 @@ BROKER_KEYS: dict[str, ConfigKey] = {
         _k("controlled.shutdown.max.retries", _int(0), 3),
         _k("controlled.shutdown.retry.backoff.ms", _int(0), 5000),
         _k("controller.socket.timeout.ms", _int(1), 30000),
-        _k("num.replica.fetchers", _int(1), 1),
+        _k(
+            "num.replica.fetchers",
+            _int(1),
+            1,
+            "Fetchers (each its own connection) per leader broker; read at start.",
+        ),
         _k("request.timeout.ms", _int(1), 30000),
     ]
 }

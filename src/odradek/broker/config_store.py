@@ -12,14 +12,15 @@ them for a single broker in ``<first log dir>/odradek-config-entities.json``::
 
 written with ``write_atomic`` (temporary file, fsync, rename, directory fsync): a crash leaves
 the old or the new state. Without a data dir (storage.engine=memory) the entities live in
-memory only. A ZooKeeper store for the cluster mode implements the same Protocol over the
-znodes ``/config/<type>/<name>`` (``{"version": 1, "config": {...}}``).
+memory only. In cluster mode (``zookeeper.connect``) ``ZkConfigEntityStore``
+(zk_config_store.py) implements the same Protocol over Kafka's znodes ``/config/<type>/<name>``
+and tells its change listeners about the changes other brokers make.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from pathlib import Path
 from typing import Protocol
 
@@ -31,6 +32,7 @@ __all__ = [
     "FILE_NAME",
     "GROUPS",
     "ConfigEntityStore",
+    "EntityChangeListener",
     "LocalConfigEntityStore",
 ]
 
@@ -40,6 +42,9 @@ DEFAULT_ENTITY = "<default>"
 """The entity name of the cluster-wide broker defaults (Kafka's ZooKeeper spelling)."""
 
 FILE_NAME = "odradek-config-entities.json"
+
+EntityChangeListener = Callable[[str, str], Awaitable[None]]
+"""``listener(entity_type, name)``: that entity's configs may have changed in the store."""
 
 
 class ConfigEntityStore(Protocol):
@@ -57,6 +62,11 @@ class ConfigEntityStore(Protocol):
         self, entity_type: str, name: str, configs: Mapping[str, str]
     ) -> None:
         """Replace one entity's configs (an empty map removes the entity), durably."""
+        ...
+
+    def add_change_listener(self, listener: EntityChangeListener) -> None:
+        """Call ``listener`` (on the event loop) after an entity was changed by someone else
+        (another broker of the cluster); the store already answers with the new configs."""
         ...
 
 
@@ -81,6 +91,9 @@ class LocalConfigEntityStore:
     @property
     def path(self) -> Path | None:
         return self._path
+
+    def add_change_listener(self, listener: EntityChangeListener) -> None:
+        """Nothing else writes this broker's file: listeners are never called."""
 
     def entities(self, entity_type: str) -> dict[str, dict[str, str]]:
         return {n: dict(c) for n, c in self._entities.get(entity_type, {}).items()}

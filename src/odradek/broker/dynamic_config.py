@@ -21,6 +21,10 @@ double of the current value), connection limits, producer-state keys and, per br
 SASL listener settings. Any other known key is read-only: "Cannot update these configs
 dynamically". The merged result must still be a valid broker config.
 
+In cluster mode the store is ZooKeeper (``/config/brokers/<id>``, ``/config/brokers/<default>``,
+zk_config_store.py): a level changed through another broker reaches this one as a change
+notification, and is applied as if it had been altered here.
+
 The ``BrokerConfig`` the broker runs with is updated in place (``BrokerConfig.update_current``)
 so every holder sees the current values; ``add_reconfigurable(keys, callback)`` registers what
 must happen when one of ``keys`` changes (the broker re-applies log defaults to live logs
@@ -154,6 +158,7 @@ class DynamicBrokerConfig:
         self._default: dict[str, str] = {}
         self._broker: dict[str, str] = {}
         self._reconfigurables: list[tuple[frozenset[str], Reconfigure]] = []
+        store.add_change_listener(self._on_entity_change)
 
     @property
     def node_id(self) -> int:
@@ -172,6 +177,27 @@ class DynamicBrokerConfig:
         except ConfigError as exc:
             log.error("dynamic broker configs ignored: %s", exc)
             self._default, self._broker = {}, {}
+
+    async def _on_entity_change(self, entity_type: str, name: str) -> None:
+        """Another broker changed an entity (cluster mode): re-read ours and apply them."""
+        if entity_type != BROKERS or name not in (DEFAULT_ENTITY, str(self.node_id)):
+            return
+        default = self._usable(self.store.entity_config(BROKERS, DEFAULT_ENTITY), False)
+        broker = self._usable(self.store.entity_config(BROKERS, str(self.node_id)), True)
+        try:
+            self._merged(default, broker)
+        except ConfigError as exc:
+            log.error("dynamic broker configs of %s/%s ignored: %s", entity_type, name, exc)
+            return
+        if (default, broker) == (self._default, self._broker):
+            return
+        self._default, self._broker = default, broker
+        log.info(
+            "dynamic broker configs (%s) now %s",
+            "cluster default" if name == DEFAULT_ENTITY else f"broker {name}",
+            default if name == DEFAULT_ENTITY else broker,
+        )
+        await self._update_current()
 
     def _usable(self, props: Mapping[str, str], per_broker: bool) -> dict[str, str]:
         out: dict[str, str] = {}

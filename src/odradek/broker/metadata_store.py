@@ -171,7 +171,8 @@ class TopicDeleted:
 
 @dataclass(frozen=True, slots=True)
 class PartitionsChanged:
-    """Partitions were added, or their leader, epoch, replicas or ISR changed."""
+    """Partitions were added, or their leader, epoch, replicas or ISR changed, or they left the
+    image (a full UpdateMetadata that no longer names them: ``partition()`` answers None)."""
 
     topic: TopicMetadata
     partitions: tuple[int, ...]

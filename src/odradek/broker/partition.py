@@ -42,8 +42,9 @@ from pathlib import Path
 from kio.schema.errors import ErrorCode
 
 from odradek.broker.metadata_store import PartitionState
-from odradek.storage import LogConfig, PartitionLog
-from odradek.storage.producer_state import ProducerStateManager
+from odradek.storage import AppendResult, LogConfig, PartitionLog
+from odradek.storage.errors import OffsetOutOfRangeError
+from odradek.storage.producer_state import ProducerStateManager, snapshot_offset
 
 __all__ = ["FollowerState", "Partition", "caught_up_time", "high_watermark_candidate"]
 
@@ -88,6 +89,7 @@ class Partition:
 
     __slots__ = (
         "_producer_state",
+        "_producer_state_generation",
         "config",
         "controller_managed",
         "followers",
@@ -122,6 +124,9 @@ class Partition:
         """Where the producer-state snapshot lives (None: in memory only)."""
         self.followers: dict[int, FollowerState] = {}
         self._producer_state: ProducerStateManager | None = None
+        self._producer_state_generation = 0
+        """Bumped whenever the loaded state is dropped (a truncation, a reset): an
+        asynchronous load begun before is then discarded."""
         self.controller_managed = False
         """True once a LeaderAndIsr set this partition's state (the replicated mode)."""
         self.pending_isr: list[int] | None = None
@@ -332,14 +337,77 @@ class Partition:
             ps = self._producer_state = ProducerStateManager.load(self.log, self.snapshot_path)
         return ps
 
+    async def load_producer_state(self, yield_every_s: float = 0.01) -> ProducerStateManager:
+        """``producer_state()`` without stalling the event loop on a long replay: the log is
+        replayed in chunks, yielding to the loop every ``yield_every_s`` or so. If the state was loaded or
+        dropped meanwhile (a produce loaded it, a truncation), or the scan failed (retention
+        moved the log start), the synchronous path decides."""
+        ps = self._producer_state
+        if ps is not None:
+            return ps
+        generation = self._producer_state_generation
+
+        def is_current() -> bool:
+            return self._producer_state is None and self._producer_state_generation == generation
+
+        try:
+            loaded = await ProducerStateManager.load_async(
+                self.log, self.snapshot_path, is_current, yield_every_s=yield_every_s
+            )
+        except (OffsetOutOfRangeError, OSError):  # retention moved the log start meanwhile
+            loaded = None
+        if loaded is not None and is_current():
+            self._producer_state = loaded
+        return self.producer_state()
+
     def loaded_producer_state(self) -> ProducerStateManager | None:
         return self._producer_state
+
+    def append_as_follower(self, records: bytes | bytearray | memoryview) -> AppendResult:
+        """Append the leader's batches as they are (``PartitionLog.append_as_follower``) and
+        apply them to the producer state, which a follower keeps current as Kafka's
+        ``appendAsFollower`` does, so that it is ready (no replay of the log) when this replica
+        becomes the leader. The state is loaded before the first append (a new replica: an
+        empty log; after a restart: the last snapshot and the log past it)."""
+        state = self.producer_state()
+        result = self.log.append_as_follower(records)
+        bases_of = getattr(self.log, "segment_base_offsets", None)
+        state.apply_appended(records, bases_of() if bases_of is not None else [])
+        return result
+
+    def truncate_to(self, offset: int) -> None:
+        """A follower's truncation to ``offset`` (KIP-101/279). When records go, the producer
+        state is rebuilt at once from the snapshot, if it covers no more than ``offset``, else
+        from the log start (a snapshot past ``offset`` is deleted: it describes records that
+        are gone). Truncation is rare (a diverged log), so this replay is bounded by it."""
+        plog = self.log
+        if offset >= plog.log_end_offset:
+            plog.truncate_to(offset)  # only leader-epoch entries starting at the log end go
+            return
+        plog.truncate_to(offset)
+        self._producer_state = None
+        self._producer_state_generation += 1
+        path = self.snapshot_path
+        if path is not None and path.exists():
+            covered = snapshot_offset(path)
+            if covered is None or covered > offset:
+                with contextlib.suppress(FileNotFoundError):
+                    path.unlink()
+        self._producer_state = ProducerStateManager.load(plog, path)
+
+    def truncate_fully_and_start_at(self, offset: int) -> None:
+        """A follower behind the leader's log start restarts its log at ``offset``: the
+        producer state starts empty there (and its snapshot goes)."""
+        self.log.truncate_fully_and_start_at(offset)
+        self.reset_producer_state(drop_snapshot=True)
+        self._producer_state = ProducerStateManager.load(self.log, None)
 
     def reset_producer_state(self, *, drop_snapshot: bool = False) -> None:
         """Forget the loaded producer state (a follower's log changed under it); with
         ``drop_snapshot`` also its snapshot (the log was truncated below it). It is rebuilt
         from the log on next use."""
         self._producer_state = None
+        self._producer_state_generation += 1
         if drop_snapshot and self.snapshot_path is not None:
             with contextlib.suppress(FileNotFoundError):
                 self.snapshot_path.unlink()

@@ -1,7 +1,9 @@
 """``ReplicaFetcher``: a follower's copy loop towards one leader broker (Kafka's
-``ReplicaFetcherThread`` / ``AbstractFetcherThread``, as one asyncio task).
+``ReplicaFetcherThread`` / ``AbstractFetcherThread``, as one asyncio task with its own
+connection, client id ``broker-<id>-fetcher-<fetcher id>`` as Kafka's).
 
-One fetcher per leader broker holds the partitions this broker follows there. Each partition is
+The replica manager runs ``num.replica.fetchers`` fetchers per leader broker; a partition goes to
+fetcher :func:`fetcher_id` (Kafka's ``AbstractFetcherManager.getFetcherId``). Each partition is
 either *truncating* or *fetching*:
 
 * **Truncating** (a new leader epoch, KIP-101/279): the follower asks OffsetsForLeaderEpoch
@@ -16,8 +18,9 @@ either *truncating* or *fetching*:
   truncated the same way (back to truncating if not settled); records are appended as they
   are (``PartitionLog.append_as_follower``: offsets and epochs kept); then the high watermark
   becomes min(leader's HW, own LEO), never lower than before, and the log start offset follows
-  the leader's up to the HW. The producer state is dropped and rebuilt from the log when the
-  partition next leads.
+  the leader's up to the HW. The producer state follows the appends and truncations
+  (``Partition.append_as_follower`` / ``truncate_to``), so it is ready when the partition
+  next leads.
 
 Errors: a failed connection or request → reconnect with exponential backoff up to
 ``replica.fetch.backoff.ms``; a partition error (NOT_LEADER_OR_FOLLOWER, FENCED/UNKNOWN_LEADER_EPOCH,
@@ -45,6 +48,7 @@ from kio.schema.offset_for_leader_epoch.v4 import request as ofle_v4
 
 from odradek.broker.partition import Partition
 from odradek.clock import Clock
+from odradek.coordinator.records import java_string_hash
 from odradek.protocol.errors import ProtocolError
 from odradek.protocol.messages import decode_response, encode_request
 from odradek.protocol.messages import make_entity as make
@@ -56,7 +60,7 @@ from odradek.storage.errors import (
     UnexpectedAppendOffsetError,
 )
 
-__all__ = ["FetcherConfig", "ReplicaFetcher", "truncation_offset"]
+__all__ = ["FetcherConfig", "ReplicaFetcher", "fetcher_id", "truncation_offset"]
 
 log = logging.getLogger("odradek.replication")
 
@@ -78,6 +82,20 @@ class FetcherConfig:
     def bound(self) -> int:
         """The largest response frame accepted (a leader may exceed the limits by one batch)."""
         return 2 * self.response_max_bytes + 64 * 1024 * 1024
+
+
+def fetcher_id(topic: str, partition: int, num_fetchers: int) -> int:
+    """Which of ``num_fetchers`` fetchers towards a leader copies ``topic``-``partition``:
+    ``Utils.abs(31 * topic.hashCode() + partition) % num_fetchers`` in Java's int32 arithmetic
+    (Kafka's ``AbstractFetcherManager.getFetcherId``), the same in every process and run.
+    Consecutive partitions of a topic alternate between two fetchers."""
+    if num_fetchers <= 1:
+        return 0
+    n = (31 * java_string_hash(topic) + partition) & 0xFFFFFFFF
+    if n & 0x80000000:
+        n -= 1 << 32
+    n = 0 if n == -(1 << 31) else abs(n)  # Utils.abs: Integer.MIN_VALUE -> 0
+    return n % num_fetchers
 
 
 def truncation_offset(
@@ -136,9 +154,11 @@ class ReplicaFetcher:
         port: int,
         config: FetcherConfig,
         clock: Clock,
+        fetcher_id: int = 0,
     ) -> None:
         self.node_id = node_id
         self.leader_id = leader_id
+        self.fetcher_id = fetcher_id
         self.address = (host, port)
         self.config = config
         self.clock = clock
@@ -149,7 +169,7 @@ class ReplicaFetcher:
         self._reader: asyncio.StreamReader | None = None
         self._writer: asyncio.StreamWriter | None = None
         self._correlation_id = 0
-        self.client_id = f"replica-fetcher-{node_id}-to-{leader_id}"
+        self.client_id = f"broker-{node_id}-fetcher-{fetcher_id}"
         self.rounds = 0
         """Completed fetch rounds (for tests and metrics)."""
 
@@ -345,7 +365,7 @@ class ReplicaFetcher:
         p = state.partition
         plog = p.log
         if offset >= plog.log_end_offset:
-            plog.truncate_to(offset)  # only leader-epoch entries starting at the log end go
+            p.truncate_to(offset)  # only leader-epoch entries starting at the log end go
             return
         log.info(
             "%s-%d: truncating from %d to %d (leader %d, epoch %d)",
@@ -356,8 +376,7 @@ class ReplicaFetcher:
             self.leader_id,
             state.leader_epoch,
         )
-        plog.truncate_to(offset)
-        p.reset_producer_state(drop_snapshot=True)
+        p.truncate_to(offset)
 
     # -- fetching ------------------------------------------------------------------------------
 
@@ -423,8 +442,7 @@ class ReplicaFetcher:
                     p.partition,
                     leader_start,
                 )
-                plog.truncate_fully_and_start_at(leader_start)
-                p.reset_producer_state(drop_snapshot=True)
+                p.truncate_fully_and_start_at(leader_start)
             else:
                 s.truncating = True
             return
@@ -442,7 +460,7 @@ class ReplicaFetcher:
         records = pd.records
         if records:
             try:
-                plog.append_as_follower(records)
+                p.append_as_follower(records)
             except (CorruptRecordError, InvalidRecordError, UnexpectedAppendOffsetError) as exc:
                 log.warning(
                     "%s-%d: cannot append the leader's batches: %s", p.topic, p.partition, exc
@@ -450,7 +468,6 @@ class ReplicaFetcher:
                 s.truncating = True
                 self._delay(s, "bad batches")
                 return
-            p.reset_producer_state()
         hw = min(int(pd.high_watermark), plog.log_end_offset)
         if hw > plog.high_watermark:
             plog.update_high_watermark(hw)

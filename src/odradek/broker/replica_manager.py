@@ -20,8 +20,9 @@ the metadata image neither leader nor follower until their LeaderAndIsr):
   (``is_stale_controller_epoch``); a partition is applied only when this broker is one of its
   replicas (else UNKNOWN_TOPIC_OR_PARTITION) and its leader epoch is newer than ours (or the
   same epoch with a newer partition epoch), else STALE_CONTROLLER_EPOCH. Leaders stop fetching
-  and take the epoch; followers are handed to the ``ReplicaFetcher`` of their leader (one per
-  leader broker, ``odradek.broker.replica_fetcher``), which truncates first.
+  and take the epoch; followers are handed to a ``ReplicaFetcher`` of their leader
+  (``num.replica.fetchers`` per leader broker, the partition's by ``fetcher_id``;
+  ``odradek.broker.replica_fetcher``), which truncates first.
 * ``stop_replicas(controller_id, controller_epoch, partitions)`` applies a StopReplica: the
   fetcher stops; with ``delete`` the partition and its log go. A leader epoch older than ours
   → FENCED_LEADER_EPOCH.
@@ -56,7 +57,7 @@ from kio.schema.errors import ErrorCode
 from odradek.broker.metadata_store import MetadataStore, PartitionState, TopicMetadata
 from odradek.broker.partition import Partition
 from odradek.broker.purgatory import Purgatory
-from odradek.broker.replica_fetcher import FetcherConfig, ReplicaFetcher
+from odradek.broker.replica_fetcher import FetcherConfig, ReplicaFetcher, fetcher_id
 from odradek.clock import Clock, SystemClock
 from odradek.storage import LogConfig, LogManager
 from odradek.storage.producer_state import write_snapshot
@@ -96,6 +97,7 @@ class ReplicationConfig:
     replica_fetch_backoff_ms: int = 1000
     replica_socket_timeout_ms: int = 30_000
     replica_high_watermark_checkpoint_interval_ms: int = 5000
+    num_replica_fetchers: int = 1
 
     @classmethod
     def from_broker_config(cls, config: Any) -> ReplicationConfig:
@@ -194,7 +196,8 @@ class ReplicaManager:
         self._partitions: dict[tuple[str, int], Partition] = {}
         self.controller_epoch = -1
         """The newest controller epoch seen in a LeaderAndIsr/StopReplica."""
-        self._fetchers: dict[int, ReplicaFetcher] = {}
+        self._fetchers: dict[tuple[int, int], ReplicaFetcher] = {}
+        """By (leader broker id, fetcher id)."""
         self._listeners: list[LeadershipListener] = []
         self._hw_listeners: list[HighWatermarkListener] = []
         self._background: asyncio.Task[None] | None = None
@@ -405,10 +408,9 @@ class ReplicaManager:
                 became_leader.append((key[0], key[1], s.leader_epoch))
             else:
                 handle.make_follower(state)
-                handle.reset_producer_state()
                 address = leaders.get(s.leader)
                 if address is not None:
-                    self._fetcher_for(s.leader, *address).add_partition(handle)
+                    self._fetcher_for(s.leader, *address, key).add_partition(handle)
                 else:
                     log.info("%s-%d: leader %d is not live; not fetching", key[0], key[1], s.leader)
                 became_follower.append((key[0], key[1], s.leader_epoch))
@@ -479,21 +481,33 @@ class ReplicaManager:
 
     # -- replication: fetchers -----------------------------------------------------------------
 
-    def _fetcher_for(self, leader_id: int, host: str, port: int) -> ReplicaFetcher:
-        fetcher = self._fetchers.get(leader_id)
+    def _fetcher_for(
+        self, leader_id: int, host: str, port: int, key: tuple[str, int]
+    ) -> ReplicaFetcher:
+        """The fetcher towards ``leader_id`` at host:port that copies ``key``. A leader that
+        moved to another address takes its partitions along (to new fetchers)."""
         moved: list[Partition] = []
-        if fetcher is not None and fetcher.address != (host, port):
-            moved = fetcher.partitions()  # the leader moved: its partitions follow it
-            fetcher.close()
-            del self._fetchers[leader_id]
-            fetcher = None
+        for k in [k for k, f in self._fetchers.items() if k[0] == leader_id]:
+            if self._fetchers[k].address != (host, port):
+                old = self._fetchers.pop(k)
+                moved.extend(old.partitions())
+                old.close()
+        for handle in moved:
+            self._fetcher(leader_id, host, port, (handle.topic, handle.partition)).add_partition(
+                handle
+            )
+        return self._fetcher(leader_id, host, port, key)
+
+    def _fetcher(
+        self, leader_id: int, host: str, port: int, key: tuple[str, int]
+    ) -> ReplicaFetcher:
+        fid = fetcher_id(key[0], key[1], self.replication.num_replica_fetchers)
+        fetcher = self._fetchers.get((leader_id, fid))
         if fetcher is None:
             fetcher = ReplicaFetcher(
-                self.node_id, leader_id, host, port, self._fetcher_config(), self.clock
+                self.node_id, leader_id, host, port, self._fetcher_config(), self.clock, fid
             )
-            self._fetchers[leader_id] = fetcher
-            for handle in moved:
-                fetcher.add_partition(handle)
+            self._fetchers[(leader_id, fid)] = fetcher
         return fetcher
 
     def _fetcher_config(self) -> FetcherConfig:
@@ -513,11 +527,11 @@ class ReplicaManager:
             fetcher.remove_partitions(keys)
 
     def _stop_idle_fetchers(self) -> None:
-        for leader_id in [k for k, f in self._fetchers.items() if not f.partition_count()]:
-            self._fetchers.pop(leader_id).close()
+        for key in [k for k, f in self._fetchers.items() if not f.partition_count()]:
+            self._fetchers.pop(key).close()
 
-    def fetchers(self) -> dict[int, ReplicaFetcher]:
-        """The replica fetchers by leader broker id (for tests and metrics)."""
+    def fetchers(self) -> dict[tuple[int, int], ReplicaFetcher]:
+        """The replica fetchers by (leader broker id, fetcher id) (for tests and metrics)."""
         return dict(self._fetchers)
 
     # -- replication: leader side -------------------------------------------------------------
@@ -699,6 +713,15 @@ class ReplicaManager:
                 await task
 
     # -- producer state -----------------------------------------------------------------------
+
+    async def load_producer_states(self, keys: Iterable[tuple[str, int]]) -> None:
+        """Load, yielding to the event loop, the producer state of every partition in
+        ``keys`` led here that has none loaded yet (before a read_committed read, whose
+        synchronous path would otherwise replay the log in one go)."""
+        for key in keys:
+            handle = self._partitions.get(key)
+            if handle is not None and handle.is_leader and handle.loaded_producer_state() is None:
+                await handle.load_producer_state()
 
     def truncate_producer_states(self) -> None:
         """After retention: forget producer batches below each log's start."""

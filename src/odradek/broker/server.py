@@ -62,6 +62,7 @@ from odradek.storage.cleaner import CleanerConfig, LogCleaner
 
 if TYPE_CHECKING:
     from odradek.broker.zk_cluster import ZkCluster
+    from odradek.broker.zk_config_store import ZkConfigEntityStore
     from odradek.console.broker import BrokerConsole
 
 __all__ = ["Broker", "KafkaConnection", "coordinator_config", "default_log_config"]
@@ -206,6 +207,8 @@ class Broker:
         self._console: BrokerConsole | None = None
         self.cluster: ZkCluster | None = None
         """With zookeeper.connect: the controller, AlterPartition, controlled shutdown."""
+        self._zk_config_store: ZkConfigEntityStore | None = None
+        """With zookeeper.connect: dynamic configs in ZooKeeper (``/config/brokers/...``)."""
 
     # -- what connections see ----------------------------------------------------------------
 
@@ -260,7 +263,12 @@ class Broker:
             metadata = LocalMetadataStore(self.node_id, self.data_dir)
         self.metadata = metadata
         # dynamic broker configs apply before anything reads the config
-        self.config_store = self._injected_config_store or LocalConfigEntityStore(self.data_dir)
+        if self._injected_config_store is not None:
+            self.config_store = self._injected_config_store
+        elif self._zk_config_store is not None:
+            self.config_store = self._zk_config_store
+        else:
+            self.config_store = LocalConfigEntityStore(self.data_dir)
         self.dynamic_config = DynamicBrokerConfig(cfg, self.config_store)
         self.dynamic_config.initialize()
         self.group_configs = GroupConfigManager(cfg, self.config_store)
@@ -389,6 +397,8 @@ class Broker:
                 self._server = None
             if self.cluster is not None:
                 await self.cluster.stop()
+            if self._zk_config_store is not None:
+                self._zk_config_store.close()
             self.log_manager.close()
             metadata.close()
             raise
@@ -410,6 +420,7 @@ class Broker:
         """zookeeper.connect: the ZooKeeper store and this broker's part in the cluster (kazoo is
         imported only here)."""
         from odradek.broker.zk_cluster import ZkCluster
+        from odradek.broker.zk_config_store import ZkConfigEntityStore
         from odradek.broker.zk_metadata import ZkMetadataStore
 
         cfg = self.config
@@ -420,11 +431,17 @@ class Broker:
             connection_timeout_ms=cfg.zookeeper_connection_timeout_ms,
             admin_timeout_ms=cfg.request_timeout_ms,
         )
+        config_store = ZkConfigEntityStore(
+            store.zk, admin_timeout_ms=cfg.request_timeout_ms, clock=self.clock
+        )
         try:
             await store.start()
+            await config_store.start()
         except BaseException:
+            config_store.close()
             store.close()
             raise
+        self._zk_config_store = config_store
         self.cluster = ZkCluster(cfg, store, self.clock)
         return store
 
@@ -519,6 +536,8 @@ class Broker:
             if self.cluster is not None:
                 with contextlib.suppress(Exception):
                     await self.cluster.stop()
+            if self._zk_config_store is not None:
+                self._zk_config_store.close()
             self.metadata.close()
         log.info("broker %s stopped", self.node_id)
 

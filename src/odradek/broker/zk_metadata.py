@@ -23,7 +23,12 @@ write, raises ``MetadataUnavailableError`` (answered as REQUEST_TIMED_OUT), neve
 
 UpdateMetadata is refused with STALE_CONTROLLER_EPOCH when its controller epoch is older than
 the newest seen, and with STALE_BROKER_EPOCH when it was meant for an older registration of
-this broker. A partition whose leader is -2 (LeaderDuringDelete) leaves the image.
+this broker. A partition whose leader is -2 (LeaderDuringDelete) leaves the image. A full
+UpdateMetadata (``type`` FULL, v8) replaces the partitions of the image: a topic or partition it
+does not name leaves the image first (as Kafka's ZkMetadataCache does for a full update; Kafka
+honours FULL only from a KRaft controller in migration, odradek's controller marks its full sends
+to a (re)started broker and on failover FULL). A partition that leaves is announced as
+``PartitionsChanged`` (``partition()`` then answers None), a topic that leaves as ``TopicDeleted``.
 
 This module imports kazoo (through ``odradek.cluster.zk``): only a broker with
 ``zookeeper.connect`` imports it.
@@ -67,7 +72,7 @@ from odradek.broker.metadata_store import (
 )
 from odradek.cluster import zk as zkc
 from odradek.protocol.errors import ErrorCode
-from odradek.protocol.inter_broker import ZERO_UUID, UpdateMetadataRequest
+from odradek.protocol.inter_broker import TYPE_FULL, ZERO_UUID, UpdateMetadataRequest
 
 __all__ = ["INTERNAL_TOPICS", "LEADER_DURING_DELETE", "ZkMetadataStore", "topic_id_to_zk"]
 
@@ -77,6 +82,11 @@ T = TypeVar("T")
 
 LEADER_DURING_DELETE = -2
 INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state"})
+
+
+def _stand_in_id(name: str) -> uuid.UUID:
+    """The id the image gives a topic UpdateMetadata names without one (the zero UUID)."""
+    return uuid.uuid5(uuid.NAMESPACE_URL, f"odradek-topic:{name}")
 
 
 def topic_id_to_zk(topic_id: uuid.UUID) -> str:
@@ -186,17 +196,13 @@ class ZkMetadataStore(MetadataImage):
         created: dict[str, TopicMetadata] = {}
         touched: dict[str, list[int]] = {}
         deleted: dict[str, TopicMetadata] = {}
+        if request.type == TYPE_FULL:
+            for name, index in self._omitted_by(request):
+                self._remove_partition(name, index, deleted, touched)
         for s in request.partition_states:
             name = s.topic_name
             if s.leader == LEADER_DURING_DELETE:
-                topic = self._topics.get(name)
-                if topic is not None:
-                    topic.partitions = [
-                        p for p in topic.partitions if p.partition != s.partition_index
-                    ]
-                    if not topic.partitions:
-                        deleted[name] = self._topics.pop(name)
-                        self._by_id.pop(topic.topic_id, None)
+                self._remove_partition(name, s.partition_index, deleted, touched)
                 continue
             state = PartitionState(
                 s.partition_index,
@@ -208,24 +214,29 @@ class ZkMetadataStore(MetadataImage):
                 s.zk_version,
             )
             topic = self._topics.get(name)
+            tid = request.topic_ids.get(name, ZERO_UUID)
             if topic is None:
-                tid = request.topic_ids.get(name, ZERO_UUID)
                 if tid == ZERO_UUID:
-                    tid = uuid.uuid5(uuid.NAMESPACE_URL, f"odradek-topic:{name}")
+                    tid = _stand_in_id(name)
                 topic = TopicMetadata(name, tid, [], {}, internal=name in INTERNAL_TOPICS)
                 self._topics[name] = topic
                 self._by_id[tid] = topic
                 created[name] = topic
+            elif tid != ZERO_UUID and topic.topic_id == _stand_in_id(name):
+                # the controller gave the topic an id (Kafka's controller does so on failover)
+                self._by_id.pop(topic.topic_id, None)
+                topic.topic_id = tid
+                self._by_id[tid] = topic
             self._put_partition(topic, state)
             if name not in created:
                 touched.setdefault(name, []).append(s.partition_index)
+        for topic in deleted.values():
+            changes.append(TopicDeleted(topic))
         for topic in created.values():
             changes.append(TopicCreated(topic))
         for name, parts in touched.items():
-            if name in self._topics:
+            if name in self._topics and name not in created:
                 changes.append(PartitionsChanged(self._topics[name], tuple(sorted(set(parts)))))
-        for topic in deleted.values():
-            changes.append(TopicDeleted(topic))
         self.updates_applied += 1
         for change in changes:
             self._announce(change)
@@ -234,6 +245,46 @@ class ZkMetadataStore(MetadataImage):
             self._loop.create_task(self._load_configs(names))
         self._signal()
         return ErrorCode.none
+
+    def _omitted_by(self, request: UpdateMetadataRequest) -> list[tuple[str, int]]:
+        """The partitions of the image a full UpdateMetadata does not name: those of a topic it
+        omits, or names with another topic id (deleted and created again), and those a topic
+        it names no longer has (Kafka's ZkMetadataCache, for a full update)."""
+        named: dict[str, set[int]] = {}
+        for s in request.partition_states:
+            named.setdefault(s.topic_name, set()).add(s.partition_index)
+        omitted: list[tuple[str, int]] = []
+        for name, topic in self._topics.items():
+            indexes = named.get(name)
+            tid = request.topic_ids.get(name, ZERO_UUID)
+            # another id: deleted and created again (a stand-in id only gets the real one)
+            replaced = tid != ZERO_UUID and topic.topic_id not in (tid, _stand_in_id(name))
+            for p in topic.partitions:
+                if indexes is None or replaced or p.partition not in indexes:
+                    omitted.append((name, p.partition))
+        return omitted
+
+    def _remove_partition(
+        self,
+        name: str,
+        index: int,
+        deleted: dict[str, TopicMetadata],
+        touched: dict[str, list[int]],
+    ) -> None:
+        """Drop one partition from the image; a topic left without partitions goes too."""
+        topic = self._topics.get(name)
+        if topic is None:
+            return
+        kept = [p for p in topic.partitions if p.partition != index]
+        if len(kept) == len(topic.partitions):
+            return
+        topic.partitions = kept
+        if kept:
+            touched.setdefault(name, []).append(index)
+            return
+        deleted[name] = self._topics.pop(name)
+        self._by_id.pop(topic.topic_id, None)
+        touched.pop(name, None)
 
     @staticmethod
     def _put_partition(topic: TopicMetadata, state: PartitionState) -> None:

@@ -16,8 +16,9 @@ Znodes (paths relative to the chroot of ``zookeeper.connect``, e.g. ``127.0.0.1:
 * ``/brokers/topics/<t>/partitions/<p>/state``: ``{"version":1,"leader":id|-1,"leader_epoch":n,
   "isr":[...],"controller_epoch":n}``; every write is conditional on its znode version
   (:meth:`KafkaZkClient.update_leader_and_isr` reports BADVERSION as a typed result).
-* ``/config/topics/<t>``: ``{"version":1,"config":{...}}``, each change announced by a sequential
-  ``/config/changes/config_change_N`` = ``{"version":2,"entity_path":"topics/<t>"}``.
+* ``/config/<type>/<name>`` (``topics/<t>``, ``brokers/<id>``, ``brokers/<default>``...):
+  ``{"version":1,"config":{...}}``, each change announced by a persistent sequential
+  ``/config/changes/config_change_N`` = ``{"version":2,"entity_path":"<type>/<name>"}``.
 * ``/admin/delete_topics/<t>`` (empty), ``/admin/reassign_partitions`` =
   ``{"version":1,"partitions":[{"topic","partition","replicas"}]}``,
   ``/admin/preferred_replica_election`` = ``{"version":1,"partitions":[{"topic","partition"}]}``,
@@ -71,8 +72,10 @@ BROKER_IDS = "/brokers/ids"
 BROKER_TOPICS = "/brokers/topics"
 CONTROLLER = "/controller"
 CONTROLLER_EPOCH = "/controller_epoch"
+CONFIG = "/config"
 CONFIG_TOPICS = "/config/topics"
 CONFIG_CHANGES = "/config/changes"
+CONFIG_CHANGE_PREFIX = "config_change_"
 DELETE_TOPICS = "/admin/delete_topics"
 REASSIGN_PARTITIONS = "/admin/reassign_partitions"
 PREFERRED_REPLICA_ELECTION = "/admin/preferred_replica_election"
@@ -644,15 +647,82 @@ class KafkaZkClient:
 
     def set_or_create_topic_config(self, topic: str, config: Mapping[str, str]) -> None:
         """Write ``/config/topics/<t>`` and announce it with a ``/config/changes`` notification."""
+        self.set_or_create_entity_config("topics", topic, config)
+
+    # -- config entities (/config/<type>/<name>; Kafka's AdminZkClient.changeEntityConfig)
+
+    def get_entity_config(self, entity_type: str, name: str) -> dict[str, str]:
+        """The configs of ``/config/<type>/<name>`` (empty when the znode is absent, or not
+        Kafka's JSON: then with a warning)."""
+        path = f"{CONFIG}/{entity_type}/{name}"
+        try:
+            data, _ = self.zk.get(path)
+        except NoNodeError:
+            return {}
+        try:
+            config = json.loads(data).get("config") or {}
+            return {str(k): str(v) for k, v in dict(config).items()}
+        except (ValueError, TypeError, AttributeError):
+            log.warning("%s is not a config znode (ignored): %r", path, data[:200])
+            return {}
+
+    def get_entity_names(self, entity_type: str) -> list[str]:
+        try:
+            return sorted(self.zk.get_children(f"{CONFIG}/{entity_type}"))
+        except NoNodeError:
+            return []
+
+    def set_or_create_entity_config(
+        self, entity_type: str, name: str, config: Mapping[str, str]
+    ) -> None:
+        """Write ``/config/<type>/<name>`` (an empty map is written as such, as Kafka does) and
+        announce it with a ``/config/changes`` notification."""
         self._check_writable()
         data = _path_json({"version": 1, "config": dict(config)})
-        path = f"{CONFIG_TOPICS}/{topic}"
+        path = f"{CONFIG}/{entity_type}/{name}"
         try:
             self.zk.set(path, data)
         except NoNodeError:
             self.zk.create(path, data, makepath=True)
-        self.zk.create(f"{CONFIG_CHANGES}/config_change_",
-                       _path_json({"version": 2, "entity_path": f"topics/{topic}"}), sequence=True)
+        self.zk.create(f"{CONFIG_CHANGES}/{CONFIG_CHANGE_PREFIX}",
+                       _path_json({"version": 2, "entity_path": f"{entity_type}/{name}"}),
+                       sequence=True)
+
+    def get_config_change_names(self) -> list[str]:
+        """The children of ``/config/changes`` (``config_change_<n>``)."""
+        return list(self.zk.get_children(CONFIG_CHANGES))
+
+    def purge_config_changes(self, created_before_ms: int) -> list[str]:
+        """Delete the ``/config/changes`` notifications created (ZooKeeper's ctime) before
+        ``created_before_ms``, oldest first, stopping at the first newer one; the names deleted
+        (Kafka's ZkNodeChangeNotificationListener.purgeObsoleteNotifications)."""
+        deleted: list[str] = []
+        for name in sorted(self.get_config_change_names()):
+            path = f"{CONFIG_CHANGES}/{name}"
+            stat = self.zk.exists(path)
+            if stat is None:
+                continue
+            if stat.ctime >= created_before_ms:
+                break
+            try:
+                self.zk.delete(path)
+            except NoNodeError:
+                pass  # purged by another broker
+            deleted.append(name)
+        return deleted
+
+    def get_config_change_entity_path(self, notification: str) -> str | None:
+        """The ``entity_path`` of ``/config/changes/<notification>`` (None when it is gone or
+        not a version 2 notification)."""
+        try:
+            data, _ = self.zk.get(f"{CONFIG_CHANGES}/{notification}")
+            parsed = json.loads(data)
+        except (NoNodeError, ValueError):
+            return None
+        if not isinstance(parsed, dict) or parsed.get("version") != 2:
+            return None
+        path = parsed.get("entity_path")
+        return path if isinstance(path, str) else None
 
     # -- admin requests
 

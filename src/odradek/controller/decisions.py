@@ -15,8 +15,10 @@ Rules (Kafka's ``PartitionStateMachine`` / ``ReplicaStateMachine`` / ``Election`
   last leader alone, and only ``unclean.leader.election.enable`` (broker default or topic
   config) lets a replica outside the ISR lead, with ISR = [it];
 * LeaderAndIsr goes to the live replicas of a changed partition, UpdateMetadata with it to every
-  live broker, StopReplica to a replica that stops (``delete_partition`` when it goes away); each
-  carries the controller epoch, the receiving broker's epoch and the partition's znode version.
+  live broker (every partition, typed FULL, to a broker that (re)started and on failover: it
+  replaces the broker's image), StopReplica to a replica that stops (``delete_partition`` when
+  it goes away); each carries the controller epoch, the receiving broker's epoch and the
+  partition's znode version.
 
 Events and their handlers (Kafka's names): :func:`on_controller_failover`,
 :func:`on_broker_change` (joined, left, bounced = new czxid), :func:`on_topic_change` (new
@@ -43,6 +45,8 @@ from odradek.controller.election import (
 )
 from odradek.protocol.errors import ErrorCode
 from odradek.protocol.inter_broker import (
+    TYPE_FULL,
+    TYPE_UNKNOWN,
     ZERO_UUID,
     LeaderAndIsrPartitionState,
     LeaderAndIsrRequest,
@@ -234,9 +238,10 @@ class _Batch:
         for b in sorted(self.um_brokers | self.um_full):
             tps = ctx.all_partitions() if b in self.um_full else sorted(self.um_partitions)
             um_states = tuple(s for s in (self._um_state(tp) for tp in tps) if s is not None)
+            kind = TYPE_FULL if b in self.um_full else TYPE_UNKNOWN
             self.d.requests.append(
                 (b, UpdateMetadataRequest(c_id, c_epoch, ctx.broker_epoch(b), um_states, live,
-                                          self._topic_ids({s.topic_name for s in um_states})))
+                                          self._topic_ids({s.topic_name for s in um_states}), kind))
             )
         for b in sorted(self.stop):
             parts = tuple(

@@ -23,6 +23,9 @@ __all__ = [
     "LEADER_AND_ISR",
     "STOP_REPLICA",
     "SUPPORTED_VERSIONS",
+    "TYPE_FULL",
+    "TYPE_INCREMENTAL",
+    "TYPE_UNKNOWN",
     "UPDATE_METADATA",
     "ControlledShutdownRequest",
     "ControlledShutdownResponse",
@@ -66,6 +69,10 @@ STOP_REPLICA = 5
 UPDATE_METADATA = 6
 CONTROLLED_SHUTDOWN = 7
 ZERO_UUID = uuid.UUID(int=0)
+# AbstractControlRequest.Type, the tagged ``type`` of LeaderAndIsr v7 and UpdateMetadata v8
+TYPE_UNKNOWN = 0
+TYPE_INCREMENTAL = 1
+TYPE_FULL = 2
 SECURITY_PROTOCOL_PLAINTEXT = 0
 
 

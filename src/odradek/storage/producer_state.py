@@ -25,26 +25,34 @@ INVALID_PRODUCER_EPOCH) and, for an abort, appends the index entry.
 
 Persistence: ``snapshot()`` returns a JSON-able dict {"offset": next offset covered, "producers":
 {pid: [epoch, [[f, l, first_offset, last_offset], ...]]}, "txn": {"ongoing": {pid: first offset},
-"epochs": {pid: coordinator epoch of its last marker}}}, written as JSON by
+"epochs": {pid: coordinator epoch of its last marker}}} plus "epoch" (the leader epoch of the
+last offset covered: a load ignores the snapshot when the log's differs), written as JSON by
 ``snapshot_payload``/``write_snapshot`` (atomic rename, no fsync: a lost snapshot only costs a
 longer replay). ``ProducerStateManager.load(log, path)`` reads the last snapshot (ignored when
 unreadable or outside the log's offsets) reads the ``.txnindex`` entries whose markers lie below
 the snapshot's offset and replays the batches between its offset and the log end offset
 (``update``, and the markers into the tracker and the index files), so the state survives a
-restart and a kill -9.
+restart and a kill -9. ``load_async`` does the same in chunks, yielding to the event loop.
+
+Replicas: a follower applies the batches it copies from the leader (``apply_batches``, the same
+code as the replay), so its state is current when it becomes the leader; after a truncation
+the broker reloads it (``Partition.truncate_to``).
 """
 
 from __future__ import annotations
 
+import asyncio
 import enum
 import json
 import logging
+import time
 from collections import deque
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from odradek.protocol.records import RecordBatch
+from odradek.protocol.records import BatchHeader, RecordBatch, iter_batch_headers
 from odradek.storage.api import PartitionLog
 from odradek.storage.checkpoint import write_atomic
 from odradek.storage.scan import scan_to_end
@@ -65,6 +73,7 @@ __all__ = [
     "MarkerVerdict",
     "ProducerStateManager",
     "Verdict",
+    "snapshot_offset",
     "write_snapshot",
 ]
 
@@ -90,6 +99,14 @@ OK = Verdict.OK
 DUPLICATE = Verdict.DUPLICATE
 OUT_OF_ORDER = Verdict.OUT_OF_ORDER
 INVALID_PRODUCER_EPOCH = Verdict.INVALID_PRODUCER_EPOCH
+_BASE_OFFSET = BatchHeader._fields.index("base_offset")
+_ATTRIBUTES = BatchHeader._fields.index("attributes")
+_LAST_OFFSET_DELTA = BatchHeader._fields.index("last_offset_delta")
+_PRODUCER_ID = BatchHeader._fields.index("producer_id")
+_PRODUCER_EPOCH = BatchHeader._fields.index("producer_epoch")
+_BASE_SEQUENCE = BatchHeader._fields.index("base_sequence")
+_TRANSACTIONAL = 0x10
+_CONTROL = 0x20
 _SEQ_MAX = 2**31 - 1
 _SEQ_MOD = 2**31
 
@@ -280,17 +297,80 @@ class ProducerStateManager:
     def load(cls, plog: PartitionLog, snapshot_path: Path | None) -> ProducerStateManager:
         """The state of ``plog``: its last snapshot (when usable), then the batch headers from
         the snapshot's offset (or the log start) to the log end offset."""
+        state = cls._start_load(plog, snapshot_path)
+        from_offset = state.offset
+        started = time.perf_counter()
+        count = state.replay(plog)
+        state.dirty = True
+        _log_loaded(plog, count, from_offset, started)
+        return state
+
+    @classmethod
+    async def load_async(
+        cls,
+        plog: PartitionLog,
+        snapshot_path: Path | None,
+        is_current: Callable[[], bool],
+        chunk_bytes: int = 1 << 18,
+        yield_every_s: float = 0.01,
+    ) -> ProducerStateManager | None:
+        """``load`` that yields to the event loop once it has replayed for ``yield_every_s``
+        (checked after every ``chunk_bytes`` read), so a large replay does not stall the
+        broker for longer than that, without paying a yield per chunk. Appends meanwhile are replayed too (the
+        scan runs to the log end). The ``.txnindex`` entries found are written only at the
+        end, and only when ``is_current()`` (the caller's check that the log was not truncated
+        and nobody loaded the state meanwhile): else None, nothing written."""
+        state = cls._start_load(plog, snapshot_path)
+        files, state.txn_indexes = state.txn_indexes, TransactionIndexFiles(None)
+        from_offset = state.offset
+        started = time.perf_counter()
+        bases_of = getattr(plog, "segment_base_offsets", None)
+        count = 0
+        since = started
+        for batches in scan_to_end(plog, state.offset, chunk_bytes):
+            state.apply_batches(batches, bases_of() if bases_of is not None else [])
+            count += len(batches)
+            if time.perf_counter() - since >= yield_every_s:
+                await asyncio.sleep(0)
+                if not is_current():
+                    return None
+                since = time.perf_counter()
+        files.load(from_offset)  # drops anything past from_offset, as load does
+        bases = bases_of() if bases_of is not None else []
+        for entry in state.txn.aborted:
+            if entry.last_offset >= from_offset:
+                files.append(entry, bases)
+        state.txn_indexes = files
+        state.dirty = True
+        _log_loaded(plog, count, from_offset, started)
+        return state
+
+    @classmethod
+    def _start_load(cls, plog: PartitionLog, snapshot_path: Path | None) -> ProducerStateManager:
+        """The snapshot (when usable) and the ``.txnindex`` entries below its offset; the
+        replay starts at the returned state's ``offset``."""
         state: ProducerStateManager | None = None
         start = plog.log_start_offset
         directory = getattr(plog, "directory", None)
         index_dir = Path(directory) if directory is not None else None
         if snapshot_path is not None and snapshot_path.exists():
+            epoch: int | None = None
             try:
-                state = cls.from_snapshot(json.loads(snapshot_path.read_text()), index_dir)
-            except (OSError, ValueError, KeyError, TypeError, IndexError):
+                data = json.loads(snapshot_path.read_text())
+                state = cls.from_snapshot(data, index_dir)
+                epoch = None if data.get("epoch") is None else int(data["epoch"])
+            except (OSError, ValueError, KeyError, TypeError, IndexError, AttributeError):
                 log.warning("ignoring unreadable producer state snapshot %s", snapshot_path)
                 state = None
             if state is not None and not (start <= state.offset <= plog.log_end_offset):
+                state = None
+            if (
+                state is not None
+                and epoch is not None
+                and state.offset > start
+                and epoch != _epoch_at(plog, state.offset - 1)
+            ):
+                log.info("ignoring producer state snapshot %s of a diverged log", snapshot_path)
                 state = None
         if state is None:
             state = cls(index_dir)
@@ -300,37 +380,68 @@ class ProducerStateManager:
         bases_of = getattr(plog, "segment_base_offsets", None)
         if bases_of is not None:
             state.txn_indexes.delete_below(bases_of())  # segments retention deleted meanwhile
-        state.replay(plog)
-        state.dirty = True
         return state
 
-    def replay(self, plog: PartitionLog) -> None:
+    def replay(self, plog: PartitionLog) -> int:
         """Apply the batches in [self.offset, log end offset) of ``plog`` (headers, and the
-        record of each transaction marker)."""
+        record of each transaction marker); return how many batches were applied."""
         bases_of = getattr(plog, "segment_base_offsets", None)
         bases: list[int] = bases_of() if bases_of is not None else []
+        count = 0
         for batches in scan_to_end(plog, self.offset):
-            for batch in batches:
-                base_offset = batch.base_offset
-                last_delta = batch.last_offset_delta
-                if batch.is_transactional:
-                    if batch.is_control:
-                        self._replay_marker(batch, bases)
-                        continue
-                    self.append_txn_data(batch.producer_id, base_offset)
-                if batch.is_control:  # control batches carry no sequence
-                    pid = base_seq = -1
-                else:
-                    pid, base_seq = batch.producer_id, batch.base_sequence
-                last_seq = (base_seq + last_delta) % _SEQ_MOD if base_seq >= 0 else -1
-                self.update(
-                    pid,
-                    batch.producer_epoch,
-                    base_seq,
-                    last_seq,
-                    base_offset,
-                    base_offset + last_delta,
-                )
+            self.apply_batches(batches, bases)
+            count += len(batches)
+        return count
+
+    def apply_batches(self, batches: Iterable[RecordBatch], segment_bases: list[int]) -> None:
+        """Apply batches already in the log, in offset order, as they are (no check): the
+        replay of the log, and a follower's append (Kafka's appendAsFollower, whose producer
+        state follows the leader's batches; ``segment_bases`` of the log after the append)."""
+        for batch in batches:
+            base_offset = batch.base_offset
+            last_delta = batch.last_offset_delta
+            if batch.is_transactional:
+                if batch.is_control:
+                    self._replay_marker(batch, segment_bases)
+                    continue
+                self.append_txn_data(batch.producer_id, base_offset)
+            if batch.is_control:  # control batches carry no sequence
+                pid = base_seq = -1
+            else:
+                pid, base_seq = batch.producer_id, batch.base_sequence
+            last_seq = (base_seq + last_delta) % _SEQ_MOD if base_seq >= 0 else -1
+            self.update(
+                pid,
+                batch.producer_epoch,
+                base_seq,
+                last_seq,
+                base_offset,
+                base_offset + last_delta,
+            )
+
+    def apply_appended(
+        self, records: bytes | bytearray | memoryview, segment_bases: list[int]
+    ) -> None:
+        """``apply_batches`` for a buffer of whole, already validated batches (a follower's
+        append), cheaper: one header unpack per batch, and a batch with neither a producer
+        id nor a transaction only moves ``offset``."""
+        last_offset = -1
+        for position, header in iter_batch_headers(records):
+            base_offset = header[_BASE_OFFSET]
+            last_offset = base_offset + header[_LAST_OFFSET_DELTA]
+            if header[_ATTRIBUTES] & _CONTROL:
+                self.apply_batches((RecordBatch(records, position),), segment_bases)
+                continue
+            pid = header[_PRODUCER_ID]
+            if pid < 0:
+                continue
+            if header[_ATTRIBUTES] & _TRANSACTIONAL:
+                self.append_txn_data(pid, base_offset)
+            base_seq = header[_BASE_SEQUENCE]
+            last_seq = (base_seq + header[_LAST_OFFSET_DELTA]) % _SEQ_MOD if base_seq >= 0 else -1
+            self.update(pid, header[_PRODUCER_EPOCH], base_seq, last_seq, base_offset, last_offset)
+        if last_offset + 1 > self.offset:
+            self.offset = last_offset + 1
 
     def _replay_marker(self, batch: RecordBatch, bases: list[int]) -> None:
         for record in batch.records():
@@ -358,7 +469,43 @@ class ProducerStateManager:
             return None
         self.offset = max(self.offset, plog.log_end_offset)
         self.dirty = False
-        return json.dumps(self.snapshot()).encode()
+        data = self.snapshot()
+        data["epoch"] = _epoch_at(plog, self.offset - 1)
+        return json.dumps(data).encode()
+
+
+def _epoch_at(plog: PartitionLog, offset: int) -> int:
+    """The leader epoch of ``offset`` by the log's leader-epoch entries (-1: none). A snapshot
+    records it for its last offset; a load ignores a snapshot whose epoch there differs from
+    the log's (the log was truncated and rewritten past it by another leader since: a log is
+    the same up to an offset when the epochs at that offset are, KIP-101)."""
+    entries_of = getattr(plog, "leader_epoch_entries", None)
+    epoch = -1
+    if entries_of is not None and offset >= 0:
+        for entry_epoch, start in entries_of():
+            if start > offset:
+                break
+            epoch = entry_epoch
+    return epoch
+
+
+def _log_loaded(plog: PartitionLog, count: int, from_offset: int, started: float) -> None:
+    log.info(
+        "producer state of %s-%s loaded: replayed %d batches from offset %d in %.1f ms",
+        getattr(plog, "topic", "?"),
+        getattr(plog, "partition", "?"),
+        count,
+        from_offset,
+        (time.perf_counter() - started) * 1000,
+    )
+
+
+def snapshot_offset(path: Path) -> int | None:
+    """The offset a snapshot file covers up to (None: missing or unreadable)."""
+    try:
+        return int(json.loads(path.read_text())["offset"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
 
 
 def write_snapshot(path: Path, payload: bytes) -> None:

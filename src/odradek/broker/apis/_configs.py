@@ -38,7 +38,7 @@ from odradek.broker.dynamic_config import (
     broker_config_synonyms,
 )
 from odradek.broker.loggers import DYNAMIC_BROKER_LOGGER_CONFIG, BrokerLoggers, LoggerError
-from odradek.broker.metadata_store import TopicMetadata
+from odradek.broker.metadata_store import MetadataUnavailableError, TopicMetadata
 from odradek.broker.services import BrokerServices
 
 __all__ = [
@@ -249,6 +249,8 @@ async def alter_broker(
         )
     except ConfigError as exc:
         return ErrorCode.invalid_config, f"Invalid config value for resource BROKER {name!r}: {exc}"
+    except MetadataUnavailableError as exc:  # cluster mode: ZooKeeper away
+        return ErrorCode.request_timed_out, str(exc)
     return ErrorCode.none, None
 
 
@@ -268,6 +270,8 @@ async def alter_group(
         await services.group_configs.alter(name, props, validate_only)
     except ConfigError as exc:
         return ErrorCode.invalid_config, str(exc)
+    except MetadataUnavailableError as exc:  # cluster mode: ZooKeeper away
+        return ErrorCode.request_timed_out, str(exc)
     return ErrorCode.none, None
 
 

@@ -220,6 +220,10 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
     disabled: frozenset[str] = frozenset()
     if not follower and ctx.header.api_version <= 3:
         disabled = _down_conversion_disabled(services, request)
+    if not follower and getattr(request, "isolation_level", 0) == 1:
+        await services.replica_manager.load_producer_states(
+            (ft.topic, fp.partition) for ft in request.topics for fp in ft.partitions
+        )
     results, total, error = _read_all(services, request, follower, refused, disabled)
     min_bytes = request.min_bytes
     if total < min_bytes and not error and request.topics:

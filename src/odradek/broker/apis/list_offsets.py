@@ -88,6 +88,10 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
     follower = request.replica_id >= 0
     check_epoch = int(request.__version__) >= 4
     read_committed = getattr(request, "isolation_level", 0) == 1
+    if read_committed and not follower:
+        await replicas.load_producer_states(
+            (t.name, p.partition_index) for t in request.topics for p in t.partitions
+        )
     topics = []
     for t in request.topics:
         parts = []
