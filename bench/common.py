@@ -325,6 +325,29 @@ class PySpy:
         return top_functions(self.out, n)
 
 
+def produce_to_partition_0(producer: Any, topic: str, value: bytes, n: int) -> None:
+    """``n`` copies of ``value`` to partition 0 of ``topic`` through a confluent-kafka
+    ``producer``, all acknowledged (a full local queue is waited on, bounded); raises when any
+    record was not delivered."""
+    errors: list[Any] = []
+
+    def on_delivery(err: Any, _msg: Any) -> None:
+        if err is not None:
+            errors.append(err)
+
+    for _ in range(n):
+        for _attempt in range(1000):  # bounded: the local queue drains within seconds
+            try:
+                producer.produce(topic, value, partition=0, on_delivery=on_delivery)
+                break
+            except BufferError:
+                producer.poll(0.01)
+        producer.poll(0)
+    left = producer.flush(120)
+    if left or errors:
+        raise RuntimeError(f"{left} records not delivered, errors {errors[:3]}")
+
+
 def top_functions(path: Path, n: int = 15) -> list[tuple[str, int, int, int]]:
     self_count: dict[str, int] = {}
     incl: dict[str, int] = {}

@@ -33,7 +33,6 @@ import threading
 import time
 import uuid
 from pathlib import Path
-from typing import Any
 
 from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
@@ -42,7 +41,7 @@ _ROOT = Path(__file__).resolve().parent
 sys.path.insert(0, str(_ROOT))
 sys.path.insert(0, str(_ROOT.parent / "tests"))
 from broker.wire import Wire, list_offsets_request, req  # noqa: E402
-from common import median  # noqa: E402
+from common import median, produce_to_partition_0  # noqa: E402
 from odradek.protocol import inter_broker as ib  # noqa: E402
 from odradek.testing.process import BrokerProcess  # noqa: E402
 
@@ -81,24 +80,7 @@ def produce(bootstrap: str, topic: str, n: int, size: int) -> None:
             "batch.size": 16384,
         }
     )
-    value = b"x" * size
-    errors: list[Any] = []
-
-    def on_delivery(err: Any, _msg: Any) -> None:
-        if err is not None:
-            errors.append(err)
-
-    for _ in range(n):
-        for _attempt in range(1000):  # bounded: the local queue drains within seconds
-            try:
-                producer.produce(topic, value, partition=0, on_delivery=on_delivery)
-                break
-            except BufferError:
-                producer.poll(0.01)
-        producer.poll(0)
-    left = producer.flush(120)
-    if left or errors:
-        raise RuntimeError(f"{left} records not delivered, errors {errors[:3]}")
+    produce_to_partition_0(producer, topic, b"x" * size, n)
 
 
 def read_committed_end_ms(broker: BrokerProcess, topic: str) -> tuple[float, int]:

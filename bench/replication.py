@@ -21,13 +21,12 @@ import sys
 import time
 import uuid
 from pathlib import Path
-from typing import Any
 
 from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import cpu_seconds, median
+from common import cpu_seconds, median, produce_to_partition_0
 from odradek.protocol import inter_broker as ib
 from odradek.testing.process import BrokerProcess
 
@@ -58,27 +57,9 @@ def produce(bootstrap: str, topic: str, n: int, size: int, acks: str) -> float:
     producer = Producer(
         {"bootstrap.servers": bootstrap, "acks": acks, "linger.ms": 5, "batch.size": 262144}
     )
-    value = b"x" * size
-    errors: list[Any] = []
-
-    def on_delivery(err: Any, _msg: Any) -> None:
-        if err is not None:
-            errors.append(err)
-
     start = time.perf_counter()
-    for _ in range(n):
-        for _attempt in range(1000):  # bounded: the local queue drains within seconds
-            try:
-                producer.produce(topic, value, partition=0, on_delivery=on_delivery)
-                break
-            except BufferError:
-                producer.poll(0.01)
-        producer.poll(0)
-    left = producer.flush(120)
-    elapsed = time.perf_counter() - start
-    if left or errors:
-        raise RuntimeError(f"{left} records not delivered, errors {errors[:3]}")
-    return n / elapsed
+    produce_to_partition_0(producer, topic, b"x" * size, n)
+    return n / (time.perf_counter() - start)
 
 
 def create(bootstrap: str, topic: str) -> None:
