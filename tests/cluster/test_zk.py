@@ -244,3 +244,48 @@ def test_suspended_session_refuses_writes(clients: Callable[..., KafkaZkClient],
         assert c.broker_epoch == epoch  # same session: same registration
     else:  # the restart outlasted the session (a loaded machine): registered again
         assert c.broker_epoch > epoch
+
+
+def test_children_watch_calls_back_after_a_new_session_even_with_the_same_names(
+    clients: Callable[..., KafkaZkClient], chroot: str
+) -> None:
+    """A controller's ``/brokers/ids`` watch: a broker that registered again while the
+    controller's session was being replaced has the same name and a new epoch. kazoo's own
+    ChildrenWatch stays silent then (the names are those it saw before); ours calls back, so
+    the controller reads the epochs again."""
+    watcher, broker = clients(session_timeout_ms=2000), clients()
+    broker.register_broker(BrokerInfo(5, "127.0.0.1", 9005))
+    seen: list[list[str]] = []
+    lock = threading.Lock()
+
+    def record(children: list[str]) -> bool | None:
+        with lock:
+            seen.append(sorted(children))
+            return False if children == ["stop"] else None
+
+    def count() -> int:
+        with lock:
+            return len(seen)
+
+    watcher.watch_children("/brokers/ids", record)
+    assert seen == [["5"]]
+    broker.register_broker(BrokerInfo(6, "127.0.0.1", 9006))
+    assert wait_until(lambda: count() == 2) and seen[-1] == ["5", "6"]
+
+    renewed = threading.Event()
+    watcher.add_new_session_callback(renewed.set)
+    expire_session(watcher, chroot)
+    assert renewed.wait(15), "no new session"
+    assert wait_until(lambda: count() >= 3), seen
+    assert seen[-1] == ["5", "6"]
+
+    # a callback returning False stops the watch
+    broker.zk.create("/brokers/ids/stop", b"", ephemeral=True)
+    broker.zk.delete("/brokers/ids/5")
+    broker.zk.delete("/brokers/ids/6")
+    assert wait_until(lambda: seen[-1] == ["stop"])
+    n = count()
+    broker.register_broker(BrokerInfo(7, "127.0.0.1", 9007))
+    assert broker.get_broker(7) is not None
+    time.sleep(0.5)  # the deliberate "nothing more arrives" window of a stopped watch
+    assert count() == n

@@ -46,12 +46,19 @@ from enum import Enum
 from typing import Any
 
 from kazoo.client import KazooClient, KazooState
-from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError, NotEmptyError
-from kazoo.protocol.states import ZnodeStat
+from kazoo.exceptions import (
+    BadVersionError,
+    ConnectionClosedError,
+    NodeExistsError,
+    NoNodeError,
+    NotEmptyError,
+)
+from kazoo.protocol.states import EventType, WatchedEvent, ZnodeStat
 from kazoo.retry import KazooRetry
 
 __all__ = [
     "BrokerInfo",
+    "ChildrenWatch",
     "ControllerMovedError",
     "KafkaZkClient",
     "LeaderAndIsr",
@@ -286,6 +293,66 @@ def partition_state_path(topic: str, partition: int) -> str:
 
 
 # ---------------------------------------------------------------------------- client
+
+
+class ChildrenWatch:
+    """``callback(children)`` of ``path`` now, after every change of them, and after every
+    reconnection, each read setting the next watch (as Kafka's handlers re-read with a watch).
+
+    Unlike kazoo's ``ChildrenWatch``, it calls back after a reconnection even when the children
+    it reads have the same names as before: a child deleted and created again meanwhile keeps
+    its name (a broker whose session expired registers again with the same id and a new
+    epoch), and only the callback's own reads can tell. Callbacks must therefore be
+    idempotent (the controller's handlers re-read what they need and compare). A read runs in a kazoo worker thread
+    and is retried, at most a second apart, until ZooKeeper answers; ``callback`` returning
+    False stops the watch. A path that does not exist calls back with no children, and
+    again once it is created.
+    """
+
+    def __init__(self, zk: KazooClient, path: str, callback: Callable[[list[str]], Any]) -> None:
+        self._zk = zk
+        self._path = path
+        self._callback = callback
+        self._lock = threading.Lock()
+        self._stopped = False
+        self._disconnected = False
+        self._retry = KazooRetry(max_tries=-1, delay=0.05, backoff=2, max_jitter=0.1, max_delay=1.0)
+        zk.add_listener(self._on_state)
+        self._read()
+
+    def _on_state(self, state: str) -> None:
+        # kazoo's event thread: never block here. kazoo drops every watch when the connection
+        # drops (it does not set them again on reconnecting), so each reconnection reads again.
+        if state in (KazooState.SUSPENDED, KazooState.LOST):
+            self._disconnected = True
+        elif state == KazooState.CONNECTED and self._disconnected:
+            self._disconnected = False
+            self._zk.handler.spawn(self._read)
+
+    def _fired(self, event: WatchedEvent) -> None:
+        if event.type != EventType.NONE:  # NONE: a session state, which _on_state handles
+            self._zk.handler.spawn(self._read)
+
+    def _read(self) -> None:
+        with self._lock:
+            if self._stopped:
+                return
+            try:
+                children = self._retry.copy()(self._children)
+            except ConnectionClosedError:  # the client was stopped
+                return
+            if self._callback(children) is False:
+                self._stopped = True
+                self._zk.remove_listener(self._on_state)
+
+    def _children(self) -> list[str]:
+        try:
+            return list(self._zk.get_children(self._path, watch=self._fired))
+        except NoNodeError:
+            # watch for its creation; created meanwhile: read again
+            if self._zk.exists(self._path, watch=self._fired) is not None:
+                return self._children()
+            return []
 
 
 class KafkaZkClient:
@@ -868,9 +935,10 @@ class KafkaZkClient:
 
     # -- watches (thin wrappers, so callers need not import kazoo)
 
-    def watch_children(self, path: str, callback: Callable[[list[str]], Any]) -> Any:
-        """Call ``callback(children)`` now and on every change, in a kazoo thread (return False to stop)."""
-        return self.zk.ChildrenWatch(path, callback)
+    def watch_children(self, path: str, callback: Callable[[list[str]], Any]) -> ChildrenWatch:
+        """Call ``callback(children)`` now, on every change and after every new session, in a
+        kazoo thread (return False to stop); see :class:`ChildrenWatch`."""
+        return ChildrenWatch(self.zk, path, callback)
 
     def watch_data(self, path: str, callback: Callable[[bytes | None, Any], Any]) -> Any:
         """Call ``callback(data, stat)`` now and on every change (None, None when deleted)."""
