@@ -295,6 +295,12 @@ def partition_state_path(topic: str, partition: int) -> str:
 # ---------------------------------------------------------------------------- client
 
 
+def _patient_retry() -> KazooRetry:
+    """Retry until ZooKeeper answers, at most a second apart (kazoo's default backs off to a
+    minute: a session would not survive a ZooKeeper restart shorter than its timeout)."""
+    return KazooRetry(max_tries=-1, delay=0.05, backoff=2, max_jitter=0.1, max_delay=1.0)
+
+
 class ChildrenWatch:
     """``callback(children)`` of ``path`` now, after every change of them, and after every
     reconnection, each read setting the next watch (as Kafka's handlers re-read with a watch).
@@ -303,9 +309,9 @@ class ChildrenWatch:
     it reads have the same names as before: a child deleted and created again meanwhile keeps
     its name (a broker whose session expired registers again with the same id and a new
     epoch), and only the callback's own reads can tell. Callbacks must therefore be
-    idempotent (the controller's handlers re-read what they need and compare). A read runs in a kazoo worker thread
-    and is retried, at most a second apart, until ZooKeeper answers; ``callback`` returning
-    False stops the watch. A path that does not exist calls back with no children, and
+    idempotent (the controller's handlers re-read what they need and compare). A read runs in
+    a kazoo worker thread and is retried, at most a second apart, until ZooKeeper answers;
+    ``callback`` returning False stops the watch. A path that does not exist calls back with no children, and
     again once it is created.
     """
 
@@ -316,7 +322,6 @@ class ChildrenWatch:
         self._lock = threading.Lock()
         self._stopped = False
         self._disconnected = False
-        self._retry = KazooRetry(max_tries=-1, delay=0.05, backoff=2, max_jitter=0.1, max_delay=1.0)
         zk.add_listener(self._on_state)
         self._read()
 
@@ -338,7 +343,7 @@ class ChildrenWatch:
             if self._stopped:
                 return
             try:
-                children = self._retry.copy()(self._children)
+                children = _patient_retry()(self._children)
             except ConnectionClosedError:  # the client was stopped
                 return
             if self._callback(children) is False:
@@ -372,10 +377,9 @@ class KafkaZkClient:
         hosts, self.chroot = parse_connect(connect)
         self.session_timeout_ms = session_timeout_ms
         self.connection_timeout_ms = connection_timeout_ms or session_timeout_ms
-        # Reconnect attempts back off to at most 1 s (kazoo's default is 60 s), so a session
-        # survives a ZooKeeper restart shorter than its timeout.
-        retry = KazooRetry(max_tries=-1, delay=0.05, backoff=2, max_jitter=0.1, max_delay=1.0)
-        self.zk = KazooClient(hosts=hosts, timeout=session_timeout_ms / 1000, connection_retry=retry)
+        self.zk = KazooClient(
+            hosts=hosts, timeout=session_timeout_ms / 1000, connection_retry=_patient_retry()
+        )
         self._writable = threading.Event()
         self._session_lost = False
         self._registration: BrokerInfo | None = None
@@ -936,7 +940,7 @@ class KafkaZkClient:
     # -- watches (thin wrappers, so callers need not import kazoo)
 
     def watch_children(self, path: str, callback: Callable[[list[str]], Any]) -> ChildrenWatch:
-        """Call ``callback(children)`` now, on every change and after every new session, in a
+        """Call ``callback(children)`` now, on every change and after every reconnection, in a
         kazoo thread (return False to stop); see :class:`ChildrenWatch`."""
         return ChildrenWatch(self.zk, path, callback)
 

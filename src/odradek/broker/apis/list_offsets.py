@@ -38,9 +38,6 @@ from odradek.protocol.offsets import (
 
 __all__ = ["API", "handle"]
 
-_OFFSET_NOT_AVAILABLE = ErrorCode.offset_not_available
-
-
 def _lookup(
     replicas: ReplicaManager,
     name: str,
@@ -72,13 +69,13 @@ def _lookup(
         lagging = hw < handle.leader_epoch_start_offset
     if timestamp == LATEST_TIMESTAMP:
         if lagging:
-            return _OFFSET_NOT_AVAILABLE, -1, -1, epoch
+            return ErrorCode.offset_not_available, -1, -1, epoch
         return ErrorCode.none, -1, last_fetchable, epoch
     found = plog.offset_for_timestamp(timestamp)
     if found is not None and found[0] < last_fetchable:
         return ErrorCode.none, found[1], found[0], epoch
     if lagging:
-        return _OFFSET_NOT_AVAILABLE, -1, -1, epoch
+        return ErrorCode.offset_not_available, -1, -1, epoch
     return ErrorCode.none, -1, -1, epoch
 
 
