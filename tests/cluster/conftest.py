@@ -11,7 +11,7 @@ from __future__ import annotations
 import contextlib
 import os
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -125,6 +125,17 @@ class Cluster:
                     f"{self.views()}"
                 )
             time.sleep(0.1)
+
+    def wait_every_broker(
+        self,
+        pred: Callable[[Any], bool],
+        timeout: float = 30.0,
+        brokers: Iterable[int] | None = None,
+    ) -> dict[int, Any]:
+        """``wait_metadata`` asking each broker itself (every broker, or those of ``brokers``):
+        the metadata each one answered."""
+        ids = list(self.brokers) if brokers is None else list(brokers)
+        return {i: self.wait_metadata(pred, timeout=timeout, broker_id=i) for i in ids}
 
     def views(self) -> str:
         """Each running broker's metadata in one line: the controller, the live brokers and

@@ -32,8 +32,7 @@ def _create(admin: AdminClient, topic: NewTopic) -> None:
 
 def test_every_broker_sees_every_broker_and_one_controller(cluster3: Cluster) -> None:
     controllers = set()
-    for i in cluster3.brokers:
-        md = cluster3.wait_metadata(lambda md: len(md.brokers) == 3, broker_id=i)
+    for md in cluster3.wait_every_broker(lambda md: len(md.brokers) == 3).values():
         assert sorted(b.node_id for b in md.brokers) == [1, 2, 3]
         assert {b.port for b in md.brokers} == {b.port for b in cluster3.brokers.values()}
         controllers.add(md.controller_id)
@@ -68,8 +67,7 @@ def test_topic_rf3_is_spread_grown_and_deleted_everywhere(cluster3: Cluster) -> 
     finally:
         zk.close()
     # every broker answers the same
-    for i in cluster3.brokers:
-        cluster3.wait_metadata(lambda md: len(cluster3.partitions(md, "spread")) == 6, broker_id=i)
+    cluster3.wait_every_broker(lambda md: len(cluster3.partitions(md, "spread")) == 6)
 
     for f in admin.create_partitions([NewPartitions("spread", 9)], request_timeout=30).values():
         f.result(timeout=30)
@@ -78,8 +76,7 @@ def test_topic_rf3_is_spread_grown_and_deleted_everywhere(cluster3: Cluster) -> 
 
     for f in admin.delete_topics(["spread"], request_timeout=30).values():
         f.result(timeout=30)
-    for i in cluster3.brokers:
-        cluster3.wait_metadata(lambda md: not cluster3.partitions(md, "spread"), broker_id=i)
+    cluster3.wait_every_broker(lambda md: not cluster3.partitions(md, "spread"))
 
 
 def test_replication_factor_beyond_the_live_brokers_is_refused(cluster3: Cluster) -> None:

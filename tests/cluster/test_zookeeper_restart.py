@@ -152,8 +152,7 @@ def _create(c: Cluster, topic: NewTopic) -> None:
             transient = "INVALID_REPLICATION_FACTOR" in repr(e) and time.monotonic() < deadline
             if not transient:
                 raise AssertionError(f"creating {topic.topic} failed: {e!r}\n{c.logs(6000)}") from e
-        for i in c.brokers:
-            c.wait_metadata(lambda md: len(md.brokers) == 3, broker_id=i)
+        c.wait_every_broker(lambda md: len(md.brokers) == 3)
 
 
 def _all_in_sync(c: Cluster, topic: str) -> Any:
@@ -233,10 +232,7 @@ def _outage_while_producing(
                 break
             assert time.monotonic() < deadline, f"broker epochs {now}, before {epochs}"
             time.sleep(0.2)
-        for i in c.brokers:
-            c.wait_metadata(
-                lambda md: len(md.brokers) == 3 and md.controller_id > 0, broker_id=i
-            )
+        c.wait_every_broker(lambda md: len(md.brokers) == 3 and md.controller_id > 0)
         print(f"broker epochs {epochs} -> {now}: sessions renewed for brokers {renewed}")
         if sessions_expire:
             assert _controller_epoch(c) > controller_epoch, "a controller is elected again"
@@ -248,12 +244,10 @@ def _outage_while_producing(
 
         # a topic created now is seen, with leaders, by every broker: the controller watches
         _create(c, NewTopic(f"{topic}-after", 2, 3))
-        for i in c.brokers:
-            c.wait_metadata(
-                lambda md: len(c.partitions(md, f"{topic}-after")) == 2
-                and all(p.leader_id > 0 for p in c.partitions(md, f"{topic}-after").values()),
-                broker_id=i,
-            )
+        c.wait_every_broker(
+            lambda md: len(c.partitions(md, f"{topic}-after")) == 2
+            and all(p.leader_id > 0 for p in c.partitions(md, f"{topic}-after").values())
+        )
 
         # a leader SIGKILLed: a new one is elected and the producer goes on. First every
         # partition's ISR must be full again: while the brokers registered one by one, the

@@ -169,14 +169,24 @@ def wait_full_isr(
     """Metadata in which every partition of ``topic`` has ``replicas`` in its ISR, as broker
     ``ask`` sees it (any broker when None: a broker just thawed may still answer with its
     view from before it was frozen)."""
-    return c.wait_metadata(
-        lambda md: (
-            bool(c.partitions(md, topic))
-            and all(len(p.isr_nodes) == replicas for p in c.partitions(md, topic).values())
-        ),
-        timeout=timeout,
-        broker_id=ask,
-    )
+    return c.wait_metadata(full_isr(c, topic, replicas), timeout=timeout, broker_id=ask)
+
+
+def full_isr(
+    c: Cluster, topic: str, replicas: int, leader_epochs: Mapping[int, int] | None = None
+) -> Callable[[Any], bool]:
+    """Whether metadata shows ``replicas`` in the ISR of every partition of ``topic`` (and,
+    given ``leader_epochs``, a leader epoch of at least ``leader_epochs[p]`` for partition p)."""
+    epochs = leader_epochs or {}
+
+    def ok(md: Any) -> bool:
+        parts = c.partitions(md, topic)
+        return bool(parts) and all(
+            len(s.isr_nodes) == replicas and s.leader_epoch >= epochs.get(p, -1)
+            for p, s in parts.items()
+        )
+
+    return ok
 
 
 def wait_every_broker_sees(
@@ -196,16 +206,8 @@ def wait_every_broker_sees(
     log as it was (F6 once read 0 of 2,288 acknowledged records so): the checker reads only once
     every broker knows the leader elected during the fault."""
 
-    def ok(md: Any) -> bool:
-        parts = c.partitions(md, topic)
-        return bool(parts) and all(
-            len(s.isr_nodes) == replicas and s.leader_epoch >= leader_epochs.get(p, -1)
-            for p, s in parts.items()
-        )
-
-    for broker_id, broker in c.brokers.items():
-        if broker.running:
-            c.wait_metadata(ok, timeout=timeout, broker_id=broker_id)
+    running = [i for i, b in c.brokers.items() if b.running]
+    c.wait_every_broker(full_isr(c, topic, replicas, leader_epochs), timeout, brokers=running)
 
 
 def sigstop(c: Cluster, broker_id: int) -> None:
