@@ -18,19 +18,20 @@ import inspect
 import logging
 import struct
 import time
-from collections.abc import Iterable
-from typing import TYPE_CHECKING, Any
+from collections.abc import Awaitable, Callable, Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any, Protocol
 
 from .. import _protocol as proto
+from .._cluster import Cluster
 from .._signal import Signal
 from ..errors import KafkaConnectionError, KafkaError, KafkaTimeoutError
-from ..types import TopicPartition
-
-if TYPE_CHECKING:
-    from .consumer import AsyncConsumer
+from ..types import OffsetAndMetadata, TopicPartition
 
 __all__ = [
+    "GroupHost",
     "GroupMembership",
+    "RebalanceListener",
     "assign_cooperative_sticky",
     "assign_range",
     "assign_roundrobin",
@@ -206,11 +207,38 @@ ASSIGNORS = {"range": assign_range, "roundrobin": assign_roundrobin, "cooperativ
 
 
 # -- membership -----------------------------------------------------------------------------
+class RebalanceListener(Protocol):
+    """The callbacks a member calls around a rebalance (plain functions or coroutines)."""
+
+    def on_partitions_revoked(self, revoked: set[TopicPartition]) -> Any: ...
+
+    def on_partitions_assigned(self, assigned: set[TopicPartition]) -> Any: ...
+
+    def on_partitions_lost(self, lost: set[TopicPartition]) -> Any: ...
+
+
+@dataclass(frozen=True)
+class GroupHost:
+    """What the membership needs from the consumer it joins the group for, and nothing more.
+
+    ``listener()`` is read at each rebalance (``subscribe`` may replace it); ``set_assignment``
+    hands the consumer its new partitions; ``consumed_offsets`` and ``commit`` serve the commit
+    made before partitions are revoked when ``enable.auto.commit`` is on.
+    """
+
+    cluster: Cluster
+    config: Mapping[str, Any]
+    listener: Callable[[], RebalanceListener | None]
+    set_assignment: Callable[[set[TopicPartition]], None]
+    consumed_offsets: Callable[[], Mapping[TopicPartition, OffsetAndMetadata]]
+    commit: Callable[[Mapping[TopicPartition, OffsetAndMetadata]], Awaitable[None]]
+
+
 class GroupMembership:
-    def __init__(self, consumer: AsyncConsumer) -> None:
-        self.consumer = consumer
-        self.cluster = consumer._cluster
-        c = consumer.config
+    def __init__(self, host: GroupHost) -> None:
+        self.host = host
+        self.cluster = host.cluster
+        c = host.config
         self.group_id: str = c["group.id"]
         self.instance_id: str | None = c["group.instance.id"]
         self.assignors: list[str] = c["partition.assignment.strategy"]
@@ -257,7 +285,7 @@ class GroupMembership:
             log.exception("rebalance listener raised")
 
     async def _run(self) -> None:
-        backoff = self.consumer.config["retry.backoff.ms"] / 1000
+        backoff = self.host.config["retry.backoff.ms"] / 1000
         while True:
             try:
                 if self.need_rejoin:
@@ -286,12 +314,12 @@ class GroupMembership:
         return await self.cluster.connection(node)
 
     async def _join_and_sync(self) -> None:
-        listener = self.consumer._listener
+        listener = self.host.listener()
         if not self.cooperative and self.assigned:
             await self._commit_before_revoke()
             await self._call(listener and listener.on_partitions_revoked, self.assigned)
             self.assigned = set()
-            self.consumer._set_assignment(set())
+            self.host.set_assignment(set())
         self.stable = False
         conn = await self._conn()
         version = conn.version(11)
@@ -370,23 +398,23 @@ class GroupMembership:
                 await self._call(listener and listener.on_partitions_revoked, revoked)
                 self.need_rejoin = True  # let the group hand the revoked partitions over
             self.assigned = new
-            self.consumer._set_assignment(new)
+            self.host.set_assignment(new)
             await self._call(listener and listener.on_partitions_assigned, new - old)
         else:
             self.assigned = new
-            self.consumer._set_assignment(new)
+            self.host.set_assignment(new)
             await self._call(listener and listener.on_partitions_assigned, new)
         self.stable = not self.need_rejoin
         self.joined.set()
 
     async def _commit_before_revoke(self, tps: set[TopicPartition] | None = None) -> None:
-        c = self.consumer
-        if not c.config["enable.auto.commit"] or self.generation_id < 0:
+        host = self.host
+        if not host.config["enable.auto.commit"] or self.generation_id < 0:
             return
-        offsets = {tp: om for tp, om in c._consumed_offsets().items() if tps is None or tp in tps}
+        offsets = {tp: om for tp, om in host.consumed_offsets().items() if tps is None or tp in tps}
         if offsets:
             try:
-                await c.commit(offsets)
+                await host.commit(offsets)
             except KafkaError as exc:
                 log.debug("commit before revoke failed: %s", exc)
 
@@ -404,8 +432,8 @@ class GroupMembership:
             if err == 25:
                 self.member_id = ""
             lost, self.assigned = self.assigned, set()
-            self.consumer._set_assignment(set())
-            listener = self.consumer._listener
+            self.host.set_assignment(set())
+            listener = self.host.listener()
             await self._call(listener and listener.on_partitions_lost, lost)
             self.request_rejoin()
         elif err:
@@ -420,7 +448,7 @@ class GroupMembership:
             except (asyncio.CancelledError, Exception):
                 pass
         if self.assigned:
-            listener = self.consumer._listener
+            listener = self.host.listener()
             await self._call(listener and listener.on_partitions_revoked, self.assigned)
             self.assigned = set()
         if not self.member_id or self.instance_id:

@@ -29,7 +29,7 @@ from .._config import CONSUMER, parse_config
 from .._signal import Signal
 from ..errors import KafkaConnectionError, KafkaError, KafkaTimeoutError
 from ..types import ConsumerRecord, OffsetAndMetadata, OffsetAndTimestamp, TopicPartition
-from ._group import GroupMembership
+from ._group import GroupHost, GroupMembership
 from ._offsets import commit_group_offsets, fetch_group_offsets, list_offsets
 from ._txn import ConsumerGroupMetadata
 
@@ -206,7 +206,16 @@ class AsyncConsumer:
         self._listener = listener
         self._cluster.want_topics(topics)
         if self._group is None:
-            self._group = GroupMembership(self)
+            self._group = GroupMembership(
+                GroupHost(
+                    cluster=self._cluster,
+                    config=self.config,
+                    listener=lambda: self._listener,
+                    set_assignment=self._set_assignment,
+                    consumed_offsets=self._consumed_offsets,
+                    commit=self.commit,
+                )
+            )
         self._group.start(topics)
 
     def subscription(self) -> set[str]:
