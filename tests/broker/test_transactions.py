@@ -13,8 +13,8 @@ from typing import Any
 
 import pytest
 
-from odradek.broker.apis._transactions import write_txn_markers_request
 from odradek.coordinator.transaction import TransactionResult, TxnMarker
+from odradek.coordinator.transaction.requests import write_txn_markers_request
 from odradek.protocol.records import build_batch, iter_batches
 from odradek.testing.process import BrokerProcess
 

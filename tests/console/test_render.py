@@ -51,12 +51,11 @@ async def test_render_matches_generate_latest_and_yields_between_families() -> N
 
 @pytest.mark.timeout(120)
 def test_under_replicated_partitions_are_those_led_here_with_a_short_isr() -> None:
-    from odradek.metrics.broker import broker_state
     from odradek.testing import EmbeddedBroker
 
     with EmbeddedBroker() as b:
         b.call(lambda: b.broker.create_topic("urp", 2))
-        state = broker_state(b.broker)
+        state = b.call(b.broker.observed_state)
         assert b.call(state.under_replicated) == 0
 
         def add_a_replica_missing_from_the_isr() -> None:

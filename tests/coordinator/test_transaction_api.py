@@ -13,7 +13,7 @@ from kio.schema.errors import ErrorCode
 from kio.serial import entity_reader, entity_writer
 
 from odradek.broker.apis import _transactions as api
-from odradek.coordinator.transaction import Errors, TransactionStateManager
+from odradek.coordinator.transaction import Errors, TransactionStateManager, requests
 from odradek.coordinator.transaction.records import TRANSACTION_STATE_TOPIC
 
 T0 = 1_700_000_000_000
@@ -197,7 +197,7 @@ def test_write_txn_markers_roundtrip(version: int) -> None:
         TxnMarker("b", 1, 7, 1, TransactionResult.COMMIT, 3),
         TxnMarker("a", 1, 9, 0, TransactionResult.ABORT, 3),
     ]
-    req = _roundtrip(api.write_txn_markers_request(markers, version))
+    req = _roundtrip(requests.write_txn_markers_request(markers, version))
     assert len(req.markers) == 2
     assert api.txn_markers_of(req) == markers
     resp = _roundtrip(
@@ -260,15 +260,15 @@ def test_verify_partitions_request_and_results() -> None:
                 v3_and_below_topics=(_topic(mod.AddPartitionsToTxnTopic, "a", (0,)),))  # fmt: skip
     _apply(m, api.add_partitions_to_txn(m, add, T0, lambda t, p: True))
 
-    ask = _roundtrip(api.verify_partitions_request("t", pid, epoch, [("a", 0), ("a", 1)]))
+    ask = _roundtrip(requests.verify_partitions_request("t", pid, epoch, [("a", 0), ("a", 1)]))
     out = api.add_partitions_to_txn(m, ask, T0, lambda t, p: True)
     assert out.records == []  # verify_only writes nothing
-    assert api.verify_partitions_results(_roundtrip(out.response)) == {
+    assert requests.verify_partitions_results(_roundtrip(out.response)) == {
         ("a", 0): 0,
         ("a", 1): int(ErrorCode.invalid_txn_state),
     }
-    stale = _roundtrip(api.verify_partitions_request("t", pid, epoch - 1, [("a", 0)]))
+    stale = _roundtrip(requests.verify_partitions_request("t", pid, epoch - 1, [("a", 0)]))
     answer = api.add_partitions_to_txn(m, stale, T0, lambda t, p: True).response
-    assert api.verify_partitions_results(_roundtrip(answer)) == {
+    assert requests.verify_partitions_results(_roundtrip(answer)) == {
         ("a", 0): int(ErrorCode.producer_fenced)
     }

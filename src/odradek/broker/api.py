@@ -7,8 +7,8 @@ Every API lives in its own module under ``odradek.broker.apis`` and defines::
     async def handle(ctx: RequestContext, request: ProduceRequest) -> Response: ...
 
 ``odradek.broker.registry`` lists the modules' specs. This module imports no API module and
-no server, so that API modules, the registry and the connection layer import it without a
-circle.
+no server (only the services a handler is handed), so that API modules, the registry and the
+connection layer import it without a circle.
 
 ``min_version``/``max_version`` are what ApiVersions advertises, and exactly what is served.
 ``min_request_version`` is the oldest version the handler's own decoding takes (kio's, or
@@ -25,14 +25,12 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import Any, Protocol
 
 from kio.schema.errors import ErrorCode
 
+from odradek.broker.services import BrokerServices
 from odradek.protocol.headers import RequestHeaderInfo
-
-if TYPE_CHECKING:  # services.py imports only downwards; no import circle at run time
-    from odradek.broker.services import BrokerServices
 
 __all__ = [
     "ApiSpec",

@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from odradek.console.listeners import parse_http_listeners
 from odradek.storage.config import INT_MAX as _INT_MAX
 from odradek.storage.config import LOG_TOPIC_KEYS
 from odradek.storage.config import LONG_MAX as _LONG_MAX
@@ -212,9 +213,6 @@ def _listeners_value(text: str) -> str:
 
 
 def _http_listeners_value(text: str) -> str:
-    # touch(broker): the console's HTTP listener (odradek.console.broker)
-    from odradek.console.broker import parse_http_listeners
-
     parse_http_listeners(text)
     return text.strip()
 

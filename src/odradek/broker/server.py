@@ -41,6 +41,7 @@ from odradek.broker.dynamic_config import LOG_CLEANER_KEYS, LOG_KEYS, DynamicBro
 from odradek.broker.group_configs import GroupConfigManager
 from odradek.broker.metadata import LocalMetadataStore
 from odradek.broker.metadata_store import BrokerInfo, MetadataStore, TopicMetadata
+from odradek.broker.observed_state import ObservedState
 from odradek.broker.partition import Partition
 from odradek.broker.producer_ids import ProducerIdManager
 from odradek.broker.purgatory import Purgatory
@@ -234,6 +235,12 @@ class Broker:
     def connection_count(self) -> int:
         return len(self._connections)
 
+    def observed_state(self) -> ObservedState:
+        """What the metrics read from this broker at scrape time (handed to the console)."""
+        return ObservedState(
+            self.log_manager, self.replica_manager, self.purgatory, lambda: len(self._connections)
+        )
+
     @property
     def advertised_address(self) -> tuple[str, int]:
         adv = self.config.advertised_listener
@@ -408,10 +415,20 @@ class Broker:
         if self.config.http_listeners:
             # the console, /metrics and /health; started in the background (its imports run in
             # a worker thread) so that it does not delay the broker's start
-            from odradek.console.broker import BrokerConsole
+            from odradek.console.broker import BrokerConsole, ConsoleHost
 
+            def install_metrics(metrics: RequestMetrics) -> None:
+                self.metrics = metrics
+
+            host = ConsoleHost(
+                node_id=self.node_id,
+                kafka_address=self.advertised_address,
+                state=self.observed_state(),
+                api_names={key: spec.name for key, spec in self.registry.items()},
+                install_metrics=install_metrics,
+            )
             self._console = BrokerConsole(
-                self, self.config.http_listeners, ready=lambda: self._started
+                host, self.config.http_listeners, ready=lambda: self._started
             )
             self._console.start_soon()
         log.info("broker %s listening on %s:%s", self.node_id, self.host, self.bound_port)

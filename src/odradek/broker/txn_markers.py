@@ -40,6 +40,7 @@ from odradek.broker.purgatory import Purgatory
 from odradek.broker.replica_manager import ReplicaManager
 from odradek.clock import Clock
 from odradek.coordinator.transaction.manager import TxnMarker
+from odradek.coordinator.transaction.requests import write_txn_markers_request
 from odradek.coordinator.transaction.state import TransactionResult
 from odradek.storage.producer_state import MarkerVerdict
 from odradek.storage.transaction_index import ControlRecordType, build_control_batch
@@ -173,8 +174,6 @@ class TxnMarkerChannel:
                 (m.topic, m.partition): int(await self._appender.append_marker_replicated(m))
                 for m in markers
             }
-        from odradek.broker.apis._transactions import write_txn_markers_request
-
         try:
             response = await self._channel.request(leader, write_txn_markers_request(markers))
         except BrokerUnavailableError as exc:

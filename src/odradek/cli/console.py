@@ -33,7 +33,7 @@ def console(
     import signal
 
     from odradek.console.app import Console
-    from odradek.console.broker import parse_http_listeners
+    from odradek.console.listeners import parse_http_listeners
     from odradek.console.source import ClusterSource
 
     try:

@@ -4,10 +4,11 @@
 ``http://127.0.0.1:9644``; empty turns the listener off; port 0 picks a free port). Only the first
 entry is served for now.
 
-``BrokerConsole(broker, listeners).start_soon()`` (called once the broker serves Kafka requests)
+``BrokerConsole(host, listeners).start_soon()`` (called once the broker serves Kafka requests)
 imports the console's modules in a worker thread, then builds:
 
-* ``broker.metrics``'s ``BrokerMetrics`` (request counts and latency, fed by the connection);
+* a ``BrokerMetrics`` (request counts and latency) handed back to the broker through
+  ``host.install_metrics``, after which its connections feed it;
 * ``BrokerStateCollector`` (log sizes and offsets, connections, purgatory) and ``EventLoopLag``;
 * a ``ClusterSource`` talking to the broker's own advertised Kafka address through
   odradek.client on the same event loop (topics, groups, lag: kafka_exporter's series), with
@@ -22,11 +23,16 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import re
-from collections.abc import Callable
-from typing import Any
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
-__all__ = ["BrokerConsole", "parse_http_listeners"]
+from odradek.console.listeners import parse_http_listeners
+
+if TYPE_CHECKING:
+    from odradek.metrics.broker import BrokerMetrics, BrokerState
+
+__all__ = ["BrokerConsole", "ConsoleHost"]
 
 log = logging.getLogger("odradek.console")
 
@@ -35,25 +41,6 @@ METRICS_MAX_AGE_S = 5.0
 the work runs on the broker's event loop, and a scraper much faster than Prometheus' usual
 15 s would otherwise cost Produce and Fetch latency (bench/console_scrape.py). The request
 counters are then at most 5 s behind, which ``rate()`` over a minute does not notice."""
-
-_HTTP_RE = re.compile(r"^http://(\[[^\]]*\]|[^:/]*):(\d+)/?$")
-
-
-def parse_http_listeners(text: str) -> list[tuple[str, int]]:
-    """``"http://127.0.0.1:9644,http://[::1]:9645"`` -> [(host, port)]; "" -> []."""
-    out: list[tuple[str, int]] = []
-    for item in (s.strip() for s in text.split(",")):
-        if not item:
-            continue
-        m = _HTTP_RE.match(item)
-        if m is None:
-            raise ValueError(f"expected http://host:port, got {item!r}")
-        port = int(m.group(2))
-        if port > 65535:
-            raise ValueError(f"port out of range in {item!r}")
-        out.append((m.group(1).strip("[]"), port))
-    return out
-
 
 def _import_console() -> None:
     """The console's modules (jinja2, prometheus-client, h11, odradek.client: 0.2-0.5 s here),
@@ -64,14 +51,33 @@ def _import_console() -> None:
         importlib.import_module(name)
 
 
+@dataclass(frozen=True)
+class ConsoleHost:
+    """What the broker hands its console, and all the console sees of it.
+
+    ``node_id`` and ``kafka_address`` (the advertised (host, port), which the console's own
+    client connects to) name the broker; ``state`` is read at every scrape; ``api_names`` are
+    Kafka's request names by API key; ``install_metrics`` hands the broker the request metrics
+    its connections are to feed from then on.
+    """
+
+    node_id: int
+    kafka_address: tuple[str, int]
+    state: BrokerState
+    api_names: Mapping[int, str]
+    install_metrics: Callable[[BrokerMetrics], None]
+
+
 class BrokerConsole:
     """The HTTP listener of one broker, started in the background by ``start_soon()`` once the
     broker serves Kafka requests (so that ``odradek broker`` is ready as fast as without it).
     ``bound`` is (host, port) once listening, else None; ``started`` completes then (or when
     the listener could not start)."""
 
-    def __init__(self, broker: Any, listeners: str, ready: Callable[[], bool] | None = None) -> None:
-        self.broker = broker
+    def __init__(
+        self, host: ConsoleHost, listeners: str, ready: Callable[[], bool] | None = None
+    ) -> None:
+        self.host = host
         self.addresses = parse_http_listeners(listeners)
         self.ready = ready
         self.bound: tuple[str, int] | None = None
@@ -112,16 +118,14 @@ class BrokerConsole:
             BrokerMetrics,
             BrokerStateCollector,
             EventLoopLag,
-            broker_state,
         )
 
-        broker = self.broker
+        broker = self.host
         host, port = self.addresses[0]
-        metrics = broker.metrics
-        if metrics is None:
-            metrics = broker.metrics = BrokerMetrics()
-        state = broker_state(broker)
-        kafka_host, kafka_port = broker.advertised_address
+        metrics = BrokerMetrics(broker.api_names)
+        broker.install_metrics(metrics)
+        state = broker.state
+        kafka_host, kafka_port = broker.kafka_address
 
         def log_sizes() -> dict[tuple[str, int], int]:
             return {(plog.topic, plog.partition): plog.size_in_bytes for plog in state.logs()}

@@ -1,7 +1,7 @@
 """Prometheus metrics: broker internals (``broker``), cluster topics and consumer groups with
 kafka_exporter's names (``cluster``), consumer lag in offsets, seconds and time to clear (``lag``)."""
 
-from odradek.metrics.broker import BrokerMetrics, BrokerStateCollector, EventLoopLag, broker_state
+from odradek.metrics.broker import BrokerMetrics, BrokerStateCollector, EventLoopLag
 from odradek.metrics.lag import LagHistory, LagSample, lag_seconds, offset_lag, time_to_clear
 
 __all__ = [
@@ -10,7 +10,6 @@ __all__ = [
     "EventLoopLag",
     "LagHistory",
     "LagSample",
-    "broker_state",
     "lag_seconds",
     "offset_lag",
     "time_to_clear",

@@ -39,8 +39,8 @@ import asyncio
 import bisect
 import contextlib
 import time
-from collections.abc import Callable, Iterable, Iterator
-from typing import Any, Protocol
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from typing import Protocol
 
 from prometheus_client.core import (
     CounterMetricFamily,
@@ -56,7 +56,6 @@ __all__ = [
     "BrokerState",
     "BrokerStateCollector",
     "EventLoopLag",
-    "broker_state",
 ]
 
 LATENCY_BUCKETS = (
@@ -64,16 +63,6 @@ LATENCY_BUCKETS = (
     10.0,
 )
 """Upper bounds (seconds) of the request-latency and event-loop-lag histograms."""
-
-
-def _api_names() -> dict[int, str]:
-    """Kafka's request names (``Produce``, ``Fetch``...) by API key, from the broker's registry."""
-    try:
-        from odradek.broker.registry import load_registry
-
-        return {key: spec.name for key, spec in load_registry().items()}
-    except Exception:  # pragma: no cover - the names are a nicety, never a failure
-        return {}
 
 
 class _Histogram:
@@ -104,8 +93,10 @@ class _Histogram:
 class BrokerMetrics(Collector):
     """Counters the broker updates as requests are answered; a Prometheus collector."""
 
-    def __init__(self, api_names: dict[int, str] | None = None) -> None:
-        self._names = api_names if api_names is not None else _api_names()
+    def __init__(self, api_names: Mapping[int, str] | None = None) -> None:
+        """``api_names``: Kafka's request names (``Produce``, ``Fetch``...) by API key, as the
+        broker's registry has them (a key without a name is exported by its number)."""
+        self._names = dict(api_names) if api_names is not None else {}
         self._count: dict[tuple[int, int], int] = {}
         self._latency: dict[int, _Histogram] = {}
         self._bytes_req: dict[int, int] = {}
@@ -251,7 +242,8 @@ class LogView(Protocol):
 
 
 class BrokerState(Protocol):
-    """The broker state read at scrape time. ``broker_state(broker)`` adapts a Broker."""
+    """The broker state read at scrape time, handed over by the broker (the metrics never
+    import it): ``odradek.broker.observed_state.ObservedState`` implements it."""
 
     def logs(self) -> Iterable[LogView]: ...
 
@@ -264,46 +256,6 @@ class BrokerState(Protocol):
     def isr_changes(self) -> tuple[int, int]:
         """(ISR shrinks, ISR expands) of partitions led here since the broker started."""
         ...
-
-
-class _BrokerAdapter:
-    """The one place that knows where the broker keeps the state the collectors read."""
-
-    def __init__(self, broker: Any) -> None:
-        self._broker = broker
-
-    def logs(self) -> Iterable[LogView]:
-        lm = self._broker.log_manager
-        return lm.all_logs() if lm is not None else []
-
-    def connection_count(self) -> int:
-        count = self._broker.connection_count  # a property of Broker
-        return int(count() if callable(count) else count)
-
-    def purgatory_size(self) -> int:
-        return int(self._broker.purgatory.watching())
-
-    def under_replicated(self) -> int:
-        """Partitions led here whose ISR is smaller than their replica set (Kafka's
-        UnderReplicatedPartitions); always 0 alone (replicas = ISR = this broker)."""
-        rm = getattr(self._broker, "replica_manager", None)
-        if rm is None:
-            return 0
-        return sum(
-            1
-            for p in rm.partitions()
-            if p.is_leader and len(p.state.isr) < len(p.state.replicas)
-        )
-
-    def isr_changes(self) -> tuple[int, int]:
-        rm = getattr(self._broker, "replica_manager", None)
-        if rm is None:
-            return 0, 0
-        return rm.isr_shrinks, rm.isr_expands
-
-
-def broker_state(broker: Any) -> BrokerState:
-    return _BrokerAdapter(broker)
 
 
 class BrokerStateCollector(Collector):

@@ -43,13 +43,13 @@ from typing import Any
 from kio.schema.errors import ErrorCode
 
 from odradek.broker.api import ApiSpec, EncodedResponse, RequestContext, TopicMetrics
-from odradek.broker.apis import _transactions as txn_glue
 from odradek.broker.apis._util import topic_name_error
 from odradek.broker.broker_channel import BrokerUnavailableError
 from odradek.broker.partition import Partition
 from odradek.broker.purgatory import Purgatory
 from odradek.broker.replica_manager import ReplicaManager
 from odradek.broker.services import BrokerServices
+from odradek.coordinator.transaction import requests as txn_glue
 from odradek.protocol.produce_request import decode_produce_request
 from odradek.protocol.produce_response import PartitionTuple as PartitionResult
 from odradek.protocol.produce_response import encode_produce_response
