@@ -807,13 +807,6 @@ class KafkaZkClient:
     def get_topic_deletions(self) -> list[str]:
         return sorted(self.zk.get_children(DELETE_TOPICS))
 
-    def delete_topic_deletions(self, topics: Iterable[str], epoch_zk_version: int) -> None:
-        def ops(tx: Any) -> None:
-            for t in topics:
-                tx.delete(f"{DELETE_TOPICS}/{t}")
-
-        self._fenced_commit(epoch_zk_version, ops)
-
     def _get_partitions_json(self, path: str) -> list[dict[str, Any]] | None:
         try:
             data, _ = self.zk.get(path)

@@ -235,10 +235,6 @@ class Member:
         return self.join_waiter is not None
 
     @property
-    def is_awaiting_sync(self) -> bool:
-        return self.sync_waiter is not None
-
-    @property
     def protocol_names(self) -> list[str]:
         return [name for name, _ in self.protocols]
 
@@ -301,9 +297,6 @@ class ClassicGroup:
     pending_sync: set[str] = field(default_factory=set)
 
     # -- state machine ---------------------------------------------------------------------
-
-    def is_in(self, *states: GroupState) -> bool:
-        return self.state in states
 
     def can_transition_to(self, target: GroupState) -> bool:
         return self.state in VALID_PREVIOUS_STATES[target]
