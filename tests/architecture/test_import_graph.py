@@ -13,6 +13,8 @@ from __future__ import annotations
 import ast
 import json
 import os
+import subprocess
+import sys
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -229,3 +231,16 @@ def test_no_import_circle() -> None:
 def test_no_import_points_up_a_layer() -> None:
     bad = upward_imports()
     assert not bad, "imports that point up a layer:\n" + "\n".join(bad)
+
+
+def test_the_controllers_decisions_do_not_import_kazoo() -> None:
+    """The pure decisions and the controller's context use the znode types only
+    (``odradek.cluster.znodes``), never the kazoo client."""
+    code = (
+        "import sys, odradek.controller.decisions, odradek.controller.context\n"
+        "bad = sorted(m for m in sys.modules if m.split('.')[0] == 'kazoo'"
+        " or m == 'odradek.cluster.zk')\n"
+        "print(bad); sys.exit(1 if bad else 0)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stdout + out.stderr

@@ -10,7 +10,8 @@ from dataclasses import dataclass
 
 import pytest
 
-from odradek.cluster.zk import BrokerInfo, KafkaZkClient, LeaderAndIsr, TopicAssignment
+from odradek.cluster.zk import KafkaZkClient
+from odradek.cluster.znodes import BrokerInfo, LeaderAndIsr, TopicAssignment
 from odradek.controller.controller import Controller, RecordingChannel
 from odradek.controller.decisions import AlterPartitionItem
 from odradek.protocol.inter_broker import LeaderAndIsrRequest

@@ -11,10 +11,10 @@ from collections.abc import Callable, Iterator
 import pytest
 from kazoo.client import KazooClient
 
-from odradek.cluster.zk import (
+from odradek.cluster.zk import KafkaZkClient
+from odradek.cluster.znodes import (
     BrokerInfo,
     ControllerMovedError,
-    KafkaZkClient,
     LeaderAndIsr,
     TopicAssignment,
     parse_connect,
@@ -226,7 +226,7 @@ def test_cluster_id_and_producer_id_blocks(clients: Callable[..., KafkaZkClient]
 
 @pytest.mark.timeout(60)
 def test_suspended_session_refuses_writes(clients: Callable[..., KafkaZkClient], zookeeper) -> None:  # type: ignore[no-untyped-def]
-    from odradek.cluster.zk import NotConnectedError
+    from odradek.cluster.znodes import NotConnectedError
 
     c = clients(session_timeout_ms=10_000)
     epoch = c.register_broker(BrokerInfo(3, "127.0.0.1", 9000))

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
-from odradek.cluster.zk import BrokerInfo, TopicAssignment
+from odradek.cluster.znodes import BrokerInfo, TopicAssignment
 from odradek.controller.context import ControllerConfig, ControllerContext
 from odradek.controller.decisions import Decision, on_topic_change
 from odradek.protocol.inter_broker import (

@@ -9,7 +9,7 @@ import time
 import uuid
 from typing import Any
 
-from odradek.cluster.zk import BrokerInfo
+from odradek.cluster.znodes import BrokerInfo
 from odradek.controller.channel import TcpControllerChannel
 from odradek.protocol import inter_broker as ib
 from odradek.protocol.headers import parse_request_header

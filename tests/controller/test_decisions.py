@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from odradek.cluster.zk import LeaderAndIsr, TopicAssignment
+from odradek.cluster.znodes import LeaderAndIsr, TopicAssignment
 from odradek.controller.decisions import (
     LEADER_DURING_DELETE,
     AlterPartitionItem,

@@ -7,7 +7,7 @@ from dataclasses import replace
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from odradek.cluster.zk import NO_LEADER, TopicAssignment
+from odradek.cluster.znodes import NO_LEADER, TopicAssignment
 from odradek.controller.context import ControllerContext
 from odradek.controller.decisions import (
     AlterPartitionItem,

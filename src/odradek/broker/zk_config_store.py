@@ -39,6 +39,7 @@ from odradek.broker.config_store import BROKERS, GROUPS, EntityChangeListener
 from odradek.broker.metadata_store import MetadataUnavailableError
 from odradek.clock import Clock, SystemClock
 from odradek.cluster import zk as zkc
+from odradek.cluster import znodes
 
 __all__ = ["CHANGE_EXPIRATION_MS", "ZkConfigEntityStore", "config_change_sequence"]
 
@@ -52,9 +53,9 @@ CHANGE_EXPIRATION_MS = 15 * 60 * 1000
 
 def config_change_sequence(notification: str) -> int | None:
     """The sequence number of a ``config_change_<n>`` znode name (None for another name)."""
-    if not notification.startswith(zkc.CONFIG_CHANGE_PREFIX):
+    if not notification.startswith(znodes.CONFIG_CHANGE_PREFIX):
         return None
-    suffix = notification[len(zkc.CONFIG_CHANGE_PREFIX) :]
+    suffix = notification[len(znodes.CONFIG_CHANGE_PREFIX) :]
     return int(suffix) if suffix.isdigit() else None
 
 
@@ -101,7 +102,7 @@ class ZkConfigEntityStore:
 
         loaded = await self._run(load)
         self._entities = {t: {n: c for n, c in by.items() if c} for t, by in loaded.items()}
-        await self._run(lambda: self.zk.watch_children(zkc.CONFIG_CHANGES, self._on_changes))
+        await self._run(lambda: self.zk.watch_children(znodes.CONFIG_CHANGES, self._on_changes))
 
     def close(self) -> None:
         """Stop processing notifications (the ZooKeeper client is closed by its owner)."""
@@ -142,7 +143,7 @@ class ZkConfigEntityStore:
                 )
             try:
                 self.zk.set_or_create_entity_config(entity_type, name, new)
-            except (ConnectionLoss, SessionExpiredError, zkc.NotConnectedError) as exc:
+            except (ConnectionLoss, SessionExpiredError, znodes.NotConnectedError) as exc:
                 raise MetadataUnavailableError(
                     f"the ZooKeeper session was interrupted: {type(exc).__name__}"
                 ) from exc

@@ -71,6 +71,7 @@ from odradek.broker.metadata_store import (
     UnknownTopicError,
 )
 from odradek.cluster import zk as zkc
+from odradek.cluster import znodes
 from odradek.protocol.errors import ErrorCode
 from odradek.protocol.inter_broker import TYPE_FULL, ZERO_UUID, UpdateMetadataRequest
 
@@ -129,7 +130,7 @@ class ZkMetadataStore(MetadataImage):
         self._loop = asyncio.get_running_loop()
         await self._run(self.zk.start)
         self._cluster_id = await self._run(self.zk.get_or_create_cluster_id)
-        await self._run(lambda: self.zk.watch_children(zkc.CONFIG_CHANGES, self._on_config_changes))
+        await self._run(lambda: self.zk.watch_children(znodes.CONFIG_CHANGES, self._on_config_changes))
 
     async def _run(self, fn: Callable[[], T]) -> T:
         """A blocking ZooKeeper call in a worker thread."""
@@ -149,7 +150,7 @@ class ZkMetadataStore(MetadataImage):
                 )
             try:
                 return fn()
-            except (ConnectionLoss, SessionExpiredError, zkc.NotConnectedError) as exc:
+            except (ConnectionLoss, SessionExpiredError, znodes.NotConnectedError) as exc:
                 raise MetadataUnavailableError(
                     f"the ZooKeeper session was interrupted: {type(exc).__name__}"
                 ) from exc
@@ -356,8 +357,8 @@ class ZkMetadataStore(MetadataImage):
         """Create ``/brokers/ids/<id>``. A registration left by this broker's previous life
         (killed, its session not expired yet) is waited out, up to twice the session
         timeout; a live broker with the same id fails the start."""
-        zinfo = zkc.BrokerInfo(info.node_id, info.host, info.port, info.rack)
-        path = f"{zkc.BROKER_IDS}/{info.node_id}"
+        zinfo = znodes.BrokerInfo(info.node_id, info.host, info.port, info.rack)
+        path = f"{znodes.BROKER_IDS}/{info.node_id}"
 
         def register() -> int:
             deadline = time.monotonic() + 2 * self.zk.session_timeout_ms / 1000 + 1
@@ -424,14 +425,14 @@ class ZkMetadataStore(MetadataImage):
             raise InvalidPartitionsError("number of partitions must be at least 1")
         self._check_assignment(assignment, 0)
         tid = topic_id or uuid.uuid4()
-        za = zkc.TopicAssignment(
+        za = znodes.TopicAssignment(
             {p: tuple(int(b) for b in r) for p, r in assignment.items()},
             topic_id=topic_id_to_zk(tid),
         )
         cfg = dict(configs or {})
 
         def write() -> None:
-            if self.zk.exists(zkc.topic_path(name)):
+            if self.zk.exists(znodes.topic_path(name)):
                 raise TopicExistsError(f"Topic '{name}' already exists.")
             try:
                 self.zk.create_topic_assignment(name, za, cfg)
@@ -452,7 +453,7 @@ class ZkMetadataStore(MetadataImage):
         topic = self._topics.get(name)
 
         def write() -> None:
-            if not self.zk.exists(zkc.topic_path(name)):
+            if not self.zk.exists(znodes.topic_path(name)):
                 raise UnknownTopicError(f"unknown topic {name!r}")
             self.zk.create_delete_topic_path(name)
 
@@ -466,7 +467,7 @@ class ZkMetadataStore(MetadataImage):
         if not assignment:
             raise InvalidPartitionsError("no partitions to add")
 
-        def write() -> zkc.TopicAssignment:
+        def write() -> znodes.TopicAssignment:
             for _ in range(5):
                 got = self.zk.get_topic_assignment(name)
                 if got is None:
@@ -476,7 +477,7 @@ class ZkMetadataStore(MetadataImage):
                 self._check_assignment(assignment, start)
                 merged = dict(current.partitions)
                 merged.update({p: tuple(int(b) for b in r) for p, r in assignment.items()})
-                new = zkc.TopicAssignment(
+                new = znodes.TopicAssignment(
                     merged, current.adding_replicas, current.removing_replicas, current.topic_id
                 )
                 try:

@@ -37,12 +37,7 @@ from __future__ import annotations
 import json
 import logging
 import threading
-import time
-import uuid
-from base64 import urlsafe_b64encode
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
-from enum import Enum
 from typing import Any
 
 from kazoo.client import KazooClient, KazooState
@@ -56,220 +51,44 @@ from kazoo.exceptions import (
 from kazoo.protocol.states import EventType, WatchedEvent, ZnodeStat
 from kazoo.retry import KazooRetry
 
-__all__ = [
-    "BrokerInfo",
-    "ChildrenWatch",
-    "ControllerMovedError",
-    "KafkaZkClient",
-    "LeaderAndIsr",
-    "NotConnectedError",
-    "ProducerIdBlock",
-    "TopicAssignment",
-    "TopicPartition",
-    "UpdateCode",
-    "UpdateLeaderAndIsrResult",
-    "parse_connect",
-]
-
-log = logging.getLogger(__name__)
-
-TopicPartition = tuple[str, int]
-
-BROKER_IDS = "/brokers/ids"
-BROKER_TOPICS = "/brokers/topics"
-CONTROLLER = "/controller"
-CONTROLLER_EPOCH = "/controller_epoch"
-CONFIG = "/config"
-CONFIG_TOPICS = "/config/topics"
-CONFIG_CHANGES = "/config/changes"
-CONFIG_CHANGE_PREFIX = "config_change_"
-DELETE_TOPICS = "/admin/delete_topics"
-REASSIGN_PARTITIONS = "/admin/reassign_partitions"
-PREFERRED_REPLICA_ELECTION = "/admin/preferred_replica_election"
-ISR_CHANGE_NOTIFICATION = "/isr_change_notification"
-CLUSTER_ID = "/cluster/id"
-LATEST_PRODUCER_ID_BLOCK = "/latest_producer_id_block"
-# Kafka's KafkaZkClient creates these persistent paths at start.
-PERSISTENT_PATHS = (
+from odradek.cluster.znodes import (
     BROKER_IDS,
     BROKER_TOPICS,
-    CONFIG_TOPICS,
+    CLUSTER_ID,
+    CONFIG,
+    CONFIG_CHANGE_PREFIX,
     CONFIG_CHANGES,
+    CONFIG_TOPICS,
+    CONTROLLER,
+    CONTROLLER_EPOCH,
     DELETE_TOPICS,
+    INITIAL_CONTROLLER_EPOCH,
     ISR_CHANGE_NOTIFICATION,
-    "/cluster",
-    "/brokers/seqid",
-    "/config/clients",
-    "/config/users",
-    "/config/brokers",
+    LATEST_PRODUCER_ID_BLOCK,
+    PERSISTENT_PATHS,
+    PREFERRED_REPLICA_ELECTION,
+    PRODUCER_ID_BLOCK_SIZE,
+    REASSIGN_PARTITIONS,
+    BrokerInfo,
+    ControllerMovedError,
+    LeaderAndIsr,
+    NotConnectedError,
+    ProducerIdBlock,
+    TopicAssignment,
+    TopicPartition,
+    UpdateCode,
+    UpdateLeaderAndIsrResult,
+    new_topic_id,
+    now_ms,
+    parse_connect,
+    partition_state_path,
+    path_json,
+    topic_path,
 )
 
-NO_LEADER = -1
-INITIAL_CONTROLLER_EPOCH = 0
-INITIAL_CONTROLLER_EPOCH_ZK_VERSION = 0
-PRODUCER_ID_BLOCK_SIZE = 1000
+__all__ = ["ChildrenWatch", "KafkaZkClient"]
 
-
-class ControllerMovedError(Exception):
-    """A fenced write or an election found ``/controller_epoch`` changed: another controller won."""
-
-
-class NotConnectedError(Exception):
-    """The session is SUSPENDED (or not yet connected): writes are refused until it is back."""
-
-
-def parse_connect(connect: str) -> tuple[str, str | None]:
-    """``"h1:p1,h2:p2/chroot"`` -> (``"h1:p1,h2:p2"``, ``"/chroot"`` or None)."""
-    slash = connect.find("/")
-    if slash < 0:
-        return connect, None
-    chroot = connect[slash:].rstrip("/")
-    return connect[:slash], chroot or None
-
-
-def _path_json(obj: Any) -> bytes:
-    return json.dumps(obj, separators=(",", ":")).encode()
-
-
-def _now_ms() -> str:
-    return str(time.time_ns() // 1_000_000)
-
-
-# ---------------------------------------------------------------------------- data
-
-
-@dataclass(frozen=True)
-class BrokerInfo:
-    """A registered broker; ``epoch`` is the czxid of its ``/brokers/ids/<id>`` znode (-1 if unknown)."""
-
-    id: int
-    host: str
-    port: int
-    rack: str | None = None
-    epoch: int = -1
-    listener: str = "PLAINTEXT"
-
-    def to_json(self) -> bytes:
-        data: dict[str, Any] = {
-            "listener_security_protocol_map": {self.listener: "PLAINTEXT"},
-            "endpoints": [f"{self.listener}://{self.host}:{self.port}"],
-            "jmx_port": -1,
-            "features": {},
-            "host": self.host,
-            "timestamp": _now_ms(),
-            "port": self.port,
-            "version": 5,
-        }
-        if self.rack is not None:
-            data["rack"] = self.rack
-        return _path_json(data)
-
-    @classmethod
-    def from_json(cls, broker_id: int, data: bytes, epoch: int) -> BrokerInfo:
-        d = json.loads(data)
-        host, port = d.get("host"), d.get("port")
-        listener = "PLAINTEXT"
-        if d.get("endpoints"):
-            listener, _, hostport = d["endpoints"][0].partition("://")
-            host, _, port_s = hostport.rpartition(":")
-            port = int(port_s)
-        return cls(broker_id, host, int(port), d.get("rack"), epoch, listener)
-
-
-@dataclass(frozen=True)
-class LeaderAndIsr:
-    """A partition's state znode plus its znode version (``zk_version``, -1 before it exists)."""
-
-    leader: int
-    leader_epoch: int
-    isr: tuple[int, ...]
-    controller_epoch: int
-    zk_version: int = -1
-
-    def to_json(self) -> bytes:
-        return _path_json(
-            {
-                "controller_epoch": self.controller_epoch,
-                "leader": self.leader,
-                "version": 1,
-                "leader_epoch": self.leader_epoch,
-                "isr": list(self.isr),
-            }
-        )
-
-    @classmethod
-    def from_json(cls, data: bytes, zk_version: int) -> LeaderAndIsr:
-        d = json.loads(data)
-        return cls(d["leader"], d["leader_epoch"], tuple(d["isr"]), d["controller_epoch"], zk_version)
-
-
-@dataclass(frozen=True)
-class TopicAssignment:
-    """``/brokers/topics/<t>``: partition -> replicas (preference order), reassignment in flight."""
-
-    partitions: Mapping[int, tuple[int, ...]]
-    adding_replicas: Mapping[int, tuple[int, ...]] = field(default_factory=dict)
-    removing_replicas: Mapping[int, tuple[int, ...]] = field(default_factory=dict)
-    topic_id: str | None = None
-
-    def to_json(self) -> bytes:
-        def conv(m: Mapping[int, tuple[int, ...]]) -> dict[str, list[int]]:
-            return {str(p): list(r) for p, r in sorted(m.items())}
-
-        data: dict[str, Any] = {
-            "version": 3 if self.topic_id else 2,
-            "partitions": conv(self.partitions),
-            "adding_replicas": conv(self.adding_replicas),
-            "removing_replicas": conv(self.removing_replicas),
-        }
-        if self.topic_id:
-            data["topic_id"] = self.topic_id
-        return _path_json(data)
-
-    @classmethod
-    def from_json(cls, data: bytes) -> TopicAssignment:
-        d = json.loads(data)
-
-        def conv(m: Mapping[str, list[int]] | None) -> dict[int, tuple[int, ...]]:
-            return {int(p): tuple(r) for p, r in (m or {}).items()}
-
-        return cls(
-            conv(d["partitions"]),
-            conv(d.get("adding_replicas")),
-            conv(d.get("removing_replicas")),
-            d.get("topic_id"),
-        )
-
-
-@dataclass(frozen=True)
-class ProducerIdBlock:
-    broker_id: int
-    first_producer_id: int
-    size: int
-
-    @property
-    def last_producer_id(self) -> int:
-        return self.first_producer_id + self.size - 1
-
-
-class UpdateCode(Enum):
-    OK = "ok"
-    BADVERSION = "badversion"
-    NONODE = "nonode"
-
-
-@dataclass(frozen=True)
-class UpdateLeaderAndIsrResult:
-    """Per partition: the written state with its new ``zk_version``, or why it was not written."""
-
-    finished: dict[TopicPartition, LeaderAndIsr]
-    bad_version: set[TopicPartition]
-    no_node: set[TopicPartition]
-
-
-def new_topic_id() -> str:
-    """A topic id as Kafka writes it: 16 random bytes, URL-safe base64 without padding."""
-    return urlsafe_b64encode(uuid.uuid4().bytes).rstrip(b"=").decode()
+log = logging.getLogger(__name__)
 
 
 def _op(kind: str, path: str, state: LeaderAndIsr) -> Callable[[Any], None]:
@@ -282,14 +101,6 @@ def _op(kind: str, path: str, state: LeaderAndIsr) -> Callable[[Any], None]:
             tx.set_data(path, state.to_json(), state.zk_version)
 
     return op
-
-
-def topic_path(topic: str) -> str:
-    return f"{BROKER_TOPICS}/{topic}"
-
-
-def partition_state_path(topic: str, partition: int) -> str:
-    return f"{BROKER_TOPICS}/{topic}/partitions/{partition}/state"
 
 
 # ---------------------------------------------------------------------------- client
@@ -564,7 +375,7 @@ class KafkaZkClient:
         epoch, version = current
         new_epoch = epoch + 1
         tx = self.zk.transaction()
-        tx.create(CONTROLLER, _path_json({"version": 1, "brokerid": controller_id, "timestamp": _now_ms()}),
+        tx.create(CONTROLLER, path_json({"version": 1, "brokerid": controller_id, "timestamp": now_ms()}),
                   ephemeral=True)
         tx.set_data(CONTROLLER_EPOCH, str(new_epoch).encode(), version)
         results = tx.commit()
@@ -749,14 +560,14 @@ class KafkaZkClient:
         """Write ``/config/<type>/<name>`` (an empty map is written as such, as Kafka does) and
         announce it with a ``/config/changes`` notification."""
         self._check_writable()
-        data = _path_json({"version": 1, "config": dict(config)})
+        data = path_json({"version": 1, "config": dict(config)})
         path = f"{CONFIG}/{entity_type}/{name}"
         try:
             self.zk.set(path, data)
         except NoNodeError:
             self.zk.create(path, data, makepath=True)
         self.zk.create(f"{CONFIG_CHANGES}/{CONFIG_CHANGE_PREFIX}",
-                       _path_json({"version": 2, "entity_path": f"{entity_type}/{name}"}),
+                       path_json({"version": 2, "entity_path": f"{entity_type}/{name}"}),
                        sequence=True)
 
     def get_config_change_names(self) -> list[str]:
@@ -818,7 +629,7 @@ class KafkaZkClient:
         """Admin (``kafka-reassign-partitions``): fails with NodeExistsError while one is in progress."""
         self._check_writable()
         parts = [{"topic": t, "partition": p, "replicas": list(r)} for (t, p), r in sorted(reassignment.items())]
-        self.zk.create(REASSIGN_PARTITIONS, _path_json({"version": 1, "partitions": parts}), makepath=True)
+        self.zk.create(REASSIGN_PARTITIONS, path_json({"version": 1, "partitions": parts}), makepath=True)
 
     def get_partition_reassignment(self) -> dict[TopicPartition, tuple[int, ...]]:
         parts = self._get_partitions_json(REASSIGN_PARTITIONS) or []
@@ -832,7 +643,7 @@ class KafkaZkClient:
             self.delete_partition_reassignment(epoch_zk_version)
             return
         parts = [{"topic": t, "partition": p, "replicas": list(r)} for (t, p), r in sorted(reassignment.items())]
-        data = _path_json({"version": 1, "partitions": parts})
+        data = path_json({"version": 1, "partitions": parts})
         exists = self.zk.exists(REASSIGN_PARTITIONS) is not None
 
         def op(tx: Any) -> None:
@@ -855,7 +666,7 @@ class KafkaZkClient:
     def create_preferred_replica_election(self, partitions: Iterable[TopicPartition]) -> None:
         self._check_writable()
         parts = [{"topic": t, "partition": p} for t, p in sorted(partitions)]
-        self.zk.create(PREFERRED_REPLICA_ELECTION, _path_json({"version": 1, "partitions": parts}), makepath=True)
+        self.zk.create(PREFERRED_REPLICA_ELECTION, path_json({"version": 1, "partitions": parts}), makepath=True)
 
     def get_preferred_replica_election(self) -> set[TopicPartition]:
         parts = self._get_partitions_json(PREFERRED_REPLICA_ELECTION) or []
@@ -871,7 +682,7 @@ class KafkaZkClient:
         self._check_writable()
         parts = [{"topic": t, "partition": p} for t, p in sorted(partitions)]
         path: str = self.zk.create(f"{ISR_CHANGE_NOTIFICATION}/isr_change_",
-                                   _path_json({"version": 1, "partitions": parts}), sequence=True)
+                                   path_json({"version": 1, "partitions": parts}), sequence=True)
         return path.rsplit("/", 1)[1]
 
     def get_all_isr_change_notifications(self) -> list[str]:
@@ -901,7 +712,7 @@ class KafkaZkClient:
             pass
         cluster_id = proposed or new_topic_id()
         try:
-            self.zk.create(CLUSTER_ID, _path_json({"version": "1", "id": cluster_id}), makepath=True)
+            self.zk.create(CLUSTER_ID, path_json({"version": "1", "id": cluster_id}), makepath=True)
         except NodeExistsError:
             data, _ = self.zk.get(CLUSTER_ID)
             return str(json.loads(data)["id"])
@@ -919,7 +730,7 @@ class KafkaZkClient:
             except NoNodeError:
                 first, version = 0, -2
             block = ProducerIdBlock(broker_id, first, block_size)
-            payload = _path_json({"version": 1, "broker": broker_id, "block_start": str(first),
+            payload = path_json({"version": 1, "broker": broker_id, "block_start": str(first),
                                   "block_end": str(block.last_producer_id)})
             try:
                 if version == -2:

@@ -10,7 +10,7 @@ import datetime
 import importlib
 from typing import Any
 
-from odradek.cluster.zk import TopicPartition
+from odradek.cluster.znodes import TopicPartition
 from odradek.controller.context import ControllerContext
 from odradek.controller.decisions import Decision, ElectionType
 from odradek.protocol.errors import ErrorCode

@@ -17,7 +17,7 @@ import threading
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from odradek.cluster.zk import BrokerInfo
+from odradek.cluster.znodes import BrokerInfo
 from odradek.controller.decisions import BrokerRequest
 from odradek.protocol import inter_broker as ib
 

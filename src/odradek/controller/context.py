@@ -10,7 +10,13 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field, replace
 
-from odradek.cluster.zk import NO_LEADER, BrokerInfo, LeaderAndIsr, TopicAssignment, TopicPartition
+from odradek.cluster.znodes import (
+    NO_LEADER,
+    BrokerInfo,
+    LeaderAndIsr,
+    TopicAssignment,
+    TopicPartition,
+)
 
 __all__ = ["ControllerConfig", "ControllerContext"]
 

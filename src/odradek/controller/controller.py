@@ -36,7 +36,8 @@ from typing import Any, Protocol
 from kazoo.exceptions import BadVersionError
 
 from odradek.clock import Clock, SystemClock
-from odradek.cluster.zk import (
+from odradek.cluster.zk import KafkaZkClient
+from odradek.cluster.znodes import (
     BROKER_IDS,
     BROKER_TOPICS,
     CONTROLLER,
@@ -46,7 +47,6 @@ from odradek.cluster.zk import (
     REASSIGN_PARTITIONS,
     BrokerInfo,
     ControllerMovedError,
-    KafkaZkClient,
     NotConnectedError,
     TopicPartition,
     UpdateCode,

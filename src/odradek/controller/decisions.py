@@ -35,7 +35,13 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from enum import IntEnum
 
-from odradek.cluster.zk import NO_LEADER, BrokerInfo, LeaderAndIsr, TopicAssignment, TopicPartition
+from odradek.cluster.znodes import (
+    NO_LEADER,
+    BrokerInfo,
+    LeaderAndIsr,
+    TopicAssignment,
+    TopicPartition,
+)
 from odradek.controller.context import ControllerContext
 from odradek.controller.election import (
     leader_for_controlled_shutdown,
