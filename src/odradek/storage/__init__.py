@@ -3,7 +3,7 @@
 See docs/internals.md §2."""
 
 from odradek.storage.api import AppendResult, FileRegion, PartitionLog, ReadResult
-from odradek.storage.checkpoint import LeaderEpochCache, OffsetCheckpointFile
+from odradek.storage.checkpoint import OffsetCheckpointFile
 from odradek.storage.config import LogConfig
 from odradek.storage.errors import (
     CorruptRecordError,
@@ -16,6 +16,7 @@ from odradek.storage.errors import (
     UnexpectedAppendOffsetError,
 )
 from odradek.storage.index import CorruptIndexError, OffsetIndex, TimeIndex
+from odradek.storage.leader_epoch import LeaderEpochCache
 from odradek.storage.log import (
     EARLIEST_TIMESTAMP,
     LATEST_TIMESTAMP,

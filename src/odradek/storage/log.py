@@ -18,10 +18,11 @@ from odradek.protocol.offsets import (  # ListOffsets' special timestamps
 )
 from odradek.storage._batch import check_follower_batches, prepare_append, writable
 from odradek.storage.api import AppendResult, FileRegion, ReadResult
-from odradek.storage.checkpoint import LEADER_EPOCH_CHECKPOINT, LeaderEpochCache, fsync_dir
+from odradek.storage.checkpoint import fsync_dir
 from odradek.storage.cleaner_records import check_compacted_append
 from odradek.storage.config import LogConfig
 from odradek.storage.errors import OffsetOutOfRangeError
+from odradek.storage.leader_epoch import LEADER_EPOCH_CHECKPOINT, LeaderEpochCache
 from odradek.storage.segment import LogSegment
 
 __all__ = [
