@@ -280,7 +280,7 @@ def test_assign_replicas_is_round_robin_over_live_brokers() -> None:
 
 
 async def test_producer_ids_come_in_blocks_that_survive_a_restart(tmp_path: Path) -> None:
-    from odradek.broker.metadata import LocalMetadataStore
+    from odradek.broker.local_metadata_store import LocalMetadataStore
     from odradek.broker.producer_ids import BLOCK_SIZE, ProducerIdManager
 
     ids = ProducerIdManager(LocalMetadataStore(0, tmp_path))

@@ -14,7 +14,7 @@ import pytest
 
 from odradek.broker.api import ApiSpec, RequestContext
 from odradek.broker.config import BrokerConfig
-from odradek.broker.metadata import (
+from odradek.broker.local_metadata_store import (
     FILE_NAME,
     InvalidPartitionsError,
     LocalMetadataStore,

@@ -11,7 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from kio.schema.errors import ErrorCode
 
-from odradek.broker.metadata import LocalMetadataStore
+from odradek.broker.local_metadata_store import LocalMetadataStore
 from odradek.broker.metadata_store import PartitionState
 from odradek.broker.partition import FollowerState, Partition, caught_up_time
 from odradek.broker.purgatory import Purgatory

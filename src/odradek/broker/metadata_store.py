@@ -2,8 +2,9 @@
 
 A store answers who is in the cluster (``BrokerInfo``), who the controller is, which topics
 exist and, per partition, the leader, leader epoch, replicas and ISR (``PartitionState``).
-Today's store is ``odradek.broker.metadata.LocalMetadataStore`` (one broker, a JSON file);
-a ZooKeeper-backed store (Kafka's znode layout, DESIGN.md §8) implements the same Protocol.
+Implemented by ``odradek.broker.local_metadata_store.LocalMetadataStore`` (one broker, a JSON
+file) and ``odradek.broker.zk_metadata_store.ZkMetadataStore`` (Kafka's znode layout in
+ZooKeeper, DESIGN.md §8).
 
 Contract:
 

@@ -15,7 +15,7 @@ storage ``PartitionLog``.
 
 The pieces: ``ReplicaManager`` (replica_manager.py, ``Partition`` objects), ``TopicAdmin``
 (topic_admin.py), ``ProducerIdManager`` (producer_ids.py), the ``MetadataStore`` Protocol
-(metadata_store.py) and ``LocalMetadataStore`` (metadata.py), the coordinator's
+(metadata_store.py) and ``LocalMetadataStore`` (local_metadata_store.py), the coordinator's
 ``PartitionWriter`` (coordinator_writer.py), the ``Purgatory`` (purgatory.py).
 """
 
@@ -39,7 +39,7 @@ from odradek.broker.coordinator_writer import (
 )
 from odradek.broker.dynamic_config import LOG_CLEANER_KEYS, LOG_KEYS, DynamicBrokerConfig
 from odradek.broker.group_configs import GroupConfigManager
-from odradek.broker.metadata import LocalMetadataStore
+from odradek.broker.local_metadata_store import LocalMetadataStore
 from odradek.broker.metadata_store import BrokerInfo, MetadataStore, TopicMetadata
 from odradek.broker.observed_state import ObservedState
 from odradek.broker.partition import Partition
@@ -438,7 +438,7 @@ class Broker:
         imported only here)."""
         from odradek.broker.zk_cluster import ZkCluster
         from odradek.broker.zk_config_store import ZkConfigEntityStore
-        from odradek.broker.zk_metadata import ZkMetadataStore
+        from odradek.broker.zk_metadata_store import ZkMetadataStore
 
         cfg = self.config
         store = ZkMetadataStore(

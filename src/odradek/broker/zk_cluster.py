@@ -33,7 +33,7 @@ from kio.schema.alter_partition.v2 import request as ap_request
 
 from odradek.broker.config import BrokerConfig
 from odradek.broker.metadata_store import PartitionState
-from odradek.broker.zk_metadata import ZkMetadataStore
+from odradek.broker.zk_metadata_store import ZkMetadataStore
 from odradek.clock import Clock
 from odradek.controller.channel import TcpControllerChannel
 from odradek.controller.context import ControllerConfig

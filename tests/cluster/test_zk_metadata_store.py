@@ -20,7 +20,7 @@ from odradek.broker.metadata_store import (
     TopicExistsError,
     UnknownTopicError,
 )
-from odradek.broker.zk_metadata import ZkMetadataStore, topic_id_to_zk
+from odradek.broker.zk_metadata_store import ZkMetadataStore, topic_id_to_zk
 from odradek.protocol.errors import ErrorCode
 from odradek.protocol.inter_broker import (
     TYPE_FULL,
