@@ -21,14 +21,10 @@ import sys
 from collections.abc import Iterator
 from pathlib import Path
 
-from crc32c import crc32c
-
-from odradek.protocol.records import RecordBatch
+from odradek.protocol.records import BATCH_HEADER_SIZE, LOG_OVERHEAD, RecordBatch
 
 __all__ = ["dump_file", "main"]
 
-_HEADER = struct.Struct(">qiibIhiqqqhii")
-_HEADER_SIZE = 61
 
 
 def _dump_log(path: Path, records: bool) -> Iterator[str]:
@@ -39,47 +35,43 @@ def _dump_log(path: Path, records: bool) -> Iterator[str]:
     position = 0
     expected = base
     while position < len(data):
-        if len(data) - position < _HEADER_SIZE:
+        if len(data) - position < BATCH_HEADER_SIZE:
             yield f"position: {position} torn tail: {len(data) - position} bytes"
             return
-        (
-            base_offset,
-            batch_length,
-            epoch,
-            magic,
-            crc,
-            attributes,
-            lod,
-            base_ts,
-            max_ts,
-            pid,
-            pepoch,
-            bseq,
-            count,
-        ) = _HEADER.unpack_from(data, position)
-        size = batch_length + 12
-        if batch_length < _HEADER_SIZE - 12 or position + size > len(data):
+        batch = RecordBatch(data, position)
+        h = batch.header()
+        base_offset, batch_length, epoch, crc = (
+            h.base_offset,
+            h.batch_length,
+            h.partition_leader_epoch,
+            h.crc,
+        )
+        attributes, lod, count = h.attributes, h.last_offset_delta, h.record_count
+        size = batch_length + LOG_OVERHEAD
+        if batch_length < BATCH_HEADER_SIZE - LOG_OVERHEAD or position + size > len(data):
             yield f"position: {position} bad batch length {batch_length} (file ends at {len(data)})"
             return
-        valid = crc32c(memoryview(data)[position + 21 : position + size]) == crc
+        valid = batch.compute_crc() == crc
         if base_offset > expected:
             yield f"gap: offsets {expected}..{base_offset - 1} removed by compaction"
         expected = base_offset + lod + 1
         compacted = f" (compacted: {count} of {lod + 1} offsets kept)" if count != lod + 1 else ""
         yield (
             f"baseOffset: {base_offset} lastOffset: {base_offset + lod} count: {count} "
-            f"baseSequence: {bseq} producerId: {pid} producerEpoch: {pepoch} "
+            f"baseSequence: {h.base_sequence} producerId: {h.producer_id} "
+            f"producerEpoch: {h.producer_epoch} "
             f"partitionLeaderEpoch: {epoch} isTransactional: {bool(attributes & 0x10)} "
             f"isControl: {bool(attributes & 0x20)} position: {position} "
-            f"CreateTime: {max_ts if not attributes & 0x08 else -1} "
-            f"LogAppendTime: {max_ts if attributes & 0x08 else -1} baseTimestamp: {base_ts} "
-            f"size: {size} magic: {magic} compresscodec: {attributes & 0x07} crc: {crc} "
+            f"CreateTime: {h.max_timestamp if not attributes & 0x08 else -1} "
+            f"LogAppendTime: {h.max_timestamp if attributes & 0x08 else -1} "
+            f"baseTimestamp: {h.base_timestamp} "
+            f"size: {size} magic: {h.magic} compresscodec: {attributes & 0x07} crc: {crc} "
             f"isvalid: {valid}{compacted}"
         )
         if records and valid:
             try:
                 next_offset = base_offset
-                for record in RecordBatch(data, position).records():
+                for record in batch.records():
                     if record.offset > next_offset:
                         yield f"| gap: offsets {next_offset}..{record.offset - 1} removed"
                     next_offset = record.offset + 1
