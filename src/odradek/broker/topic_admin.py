@@ -74,6 +74,7 @@ class TopicAdmin:
         """{partition: replicas} for new partitions start..start+num_partitions-1."""
         if not self.replicated:
             return assign_replicas(self._brokers(), start, num_partitions)
+        # lazy: a single broker loads no cluster support (tests/cluster/test_imports.py)
         from odradek.controller import assignment as ka
 
         rf = self.config.default_replication_factor if replication_factor is None else replication_factor
@@ -151,6 +152,7 @@ class TopicAdmin:
             )
         start = 0 if topic is None else topic.num_partitions
         if self.replicated and topic is not None:
+            # lazy: a single broker loads no cluster support (tests/cluster/test_imports.py)
             from odradek.controller import assignment as ka
 
             try:

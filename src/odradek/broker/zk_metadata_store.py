@@ -60,6 +60,7 @@ from odradek.broker.metadata_store import (
     MetadataChange,
     MetadataError,
     MetadataImage,
+    MetadataStore,
     MetadataUnavailableError,
     PartitionsChanged,
     PartitionState,
@@ -534,7 +535,5 @@ class ZkMetadataStore(MetadataImage):
 
 
 def _check(store: ZkMetadataStore) -> Any:
-    from odradek.broker.metadata_store import MetadataStore
-
     checked: MetadataStore = store  # ZkMetadataStore implements the Protocol (checked by mypy)
     return checked

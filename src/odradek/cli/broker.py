@@ -19,6 +19,8 @@ parent *process*, not the thread that forked the broker.
 
 from __future__ import annotations
 
+# Imports inside functions are deliberate: `odradek broker` loads what it runs and nothing else
+# (its ready time is measured; see _skip_optional_imports).
 import os
 import sys
 from pathlib import Path

@@ -19,6 +19,8 @@ under-replicated partitions (ISR smaller than the replicas) and offline ones (no
 
 from __future__ import annotations
 
+# Imports inside the commands are deliberate: each command loads only what it uses (the client,
+# the broker, storage, rich, pyspark), so that `odradek --help` and `odradek broker` start fast.
 import json
 import os
 import signal

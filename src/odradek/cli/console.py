@@ -9,6 +9,10 @@ broker internals (request latency, log sizes, purgatory) are only known inside a
 
 from __future__ import annotations
 
+# Imports inside the commands are deliberate: each command loads only what it uses (the client,
+# the broker, storage, rich, pyspark), so that `odradek --help` and `odradek broker` start fast.
+import asyncio
+import signal
 import sys
 from typing import Annotated
 
@@ -29,9 +33,6 @@ def console(
     sample_interval: Annotated[float, typer.Option("--sample-interval", help="Seconds between lag samples (charts, time to clear).")] = 5.0,
 ) -> None:
     """Serve the web console and /metrics for a Kafka-compatible cluster."""
-    import asyncio
-    import signal
-
     from odradek.console.app import Console
     from odradek.console.listeners import parse_http_listeners
     from odradek.console.source import ClusterSource

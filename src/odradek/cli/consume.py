@@ -9,6 +9,8 @@ printed as text; ``--print-key`` / ``--print-offset`` / ``--print-timestamp`` /
 
 from __future__ import annotations
 
+# Imports inside the commands are deliberate: each command loads only what it uses (the client,
+# the broker, storage, rich, pyspark), so that `odradek --help` and `odradek broker` start fast.
 import sys
 import time
 from typing import Annotated

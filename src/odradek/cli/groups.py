@@ -21,6 +21,8 @@ negotiates; coordinator lookup and its retries are the client's).
 
 from __future__ import annotations
 
+# Imports inside the commands are deliberate: each command loads only what it uses (the client,
+# the broker, storage, rich, pyspark), so that `odradek --help` and `odradek broker` start fast.
 import datetime
 import sys
 import time

@@ -11,6 +11,8 @@ per run). Throughput -1 means unthrottled.
 
 from __future__ import annotations
 
+# Imports inside the commands are deliberate: each command loads only what it uses (the client,
+# the broker, storage, rich, pyspark), so that `odradek --help` and `odradek broker` start fast.
 import os
 import time
 from typing import Annotated, Any

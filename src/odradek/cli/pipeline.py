@@ -12,6 +12,8 @@ audit shows a spinner while its batch job runs.
 
 from __future__ import annotations
 
+# Imports inside the commands are deliberate: each command loads only what it uses (the client,
+# the broker, storage, rich, pyspark), so that `odradek --help` and `odradek broker` start fast.
 import json
 import sys
 from collections.abc import Iterator

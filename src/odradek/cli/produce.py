@@ -6,6 +6,8 @@ it get a null key. ``--property key=value`` passes producer configs (Java keys).
 
 from __future__ import annotations
 
+# Imports inside the commands are deliberate: each command loads only what it uses (the client,
+# the broker, storage, rich, pyspark), so that `odradek --help` and `odradek broker` start fast.
 import sys
 from typing import Annotated
 

@@ -12,7 +12,12 @@
 
 from __future__ import annotations
 
+# Imports inside the commands are deliberate: each command loads only what it uses (the client,
+# the broker, storage, rich, pyspark), so that `odradek --help` and `odradek broker` start fast.
 import datetime
+import json
+import time
+from pathlib import Path
 from typing import Annotated
 
 import typer
@@ -160,11 +165,6 @@ def explain_retention(
     Segments are read from the log dirs (read-only; the broker may run). Topic configs come
     from the broker (DescribeConfigs) with -b, else from the overrides in the log dir's
     odradek-metadata.json over Kafka's defaults. See docs/retention.md."""
-    import datetime
-    import json
-    import time
-    from pathlib import Path
-
     from odradek.storage.config import LogConfig
     from odradek.storage.log import parse_log_dir_name
     from odradek.storage.retention import explain_retention as explain

@@ -23,6 +23,7 @@ the per-row Python call, size accounting, lock round trip and ``RecordFuture``: 
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import Callable, Generator, Sequence
 from typing import Any
 
@@ -47,6 +48,7 @@ def column_bytes(
 ) -> list[Any]:
     """A key/value column as a list of ``bytes | None`` (what ``send`` would make of each row)."""
     if _is_arrow(col):
+        # lazy: pyarrow (~26 MB RSS) only for Arrow columns
         import pyarrow as pa
 
         t = col.type
@@ -87,6 +89,7 @@ def column_headers(col: Any, to_bytes: Callable[[Any, Any], bytes | None]) -> li
 def column_ints(col: Any) -> list[Any]:
     """A partitions/timestamps column as a list of ``int | None`` (Arrow timestamps as epoch ms)."""
     if _is_arrow(col):
+        # lazy: pyarrow (~26 MB RSS) only for Arrow columns
         import pyarrow as pa
 
         if pa.types.is_timestamp(col.type):
@@ -128,8 +131,6 @@ class BulkFuture:
         return all(s[0].done for s in self._segments)
 
     def _wait(self, timeout: float | None) -> None:
-        import time
-
         deadline = None if timeout is None else time.monotonic() + timeout
         for r, _i, _p, _rows in self._segments:
             left = None if deadline is None else max(0.0, deadline - time.monotonic())

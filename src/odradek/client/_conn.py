@@ -10,6 +10,7 @@ When the connection drops, every pending request fails with ``KafkaConnectionErr
 from __future__ import annotations
 
 import asyncio
+import socket
 import struct
 from collections.abc import Sequence
 from typing import Any
@@ -72,8 +73,6 @@ class BrokerConnection(asyncio.Protocol):
         self.transport = transport  # type: ignore[assignment]
         sock = transport.get_extra_info("socket")
         if sock is not None:
-            import socket
-
             try:
                 sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
             except OSError:

@@ -9,6 +9,7 @@ any thread (``result(timeout)``/``get``) and inside asyncio (``await future``).
 from __future__ import annotations
 
 import asyncio
+import logging
 import threading
 from collections.abc import Callable, Generator
 from typing import Any
@@ -124,8 +125,6 @@ class RecordFuture:
             else:
                 fn(self._metadata(), None)
         except Exception:  # a user callback must not break the sender
-            import logging
-
             logging.getLogger("odradek.client").exception("delivery callback raised")
 
     def __await__(self) -> Generator[Any, None, RecordMetadata]:

@@ -25,6 +25,7 @@ from odradek.protocol.records import (
     iter_records,
 )
 
+from .errors import KafkaError
 from .types import ConsumerRecord
 
 __all__ = [
@@ -214,8 +215,6 @@ def decode_records(
         if magic != 2:
             raise ValueError(f"unsupported record batch magic {magic}")
         if check_crcs and crc32c(memoryview(data)[pos + 21 : end]) != crc:
-            from .errors import KafkaError
-
             raise KafkaError(f"CRC mismatch in batch at offset {base_offset}", 2)
         control = bool(attrs & 0x20)
         if filt is not None:

@@ -37,6 +37,7 @@ T = TypeVar("T")
 class _LoopThread:
     def __init__(self, name: str) -> None:
         try:
+            # lazy: uvloop is optional
             import uvloop
 
             self.loop: asyncio.AbstractEventLoop = uvloop.new_event_loop()

@@ -24,6 +24,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from shutil import which
 
 __all__ = ["ZOOKEEPER_CLASSPATH", "ZooKeeperServer", "four_letter_word", "zookeeper_available"]
 
@@ -67,8 +68,6 @@ sys.exit(child.wait())
 
 def zookeeper_available() -> bool:
     """Whether Debian's zookeeper jars and a ``java`` are installed."""
-    from shutil import which
-
     return all(p.exists() for p in ZOOKEEPER_CLASSPATH) and which("java") is not None
 
 

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import importlib
 import logging
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -45,8 +46,6 @@ counters are then at most 5 s behind, which ``rate()`` over a minute does not no
 def _import_console() -> None:
     """The console's modules (jinja2, prometheus-client, h11, odradek.client: 0.2-0.5 s here),
     imported in a worker thread so that neither the broker's start nor its event loop waits."""
-    import importlib
-
     for name in ("odradek.console.app", "odradek.metrics.broker", "prometheus_client"):
         importlib.import_module(name)
 
@@ -110,6 +109,7 @@ class BrokerConsole:
             log.exception("console failed to start (the broker runs without it)")
 
     async def _listen(self) -> None:
+        # lazy: the console's modules load in a worker thread after the broker is ready (_import_console)
         from prometheus_client import ProcessCollector
 
         from odradek.console.app import Console

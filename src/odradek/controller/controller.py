@@ -54,7 +54,16 @@ from odradek.cluster.znodes import (
     topic_path,
 )
 from odradek.controller import decisions as dec
+from odradek.controller.admin import (
+    alter_partition_reassignments_response,
+    elect_leaders_request_partitions,
+    elect_leaders_response,
+    list_partition_reassignments_response,
+    reassignment_targets,
+)
+from odradek.controller.alter_partition import alter_partition_items, alter_partition_response
 from odradek.controller.context import ControllerConfig, ControllerContext
+from odradek.protocol.inter_broker import LeaderAndIsrRequest, UpdateMetadataRequest
 
 __all__ = ["Controller", "ControllerChannel", "RecordingChannel"]
 
@@ -159,11 +168,6 @@ class Controller:
     def alter_partition_request(self, request: Any) -> Future[Any]:
         """A kio AlterPartitionRequest (v2/v3) -> a Future of its kio AlterPartitionResponse
         (NOT_CONTROLLER when this controller is not active)."""
-        from odradek.controller.alter_partition import (
-            alter_partition_items,
-            alter_partition_response,
-        )
-
         fut: Future[Any] = Future()
         seen: list[ControllerContext] = []
 
@@ -198,11 +202,6 @@ class Controller:
 
     def elect_leaders_request(self, request: Any) -> Future[Any]:
         """A kio ElectLeadersRequest (v1/v2) -> a Future of its kio response."""
-        from odradek.controller.admin import (
-            elect_leaders_request_partitions,
-            elect_leaders_response,
-        )
-
         asked: list[TopicPartition] = []
 
         def decide(ctx: ControllerContext) -> Outcome:
@@ -214,19 +213,12 @@ class Controller:
 
     def alter_partition_reassignments_request(self, request: Any) -> Future[Any]:
         """A kio AlterPartitionReassignmentsRequest (v0) -> a Future of its kio response."""
-        from odradek.controller.admin import (
-            alter_partition_reassignments_response,
-            reassignment_targets,
-        )
-
         targets = reassignment_targets(request)
         return self._call_kio(lambda ctx: dec.on_partition_reassignment(ctx, targets),
                               lambda d: alter_partition_reassignments_response(request, d))
 
     def list_partition_reassignments_request(self, request: Any) -> Future[Any]:
         """A kio ListPartitionReassignmentsRequest (v0) -> a Future of its kio response."""
-        from odradek.controller.admin import list_partition_reassignments_response
-
         return self.run_in_loop(lambda: list_partition_reassignments_response(self._ctx, request))
 
     def controlled_shutdown(self, broker_id: int, broker_epoch: int) -> Future[dec.Decision]:
@@ -558,8 +550,6 @@ class Controller:
 
 def _without(request: dec.BrokerRequest, lost: set[TopicPartition]) -> dec.BrokerRequest:
     """The request minus the partitions whose write lost a race (they are decided again)."""
-    from odradek.protocol.inter_broker import LeaderAndIsrRequest, UpdateMetadataRequest
-
     if isinstance(request, LeaderAndIsrRequest | UpdateMetadataRequest):
         kept = tuple(s for s in request.partition_states if (s.topic_name, s.partition_index) not in lost)
         return replace(request, partition_states=kept)  # type: ignore[arg-type]

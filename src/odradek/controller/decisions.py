@@ -31,6 +31,7 @@ move the leader, StopReplica the removed ones, RS = TRS) and :func:`on_auto_lead
 from __future__ import annotations
 
 import uuid
+from base64 import urlsafe_b64decode
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from enum import IntEnum
@@ -267,8 +268,6 @@ def topic_uuid(topic_id: str | None) -> uuid.UUID:
     """A topic id as written in ZooKeeper (URL-safe base64) as a UUID; the zero UUID when absent."""
     if not topic_id:
         return ZERO_UUID
-    from base64 import urlsafe_b64decode
-
     return uuid.UUID(bytes=urlsafe_b64decode(topic_id + "=" * (-len(topic_id) % 4)))
 
 

@@ -167,6 +167,7 @@ def run_audit(
     client_options: dict[str, str] | None = None,
 ) -> Any:
     """Batch job: per (topic, window) expected vs actual counts (DataFrame, sorted)."""
+    # lazy: pyspark is optional and slow to import
     from pyspark.sql import functions as F
 
     topics = sorted(set(topics))

@@ -29,6 +29,7 @@ ACTIVITY_SCHEMA = "page string, user string, ts long"
 def page_views_frame(df: Any, *, window: str = "1 minute", watermark: str = "1 minute") -> Any:
     """Aggregate a DataFrame with the odradek source schema into the derived topic's rows
     (columns key, value, timestamp... ready for the odradek sink)."""
+    # lazy: pyspark is optional and slow to import
     from pyspark.sql import functions as F
 
     events = (

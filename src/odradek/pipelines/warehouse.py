@@ -26,6 +26,7 @@ no schema registry service here). Decoding needs ``fastavro``.
 
 from __future__ import annotations
 
+import io
 import json
 import struct
 from collections.abc import Mapping
@@ -41,13 +42,12 @@ ValueFormat = Literal["raw", "json", "avro"]
 
 def avro_decoder(schemas: Mapping[int, Any]) -> Any:
     """A function bytes -> (schema id, JSON text) for Confluent-framed Avro values."""
+    # lazy: fastavro only for Avro values
     import fastavro
 
     parsed = {int(k): fastavro.parse_schema(v) for k, v in schemas.items()}
 
     def decode(raw: bytes | None) -> tuple[int | None, str | None]:
-        import io
-
         if raw is None or len(raw) < 5 or raw[0] != 0:
             return None, None
         (schema_id,) = struct.unpack(">i", raw[1:5])
@@ -68,6 +68,7 @@ def warehouse_frame(
     avro_schemas: Mapping[int, Any] | None = None,
 ) -> Any:
     """Turn a DataFrame with the odradek source schema into the warehouse's columns."""
+    # lazy: pyspark is optional and slow to import
     from pyspark.sql import functions as F
     from pyspark.sql.types import IntegerType, StringType, StructField, StructType
 

@@ -25,6 +25,7 @@ if TYPE_CHECKING:
 
 def register(spark: Any) -> None:
     """Register ``format("odradek")`` with a SparkSession (idempotent)."""
+    # lazy: pyspark is optional (see __getattr__)
     from odradek.spark.source import OdradekDataSource
 
     spark.dataSource.register(OdradekDataSource)

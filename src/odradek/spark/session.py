@@ -11,6 +11,8 @@ import sys
 from collections.abc import Mapping
 from typing import Any
 
+from odradek.spark import register
+
 __all__ = ["local_session"]
 
 
@@ -22,6 +24,7 @@ def local_session(
     """Get or create a SparkSession on ``master`` with ``odradek`` registered."""
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+    # lazy: pyspark is optional and slow to import
     from pyspark.sql import SparkSession
 
     builder = (
@@ -40,7 +43,5 @@ def local_session(
         builder = builder.config(k, v)
     spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("ERROR")
-    from odradek.spark import register
-
     register(spark)
     return spark

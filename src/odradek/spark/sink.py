@@ -255,6 +255,7 @@ def _create_topic(admin: Any, name: str, partitions: int) -> None:
 
 def _task_identity() -> tuple[str, int, int, int]:
     """(query id, batch id, Spark partition id, attempt) of the running streaming task."""
+    # lazy: runs only inside a Spark task
     from pyspark import TaskContext
 
     tc = TaskContext.get()

@@ -56,6 +56,7 @@ from odradek.spark.planning import (
     split_ranges,
 )
 from odradek.spark.schema import arrow_schema, source_ddl
+from odradek.spark.sink import OdradekBatchWriter, OdradekStreamWriter
 
 __all__ = ["OdradekBatchReader", "OdradekDataSource", "OdradekStreamReader", "RangePartition"]
 
@@ -376,11 +377,7 @@ class OdradekDataSource(DataSource):
         return OdradekStreamReader(self._source_options(True))
 
     def writer(self, schema: StructType, overwrite: bool) -> DataSourceWriter:
-        from odradek.spark.sink import OdradekBatchWriter
-
         return OdradekBatchWriter(parse_sink_options(self.options), schema)
 
     def streamWriter(self, schema: StructType, overwrite: bool) -> DataSourceStreamWriter:
-        from odradek.spark.sink import OdradekStreamWriter
-
         return OdradekStreamWriter(parse_sink_options(self.options), schema)

@@ -19,6 +19,7 @@ listening TCP sockets, for tests that check that nothing leaks.
 
 from __future__ import annotations
 
+import gc
 import os
 import socket
 import struct
@@ -26,7 +27,23 @@ import threading
 import time
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
+from datetime import timedelta
 from typing import Any, Protocol
+
+from kio.schema.api_versions.v0.request import ApiVersionsRequest
+from kio.schema.create_topics.v3.request import (
+    CreatableTopic,
+    CreatableTopicConfig,
+    CreateTopicsRequest,
+)
+from kio.schema.delete_topics.v3.request import DeleteTopicsRequest
+from kio.schema.fetch.v11.request import FetchPartition, FetchRequest, FetchTopic
+from kio.schema.metadata.v5.request import MetadataRequest, MetadataRequestTopic
+from kio.schema.types import TopicName
+from kio.static.primitive import i16, i32, i32Timedelta, i64
+
+from odradek.protocol.messages import decode_response, encode_request, read_correlation_id
+from odradek.protocol.records import iter_batches
 
 __all__ = [
     "ConsumedRecord",
@@ -132,8 +149,6 @@ class _Connection:
 
     def request(self, req: Any) -> Any:
         """Send a kio request entity and return the decoded kio response entity."""
-        from odradek.protocol.messages import decode_response, encode_request, read_correlation_id
-
         self._correlation_id += 1
         self.sock.sendall(
             encode_request(req, correlation_id=self._correlation_id, client_id=CLIENT_ID)
@@ -167,8 +182,6 @@ def _check(error_code: Any, what: str) -> None:
 
 def api_versions(broker: BrokerLike, *, timeout: float = 10.0) -> dict[int, tuple[int, int]]:
     """ApiVersions v0 round trip: ``{api_key: (min_version, max_version)}``."""
-    from kio.schema.api_versions.v0.request import ApiVersionsRequest
-
     with _connect_any(bootstrap_of(broker), timeout) as conn:
         response = conn.request(ApiVersionsRequest())
     _check(response.error_code, "ApiVersions")
@@ -176,9 +189,6 @@ def api_versions(broker: BrokerLike, *, timeout: float = 10.0) -> dict[int, tupl
 
 
 def _metadata(conn: _Connection, topics: Sequence[str] | None) -> Any:
-    from kio.schema.metadata.v5.request import MetadataRequest, MetadataRequestTopic
-    from kio.schema.types import TopicName
-
     request = MetadataRequest(
         topics=None
         if topics is None
@@ -212,14 +222,6 @@ def create_topic(
     Raises ``KafkaProtocolError`` (error_code 36, TOPIC_ALREADY_EXISTS) if the topic exists
     and ``exist_ok`` is false.
     """
-    from kio.schema.create_topics.v3.request import (
-        CreatableTopic,
-        CreatableTopicConfig,
-        CreateTopicsRequest,
-    )
-    from kio.schema.types import TopicName
-    from kio.static.primitive import i16, i32, i32Timedelta
-
     config_entries = tuple(
         CreatableTopicConfig(name=k, value=_config_value(v)) for k, v in (configs or {}).items()
     )
@@ -266,10 +268,6 @@ def delete_topic(
 ) -> None:
     """Delete ``name``. Raises ``KafkaProtocolError`` (3, UNKNOWN_TOPIC_OR_PARTITION) if it
     does not exist and ``missing_ok`` is false."""
-    from kio.schema.delete_topics.v3.request import DeleteTopicsRequest
-    from kio.schema.types import TopicName
-    from kio.static.primitive import i32Timedelta
-
     request = DeleteTopicsRequest(
         topic_names=(TopicName(name),), timeout=i32Timedelta.parse(_ms(timeout))
     )
@@ -294,12 +292,6 @@ def read_all(
 
     Raises ``KafkaProtocolError`` (3, UNKNOWN_TOPIC_OR_PARTITION) if the topic does not exist.
     """
-    from datetime import timedelta
-
-    from kio.schema.fetch.v11.request import FetchPartition, FetchRequest, FetchTopic
-    from kio.schema.types import TopicName
-    from kio.static.primitive import i32, i32Timedelta, i64
-
     bootstrap = bootstrap_of(broker)
     deadline = time.monotonic() + timeout
     with _connect_any(bootstrap, timeout) as conn:
@@ -391,8 +383,6 @@ def read_all(
 
 
 def _ms(seconds: float) -> Any:
-    from datetime import timedelta
-
     return timedelta(milliseconds=int(seconds * 1000))
 
 
@@ -408,8 +398,6 @@ def _config_value(value: object) -> str:
 def _decode_batches(payload: bytes, topic: str, partition: int) -> Iterator[ConsumedRecord]:
     """The records of every whole batch in ``payload`` (a trailing partial batch is ignored),
     control batches skipped; raises ValueError on a batch that is not magic 2."""
-    from odradek.protocol.records import iter_batches
-
     for batch in iter_batches(payload):
         if batch.magic != 2:
             raise ValueError(
@@ -431,8 +419,6 @@ def _decode_batches(payload: bytes, topic: str, partition: int) -> Iterator[Cons
 
 def _next_offset_after(payload: bytes) -> int | None:
     """The offset after the last whole batch in ``payload`` (control batches included)."""
-    from odradek.protocol.records import iter_batches
-
     last: int | None = None
     for batch in iter_batches(payload):
         last = batch.next_offset
@@ -531,8 +517,6 @@ class ResourceSnapshot:
         asynchronously take a moment to go); return what is still above after ``timeout``.
         Runs the garbage collector first: a client object caught in a reference cycle keeps its
         socket until it is collected, which is not a leak."""
-        import gc
-
         if not baseline.diff(cls.take()):
             return {}
         gc.collect()

