@@ -420,7 +420,7 @@ class Broker:
             def install_metrics(metrics: RequestMetrics) -> None:
                 self.metrics = metrics
 
-            host = ConsoleHost(
+            console_host = ConsoleHost(
                 node_id=self.node_id,
                 kafka_address=self.advertised_address,
                 state=self.observed_state(),
@@ -428,7 +428,7 @@ class Broker:
                 install_metrics=install_metrics,
             )
             self._console = BrokerConsole(
-                host, self.config.http_listeners, ready=lambda: self._started
+                console_host, self.config.http_listeners, ready=lambda: self._started
             )
             self._console.start_soon()
         log.info("broker %s listening on %s:%s", self.node_id, self.host, self.bound_port)
