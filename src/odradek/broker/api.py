@@ -25,7 +25,7 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any, Generic, Protocol, TypeAlias, TypeVar
 
 from kio.schema.errors import ErrorCode
 
@@ -38,8 +38,10 @@ __all__ = [
     "EncodedResponse",
     "ErrorResponse",
     "Handler",
+    "Req",
     "RequestContext",
     "RequestHeaderInfo",
+    "Resp",
     "Response",
     "TopicMetrics",
 ]
@@ -83,24 +85,29 @@ class EncodedResponse:
 
 # A kio response entity, an EncodedResponse, or None for "send no response" (Produce acks=0).
 Response = Any
-Handler = Callable[[RequestContext, Any], Awaitable[Response]]
-ErrorResponse = Callable[[Any, ErrorCode], Response]
+Req = TypeVar("Req")
+Resp = TypeVar("Resp")
+Handler: TypeAlias = Callable[[RequestContext, Req], Awaitable[Resp]]
+"""``handle(ctx, request) -> response``: a handler takes its API's request type (the union of
+the kio classes of the versions it serves, ``odradek.protocol.api_types``, or odradek's own
+decoded type) and returns the matching response type."""
+ErrorResponse: TypeAlias = Callable[[Req, ErrorCode], Resp]
 Decoder = Callable[..., tuple[Any, int]]
 
 
 @dataclass(frozen=True, slots=True)
-class ApiSpec:
+class ApiSpec(Generic[Req, Resp]):
     """One API: its key, name, advertised versions, handler and optional hooks."""
 
     key: int
     name: str
     min_version: int
     max_version: int
-    handler: Handler
+    handler: Handler[Req, Resp]
     min_request_version: int | None = None
     """Oldest version the handler's own decoding takes; older ones (down to min_version) go
     through protocol.legacy_versions. Defaults to min_version."""
-    error_response: ErrorResponse | None = None
+    error_response: ErrorResponse[Req, Resp] | None = None
     decoder: Decoder | None = None
 
     @property

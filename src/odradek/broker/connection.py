@@ -79,7 +79,7 @@ _HANDLER_ERROR = "UNKNOWN_SERVER_ERROR"
 SENDFILE_MIN = 16384
 """Regions smaller than this are read and written with the rest (a syscall pair costs more)."""
 
-Route = tuple[ApiSpec, RequestCodec, bool, LegacyCodec | None] | str
+Route = tuple[ApiSpec[Any, Any], RequestCodec, bool, LegacyCodec | None] | str
 """(spec, decoding info, whether the reader is kio's, the old version's codec or None) for an
 (api key, version), or the reason to close the connection."""
 
@@ -117,7 +117,7 @@ class RequestMetrics(TopicMetrics, Protocol):
 class ConnectionOwner(Protocol):
     """What a connection needs from the broker that accepted it."""
 
-    registry: dict[int, ApiSpec]
+    registry: dict[int, ApiSpec[Any, Any]]
     metrics: RequestMetrics | None
     """Request count, latency and size; None when nothing collects them (no console)."""
     routes: dict[tuple[int, int], Route]
@@ -427,7 +427,7 @@ class KafkaConnection(asyncio.Protocol):
         self,
         task: asyncio.Task[Any],
         slot: _Slot,
-        spec: ApiSpec,
+        spec: ApiSpec[Any, Any],
         info: RequestCodec,
         correlation_id: int,
         requests: tuple[Any, LegacyRequest | None],
@@ -482,7 +482,7 @@ class KafkaConnection(asyncio.Protocol):
 
     def _encode(
         self,
-        spec: ApiSpec,
+        spec: ApiSpec[Any, Any],
         info: RequestCodec,
         correlation_id: int,
         response: Any,
@@ -504,7 +504,7 @@ class KafkaConnection(asyncio.Protocol):
 
     def _error(
         self,
-        spec: ApiSpec,
+        spec: ApiSpec[Any, Any],
         info: RequestCodec,
         correlation_id: int,
         request: Any,

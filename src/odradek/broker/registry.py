@@ -8,6 +8,7 @@ served cannot drift apart. Every module is imported directly: a missing one fail
 from __future__ import annotations
 
 from collections.abc import Iterable
+from typing import Any
 
 from odradek.broker.api import (
     ApiSpec,
@@ -70,7 +71,7 @@ __all__ = [
     "load_registry",
 ]
 
-API_SPECS: tuple[ApiSpec, ...] = (
+API_SPECS: tuple[ApiSpec[Any, Any], ...] = (
     api_versions.API,
     metadata.API,
     produce.API,
@@ -119,9 +120,9 @@ API_SPECS: tuple[ApiSpec, ...] = (
 )
 
 
-def load_registry(specs: Iterable[ApiSpec] = API_SPECS) -> dict[int, ApiSpec]:
+def load_registry(specs: Iterable[ApiSpec[Any, Any]] = API_SPECS) -> dict[int, ApiSpec[Any, Any]]:
     """Index ``specs`` by api key (two specs for one key are an error)."""
-    registry: dict[int, ApiSpec] = {}
+    registry: dict[int, ApiSpec[Any, Any]] = {}
     for spec in specs:
         if spec.key in registry:
             raise RuntimeError(

@@ -25,7 +25,7 @@ import asyncio
 import contextlib
 import logging
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from odradek.broker.api import ApiSpec
 from odradek.broker.broker_channel import BrokerChannel
@@ -169,7 +169,7 @@ class Broker:
         self._injected_config_store = config_store
         self.clock: Clock = clock if clock is not None else SystemClock()
         self.node_id = self.config.node_id_effective
-        self.registry: dict[int, ApiSpec] = load_registry()
+        self.registry: dict[int, ApiSpec[Any, Any]] = load_registry()
         self.routes: dict[tuple[int, int], Route] = {}
         """(api key, version) -> route, shared by the connections (connection.py)."""
         self.purgatory = Purgatory()

@@ -16,7 +16,9 @@ from odradek.broker.api import (
     EncodedResponse,
     ErrorResponse,
     Handler,
+    Req,
     RequestContext,
+    Resp,
 )
 from odradek.protocol import inter_broker as ib
 
@@ -40,11 +42,11 @@ def encoded(body: bytes) -> EncodedResponse:
 def api_spec(
     key: int,
     name: str,
-    handler: Handler,
+    handler: Handler[Req, Resp],
     *,
     decode: Callable[[bytes, int], Any] | None = None,
-    error_response: ErrorResponse | None = None,
-) -> ApiSpec:
+    error_response: ErrorResponse[Req, Resp] | None = None,
+) -> ApiSpec[Req, Resp]:
     """The ``ApiSpec`` of inter-broker API ``key``: the versions ``ib.SUPPORTED_VERSIONS`` lists,
     with ``decode`` (a whole-body decoder) as its ``decoder`` when given."""
     lo, hi = ib.SUPPORTED_VERSIONS[key]
