@@ -3,15 +3,18 @@ transaction, before its TxnOffsetCommit to the group coordinator (KIP-98)."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING
 
 from odradek.broker.api import ApiSpec, RequestContext
 from odradek.broker.apis import _transactions as glue
 
+if TYPE_CHECKING:
+    from odradek.protocol.api_types import AddOffsetsToTxnRequest, AddOffsetsToTxnResponse
+
 __all__ = ["API", "handle"]
 
 
-async def handle(ctx: RequestContext, request: Any) -> Any:
+async def handle(ctx: RequestContext, request: AddOffsetsToTxnRequest) -> AddOffsetsToTxnResponse:
     return await ctx.services.txn_coordinator.execute(
         lambda m, now: glue.add_offsets_to_txn(m, request, now), on_write_error=glue.with_error
     )

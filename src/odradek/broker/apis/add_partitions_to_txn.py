@@ -9,15 +9,20 @@ OPERATION_NOT_ATTEMPTED for the rest). The decisions are the transaction coordin
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING
 
 from odradek.broker.api import ApiSpec, RequestContext
 from odradek.broker.apis import _transactions as glue
 
+if TYPE_CHECKING:
+    from odradek.protocol.api_types import AddPartitionsToTxnRequest, AddPartitionsToTxnResponse
+
 __all__ = ["API", "handle"]
 
 
-async def handle(ctx: RequestContext, request: Any) -> Any:
+async def handle(
+    ctx: RequestContext, request: AddPartitionsToTxnRequest
+) -> AddPartitionsToTxnResponse:
     services = ctx.services
 
     def exists(topic: str, partition: int) -> bool:

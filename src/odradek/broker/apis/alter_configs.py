@@ -5,7 +5,7 @@ group's configs. See ``_configs`` for the resources and their errors."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 from kio.schema.errors import ErrorCode
 
@@ -20,10 +20,13 @@ from odradek.broker.apis._configs import (
 )
 from odradek.broker.apis._util import NO_THROTTLE, make, response_types
 
+if TYPE_CHECKING:
+    from odradek.protocol.api_types import AlterConfigsRequest, AlterConfigsResponse
+
 __all__ = ["API", "handle"]
 
 
-async def handle(ctx: RequestContext, request: Any) -> Any:
+async def handle(ctx: RequestContext, request: AlterConfigsRequest) -> AlterConfigsResponse:
     services = ctx.services
 
     async def alter(rtype: int, name: str, configs: Any) -> tuple[ErrorCode, str | None]:
@@ -35,10 +38,13 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
         return await alter_group(services, name, values, request.validate_only)
 
     responses = await alter_resources(request, alter)
-    return make(
-        response_types(request).AlterConfigsResponse,
-        throttle_time=NO_THROTTLE,
-        responses=responses,
+    return cast(
+        "AlterConfigsResponse",
+        make(
+            response_types(request).AlterConfigsResponse,
+            throttle_time=NO_THROTTLE,
+            responses=responses,
+        ),
     )
 
 

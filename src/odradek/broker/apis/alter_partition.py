@@ -9,27 +9,33 @@ finds the new controller and retries.
 from __future__ import annotations
 
 import asyncio
-from typing import Any
+from typing import TYPE_CHECKING, cast
 
 from kio.schema.errors import ErrorCode
 
 from odradek.broker.api import ApiSpec, RequestContext
 from odradek.broker.apis._util import NO_THROTTLE, make, response_types
 
+if TYPE_CHECKING:
+    from odradek.protocol.api_types import AlterPartitionRequest, AlterPartitionResponse
+
 __all__ = ["API", "handle"]
 
 
-async def handle(ctx: RequestContext, request: Any) -> Any:
+async def handle(ctx: RequestContext, request: AlterPartitionRequest) -> AlterPartitionResponse:
     cluster = ctx.services.cluster
     controller = None if cluster is None else cluster.controller
     if controller is not None and controller.is_active:
         return await asyncio.wrap_future(controller.alter_partition_request(request))
     types = response_types(request)
-    return make(
-        types.AlterPartitionResponse,
-        throttle_time=NO_THROTTLE,
-        error_code=ErrorCode.not_controller,
-        topics=(),
+    return cast(
+        "AlterPartitionResponse",
+        make(
+            types.AlterPartitionResponse,
+            throttle_time=NO_THROTTLE,
+            error_code=ErrorCode.not_controller,
+            topics=(),
+        ),
     )
 
 

@@ -6,16 +6,27 @@ NOT_CONTROLLER.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, cast
 
 from odradek.broker.api import ApiSpec, RequestContext
 from odradek.broker.apis._controller_admin import controller_call
 
+if TYPE_CHECKING:
+    from odradek.protocol.api_types import (
+        AlterPartitionReassignmentsRequest,
+        AlterPartitionReassignmentsResponse,
+    )
+
 __all__ = ["API", "handle"]
 
 
-async def handle(ctx: RequestContext, request: Any) -> Any:
-    return await controller_call(ctx, request, "alter_partition_reassignments_request")
+async def handle(
+    ctx: RequestContext, request: AlterPartitionReassignmentsRequest
+) -> AlterPartitionReassignmentsResponse:
+    return cast(
+        "AlterPartitionReassignmentsResponse",
+        await controller_call(ctx, request, "alter_partition_reassignments_request"),
+    )
 
 
 API = ApiSpec(

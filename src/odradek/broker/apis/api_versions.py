@@ -9,27 +9,33 @@ ApiVersions responses always use response header v0.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, cast
 
 from kio.schema.errors import ErrorCode
 
 from odradek.broker.api import ApiSpec, RequestContext
 from odradek.broker.apis._util import NO_THROTTLE, make, response_types
 
+if TYPE_CHECKING:
+    from odradek.protocol.api_types import ApiVersionsRequest, ApiVersionsResponse
+
 __all__ = ["API", "handle"]
 
 
-async def handle(ctx: RequestContext, request: Any) -> Any:
+async def handle(ctx: RequestContext, request: ApiVersionsRequest) -> ApiVersionsResponse:
     types = response_types(request)
     keys = tuple(
         make(types.ApiVersion, api_key=k, min_version=lo, max_version=hi)
         for k, lo, hi in ctx.services.api_versions
     )
-    return make(
-        types.ApiVersionsResponse,
-        error_code=ErrorCode.none,
-        api_keys=keys,
-        throttle_time=NO_THROTTLE,
+    return cast(
+        "ApiVersionsResponse",
+        make(
+            types.ApiVersionsResponse,
+            error_code=ErrorCode.none,
+            api_keys=keys,
+            throttle_time=NO_THROTTLE,
+        ),
     )
 
 

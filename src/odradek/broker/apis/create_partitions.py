@@ -7,7 +7,7 @@ validate_only checks without changing anything.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, cast
 
 from kio.schema.errors import ErrorCode
 
@@ -15,10 +15,13 @@ from odradek.broker.api import ApiSpec, RequestContext
 from odradek.broker.apis._util import NO_THROTTLE, make, response_types
 from odradek.broker.metadata_store import MetadataUnavailableError
 
+if TYPE_CHECKING:
+    from odradek.protocol.api_types import CreatePartitionsRequest, CreatePartitionsResponse
+
 __all__ = ["API", "handle"]
 
 
-async def handle(ctx: RequestContext, request: Any) -> Any:
+async def handle(ctx: RequestContext, request: CreatePartitionsRequest) -> CreatePartitionsResponse:
     services = ctx.services
     types = response_types(request)
     results = []
@@ -59,7 +62,10 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
                 error_message=message,
             )
         )
-    return make(types.CreatePartitionsResponse, throttle_time=NO_THROTTLE, results=tuple(results))
+    return cast(
+        "CreatePartitionsResponse",
+        make(types.CreatePartitionsResponse, throttle_time=NO_THROTTLE, results=tuple(results)),
+    )
 
 
 API = ApiSpec(key=37, name="CreatePartitions", min_version=0, max_version=3, handler=handle)

@@ -12,7 +12,7 @@ INVALID_REPLICA_ASSIGNMENT; an unknown or invalid topic config → INVALID_CONFI
 from __future__ import annotations
 
 import logging
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 from kio.schema.errors import ErrorCode
 
@@ -27,6 +27,9 @@ from odradek.broker.metadata_store import (
 )
 from odradek.broker.services import BrokerServices
 from odradek.broker.topic_admin import InvalidReplicationFactorError
+
+if TYPE_CHECKING:
+    from odradek.protocol.api_types import CreateTopicsRequest, CreateTopicsResponse
 
 __all__ = ["API", "handle"]
 
@@ -136,7 +139,7 @@ def _check(
     return ErrorCode.none, None, partitions, rf, configs
 
 
-async def handle(ctx: RequestContext, request: Any) -> Any:
+async def handle(ctx: RequestContext, request: CreateTopicsRequest) -> CreateTopicsResponse:
     services = ctx.services
     types = response_types(request)
     results = []
@@ -199,7 +202,10 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
                 configs=config_entries,
             )
         )
-    return make(types.CreateTopicsResponse, throttle_time=NO_THROTTLE, topics=tuple(results))
+    return cast(
+        "CreateTopicsResponse",
+        make(types.CreateTopicsResponse, throttle_time=NO_THROTTLE, topics=tuple(results)),
+    )
 
 
 API = ApiSpec(

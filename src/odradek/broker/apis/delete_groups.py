@@ -4,16 +4,19 @@ NON_EMPTY_GROUP."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, cast
 
 from odradek.broker.api import ApiSpec, RequestContext
 from odradek.broker.apis._groups import code, coordinator
 from odradek.broker.apis._util import NO_THROTTLE, make, response_types
 
+if TYPE_CHECKING:
+    from odradek.protocol.api_types import DeleteGroupsRequest, DeleteGroupsResponse
+
 __all__ = ["API", "handle"]
 
 
-async def handle(ctx: RequestContext, request: Any) -> Any:
+async def handle(ctx: RequestContext, request: DeleteGroupsRequest) -> DeleteGroupsResponse:
     types = response_types(request)
     coord = coordinator(ctx)
     names = list(request.groups_names)
@@ -22,7 +25,10 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
         make(types.DeletableGroupResult, group_id=g, error_code=code(e))
         for g, e in zip(names, errors, strict=True)
     )
-    return make(types.DeleteGroupsResponse, throttle_time=NO_THROTTLE, results=results)
+    return cast(
+        "DeleteGroupsResponse",
+        make(types.DeleteGroupsResponse, throttle_time=NO_THROTTLE, results=results),
+    )
 
 
 API = ApiSpec(key=42, name="DeleteGroups", min_version=0, max_version=2, handler=handle)

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from typing import Any
+from typing import TYPE_CHECKING, cast
 
 from kio.schema.errors import ErrorCode
 
@@ -31,6 +31,9 @@ from odradek.broker.api import ApiSpec, RequestContext
 from odradek.broker.apis._util import NO_THROTTLE, make, response_types
 from odradek.broker.services import BrokerServices
 from odradek.storage import OffsetOutOfRangeError
+
+if TYPE_CHECKING:
+    from odradek.protocol.api_types import DeleteRecordsRequest, DeleteRecordsResponse
 
 __all__ = ["API", "HIGH_WATERMARK", "handle"]
 
@@ -69,7 +72,7 @@ def _delete(
     return ErrorCode.none, plog.log_start_offset, moved
 
 
-async def handle(ctx: RequestContext, request: Any) -> Any:
+async def handle(ctx: RequestContext, request: DeleteRecordsRequest) -> DeleteRecordsResponse:
     services = ctx.services
     types = response_types(request)
     now_ms = services.clock.now_ms()
@@ -98,7 +101,10 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
         await asyncio.get_running_loop().run_in_executor(
             None, log_manager.checkpoint_log_start_offsets
         )
-    return make(types.DeleteRecordsResponse, throttle_time=NO_THROTTLE, topics=tuple(topics))
+    return cast(
+        "DeleteRecordsResponse",
+        make(types.DeleteRecordsResponse, throttle_time=NO_THROTTLE, topics=tuple(topics)),
+    )
 
 
 API = ApiSpec(key=21, name="DeleteRecords", min_version=0, max_version=2, handler=handle)

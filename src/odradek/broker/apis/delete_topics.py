@@ -6,7 +6,8 @@ Unknown topic → UNKNOWN_TOPIC_OR_PARTITION (UNKNOWN_TOPIC_ID by id); internal 
 
 from __future__ import annotations
 
-from typing import Any
+import uuid
+from typing import TYPE_CHECKING, TypeGuard, cast
 
 from kio.schema.errors import ErrorCode
 
@@ -14,15 +15,45 @@ from odradek.broker.api import ApiSpec, RequestContext
 from odradek.broker.apis._util import NO_THROTTLE, make, response_types
 from odradek.broker.metadata_store import MetadataUnavailableError
 
+if TYPE_CHECKING:
+    from odradek.protocol.api_types import (
+        DeleteTopicsRequest,
+        DeleteTopicsRequestV1,
+        DeleteTopicsRequestV2,
+        DeleteTopicsRequestV3,
+        DeleteTopicsRequestV4,
+        DeleteTopicsRequestV5,
+        DeleteTopicsRequestV6,
+        DeleteTopicsResponse,
+    )
+
 __all__ = ["API", "handle"]
 
 
-async def handle(ctx: RequestContext, request: Any) -> Any:
+def _by_name(
+    request: DeleteTopicsRequest,
+) -> TypeGuard[
+    DeleteTopicsRequestV1
+    | DeleteTopicsRequestV2
+    | DeleteTopicsRequestV3
+    | DeleteTopicsRequestV4
+    | DeleteTopicsRequestV5
+]:
+    """v1-v5 name topics; v6+ name them or give their ids (KIP-516)."""
+    return request.__version__ < 6
+
+
+def _by_name_or_id(request: DeleteTopicsRequest) -> TypeGuard[DeleteTopicsRequestV6]:
+    return request.__version__ >= 6
+
+
+async def handle(ctx: RequestContext, request: DeleteTopicsRequest) -> DeleteTopicsResponse:
     services = ctx.services
     types = response_types(request)
-    if hasattr(request, "topic_names"):
+    wanted: list[tuple[str | None, uuid.UUID | None]] = []
+    if _by_name(request):
         wanted = [(name, None) for name in request.topic_names]
-    else:
+    elif _by_name_or_id(request):
         wanted = [(t.name, t.topic_id) for t in request.topics]
     results = []
     for name, topic_id in wanted:
@@ -56,7 +87,10 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
                 error_message=message,
             )
         )
-    return make(types.DeleteTopicsResponse, throttle_time=NO_THROTTLE, responses=tuple(results))
+    return cast(
+        "DeleteTopicsResponse",
+        make(types.DeleteTopicsResponse, throttle_time=NO_THROTTLE, responses=tuple(results)),
+    )
 
 
 API = ApiSpec(

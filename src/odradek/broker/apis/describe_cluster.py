@@ -4,7 +4,7 @@ include_cluster_authorized_operations is set (as Kafka)."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, cast
 
 from kio.schema.errors import ErrorCode
 
@@ -17,34 +17,40 @@ from odradek.broker.apis._util import (
     response_types,
 )
 
+if TYPE_CHECKING:
+    from odradek.protocol.api_types import DescribeClusterRequest, DescribeClusterResponse
+
 __all__ = ["API", "handle"]
 
 
-async def handle(ctx: RequestContext, request: Any) -> Any:
+async def handle(ctx: RequestContext, request: DescribeClusterRequest) -> DescribeClusterResponse:
     store = ctx.services.metadata
     types = response_types(request)
-    return make(
-        types.DescribeClusterResponse,
-        throttle_time=NO_THROTTLE,
-        error_code=ErrorCode.none,
-        error_message=None,
-        endpoint_type=1,
-        cluster_id=store.cluster_id,
-        controller_id=store.controller_id(),
-        brokers=tuple(
-            make(
-                types.DescribeClusterBroker,
-                broker_id=b.node_id,
-                host=b.host,
-                port=b.port,
-                rack=b.rack,
-            )
-            for b in store.live_brokers()
+    return cast(
+        "DescribeClusterResponse",
+        make(
+            types.DescribeClusterResponse,
+            throttle_time=NO_THROTTLE,
+            error_code=ErrorCode.none,
+            error_message=None,
+            endpoint_type=1,
+            cluster_id=store.cluster_id,
+            controller_id=store.controller_id(),
+            brokers=tuple(
+                make(
+                    types.DescribeClusterBroker,
+                    broker_id=b.node_id,
+                    host=b.host,
+                    port=b.port,
+                    rack=b.rack,
+                )
+                for b in store.live_brokers()
+            ),
+            # no authorizer: every cluster operation, when asked for
+            cluster_authorized_operations=CLUSTER_OPERATIONS
+            if request.include_cluster_authorized_operations
+            else AUTHORIZED_OPERATIONS_NOT_REQUESTED,
         ),
-        # no authorizer: every cluster operation, when asked for
-        cluster_authorized_operations=CLUSTER_OPERATIONS
-        if request.include_cluster_authorized_operations
-        else AUTHORIZED_OPERATIONS_NOT_REQUESTED,
     )
 
 

@@ -5,7 +5,7 @@ configs (this broker's id: every config with its current value, source and read-
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, cast
 
 from kio.schema.errors import ErrorCode
 
@@ -26,10 +26,13 @@ from odradek.broker.apis._configs import (
 )
 from odradek.broker.apis._util import NO_THROTTLE, make, response_types
 
+if TYPE_CHECKING:
+    from odradek.protocol.api_types import DescribeConfigsRequest, DescribeConfigsResponse
+
 __all__ = ["API", "handle"]
 
 
-async def handle(ctx: RequestContext, request: Any) -> Any:
+async def handle(ctx: RequestContext, request: DescribeConfigsRequest) -> DescribeConfigsResponse:
     services = ctx.services
     types = response_types(request)
     synonyms_wanted = bool(getattr(request, "include_synonyms", False))
@@ -96,7 +99,10 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
                 configs=configs,
             )
         )
-    return make(types.DescribeConfigsResponse, throttle_time=NO_THROTTLE, results=tuple(results))
+    return cast(
+        "DescribeConfigsResponse",
+        make(types.DescribeConfigsResponse, throttle_time=NO_THROTTLE, results=tuple(results)),
+    )
 
 
 API = ApiSpec(

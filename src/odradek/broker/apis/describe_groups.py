@@ -9,7 +9,7 @@ when groups have configs (``GroupConfigManager.enabled``, as Kafka 4.0).
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, cast
 
 from odradek.broker.api import ApiSpec, RequestContext
 from odradek.broker.apis._groups import (
@@ -21,10 +21,13 @@ from odradek.broker.apis._groups import (
 )
 from odradek.broker.apis._util import NO_THROTTLE, make, response_types
 
+if TYPE_CHECKING:
+    from odradek.protocol.api_types import DescribeGroupsRequest, DescribeGroupsResponse
+
 __all__ = ["API", "handle"]
 
 
-async def handle(ctx: RequestContext, request: Any) -> Any:
+async def handle(ctx: RequestContext, request: DescribeGroupsRequest) -> DescribeGroupsResponse:
     types = response_types(request)
     coord = coordinator(ctx)
     wanted = list(request.groups)
@@ -61,7 +64,10 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
         )
         for error, s in described
     )
-    return make(types.DescribeGroupsResponse, throttle_time=NO_THROTTLE, groups=groups)
+    return cast(
+        "DescribeGroupsResponse",
+        make(types.DescribeGroupsResponse, throttle_time=NO_THROTTLE, groups=groups),
+    )
 
 
 API = ApiSpec(key=15, name="DescribeGroups", min_version=0, max_version=5, handler=handle)

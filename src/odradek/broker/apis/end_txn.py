@@ -7,15 +7,18 @@ answer), then CompleteCommit / CompleteAbort. A retry of a finished EndTxn answe
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING
 
 from odradek.broker.api import ApiSpec, RequestContext
 from odradek.broker.apis import _transactions as glue
 
+if TYPE_CHECKING:
+    from odradek.protocol.api_types import EndTxnRequest, EndTxnResponse
+
 __all__ = ["API", "handle"]
 
 
-async def handle(ctx: RequestContext, request: Any) -> Any:
+async def handle(ctx: RequestContext, request: EndTxnRequest) -> EndTxnResponse:
     return await ctx.services.txn_coordinator.execute(
         lambda m, now: glue.end_txn(m, request, now), on_write_error=glue.with_error
     )

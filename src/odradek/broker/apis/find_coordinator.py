@@ -11,7 +11,7 @@ topic.
 from __future__ import annotations
 
 import logging
-from typing import Any
+from typing import TYPE_CHECKING, cast
 
 from odradek.broker.api import ApiSpec, RequestContext
 from odradek.broker.apis._groups import code, coordinator
@@ -21,6 +21,9 @@ from odradek.broker.topic_admin import OFFSETS_TOPIC
 from odradek.coordinator.state import Errors
 from odradek.coordinator.transaction.records import TRANSACTION_STATE_TOPIC
 
+if TYPE_CHECKING:
+    from odradek.protocol.api_types import FindCoordinatorRequest, FindCoordinatorResponse
+
 __all__ = ["API", "handle"]
 
 log = logging.getLogger("odradek.broker")
@@ -29,6 +32,7 @@ log = logging.getLogger("odradek.broker")
 def _lookup(
     ctx: RequestContext, key: str, key_type: int
 ) -> tuple[Errors, int, str, int, str | None]:
+
     if key_type == 1:
         txn_error, node_id, host, port = ctx.services.txn_coordinator.coordinator_for(key)
         error = Errors(int(txn_error))
@@ -73,7 +77,7 @@ async def _ensure_internal_topic(ctx: RequestContext, key_type: int) -> None:
         log.warning("cannot create %s: %s", name, exc)
 
 
-async def handle(ctx: RequestContext, request: Any) -> Any:
+async def handle(ctx: RequestContext, request: FindCoordinatorRequest) -> FindCoordinatorResponse:
     types = response_types(request)
     key_type = int(getattr(request, "key_type", 0))
     await _ensure_internal_topic(ctx, key_type)
@@ -92,20 +96,26 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
                     error_message=message,
                 )
             )
-        return make(
-            types.FindCoordinatorResponse,
-            throttle_time=NO_THROTTLE,
-            coordinators=tuple(coordinators),
+        return cast(
+            "FindCoordinatorResponse",
+            make(
+                types.FindCoordinatorResponse,
+                throttle_time=NO_THROTTLE,
+                coordinators=tuple(coordinators),
+            ),
         )
     error, node_id, host, port, message = _lookup(ctx, request.key, key_type)
-    return make(
-        types.FindCoordinatorResponse,
-        throttle_time=NO_THROTTLE,
-        error_code=code(error),
-        error_message=message,
-        node_id=node_id,
-        host=host,
-        port=port,
+    return cast(
+        "FindCoordinatorResponse",
+        make(
+            types.FindCoordinatorResponse,
+            throttle_time=NO_THROTTLE,
+            error_code=code(error),
+            error_message=message,
+            node_id=node_id,
+            host=host,
+            port=port,
+        ),
     )
 
 

@@ -7,7 +7,7 @@ resource's own level, else the default, as in Kafka. A key altered twice is INVA
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 from kio.schema.errors import ErrorCode
 
@@ -28,6 +28,12 @@ from odradek.broker.apis._util import NO_THROTTLE, make, response_types
 from odradek.broker.config import BROKER_KEYS
 from odradek.broker.group_configs import GROUP_CONFIG_KEYS
 from odradek.broker.services import BrokerServices
+
+if TYPE_CHECKING:
+    from odradek.protocol.api_types import (
+        IncrementalAlterConfigsRequest,
+        IncrementalAlterConfigsResponse,
+    )
 
 __all__ = ["API", "apply_operations", "handle"]
 
@@ -113,6 +119,7 @@ async def _broker(
 async def _group(
     services: BrokerServices, name: str, ops: Any, validate_only: bool
 ) -> tuple[ErrorCode, str | None]:
+
     stored = services.group_configs.overrides(name) if name else {}
     base = {k: None for k in GROUP_CONFIG_KEYS}
     configs, code, message = apply_operations(stored, ops, base)
@@ -121,7 +128,9 @@ async def _group(
     return await alter_group(services, name, configs, validate_only)
 
 
-async def handle(ctx: RequestContext, request: Any) -> Any:
+async def handle(
+    ctx: RequestContext, request: IncrementalAlterConfigsRequest
+) -> IncrementalAlterConfigsResponse:
     services = ctx.services
 
     async def alter(rtype: int, name: str, ops: Any) -> tuple[ErrorCode, str | None]:
@@ -134,10 +143,13 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
         return await _group(services, name, ops, request.validate_only)
 
     responses = await alter_resources(request, alter, (TOPIC, BROKER, BROKER_LOGGER, GROUP))
-    return make(
-        response_types(request).IncrementalAlterConfigsResponse,
-        throttle_time=NO_THROTTLE,
-        responses=responses,
+    return cast(
+        "IncrementalAlterConfigsResponse",
+        make(
+            response_types(request).IncrementalAlterConfigsResponse,
+            throttle_time=NO_THROTTLE,
+            responses=responses,
+        ),
     )
 
 

@@ -13,7 +13,7 @@ broker's ``transaction.max.timeout.ms`` → INVALID_TRANSACTION_TIMEOUT.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 from kio.schema.errors import ErrorCode
 
@@ -21,12 +21,15 @@ from odradek.broker.api import ApiSpec, RequestContext
 from odradek.broker.apis import _transactions as glue
 from odradek.broker.apis._util import NO_THROTTLE, make, response_types
 
+if TYPE_CHECKING:
+    from odradek.protocol.api_types import InitProducerIdRequest, InitProducerIdResponse
+
 __all__ = ["API", "handle"]
 
 _EPOCH_MAX = 32767
 
 
-async def handle(ctx: RequestContext, request: Any) -> Any:
+async def handle(ctx: RequestContext, request: InitProducerIdRequest) -> InitProducerIdResponse:
     types = response_types(request)
     if request.transactional_id is not None:
         coordinator = ctx.services.txn_coordinator
@@ -41,12 +44,15 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
         new_pid, new_epoch = pid, epoch + 1
     else:
         new_pid, new_epoch = await ctx.services.producer_ids.allocate(), 0
-    return make(
-        types.InitProducerIdResponse,
-        throttle_time=NO_THROTTLE,
-        error_code=ErrorCode.none,
-        producer_id=new_pid,
-        producer_epoch=new_epoch,
+    return cast(
+        "InitProducerIdResponse",
+        make(
+            types.InitProducerIdResponse,
+            throttle_time=NO_THROTTLE,
+            error_code=ErrorCode.none,
+            producer_id=new_pid,
+            producer_epoch=new_epoch,
+        ),
     )
 
 

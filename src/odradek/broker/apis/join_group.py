@@ -8,28 +8,63 @@ metadata for the chosen protocol.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, TypeGuard, cast
 
 from odradek.broker.api import ApiSpec, RequestContext
 from odradek.broker.apis._groups import code, coordinator, ms
 from odradek.broker.apis._util import NO_THROTTLE, make, response_types
 from odradek.coordinator.group_manager import JoinParams
 
+if TYPE_CHECKING:
+    from odradek.protocol.api_types import (
+        JoinGroupRequest,
+        JoinGroupRequestV1,
+        JoinGroupRequestV2,
+        JoinGroupRequestV3,
+        JoinGroupRequestV4,
+        JoinGroupRequestV5,
+        JoinGroupRequestV6,
+        JoinGroupRequestV7,
+        JoinGroupResponse,
+    )
+
 __all__ = ["API", "handle"]
 
 
-async def handle(ctx: RequestContext, request: Any) -> Any:
+def _names_instance(
+    request: JoinGroupRequest,
+) -> TypeGuard[JoinGroupRequestV5 | JoinGroupRequestV6 | JoinGroupRequestV7]:
+    """v5+ carries the member's group.instance.id (KIP-345)."""
+    return request.__version__ >= 5
+
+
+def _has_rebalance_timeout(
+    request: JoinGroupRequest,
+) -> TypeGuard[
+    JoinGroupRequestV1
+    | JoinGroupRequestV2
+    | JoinGroupRequestV3
+    | JoinGroupRequestV4
+    | JoinGroupRequestV5
+    | JoinGroupRequestV6
+    | JoinGroupRequestV7
+]:
+    """v1+ carries a rebalance timeout (v0's is the session timeout)."""
+    return request.__version__ >= 1
+
+
+async def handle(ctx: RequestContext, request: JoinGroupRequest) -> JoinGroupResponse:
     types = response_types(request)
     version = int(request.__version__)
     coord = coordinator(ctx)
     session_ms = ms(request.session_timeout)
-    rebalance_ms = ms(getattr(request, "rebalance_timeout", None))
+    rebalance_ms = ms(request.rebalance_timeout) if _has_rebalance_timeout(request) else -1
     if rebalance_ms < 0:
         rebalance_ms = session_ms
     params = JoinParams(
         group_id=request.group_id,
         member_id=request.member_id,
-        group_instance_id=getattr(request, "group_instance_id", None),
+        group_instance_id=request.group_instance_id if _names_instance(request) else None,
         protocol_type=request.protocol_type,
         protocols=[(p.name, bytes(p.metadata)) for p in request.protocols],
         session_timeout_ms=session_ms,
@@ -47,17 +82,20 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
     protocol_name = result.protocol_name
     if protocol_name is None and version < 7:
         protocol_name = ""
-    return make(
-        types.JoinGroupResponse,
-        throttle_time=NO_THROTTLE,
-        error_code=code(result.error),
-        generation_id=result.generation_id,
-        protocol_type=result.protocol_type,
-        protocol_name=protocol_name,
-        leader=result.leader_id,
-        skip_assignment=result.skip_assignment,
-        member_id=result.member_id,
-        members=members,
+    return cast(
+        "JoinGroupResponse",
+        make(
+            types.JoinGroupResponse,
+            throttle_time=NO_THROTTLE,
+            error_code=code(result.error),
+            generation_id=result.generation_id,
+            protocol_type=result.protocol_type,
+            protocol_name=protocol_name,
+            leader=result.leader_id,
+            skip_assignment=result.skip_assignment,
+            member_id=result.member_id,
+            members=members,
+        ),
     )
 
 

@@ -3,16 +3,19 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, cast
 
 from odradek.broker.api import ApiSpec, RequestContext
 from odradek.broker.apis._groups import code, coordinator
 from odradek.broker.apis._util import NO_THROTTLE, make, response_types
 
+if TYPE_CHECKING:
+    from odradek.protocol.api_types import ListGroupsRequest, ListGroupsResponse
+
 __all__ = ["API", "handle"]
 
 
-async def handle(ctx: RequestContext, request: Any) -> Any:
+async def handle(ctx: RequestContext, request: ListGroupsRequest) -> ListGroupsResponse:
     types = response_types(request)
     coord = coordinator(ctx)
     error, groups = coord.list_groups(
@@ -29,8 +32,14 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
         )
         for gid, ptype, state, gtype in groups
     )
-    return make(
-        types.ListGroupsResponse, throttle_time=NO_THROTTLE, error_code=code(error), groups=listed
+    return cast(
+        "ListGroupsResponse",
+        make(
+            types.ListGroupsResponse,
+            throttle_time=NO_THROTTLE,
+            error_code=code(error),
+            groups=listed,
+        ),
     )
 
 

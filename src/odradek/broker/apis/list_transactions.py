@@ -3,18 +3,22 @@ producer id, duration (v1) and id pattern (v2) (for tooling, KIP-664)."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, cast
 
 from odradek.broker.api import ApiSpec, RequestContext
 from odradek.broker.apis import _transactions as glue
 
+if TYPE_CHECKING:
+    from odradek.protocol.api_types import ListTransactionsRequest, ListTransactionsResponse
+
 __all__ = ["API", "handle"]
 
 
-async def handle(ctx: RequestContext, request: Any) -> Any:
+async def handle(ctx: RequestContext, request: ListTransactionsRequest) -> ListTransactionsResponse:
     services = ctx.services
-    return glue.list_transactions(
-        services.txn_coordinator.manager, request, services.clock.now_ms()
+    return cast(
+        "ListTransactionsResponse",
+        glue.list_transactions(services.txn_coordinator.manager, request, services.clock.now_ms()),
     )
 
 

@@ -11,7 +11,8 @@ before v4) and ``auto.create.topics.enable`` is true, with ``num.partitions`` pa
 
 from __future__ import annotations
 
-from typing import Any
+import uuid
+from typing import TYPE_CHECKING, Any, TypeAlias, TypeGuard, cast
 
 from kio.schema.errors import ErrorCode
 
@@ -26,6 +27,41 @@ from odradek.broker.apis._util import (
     topic_name_error,
 )
 from odradek.broker.metadata_store import PartitionState
+
+if TYPE_CHECKING:
+    from odradek.protocol.api_types import (
+        MetadataRequest,
+        MetadataRequestV4,
+        MetadataRequestV5,
+        MetadataRequestV6,
+        MetadataRequestV7,
+        MetadataRequestV8,
+        MetadataRequestV9,
+        MetadataRequestV10,
+        MetadataRequestV11,
+        MetadataRequestV12,
+        MetadataResponse,
+    )
+
+    V4Up: TypeAlias = (
+        MetadataRequestV4
+        | MetadataRequestV5
+        | MetadataRequestV6
+        | MetadataRequestV7
+        | MetadataRequestV8
+        | MetadataRequestV9
+        | MetadataRequestV10
+        | MetadataRequestV11
+        | MetadataRequestV12
+    )
+    V8Up: TypeAlias = (
+        MetadataRequestV8
+        | MetadataRequestV9
+        | MetadataRequestV10
+        | MetadataRequestV11
+        | MetadataRequestV12
+    )
+    V10Up: TypeAlias = MetadataRequestV10 | MetadataRequestV11 | MetadataRequestV12
 
 __all__ = ["API", "handle"]
 
@@ -49,6 +85,7 @@ def _partition_entry(types: Any, p: PartitionState, live: frozenset[int]) -> Any
 def _topic_entry(
     ctx: RequestContext, types: Any, name: str, live: frozenset[int], ops: int = _NOT_REQUESTED
 ) -> Any:
+
     topic = ctx.services.metadata.topic(name)
     if topic is None:
         return None
@@ -76,23 +113,45 @@ def _error_entry(types: Any, name: str | None, code: ErrorCode, ops: int = _NOT_
     )
 
 
-async def handle(ctx: RequestContext, request: Any) -> Any:
+def _allows_auto_creation(request: MetadataRequest) -> TypeGuard[V4Up]:
+    """v4+ says whether topics may be auto-created (before: always)."""
+    return request.__version__ >= 4
+
+
+def _asks_topic_operations(request: MetadataRequest) -> TypeGuard[V8Up]:
+    """v8+ may ask for the topics' authorized operations (KIP-430)."""
+    return request.__version__ >= 8
+
+
+def _asks_cluster_operations(
+    request: MetadataRequest,
+) -> TypeGuard[MetadataRequestV8 | MetadataRequestV9 | MetadataRequestV10]:
+    """v8-v10 may ask for the cluster's authorized operations (moved to DescribeCluster)."""
+    return 8 <= request.__version__ <= 10
+
+
+def _names_topic_ids(request: MetadataRequest) -> TypeGuard[V10Up]:
+    """v10+ may name topics by id (KIP-516)."""
+    return request.__version__ >= 10
+
+
+async def handle(ctx: RequestContext, request: MetadataRequest) -> MetadataResponse:
     services = ctx.services
     store = services.metadata
     brokers = store.live_brokers()
     live = frozenset(b.node_id for b in brokers)
     types = response_types(request)
     version = ctx.header.api_version
-    allow_auto = bool(getattr(request, "allow_auto_topic_creation", True))
+    allow_auto = request.allow_auto_topic_creation if _allows_auto_creation(request) else True
     # no authorizer: every operation of the resource type, when asked for (v8+)
     topic_ops = (
         TOPIC_OPERATIONS
-        if getattr(request, "include_topic_authorized_operations", False)
+        if _asks_topic_operations(request) and request.include_topic_authorized_operations
         else _NOT_REQUESTED
     )
     cluster_ops = (
         CLUSTER_OPERATIONS
-        if getattr(request, "include_cluster_authorized_operations", False)
+        if _asks_cluster_operations(request) and request.include_cluster_authorized_operations
         else _NOT_REQUESTED
     )
     entries = []
@@ -101,10 +160,15 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
         for t in sorted(store.topics(), key=lambda t: t.name):
             entries.append(_topic_entry(ctx, types, t.name, live, topic_ops))
     else:
-        for rt in request.topics:
-            name = rt.name
-            if name is None:
-                topic_id = getattr(rt, "topic_id", None)
+        wanted: list[tuple[str | None, uuid.UUID | None]]
+        if _names_topic_ids(request):
+            wanted = [(rt.name, rt.topic_id) for rt in request.topics or ()]
+        else:
+            wanted = [(rt.name, None) for rt in request.topics or ()]
+        for asked, topic_id in wanted:
+            if asked is not None:
+                name = asked
+            else:
                 found = store.topic_by_id(topic_id) if topic_id is not None else None
                 if found is None:
                     entries.append(_error_entry(types, None, ErrorCode.unknown_topic_id, topic_ops))
@@ -126,23 +190,26 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
                     )
                     continue
             entries.append(entry)
-    return make(
-        types.MetadataResponse,
-        throttle_time=NO_THROTTLE,
-        brokers=tuple(
-            make(
-                types.MetadataResponseBroker,
-                node_id=b.node_id,
-                host=b.host,
-                port=b.port,
-                rack=b.rack,
-            )
-            for b in brokers
+    return cast(
+        "MetadataResponse",
+        make(
+            types.MetadataResponse,
+            throttle_time=NO_THROTTLE,
+            brokers=tuple(
+                make(
+                    types.MetadataResponseBroker,
+                    node_id=b.node_id,
+                    host=b.host,
+                    port=b.port,
+                    rack=b.rack,
+                )
+                for b in brokers
+            ),
+            cluster_id=store.cluster_id,
+            controller_id=store.controller_id(),
+            topics=tuple(entries),
+            cluster_authorized_operations=cluster_ops,
         ),
-        cluster_id=store.cluster_id,
-        controller_id=store.controller_id(),
-        topics=tuple(entries),
-        cluster_authorized_operations=cluster_ops,
     )
 
 

@@ -11,12 +11,21 @@ from __future__ import annotations
 
 import struct
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, TypeGuard, cast
 
 from odradek.broker.api import ApiSpec, EncodedResponse, RequestContext
 from odradek.broker.apis._groups import code, commit_entries, coordinator
 from odradek.broker.apis._util import NO_THROTTLE, make, response_types
 from odradek.protocol._primitives import uvarint
+
+if TYPE_CHECKING:
+    from odradek.protocol.api_types import (
+        OffsetCommitRequest,
+        OffsetCommitRequestV7,
+        OffsetCommitRequestV8,
+        OffsetCommitRequestV9,
+        OffsetCommitResponse,
+    )
 
 __all__ = ["API", "encode_response", "handle"]
 
@@ -51,14 +60,21 @@ def encode_response(version: int, topics: Sequence[tuple[str, Sequence[tuple[int
     return b"".join(parts)
 
 
-async def handle(ctx: RequestContext, request: Any) -> Any:
+def _names_instance(
+    request: OffsetCommitRequest,
+) -> TypeGuard[OffsetCommitRequestV7 | OffsetCommitRequestV8 | OffsetCommitRequestV9]:
+    """v7+ carries the member's group.instance.id (KIP-345)."""
+    return request.__version__ >= 7
+
+
+async def handle(ctx: RequestContext, request: OffsetCommitRequest) -> EncodedResponse:
     coord = coordinator(ctx)
     entries = commit_entries(request)
     errors = await coord.commit_offsets(
         request.group_id,
         int(request.generation_id_or_member_epoch),
         request.member_id,
-        getattr(request, "group_instance_id", None),
+        request.group_instance_id if _names_instance(request) else None,
         entries,
     )
     it = iter(errors)
@@ -72,7 +88,7 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
     return EncodedResponse((body,), len(body))
 
 
-def kio_response(request: Any, errors: Sequence[int]) -> Any:
+def kio_response(request: OffsetCommitRequest, errors: Sequence[int]) -> OffsetCommitResponse:
     """The same response as a kio entity (the reference the hand-written encoder is tested against)."""
     types = response_types(request)
     it = iter(errors)
@@ -91,7 +107,10 @@ def kio_response(request: Any, errors: Sequence[int]) -> Any:
         )
         for topic in request.topics
     )
-    return make(types.OffsetCommitResponse, throttle_time=NO_THROTTLE, topics=topics)
+    return cast(
+        "OffsetCommitResponse",
+        make(types.OffsetCommitResponse, throttle_time=NO_THROTTLE, topics=topics),
+    )
 
 
 API = ApiSpec(

@@ -3,17 +3,20 @@ topics the members of a consumer group do not subscribe to (else GROUP_SUBSCRIBE
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 from odradek.broker.api import ApiSpec, RequestContext
 from odradek.broker.apis._groups import code, coordinator
 from odradek.broker.apis._util import NO_THROTTLE, make, response_types
 from odradek.coordinator.state import Errors
 
+if TYPE_CHECKING:
+    from odradek.protocol.api_types import OffsetDeleteRequest, OffsetDeleteResponse
+
 __all__ = ["API", "handle"]
 
 
-async def handle(ctx: RequestContext, request: Any) -> Any:
+async def handle(ctx: RequestContext, request: OffsetDeleteRequest) -> OffsetDeleteResponse:
     types = response_types(request)
     coord = coordinator(ctx)
     wanted = [(t.name, int(p.partition_index)) for t in request.topics for p in t.partitions]
@@ -36,8 +39,14 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
             )
             for t in request.topics
         )
-    return make(
-        types.OffsetDeleteResponse, error_code=code(top), throttle_time=NO_THROTTLE, topics=topics
+    return cast(
+        "OffsetDeleteResponse",
+        make(
+            types.OffsetDeleteResponse,
+            error_code=code(top),
+            throttle_time=NO_THROTTLE,
+            topics=topics,
+        ),
     )
 
 

@@ -11,12 +11,27 @@ does not start from an offset an ongoing transaction is about to replace.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypeGuard, cast
 
 from odradek.broker.api import ApiSpec, RequestContext
 from odradek.broker.apis._groups import code, coordinator
 from odradek.broker.apis._util import NO_THROTTLE, make, response_types
 from odradek.coordinator.state import Errors
+
+if TYPE_CHECKING:
+    from odradek.protocol.api_types import (
+        OffsetFetchRequest,
+        OffsetFetchRequestV1,
+        OffsetFetchRequestV2,
+        OffsetFetchRequestV3,
+        OffsetFetchRequestV4,
+        OffsetFetchRequestV5,
+        OffsetFetchRequestV6,
+        OffsetFetchRequestV7,
+        OffsetFetchRequestV8,
+        OffsetFetchRequestV9,
+        OffsetFetchResponse,
+    )
 
 __all__ = ["API", "handle"]
 
@@ -74,19 +89,46 @@ def _topics(
     return tuple(out)
 
 
+def _one_group(
+    request: OffsetFetchRequest,
+) -> TypeGuard[
+    OffsetFetchRequestV1
+    | OffsetFetchRequestV2
+    | OffsetFetchRequestV3
+    | OffsetFetchRequestV4
+    | OffsetFetchRequestV5
+    | OffsetFetchRequestV6
+    | OffsetFetchRequestV7
+]:
+    """v1-v7 ask for one group."""
+    return request.__version__ < 8
+
+
+def _groups(request: OffsetFetchRequest) -> TypeGuard[OffsetFetchRequestV8 | OffsetFetchRequestV9]:
+    """v8+ ask for several groups at once (KIP-709)."""
+    return request.__version__ >= 8
+
+
+def _may_require_stable(
+    request: OffsetFetchRequest,
+) -> TypeGuard[OffsetFetchRequestV7 | OffsetFetchRequestV8 | OffsetFetchRequestV9]:
+    """v7+ may require stable offsets (KIP-447)."""
+    return request.__version__ >= 7
+
+
 def _unstable(
-    ctx: RequestContext, request: Any, group_id: str
+    ctx: RequestContext, request: OffsetFetchRequest, group_id: str
 ) -> Callable[[str, int], bool] | None:
-    if not getattr(request, "require_stable", False):
+    if not (_may_require_stable(request) and request.require_stable):
         return None
     coord = coordinator(ctx)
     return lambda topic, partition: coord.has_pending_txn_offset(group_id, topic, partition)
 
 
-async def handle(ctx: RequestContext, request: Any) -> Any:
+async def handle(ctx: RequestContext, request: OffsetFetchRequest) -> OffsetFetchResponse:
     types = response_types(request)
     version = int(request.__version__)
-    if version >= 8:
+    if _groups(request):
         groups = []
         for g in request.groups:
             error, result = _fetch(ctx, g.group_id, g.topics)
@@ -105,21 +147,29 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
                     error_code=code(error),
                 )
             )
-        return make(types.OffsetFetchResponse, throttle_time=NO_THROTTLE, groups=tuple(groups))
+        return cast(
+            "OffsetFetchResponse",
+            make(types.OffsetFetchResponse, throttle_time=NO_THROTTLE, groups=tuple(groups)),
+        )
+    if not _one_group(request):  # pragma: no cover - every version is one or the other
+        raise AssertionError(version)
     error, result = _fetch(ctx, request.group_id, request.topics)
     part_error = error if version < 2 else Errors.NONE
-    return make(
-        types.OffsetFetchResponse,
-        throttle_time=NO_THROTTLE,
-        topics=_topics(
-            types,
-            "OffsetFetchResponseTopic",
-            "OffsetFetchResponsePartition",
-            result,
-            part_error,
-            _unstable(ctx, request, request.group_id),
+    return cast(
+        "OffsetFetchResponse",
+        make(
+            types.OffsetFetchResponse,
+            throttle_time=NO_THROTTLE,
+            topics=_topics(
+                types,
+                "OffsetFetchResponseTopic",
+                "OffsetFetchResponsePartition",
+                result,
+                part_error,
+                _unstable(ctx, request, request.group_id),
+            ),
+            error_code=code(error),
         ),
-        error_code=code(error),
     )
 
 

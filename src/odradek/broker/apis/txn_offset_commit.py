@@ -12,7 +12,7 @@ the COMMIT marker reaches that partition; an ABORT drops them.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, cast
 
 from odradek.broker.api import ApiSpec, RequestContext
 from odradek.broker.apis._groups import code, commit_entries, coordinator
@@ -21,6 +21,9 @@ from odradek.coordinator.transaction.manager import OFFSETS_TOPIC, fenced_error
 from odradek.coordinator.transaction.records import partition_for
 from odradek.coordinator.transaction.state import Errors
 
+if TYPE_CHECKING:
+    from odradek.protocol.api_types import TxnOffsetCommitRequest, TxnOffsetCommitResponse
+
 __all__ = ["API", "handle"]
 
 _REFUSED = frozenset(
@@ -28,7 +31,7 @@ _REFUSED = frozenset(
 )
 
 
-async def handle(ctx: RequestContext, request: Any) -> Any:
+async def handle(ctx: RequestContext, request: TxnOffsetCommitRequest) -> TxnOffsetCommitResponse:
     services = ctx.services
     version = int(request.__version__)
     pid, epoch = int(request.producer_id), int(request.producer_epoch)
@@ -73,7 +76,10 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
         )
         for topic in request.topics
     )
-    return make(types.TxnOffsetCommitResponse, throttle_time=NO_THROTTLE, topics=topics)
+    return cast(
+        "TxnOffsetCommitResponse",
+        make(types.TxnOffsetCommitResponse, throttle_time=NO_THROTTLE, topics=topics),
+    )
 
 
 API = ApiSpec(key=28, name="TxnOffsetCommit", min_version=0, max_version=3, handler=handle)

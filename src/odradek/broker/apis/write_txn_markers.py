@@ -6,22 +6,25 @@ the answer waits until the partition's ISR has the marker (acks=all)."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, cast
 
 from odradek.broker.api import ApiSpec, RequestContext
 from odradek.broker.apis import _transactions as glue
 
+if TYPE_CHECKING:
+    from odradek.protocol.api_types import WriteTxnMarkersRequest, WriteTxnMarkersResponse
+
 __all__ = ["API", "handle"]
 
 
-async def handle(ctx: RequestContext, request: Any) -> Any:
+async def handle(ctx: RequestContext, request: WriteTxnMarkersRequest) -> WriteTxnMarkersResponse:
     appender = ctx.services.txn_markers
     errors: dict[tuple[int, str, int], int] = {}
     for marker in glue.txn_markers_of(request):
         code = int(await appender.append_marker_replicated(marker))
         if code:
             errors[(marker.producer_id, marker.topic, marker.partition)] = code
-    return glue.write_txn_markers_response(request, errors)
+    return cast("WriteTxnMarkersResponse", glue.write_txn_markers_response(request, errors))
 
 
 API = ApiSpec(key=27, name="WriteTxnMarkers", min_version=1, max_version=1, handler=handle)
