@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Awaitable, Callable, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from kio.schema.errors import ErrorCode
 
@@ -40,6 +40,9 @@ from odradek.broker.dynamic_config import (
 from odradek.broker.loggers import DYNAMIC_BROKER_LOGGER_CONFIG, BrokerLoggers, LoggerError
 from odradek.broker.metadata_store import MetadataUnavailableError, TopicMetadata
 from odradek.broker.services import BrokerServices
+
+if TYPE_CHECKING:
+    from odradek.protocol.api_types import AlterConfigsRequest, IncrementalAlterConfigsRequest
 
 __all__ = [
     "BROKER",
@@ -279,7 +282,9 @@ Alter = Callable[[int, str, Any], Awaitable[tuple[ErrorCode, str | None]]]
 
 
 async def alter_resources(
-    request: Any, alter: Alter, types_served: tuple[int, ...] = (TOPIC, BROKER, GROUP)
+    request: AlterConfigsRequest | IncrementalAlterConfigsRequest,
+    alter: Alter,
+    types_served: tuple[int, ...] = (TOPIC, BROKER, GROUP),
 ) -> tuple[Any, ...]:
     """The per-resource answers of AlterConfigs / IncrementalAlterConfigs.
 

@@ -13,7 +13,7 @@ from typing import Any
 from kio.schema.errors import ErrorCode
 
 from odradek.broker.api import RequestContext
-from odradek.broker.apis._util import make, response_types
+from odradek.broker.apis._util import KioEntity, make, response_types
 
 __all__ = ["controller_call"]
 
@@ -27,7 +27,9 @@ _NOT_CONTROLLER_FIELDS: dict[str, Any] = {
 }
 
 
-async def controller_call(ctx: RequestContext, request: Any, method: str) -> Any:
+async def controller_call(ctx: RequestContext, request: KioEntity, method: str) -> Any:
+    """The active controller's answer to ``request`` (``method`` of ``Controller`` decides it),
+    or NOT_CONTROLLER when this broker's controller is not the active one."""
     cluster = ctx.services.cluster
     controller = None if cluster is None else cluster.controller
     if controller is None or not controller.is_active:

@@ -4,7 +4,7 @@ package, which does not import kio)."""
 from __future__ import annotations
 
 import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from kio.schema.errors import ErrorCode
 
@@ -12,6 +12,9 @@ from odradek.broker.api import RequestContext
 from odradek.coordinator import GroupCoordinator
 from odradek.coordinator.group_manager import OffsetCommitEntry
 from odradek.coordinator.state import Errors
+
+if TYPE_CHECKING:
+    from odradek.protocol.api_types import OffsetCommitRequest, TxnOffsetCommitRequest
 
 __all__ = [
     "AUTHORIZED_OPERATIONS_NOT_REQUESTED",
@@ -51,7 +54,9 @@ def coordinator(ctx: RequestContext) -> GroupCoordinator:
     return ctx.services.group_coordinator
 
 
-def commit_entries(request: Any) -> list[OffsetCommitEntry]:
+def commit_entries(
+    request: OffsetCommitRequest | TxnOffsetCommitRequest,
+) -> list[OffsetCommitEntry]:
     """The offsets an OffsetCommit or TxnOffsetCommit request commits, in request order."""
     return [
         OffsetCommitEntry(

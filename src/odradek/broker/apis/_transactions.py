@@ -20,11 +20,12 @@ import sys
 from collections.abc import Callable, Mapping
 from functools import cache
 from types import ModuleType
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypeGuard, cast
 
 from kio.index import load_response_schema
 from kio.schema.errors import ErrorCode
 
+from odradek.broker.apis._util import KioEntity
 from odradek.coordinator.transaction.manager import (
     Outcome,
     TransactionStateManager,
@@ -34,6 +35,36 @@ from odradek.coordinator.transaction.manager import (
 from odradek.coordinator.transaction.records import TransactionLogRecord
 from odradek.coordinator.transaction.state import Errors, TransactionResult
 from odradek.protocol.messages import make_entity
+
+if TYPE_CHECKING:
+    from kio.schema.list_transactions.v2.request import (
+        ListTransactionsRequest as ListTransactionsRequestV2,
+    )
+
+    from odradek.protocol.api_types import (
+        AddOffsetsToTxnRequest,
+        AddOffsetsToTxnResponse,
+        AddPartitionsToTxnRequest,
+        AddPartitionsToTxnRequestV0,
+        AddPartitionsToTxnRequestV1,
+        AddPartitionsToTxnRequestV2,
+        AddPartitionsToTxnRequestV3,
+        AddPartitionsToTxnRequestV4,
+        AddPartitionsToTxnResponse,
+        DescribeTransactionsRequest,
+        DescribeTransactionsResponse,
+        EndTxnRequest,
+        EndTxnResponse,
+        InitProducerIdRequest,
+        InitProducerIdRequestV3,
+        InitProducerIdRequestV4,
+        InitProducerIdResponse,
+        ListTransactionsRequest,
+        ListTransactionsRequestV1,
+        ListTransactionsResponse,
+        WriteTxnMarkersRequest,
+        WriteTxnMarkersResponse,
+    )
 
 __all__ = [
     "add_offsets_to_txn",
@@ -65,11 +96,11 @@ def _ms(value: Any) -> int:
     return int(value)
 
 
-def _code(error: Errors, request: Any) -> ErrorCode:
+def _code(error: Errors, request: KioEntity) -> ErrorCode:
     return ErrorCode(int(fenced_error(error, int(request.__api_key__), int(request.__version__))))
 
 
-def _version(request: Any) -> ModuleType:
+def _version(request: KioEntity) -> ModuleType:
     return _types(int(request.__api_key__), int(request.__version__))
 
 
@@ -92,14 +123,24 @@ def with_error(response: Any, error: Errors) -> Any:
     return dataclasses.replace(response, **changes)
 
 
-def init_producer_id(manager: TransactionStateManager, request: Any, now_ms: int) -> Outcome[Any]:
+def _names_producer(
+    request: InitProducerIdRequest,
+) -> TypeGuard[InitProducerIdRequestV3 | InitProducerIdRequestV4]:
+    """v3+ may name the producer id and epoch to bump (KIP-360)."""
+    return request.__version__ >= 3
+
+
+def init_producer_id(
+    manager: TransactionStateManager, request: InitProducerIdRequest, now_ms: int
+) -> Outcome[InitProducerIdResponse]:
     """InitProducerId (22), v0-v6."""
+    pid, epoch = (
+        (int(request.producer_id), int(request.producer_epoch))
+        if _names_producer(request)
+        else (-1, -1)
+    )
     out = manager.init_producer_id(
-        request.transactional_id,
-        _ms(request.transaction_timeout),
-        now_ms,
-        int(getattr(request, "producer_id", -1)),
-        int(getattr(request, "producer_epoch", -1)),
+        request.transactional_id, _ms(request.transaction_timeout), now_ms, pid, epoch
     )
     result = out.response
     assert result is not None
@@ -113,12 +154,29 @@ def init_producer_id(manager: TransactionStateManager, request: Any, now_ms: int
     return Outcome(out.records, response, out.markers)
 
 
+def _one_transaction(
+    request: AddPartitionsToTxnRequest,
+) -> TypeGuard[
+    AddPartitionsToTxnRequestV0
+    | AddPartitionsToTxnRequestV1
+    | AddPartitionsToTxnRequestV2
+    | AddPartitionsToTxnRequestV3
+]:
+    """v0-v3: one transaction, from its producer."""
+    return request.__version__ <= 3
+
+
+def _batched(request: AddPartitionsToTxnRequest) -> TypeGuard[AddPartitionsToTxnRequestV4]:
+    """v4+: a batch of transactions, from brokers (KIP-890 part 1)."""
+    return request.__version__ >= 4
+
+
 def add_partitions_to_txn(
     manager: TransactionStateManager,
-    request: Any,
+    request: AddPartitionsToTxnRequest,
     now_ms: int,
     partition_exists: Callable[[str, int], bool],
-) -> Outcome[Any]:
+) -> Outcome[AddPartitionsToTxnResponse]:
     """AddPartitionsToTxn (24): v0-v3 (one transaction, from a producer) and v4+ (a batch of
     transactions, ``verify_only`` from partition leaders: KIP-890 part 1). Unknown partitions
     fail the transaction's request: UNKNOWN_TOPIC_OR_PARTITION for them and
@@ -157,7 +215,7 @@ def add_partitions_to_txn(
             for t, rs in by_topic.items()
         )
 
-    if int(request.__version__) <= 3:
+    if _one_transaction(request):
         results = one(
             request.v3_and_below_transactional_id,
             int(request.v3_and_below_producer_id),
@@ -171,6 +229,8 @@ def add_partitions_to_txn(
             results_by_topic_v3_and_below=results,
         )
         return Outcome(records, response)
+    if not _batched(request):  # pragma: no cover - every version is one or the other
+        raise AssertionError(request.__version__)
     per_txn = tuple(
         _make(
             types.AddPartitionsToTxnResult,
@@ -194,7 +254,9 @@ def add_partitions_to_txn(
     return Outcome(records, response)
 
 
-def add_offsets_to_txn(manager: TransactionStateManager, request: Any, now_ms: int) -> Outcome[Any]:
+def add_offsets_to_txn(
+    manager: TransactionStateManager, request: AddOffsetsToTxnRequest, now_ms: int
+) -> Outcome[AddOffsetsToTxnResponse]:
     """AddOffsetsToTxn (25), v0-v4."""
     out = manager.add_offsets(
         request.transactional_id,
@@ -212,7 +274,9 @@ def add_offsets_to_txn(manager: TransactionStateManager, request: Any, now_ms: i
     return Outcome(out.records, response)
 
 
-def end_txn(manager: TransactionStateManager, request: Any, now_ms: int) -> Outcome[Any]:
+def end_txn(
+    manager: TransactionStateManager, request: EndTxnRequest, now_ms: int
+) -> Outcome[EndTxnResponse]:
     """EndTxn (26), v0-v5 (v5's producer id/epoch fields are KIP-890 part 2: -1 here)."""
     out = manager.end_txn(
         request.transactional_id,
@@ -232,7 +296,9 @@ def end_txn(manager: TransactionStateManager, request: Any, now_ms: int) -> Outc
     return Outcome(out.records, response, out.markers)
 
 
-def describe_transactions(manager: TransactionStateManager, request: Any) -> Any:
+def describe_transactions(
+    manager: TransactionStateManager, request: DescribeTransactionsRequest
+) -> DescribeTransactionsResponse:
     """DescribeTransactions (65), v0."""
     types = _version(request)
     states = tuple(
@@ -251,47 +317,76 @@ def describe_transactions(manager: TransactionStateManager, request: Any) -> Any
         )
         for d in manager.describe_transactions(request.transactional_ids)
     )
-    return _make(
-        types.DescribeTransactionsResponse, throttle_time=_NO_THROTTLE, transaction_states=states
+    return cast(
+        "DescribeTransactionsResponse",
+        _make(
+            types.DescribeTransactionsResponse,
+            throttle_time=_NO_THROTTLE,
+            transaction_states=states,
+        ),
     )
 
 
-def list_transactions(manager: TransactionStateManager, request: Any, now_ms: int) -> Any:
+def _filters_duration(
+    request: ListTransactionsRequest | ListTransactionsRequestV2,
+) -> TypeGuard[ListTransactionsRequestV1 | ListTransactionsRequestV2]:
+    """v1+ may filter by running time (KIP-994)."""
+    return request.__version__ >= 1
+
+
+def _filters_id(
+    request: ListTransactionsRequest | ListTransactionsRequestV2,
+) -> TypeGuard[ListTransactionsRequestV2]:
+    """v2+ may filter by a transactional id pattern (KIP-1152)."""
+    return request.__version__ >= 2
+
+
+def list_transactions(
+    manager: TransactionStateManager,
+    request: ListTransactionsRequest | ListTransactionsRequestV2,
+    now_ms: int,
+) -> ListTransactionsResponse:
     """ListTransactions (66), v0-v2 (v1 duration filter, v2 transactional id pattern: a Java
     regular expression matched against the whole id; Python's ``re`` reads the usual ones)."""
     types = _version(request)
-    pattern = getattr(request, "transactional_id_pattern", None)
+    pattern = request.transactional_id_pattern if _filters_id(request) else None
     if pattern:
         try:
             regex = re.compile(pattern)
         except re.error:
-            return _make(
-                types.ListTransactionsResponse,
-                throttle_time=_NO_THROTTLE,
-                error_code=ErrorCode.invalid_regular_expression,
-                unknown_state_filters=(),
-                transaction_states=(),
+            return cast(
+                "ListTransactionsResponse",
+                _make(
+                    types.ListTransactionsResponse,
+                    throttle_time=_NO_THROTTLE,
+                    error_code=ErrorCode.invalid_regular_expression,
+                    unknown_state_filters=(),
+                    transaction_states=(),
+                ),
             )
     result = manager.list_transactions(
         request.state_filters,
         [int(p) for p in request.producer_id_filters],
         now_ms,
-        int(getattr(request, "duration_filter", -1)),
+        int(request.duration_filter) if _filters_duration(request) else -1,
     )
     listed = [t for t in result.transactions if not pattern or regex.fullmatch(t.transactional_id)]
-    return _make(
-        types.ListTransactionsResponse,
-        throttle_time=_NO_THROTTLE,
-        error_code=ErrorCode(int(result.error)),
-        unknown_state_filters=result.unknown_state_filters,
-        transaction_states=tuple(
-            _make(
-                types.TransactionState,
-                transactional_id=t.transactional_id,
-                producer_id=t.producer_id,
-                transaction_state=t.state,
-            )
-            for t in listed
+    return cast(
+        "ListTransactionsResponse",
+        _make(
+            types.ListTransactionsResponse,
+            throttle_time=_NO_THROTTLE,
+            error_code=ErrorCode(int(result.error)),
+            unknown_state_filters=result.unknown_state_filters,
+            transaction_states=tuple(
+                _make(
+                    types.TransactionState,
+                    transactional_id=t.transactional_id,
+                    producer_id=t.producer_id,
+                    transaction_state=t.state,
+                )
+                for t in listed
+            ),
         ),
     )
 
@@ -299,7 +394,7 @@ def list_transactions(manager: TransactionStateManager, request: Any, now_ms: in
 # -- WriteTxnMarkers (27) on the partition leader ----------------------------------------
 
 
-def txn_markers_of(request: Any) -> list[TxnMarker]:
+def txn_markers_of(request: WriteTxnMarkersRequest) -> list[TxnMarker]:
     """The markers a WriteTxnMarkers request asks this leader to append, in request order."""
     return [
         TxnMarker(
@@ -316,39 +411,44 @@ def txn_markers_of(request: Any) -> list[TxnMarker]:
     ]
 
 
-def write_txn_markers_response(request: Any, errors: Mapping[tuple[int, str, int], int]) -> Any:
+def write_txn_markers_response(
+    request: WriteTxnMarkersRequest, errors: Mapping[tuple[int, str, int], int]
+) -> WriteTxnMarkersResponse:
     """The response: ``errors[(producer id, topic, partition)]`` (a Kafka error code) per
     marker (NONE if absent)."""
     types = _version(request)
-    return _make(
-        types.WriteTxnMarkersResponse,
-        markers=tuple(
-            _make(
-                types.WritableTxnMarkerResult,
-                producer_id=marker.producer_id,
-                topics=tuple(
-                    _make(
-                        types.WritableTxnMarkerTopicResult,
-                        name=topic.name,
-                        partitions=tuple(
-                            _make(
-                                types.WritableTxnMarkerPartitionResult,
-                                partition_index=p,
-                                error_code=ErrorCode(
-                                    int(
-                                        errors.get(
-                                            (int(marker.producer_id), topic.name, int(p)),
-                                            Errors.NONE,
+    return cast(
+        "WriteTxnMarkersResponse",
+        _make(
+            types.WriteTxnMarkersResponse,
+            markers=tuple(
+                _make(
+                    types.WritableTxnMarkerResult,
+                    producer_id=marker.producer_id,
+                    topics=tuple(
+                        _make(
+                            types.WritableTxnMarkerTopicResult,
+                            name=topic.name,
+                            partitions=tuple(
+                                _make(
+                                    types.WritableTxnMarkerPartitionResult,
+                                    partition_index=p,
+                                    error_code=ErrorCode(
+                                        int(
+                                            errors.get(
+                                                (int(marker.producer_id), topic.name, int(p)),
+                                                Errors.NONE,
+                                            )
                                         )
-                                    )
-                                ),
-                            )
-                            for p in topic.partition_indexes
-                        ),
-                    )
-                    for topic in marker.topics
-                ),
-            )
-            for marker in request.markers
+                                    ),
+                                )
+                                for p in topic.partition_indexes
+                            ),
+                        )
+                        for topic in marker.topics
+                    ),
+                )
+                for marker in request.markers
+            ),
         ),
     )

@@ -13,7 +13,7 @@ import datetime
 import sys
 from functools import cache
 from types import ModuleType
-from typing import Any
+from typing import Protocol
 
 from kio.index import load_response_schema
 
@@ -26,6 +26,7 @@ __all__ = [
     "NO_THROTTLE",
     "TOPIC_NAME_MAX",
     "TOPIC_OPERATIONS",
+    "KioEntity",
     "make",
     "response_module",
     "response_types",
@@ -50,12 +51,22 @@ TOPIC_OPERATIONS = _bits(3, 4, 5, 6, 7, 8, 10, 11)
 CLUSTER_OPERATIONS = _bits(5, 7, 8, 9, 10, 11, 12)
 
 
+class KioEntity(Protocol):
+    """A kio request or response: its API key and version are class attributes."""
+
+    @property
+    def __api_key__(self) -> int: ...
+
+    @property
+    def __version__(self) -> int: ...
+
+
 @cache
 def response_module(api_key: int, version: int) -> ModuleType:
     cls = load_response_schema(api_key, version)
     return sys.modules[cls.__module__]
 
 
-def response_types(request: Any) -> ModuleType:
+def response_types(request: KioEntity) -> ModuleType:
     """The kio response module matching ``request``'s API key and version."""
     return response_module(int(request.__api_key__), int(request.__version__))

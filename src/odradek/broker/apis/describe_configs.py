@@ -35,7 +35,7 @@ __all__ = ["API", "handle"]
 async def handle(ctx: RequestContext, request: DescribeConfigsRequest) -> DescribeConfigsResponse:
     services = ctx.services
     types = response_types(request)
-    synonyms_wanted = bool(getattr(request, "include_synonyms", False))
+    synonyms_wanted = bool(request.include_synonyms)
     results = []
     for res in request.resources:
         keys = tuple(res.configuration_keys) if res.configuration_keys else None

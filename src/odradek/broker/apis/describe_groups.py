@@ -9,7 +9,7 @@ when groups have configs (``GroupConfigManager.enabled``, as Kafka 4.0).
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, cast
+from typing import TYPE_CHECKING, TypeGuard, cast
 
 from odradek.broker.api import ApiSpec, RequestContext
 from odradek.broker.apis._groups import (
@@ -22,9 +22,22 @@ from odradek.broker.apis._groups import (
 from odradek.broker.apis._util import NO_THROTTLE, make, response_types
 
 if TYPE_CHECKING:
-    from odradek.protocol.api_types import DescribeGroupsRequest, DescribeGroupsResponse
+    from odradek.protocol.api_types import (
+        DescribeGroupsRequest,
+        DescribeGroupsRequestV3,
+        DescribeGroupsRequestV4,
+        DescribeGroupsRequestV5,
+        DescribeGroupsResponse,
+    )
 
 __all__ = ["API", "handle"]
+
+
+def _may_ask_operations(
+    request: DescribeGroupsRequest,
+) -> TypeGuard[DescribeGroupsRequestV3 | DescribeGroupsRequestV4 | DescribeGroupsRequestV5]:
+    """v3+ may ask for the groups' authorized operations (KIP-430)."""
+    return request.__version__ >= 3
 
 
 async def handle(ctx: RequestContext, request: DescribeGroupsRequest) -> DescribeGroupsResponse:
@@ -37,7 +50,7 @@ async def handle(ctx: RequestContext, request: DescribeGroupsRequest) -> Describ
     )
     ops = (
         every_op
-        if getattr(request, "include_authorized_operations", False)
+        if _may_ask_operations(request) and request.include_authorized_operations
         else AUTHORIZED_OPERATIONS_NOT_REQUESTED
     )
     groups = tuple(

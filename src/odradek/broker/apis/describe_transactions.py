@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, cast
+from typing import TYPE_CHECKING
 
 from odradek.broker.api import ApiSpec, RequestContext
 from odradek.broker.apis import _transactions as glue
@@ -16,10 +16,7 @@ __all__ = ["API", "handle"]
 async def handle(
     ctx: RequestContext, request: DescribeTransactionsRequest
 ) -> DescribeTransactionsResponse:
-    return cast(
-        "DescribeTransactionsResponse",
-        glue.describe_transactions(ctx.services.txn_coordinator.manager, request),
-    )
+    return glue.describe_transactions(ctx.services.txn_coordinator.manager, request)
 
 
 API = ApiSpec(key=65, name="DescribeTransactions", min_version=0, max_version=0, handler=handle)

@@ -11,7 +11,7 @@ topic.
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING, cast
+from typing import TYPE_CHECKING, TypeGuard, cast
 
 from odradek.broker.api import ApiSpec, RequestContext
 from odradek.broker.apis._groups import code, coordinator
@@ -22,7 +22,17 @@ from odradek.coordinator.state import Errors
 from odradek.coordinator.transaction.records import TRANSACTION_STATE_TOPIC
 
 if TYPE_CHECKING:
-    from odradek.protocol.api_types import FindCoordinatorRequest, FindCoordinatorResponse
+    from odradek.protocol.api_types import (
+        FindCoordinatorRequest,
+        FindCoordinatorRequestV0,
+        FindCoordinatorRequestV1,
+        FindCoordinatorRequestV2,
+        FindCoordinatorRequestV3,
+        FindCoordinatorRequestV4,
+        FindCoordinatorRequestV5,
+        FindCoordinatorRequestV6,
+        FindCoordinatorResponse,
+    )
 
 __all__ = ["API", "handle"]
 
@@ -77,11 +87,43 @@ async def _ensure_internal_topic(ctx: RequestContext, key_type: int) -> None:
         log.warning("cannot create %s: %s", name, exc)
 
 
+def _has_key_type(
+    request: FindCoordinatorRequest,
+) -> TypeGuard[
+    FindCoordinatorRequestV1
+    | FindCoordinatorRequestV2
+    | FindCoordinatorRequestV3
+    | FindCoordinatorRequestV4
+    | FindCoordinatorRequestV5
+    | FindCoordinatorRequestV6
+]:
+    """v1+ says what the key is (0 group, 1 transaction); v0 finds groups only."""
+    return request.__version__ >= 1
+
+
+def _batched(
+    request: FindCoordinatorRequest,
+) -> TypeGuard[FindCoordinatorRequestV4 | FindCoordinatorRequestV5 | FindCoordinatorRequestV6]:
+    """v4+ asks for several keys at once (KIP-699)."""
+    return request.__version__ >= 4
+
+
+def _single_key(
+    request: FindCoordinatorRequest,
+) -> TypeGuard[
+    FindCoordinatorRequestV0
+    | FindCoordinatorRequestV1
+    | FindCoordinatorRequestV2
+    | FindCoordinatorRequestV3
+]:
+    return request.__version__ < 4
+
+
 async def handle(ctx: RequestContext, request: FindCoordinatorRequest) -> FindCoordinatorResponse:
     types = response_types(request)
-    key_type = int(getattr(request, "key_type", 0))
+    key_type = int(request.key_type) if _has_key_type(request) else 0
     await _ensure_internal_topic(ctx, key_type)
-    if hasattr(request, "coordinator_keys"):
+    if _batched(request):
         coordinators = []
         for key in request.coordinator_keys:
             error, node_id, host, port, message = _lookup(ctx, key, key_type)
@@ -104,6 +146,8 @@ async def handle(ctx: RequestContext, request: FindCoordinatorRequest) -> FindCo
                 coordinators=tuple(coordinators),
             ),
         )
+    if not _single_key(request):  # pragma: no cover - every version is one or the other
+        raise AssertionError(request.__version__)
     error, node_id, host, port, message = _lookup(ctx, request.key, key_type)
     return cast(
         "FindCoordinatorResponse",

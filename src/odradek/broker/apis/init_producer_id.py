@@ -13,7 +13,7 @@ broker's ``transaction.max.timeout.ms`` → INVALID_TRANSACTION_TIMEOUT.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, TypeGuard, cast
 
 from kio.schema.errors import ErrorCode
 
@@ -22,11 +22,23 @@ from odradek.broker.apis import _transactions as glue
 from odradek.broker.apis._util import NO_THROTTLE, make, response_types
 
 if TYPE_CHECKING:
-    from odradek.protocol.api_types import InitProducerIdRequest, InitProducerIdResponse
+    from odradek.protocol.api_types import (
+        InitProducerIdRequest,
+        InitProducerIdRequestV3,
+        InitProducerIdRequestV4,
+        InitProducerIdResponse,
+    )
 
 __all__ = ["API", "handle"]
 
 _EPOCH_MAX = 32767
+
+
+def _names_producer(
+    request: InitProducerIdRequest,
+) -> TypeGuard[InitProducerIdRequestV3 | InitProducerIdRequestV4]:
+    """v3+ may name the producer id and epoch to bump (KIP-360)."""
+    return request.__version__ >= 3
 
 
 async def handle(ctx: RequestContext, request: InitProducerIdRequest) -> InitProducerIdResponse:
@@ -38,8 +50,11 @@ async def handle(ctx: RequestContext, request: InitProducerIdRequest) -> InitPro
             creates=True,
             on_write_error=glue.with_error,
         )
-    pid = getattr(request, "producer_id", -1)
-    epoch = getattr(request, "producer_epoch", -1)
+    pid, epoch = (
+        (int(request.producer_id), int(request.producer_epoch))
+        if _names_producer(request)
+        else (-1, -1)
+    )
     if pid >= 0 and 0 <= epoch < _EPOCH_MAX - 1:
         new_pid, new_epoch = pid, epoch + 1
     else:
@@ -56,13 +71,16 @@ async def handle(ctx: RequestContext, request: InitProducerIdRequest) -> InitPro
     )
 
 
-def error_response(request: Any, code: ErrorCode) -> Any:
-    return make(
-        response_types(request).InitProducerIdResponse,
-        throttle_time=NO_THROTTLE,
-        error_code=code,
-        producer_id=-1,
-        producer_epoch=-1,
+def error_response(request: InitProducerIdRequest, code: ErrorCode) -> InitProducerIdResponse:
+    return cast(
+        "InitProducerIdResponse",
+        make(
+            response_types(request).InitProducerIdResponse,
+            throttle_time=NO_THROTTLE,
+            error_code=code,
+            producer_id=-1,
+            producer_epoch=-1,
+        ),
     )
 
 

@@ -3,24 +3,41 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, cast
+from typing import TYPE_CHECKING, TypeGuard, cast
 
 from odradek.broker.api import ApiSpec, RequestContext
 from odradek.broker.apis._groups import code, coordinator
 from odradek.broker.apis._util import NO_THROTTLE, make, response_types
 
 if TYPE_CHECKING:
-    from odradek.protocol.api_types import ListGroupsRequest, ListGroupsResponse
+    from odradek.protocol.api_types import (
+        ListGroupsRequest,
+        ListGroupsRequestV4,
+        ListGroupsRequestV5,
+        ListGroupsResponse,
+    )
 
 __all__ = ["API", "handle"]
+
+
+def _filters_states(
+    request: ListGroupsRequest,
+) -> TypeGuard[ListGroupsRequestV4 | ListGroupsRequestV5]:
+    """v4+ may filter by group state (KIP-518)."""
+    return request.__version__ >= 4
+
+
+def _filters_types(request: ListGroupsRequest) -> TypeGuard[ListGroupsRequestV5]:
+    """v5+ may filter by group type (KIP-848)."""
+    return request.__version__ >= 5
 
 
 async def handle(ctx: RequestContext, request: ListGroupsRequest) -> ListGroupsResponse:
     types = response_types(request)
     coord = coordinator(ctx)
     error, groups = coord.list_groups(
-        tuple(getattr(request, "states_filter", ()) or ()),
-        tuple(getattr(request, "types_filter", ()) or ()),
+        tuple(request.states_filter) if _filters_states(request) else (),
+        tuple(request.types_filter) if _filters_types(request) else (),
     )
     listed = tuple(
         make(

@@ -3,7 +3,7 @@ producer id, duration (v1) and id pattern (v2) (for tooling, KIP-664)."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, cast
+from typing import TYPE_CHECKING
 
 from odradek.broker.api import ApiSpec, RequestContext
 from odradek.broker.apis import _transactions as glue
@@ -16,9 +16,8 @@ __all__ = ["API", "handle"]
 
 async def handle(ctx: RequestContext, request: ListTransactionsRequest) -> ListTransactionsResponse:
     services = ctx.services
-    return cast(
-        "ListTransactionsResponse",
-        glue.list_transactions(services.txn_coordinator.manager, request, services.clock.now_ms()),
+    return glue.list_transactions(
+        services.txn_coordinator.manager, request, services.clock.now_ms()
     )
 
 

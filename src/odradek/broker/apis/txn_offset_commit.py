@@ -12,7 +12,7 @@ the COMMIT marker reaches that partition; an ABORT drops them.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, cast
+from typing import TYPE_CHECKING, TypeGuard, cast
 
 from odradek.broker.api import ApiSpec, RequestContext
 from odradek.broker.apis._groups import code, commit_entries, coordinator
@@ -22,13 +22,22 @@ from odradek.coordinator.transaction.records import partition_for
 from odradek.coordinator.transaction.state import Errors
 
 if TYPE_CHECKING:
-    from odradek.protocol.api_types import TxnOffsetCommitRequest, TxnOffsetCommitResponse
+    from odradek.protocol.api_types import (
+        TxnOffsetCommitRequest,
+        TxnOffsetCommitRequestV3,
+        TxnOffsetCommitResponse,
+    )
 
 __all__ = ["API", "handle"]
 
 _REFUSED = frozenset(
     {Errors.PRODUCER_FENCED, Errors.INVALID_PRODUCER_ID_MAPPING, Errors.INVALID_TXN_STATE}
 )
+
+
+def _names_member(request: TxnOffsetCommitRequest) -> TypeGuard[TxnOffsetCommitRequestV3]:
+    """v3+ names the group member (generation, member id, instance id: KIP-447)."""
+    return request.__version__ >= 3
 
 
 async def handle(ctx: RequestContext, request: TxnOffsetCommitRequest) -> TxnOffsetCommitResponse:
@@ -52,9 +61,9 @@ async def handle(ctx: RequestContext, request: TxnOffsetCommitRequest) -> TxnOff
             request.group_id,
             pid,
             epoch,
-            int(getattr(request, "generation_id", -1)),
-            getattr(request, "member_id", ""),
-            getattr(request, "group_instance_id", None),
+            int(request.generation_id) if _names_member(request) else -1,
+            request.member_id if _names_member(request) else "",
+            request.group_instance_id if _names_member(request) else None,
             entries,
         )
         errors = [int(e) for e in group_errors]

@@ -6,7 +6,7 @@ the answer waits until the partition's ISR has the marker (acks=all)."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, cast
+from typing import TYPE_CHECKING
 
 from odradek.broker.api import ApiSpec, RequestContext
 from odradek.broker.apis import _transactions as glue
@@ -24,7 +24,7 @@ async def handle(ctx: RequestContext, request: WriteTxnMarkersRequest) -> WriteT
         code = int(await appender.append_marker_replicated(marker))
         if code:
             errors[(marker.producer_id, marker.topic, marker.partition)] = code
-    return cast("WriteTxnMarkersResponse", glue.write_txn_markers_response(request, errors))
+    return glue.write_txn_markers_response(request, errors)
 
 
 API = ApiSpec(key=27, name="WriteTxnMarkers", min_version=1, max_version=1, handler=handle)
