@@ -50,6 +50,7 @@ def __getattr__(name: str) -> Any:
     # read_range_arrow imports pyarrow (~26 MB RSS): only when asked for, so that a broker
     # running the console (which uses this client) does not pay for it
     if name == "read_range_arrow":
+        # lazy: pyarrow (see above)
         from ._range import read_range_arrow
 
         return read_range_arrow

@@ -42,6 +42,7 @@ def config_for(kind: str, config: Mapping[str, str]) -> dict[str, str]:
     ``kafka.fetch.max.bytes`` must not reach the Admin it uses for ListOffsets), and
     odradek.client refuses unknown keys."""
     try:
+        # lazy: the client loads in the Spark tasks that use it (client_module), not on import
         from odradek.client import _config
 
         spec = getattr(_config, kind.upper())
