@@ -18,7 +18,6 @@ them): ``kafka-broker-api-versions.sh`` lists them. Only the versions served (6-
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
 
 from kio.schema.errors import ErrorCode
 
@@ -47,7 +46,7 @@ def _refuse(request: ib.LeaderAndIsrRequest, version: int, code: ErrorCode) -> E
     return _response(request, version, code.value, every_partition(request.partition_states, code))
 
 
-async def handle(ctx: RequestContext, request: ib.LeaderAndIsrRequest) -> Any:
+async def handle(ctx: RequestContext, request: ib.LeaderAndIsrRequest) -> EncodedResponse:
     version = ctx.header.api_version
     stale = stale_request(ctx, request.broker_epoch, request.controller_epoch)
     if stale is not None:
@@ -62,7 +61,7 @@ async def handle(ctx: RequestContext, request: ib.LeaderAndIsrRequest) -> Any:
     return _response(request, version, 0, {k: v.value for k, v in result.items()})
 
 
-def error_response(request: ib.LeaderAndIsrRequest, code: ErrorCode) -> Any:
+def error_response(request: ib.LeaderAndIsrRequest, code: ErrorCode) -> EncodedResponse:
     return _refuse(request, 7, code)
 
 

@@ -12,7 +12,6 @@ LeaderAndIsr (see ``leader_and_isr``).
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
 
 from kio.schema.errors import ErrorCode
 
@@ -35,7 +34,7 @@ def _refuse(request: ib.StopReplicaRequest, version: int, code: ErrorCode) -> En
     return _response(version, code.value, every_partition(request.partition_states, code))
 
 
-async def handle(ctx: RequestContext, request: ib.StopReplicaRequest) -> Any:
+async def handle(ctx: RequestContext, request: ib.StopReplicaRequest) -> EncodedResponse:
     version = ctx.header.api_version
     stale = stale_request(ctx, request.broker_epoch, request.controller_epoch)
     if stale is not None:
@@ -46,7 +45,7 @@ async def handle(ctx: RequestContext, request: ib.StopReplicaRequest) -> Any:
     return _response(version, 0, {k: v.value for k, v in result.items()})
 
 
-def error_response(request: ib.StopReplicaRequest, code: ErrorCode) -> Any:
+def error_response(request: ib.StopReplicaRequest, code: ErrorCode) -> EncodedResponse:
     return _refuse(request, 4, code)
 
 
