@@ -64,7 +64,9 @@ def main() -> None:
         "    from typing import TypeAlias\n\n" + "\n".join(imports) + "\n\n" + "\n".join(aliases) + "\n"
     )
     OUT.write_text(text)
-    subprocess.run([sys.executable, "-m", "ruff", "format", "-q", str(OUT)], check=False)
+    ruff = [sys.executable, "-m", "ruff"]
+    subprocess.run([*ruff, "check", "-q", "--fix", "--select", "I", str(OUT)], check=False)
+    subprocess.run([*ruff, "format", "-q", str(OUT)], check=False)
 
 
 if __name__ == "__main__":
