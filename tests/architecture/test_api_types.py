@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 from odradek.broker.registry import load_registry
@@ -12,13 +13,13 @@ OWN_DECODERS = {0, 4, 5, 6, 7}  # Produce and the ZooKeeper-mode inter-broker AP
 
 
 def test_every_served_version_has_its_request_and_response_type() -> None:
-    text = API_TYPES.read_text()
+    aliases = set(re.findall(r"\bas (\w+)", API_TYPES.read_text()))
     missing = [
         f"{spec.name}{kind}V{version}"
         for key, spec in sorted(load_registry().items())
         if key not in OWN_DECODERS
         for version in range(spec.oldest_served, spec.max_version + 1)
         for kind in ("Request", "Response")
-        if f" as {spec.name}{kind}V{version}\n" not in text
+        if f"{spec.name}{kind}V{version}" not in aliases
     ]
     assert not missing, "run tools/gen_api_types.py: " + ", ".join(missing)
