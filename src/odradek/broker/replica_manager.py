@@ -55,7 +55,13 @@ from typing import Any, Protocol
 from kio.schema.errors import ErrorCode
 
 from odradek.broker.metadata_store import MetadataStore, PartitionState, TopicMetadata
-from odradek.broker.partition import Partition
+from odradek.broker.partition import (
+    AppendOrigin,
+    HighWatermarkListener,
+    LeaderAppendResult,
+    Partition,
+    TxnVerifier,
+)
 from odradek.broker.purgatory import Purgatory
 from odradek.broker.replica_fetcher import FetcherConfig, ReplicaFetcher, fetcher_id
 from odradek.clock import Clock, SystemClock
@@ -65,6 +71,8 @@ from odradek.storage.producer_state import write_snapshot
 __all__ = [
     "PRODUCER_STATE_DIR",
     "AlterPartitionManager",
+    "AppendOrigin",
+    "DelayedProduce",
     "HighWatermarkListener",
     "LeaderAndIsrPartition",
     "LeadershipListener",
@@ -128,9 +136,6 @@ class AlterPartitionManager(Protocol):
 
 LeadershipListener = Callable[[list[tuple[str, int, int]], list[tuple[str, int, int]]], None]
 """``(became_leader, became_follower)``: (topic, partition, leader_epoch) lists."""
-
-HighWatermarkListener = Callable[[str, int, int], None]
-"""``(topic, partition, high_watermark)``."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -244,6 +249,8 @@ class ReplicaManager:
             state,
             self.node_id,
             self.snapshot_path(topic, partition),
+            purgatory=self.purgatory,
+            high_watermark_listeners=self._hw_listeners,
         )
         self._partitions[(topic, partition)] = handle
         return handle
@@ -315,10 +322,6 @@ class ReplicaManager:
     def add_leadership_listener(self, listener: LeadershipListener) -> None:
         self._listeners.append(listener)
 
-    def remove_leadership_listener(self, listener: LeadershipListener) -> None:
-        with contextlib.suppress(ValueError):
-            self._listeners.remove(listener)
-
     def _partition_for_controller(self, topic: str, partition: int) -> Partition:
         """The partition, its log created if missing; the topic need not be known to the
         metadata store (its config then is the broker default)."""
@@ -339,6 +342,8 @@ class ReplicaManager:
             initial,
             self.node_id,
             self.snapshot_path(topic, partition),
+            purgatory=self.purgatory,
+            high_watermark_listeners=self._hw_listeners,
         )
         self._partitions[key] = handle
         return handle
@@ -537,18 +542,10 @@ class ReplicaManager:
     # -- replication: leader side -------------------------------------------------------------
 
     def add_high_watermark_listener(self, listener: HighWatermarkListener) -> None:
-        """``listener(topic, partition, high_watermark)`` whenever replication moves a led
-        partition's high watermark (alone it follows every append: no call)."""
+        """``listener(topic, partition, high_watermark)`` whenever a led partition's high
+        watermark moves: after a leader append that moved it (alone it follows the log end),
+        a follower's fetch or an ISR change (``Partition.high_watermark_moved``)."""
         self._hw_listeners.append(listener)
-
-    def _high_watermark_moved(self, handle: Partition) -> None:
-        self.purgatory.notify(handle.topic, handle.partition)
-        hw = handle.log.high_watermark
-        for listener in list(self._hw_listeners):
-            try:
-                listener(handle.topic, handle.partition, hw)
-            except Exception:
-                log.exception("high watermark listener failed")
 
     def min_insync_replicas(self, topic: str) -> int:
         """The topic's min.insync.replicas, else the broker default."""
@@ -567,16 +564,58 @@ class ReplicaManager:
         if not handle.update_follower_fetch(replica_id, fetch_offset, self.clock.now_ms()):
             return False
         if handle.maybe_increment_high_watermark():
-            self._high_watermark_moved(handle)
+            handle.high_watermark_moved()
         new_isr = handle.isr_expansion(replica_id)
         if new_isr is not None:
             self._submit_isr(handle, new_isr)
         return True
 
-    def after_leader_append(self, handle: Partition) -> None:
-        """After an append on a replicated leader: the HW may move (an ISR of the leader alone)."""
-        if handle.controller_managed and handle.maybe_increment_high_watermark():
-            self._high_watermark_moved(handle)
+    def append_records(
+        self,
+        entries: Sequence[tuple[str, int, bytes | bytearray | memoryview | None]],
+        acks: int,
+        timeout_s: float,
+        *,
+        origin: AppendOrigin = AppendOrigin.CLIENT,
+        verify_txn: TxnVerifier | None = None,
+        min_insync_replicas: int | None = None,
+    ) -> DelayedProduce:
+        """The one door for leader appends (Kafka's ``ReplicaManager.appendRecords``): each
+        (topic, partition, records) of ``entries``, in order, through
+        ``Partition.append_as_leader``. acks must be 0, 1 or -1 (else INVALID_REQUIRED_ACKS
+        for every entry); an unknown partition is UNKNOWN_TOPIC_OR_PARTITION. With acks=-1 the
+        ISR must hold ``min_insync_replicas`` (None: the topic's min.insync.replicas) before
+        the append and, after it, the high watermark must pass the appended records within
+        ``timeout_s``: ``await DelayedProduce.complete()``. The returned ``DelayedProduce``'s
+        ``results`` are the local appends' outcomes, one per entry, in order."""
+        results: list[LeaderAppendResult] = []
+        waits: list[tuple[int, Partition, int, int]] = []
+        if acks not in (0, 1, -1):
+            results = [LeaderAppendResult(ErrorCode.invalid_required_acks) for _ in entries]
+            return DelayedProduce(self, results, waits, timeout_s)
+        now_ms = self.clock.now_ms()
+        partitions = self._partitions
+        for topic, index, records in entries:
+            handle = partitions.get((topic, index))
+            if handle is None:
+                handle = self.get_partition(topic, index)
+                if handle is None:
+                    results.append(LeaderAppendResult(_UNKNOWN))
+                    continue
+            min_insync = 1
+            if acks == -1:
+                min_insync = (
+                    self.min_insync_replicas(topic)
+                    if min_insync_replicas is None
+                    else min_insync_replicas
+                )
+            result = handle.append_as_leader(records, origin, acks, min_insync, now_ms, verify_txn)
+            if acks == -1 and result.error is _NONE:
+                plog = handle.log
+                if plog.high_watermark < plog.log_end_offset:
+                    waits.append((len(results), handle, plog.log_end_offset, min_insync))
+            results.append(result)
+        return DelayedProduce(self, results, waits, timeout_s)
 
     async def wait_for_acks(
         self, handle: Partition, required_offset: int, min_insync: int, timeout_s: float
@@ -651,7 +690,7 @@ class ReplicaManager:
                 result,
             )
         if handle.maybe_increment_high_watermark():
-            self._high_watermark_moved(handle)
+            handle.high_watermark_moved()
         elif isinstance(result, PartitionState):
             self.purgatory.notify(handle.topic, handle.partition)  # the ISR changed
 
@@ -728,8 +767,9 @@ class ReplicaManager:
         for handle in self._partitions.values():
             ps = handle.loaded_producer_state()
             if ps is not None:
-                bases = getattr(handle.log, "segment_base_offsets", None)
-                ps.truncate_before(handle.log.log_start_offset, bases() if bases else None)
+                ps.truncate_before(
+                    handle.log.log_start_offset, handle.log.segment_base_offsets() or None
+                )
 
     def producer_state_snapshots(self, force: bool = False) -> list[tuple[Path, bytes]]:
         """(path, JSON) of every producer state changed since its last snapshot (call on the
@@ -744,6 +784,45 @@ class ReplicaManager:
             if payload is not None:
                 out.append((path, payload))
         return out
+
+
+class DelayedProduce:
+    """The acks=all part of ``ReplicaManager.append_records`` (Kafka's ``DelayedProduce``):
+    ``results`` are the local appends' outcomes; ``complete()`` waits (all partitions at
+    once, at most the timeout) until the high watermark of every appended partition passes
+    its records, and replaces the results of those that did not make it with their error
+    (NOT_ENOUGH_REPLICAS_AFTER_APPEND, NOT_LEADER_OR_FOLLOWER, REQUEST_TIMED_OUT)."""
+
+    __slots__ = ("_replicas", "_timeout_s", "_waits", "results")
+
+    def __init__(
+        self,
+        replicas: ReplicaManager,
+        results: list[LeaderAppendResult],
+        waits: list[tuple[int, Partition, int, int]],
+        timeout_s: float,
+    ) -> None:
+        self._replicas = replicas
+        self.results = results
+        self._waits = waits
+        """(index into results, partition, required offset, min.insync.replicas)."""
+        self._timeout_s = max(0.0, timeout_s)
+
+    async def complete(self) -> list[LeaderAppendResult]:
+        waits = self._waits
+        if not waits:
+            return self.results
+        self._waits = []
+        wait = self._replicas.wait_for_acks
+        timeout_s = self._timeout_s
+        codes = await asyncio.gather(
+            *(wait(handle, end, min_insync, timeout_s) for _i, handle, end, min_insync in waits)
+        )
+        results = self.results
+        for (i, _handle, _end, _min), code in zip(waits, codes, strict=True):
+            if code is not _NONE:
+                results[i] = LeaderAppendResult(code)
+        return results
 
 
 def write_snapshots(snapshots: list[tuple[Path, bytes]]) -> None:
