@@ -46,8 +46,14 @@ from kio.schema.errors import ErrorCode
 
 from odradek.broker.metadata_store import PartitionState
 from odradek.broker.purgatory import Purgatory
+from odradek.protocol.offsets import (
+    EARLIEST_LOCAL_TIMESTAMP,
+    EARLIEST_TIMESTAMP,
+    LATEST_TIMESTAMP,
+    MAX_TIMESTAMP,
+)
 from odradek.protocol.records import BATCH_HEADER, BATCH_HEADER_SIZE, RecordBatch
-from odradek.storage import AppendResult, LogConfig, PartitionLog
+from odradek.storage import AppendResult, FileRegion, LogConfig, PartitionLog
 from odradek.storage.cleaner_records import RecordValidationError
 from odradek.storage.errors import (
     CorruptRecordError,
@@ -66,6 +72,7 @@ from odradek.storage.transaction_index import ControlRecordType, parse_control_r
 
 __all__ = [
     "AppendOrigin",
+    "FetchPartitionData",
     "FollowerState",
     "HighWatermarkListener",
     "LeaderAppendResult",
@@ -90,6 +97,8 @@ _OUT_OF_ORDER = ErrorCode.out_of_order_sequence_number
 _BAD_EPOCH = ErrorCode.invalid_producer_epoch
 _TXN_STATE = ErrorCode.invalid_txn_state
 _STORAGE = ErrorCode.kafka_storage_error
+_OUT_OF_RANGE = ErrorCode.offset_out_of_range
+_OFFSET_NOT_AVAILABLE = ErrorCode.offset_not_available
 _SEQ_MOD = 2**31
 _TRANSACTIONAL = 0x10
 _CONTROL = 0x20
@@ -112,6 +121,24 @@ class AppendOrigin(enum.Enum):
     """The group and transaction coordinators' own batches and transaction markers
     (control batches): trusted, only the producer state is kept (a marker is checked against
     it: a fenced coordinator epoch or an old producer epoch is refused)."""
+
+
+class FetchPartitionData(NamedTuple):
+    """One partition's answer to a Fetch (Kafka's ``FetchPartitionData``), the fields of
+    ``protocol.fetch_response.FetchPartitionResponse`` in its order. ``records``: whole
+    batches (None: none); ``aborted_transactions``: (producer id, first offset) of the
+    aborted transactions overlapping them, read_committed only; ``diverging_epoch``: (epoch,
+    end offset) a follower must truncate to (KIP-320)."""
+
+    partition: int
+    error: ErrorCode
+    high_watermark: int = -1
+    last_stable_offset: int = -1
+    log_start_offset: int = -1
+    records: FileRegion | bytes | None = None
+    aborted_transactions: list[tuple[int, int]] | None = None
+    preferred_read_replica: int = -1
+    diverging_epoch: tuple[int, int] | None = None
 
 
 class LeaderAppendResult(NamedTuple):
@@ -414,6 +441,138 @@ class Partition:
             return _NOT_ENOUGH_AFTER
         return _NONE
 
+    # -- the leader's reads ---------------------------------------------------------------------
+
+    def diverging_epoch(self, last_fetched_epoch: int, fetch_offset: int) -> tuple[int, int] | None:
+        """(epoch, end offset) when a replicated fetcher's last fetched epoch diverges from
+        this log (KIP-320, Kafka's ``Partition.fetchRecords``): the leader's end offset for
+        that epoch is below ``fetch_offset``, or the leader's largest epoch ≤ it is older;
+        None otherwise, alone, or when ``last_fetched_epoch`` is -1."""
+        if last_fetched_epoch < 0 or not self.controller_managed:
+            return None
+        epoch, end = self.log.end_offset_for_epoch(last_fetched_epoch)
+        if epoch < 0:  # no epoch this old here (log start moved): the offset checks decide
+            return None
+        if end < fetch_offset or epoch < last_fetched_epoch:
+            return epoch, end
+        return None
+
+    def fetch_records(
+        self,
+        fetch_offset: int,
+        max_bytes: int,
+        min_one_batch: bool,
+        *,
+        follower: bool,
+        read_committed: bool,
+        current_leader_epoch: int = -1,
+        last_fetched_epoch: int = -1,
+    ) -> FetchPartitionData:
+        """Read as leader (Kafka's ``Partition.fetchRecords``): the leadership and epoch check;
+        a diverging fetch gets its ``diverging_epoch`` and no records; an offset below the log
+        start or past the log end is OFFSET_OUT_OF_RANGE; then whole batches from the one
+        holding ``fetch_offset``, at most ``max_bytes`` (at least one batch with
+        ``min_one_batch``), below the limit: the log end for a follower, else the high
+        watermark, or the last stable offset with ``read_committed`` (with the aborted
+        transactions overlapping what is returned)."""
+        index = self.partition
+        code = self.check_leader_epoch(current_leader_epoch)
+        if code is not _NONE:
+            return FetchPartitionData(index, code)
+        plog = self.log
+        hw = plog.high_watermark
+        start = plog.log_start_offset
+        if last_fetched_epoch >= 0:
+            diverging = self.diverging_epoch(last_fetched_epoch, fetch_offset)
+            if diverging is not None:
+                return FetchPartitionData(index, _NONE, hw, hw, start, None, None, -1, diverging)
+        if fetch_offset < start or fetch_offset > plog.log_end_offset:
+            return FetchPartitionData(index, _OUT_OF_RANGE, hw, hw, start)
+        limit = plog.log_end_offset if follower else hw
+        lso = hw
+        if read_committed:
+            state = self.producer_state()
+            lso = limit = state.last_stable_offset(hw)
+        if fetch_offset >= limit:
+            return FetchPartitionData(index, _NONE, hw, lso, start)
+        try:
+            result = plog.read(
+                fetch_offset, max(max_bytes, 1), max_offset=limit, min_one_batch=min_one_batch
+            )
+        except OffsetOutOfRangeError:
+            return FetchPartitionData(index, _OUT_OF_RANGE, hw, hw, plog.log_start_offset)
+        except OSError:  # storage's KafkaStorageError and plain I/O errors
+            return FetchPartitionData(index, _STORAGE, hw, hw, start)
+        records = result.records
+        if not len(records):
+            return FetchPartitionData(index, _NONE, hw, lso, start)
+        if read_committed:
+            aborted = [
+                (a.producer_id, a.first_offset)
+                for a in state.aborted_transactions(fetch_offset, lso)
+            ]
+            return FetchPartitionData(index, _NONE, hw, lso, start, records, aborted)
+        return FetchPartitionData(index, _NONE, hw, hw, start, records)
+
+    def fetch_offset_for_timestamp(
+        self,
+        timestamp: int,
+        *,
+        follower: bool,
+        read_committed: bool,
+        current_leader_epoch: int = -1,
+    ) -> tuple[ErrorCode, int, int, int]:
+        """ListOffsets as leader (Kafka's ``Partition.fetchOffsetForTimestamp``): (error,
+        timestamp, offset, leader epoch). -2/-4 the log start; -3 the record with the largest
+        timestamp; -1 the last fetchable offset (a follower's: the log end; a consumer's: the
+        high watermark, or the last stable offset with ``read_committed``); t ≥ 0 the first
+        offset whose timestamp is ≥ t below the last fetchable offset. A leader whose high
+        watermark is still below the start offset of its epoch (just elected) answers a
+        consumer OFFSET_NOT_AVAILABLE for the latest offset, and for a timestamp not found
+        below it: its high watermark may be below what the previous leader gave out."""
+        code = self.check_leader_epoch(current_leader_epoch)
+        if code is not _NONE:
+            return code, -1, -1, -1
+        plog = self.log
+        epoch = self.state.leader_epoch
+        if timestamp in (EARLIEST_TIMESTAMP, EARLIEST_LOCAL_TIMESTAMP):
+            return _NONE, -1, plog.log_start_offset, epoch
+        if timestamp == MAX_TIMESTAMP:
+            found = plog.max_timestamp()
+            if found is None:
+                return _NONE, -1, -1, epoch
+            return _NONE, found[1], found[0], epoch
+        if timestamp < LATEST_TIMESTAMP:
+            return ErrorCode.invalid_request, -1, -1, -1
+        if follower:
+            last_fetchable, lagging = plog.log_end_offset, False
+        else:
+            hw = plog.high_watermark
+            last_fetchable = self.producer_state().last_stable_offset(hw) if read_committed else hw
+            lagging = hw < self.leader_epoch_start_offset
+        if timestamp == LATEST_TIMESTAMP:
+            if lagging:
+                return _OFFSET_NOT_AVAILABLE, -1, -1, epoch
+            return _NONE, -1, last_fetchable, epoch
+        found = plog.offset_for_timestamp(timestamp)
+        if found is not None and found[0] < last_fetchable:
+            return _NONE, found[1], found[0], epoch
+        if lagging:
+            return _OFFSET_NOT_AVAILABLE, -1, -1, epoch
+        return _NONE, -1, -1, epoch
+
+    def last_offset_for_leader_epoch(
+        self, current_leader_epoch: int, leader_epoch: int
+    ) -> tuple[ErrorCode, int, int]:
+        """OffsetsForLeaderEpoch as leader (Kafka's ``Partition.lastOffsetForLeaderEpoch``):
+        (error, the largest epoch ≤ ``leader_epoch`` this log knows, where it ends); (-1, -1)
+        when it knows none."""
+        code = self.check_leader_epoch(current_leader_epoch)
+        if code is not _NONE:
+            return code, -1, -1
+        epoch, end_offset = self.log.end_offset_for_epoch(leader_epoch)
+        return _NONE, epoch, end_offset
+
     # -- the leader append ---------------------------------------------------------------------
 
     def append_as_leader(
@@ -682,8 +841,7 @@ class Partition:
         empty log; after a restart: the last snapshot and the log past it)."""
         state = self.producer_state()
         result = self.log.append_as_follower(records)
-        bases_of = getattr(self.log, "segment_base_offsets", None)
-        state.apply_appended(records, bases_of() if bases_of is not None else [])
+        state.apply_appended(records, self.log.segment_base_offsets())
         return result
 
     def truncate_to(self, offset: int) -> None:

@@ -50,13 +50,14 @@ import uuid
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, NamedTuple, Protocol
 
 from kio.schema.errors import ErrorCode
 
 from odradek.broker.metadata_store import MetadataStore, PartitionState, TopicMetadata
 from odradek.broker.partition import (
     AppendOrigin,
+    FetchPartitionData,
     HighWatermarkListener,
     LeaderAppendResult,
     Partition,
@@ -73,6 +74,9 @@ __all__ = [
     "AlterPartitionManager",
     "AppendOrigin",
     "DelayedProduce",
+    "FetchParams",
+    "FetchPartitionData",
+    "FetchPartitionInfo",
     "HighWatermarkListener",
     "LeaderAndIsrPartition",
     "LeadershipListener",
@@ -90,6 +94,41 @@ _STALE_CONTROLLER = ErrorCode.stale_controller_epoch
 _FENCED = ErrorCode.fenced_leader_epoch
 _TIMED_OUT = ErrorCode.request_timed_out
 _NOT_LEADER = ErrorCode.not_leader_or_follower
+_NOBODY: frozenset[tuple[str, int]] = frozenset()
+
+
+@dataclass(frozen=True, slots=True)
+class FetchParams:
+    """A Fetch request's own parameters (Kafka's ``FetchParams``): ``replica_id`` ≥ 0 for a
+    follower, -1 for a consumer; ``max_bytes`` the response's limit (the broker's
+    fetch.max.bytes already applied for consumers); ``isolation_level`` 1 = read_committed."""
+
+    replica_id: int
+    max_wait_ms: int
+    min_bytes: int
+    max_bytes: int
+    isolation_level: int = 0
+
+    @property
+    def is_from_follower(self) -> bool:
+        return self.replica_id >= 0
+
+
+class FetchPartitionInfo(NamedTuple):
+    """One partition of a Fetch (Kafka's ``FetchRequest.PartitionData``); -1 epochs: not
+    sent (``current_leader_epoch`` before v9, ``last_fetched_epoch`` before v12)."""
+
+    partition: int
+    fetch_offset: int
+    partition_max_bytes: int
+    current_leader_epoch: int = -1
+    last_fetched_epoch: int = -1
+
+
+FetchInfos = Sequence[tuple[str, Sequence[FetchPartitionInfo]]]
+"""(topic, its partitions) in request order."""
+FetchResults = list[tuple[str, list[FetchPartitionData]]]
+"""(topic, its partitions' answers) in request order."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -639,6 +678,181 @@ class ReplicaManager:
                 status = handle.acks_all_status(required_offset, min_insync)
                 return _TIMED_OUT if status is None else status
         return _TIMED_OUT
+
+    # -- the leader's reads ----------------------------------------------------------------------
+
+    async def fetch_messages(self, params: FetchParams, infos: FetchInfos) -> FetchResults:
+        """The one local read (Kafka's ``ReplicaManager.fetchMessages``): a follower's fetch
+        first records its position on every replicated partition it asks for
+        (``record_follower_fetch``: the HW may move, the ISR expand; not when its epoch is
+        not ours, its offset is past our log end or its fetch diverges; a fetcher that is not
+        a replica gets NOT_LEADER_OR_FOLLOWER); read_committed loads the producer states
+        first (yielding to the event loop); then ``read_from_local_log``. When fewer than
+        ``min_bytes`` are there and no partition answered an error (nor a diverging epoch),
+        the fetch parks in the purgatory (Kafka's DelayedFetch) and reads again each time one
+        of its partitions is notified, until ``min_bytes`` or ``max_wait_ms``."""
+        follower = params.replica_id >= 0
+        refused = self._record_follower_fetches(params.replica_id, infos) if follower else _NOBODY
+        if not follower and params.isolation_level == 1:
+            await self.load_producer_states(
+                (topic, fp.partition) for topic, partitions in infos for fp in partitions
+            )
+        results, total, error = self.read_from_local_log(params, infos, refused)
+        min_bytes = params.min_bytes
+        if total >= min_bytes or error or not infos or params.max_wait_ms <= 0:
+            return results
+        clock = self.clock
+        deadline = clock.monotonic() + params.max_wait_ms / 1000
+        watched = [(topic, fp.partition) for topic, partitions in infos for fp in partitions]
+        wait = self.purgatory.wait
+        while True:
+            left = deadline - clock.monotonic()
+            if left <= 0:
+                return results
+            woken = await wait(watched, left)
+            results, total, error = self.read_from_local_log(params, infos, refused)
+            if not woken or total >= min_bytes or error:
+                return results
+
+    def read_from_local_log(
+        self,
+        params: FetchParams,
+        infos: FetchInfos,
+        refused: set[tuple[str, int]] | frozenset[tuple[str, int]] = _NOBODY,
+    ) -> tuple[FetchResults, int, bool]:
+        """Every partition of ``infos`` through ``Partition.fetch_records`` within the
+        response's ``max_bytes`` (Kafka's ``readFromLocalLog``): the first partition with data
+        always returns at least one batch ("min one message"), a later one whose data would
+        exceed what is left returns none. (results, record bytes, whether a partition
+        answered an error or a diverging epoch)."""
+        remaining = params.max_bytes if params.max_bytes > 0 else 0x7FFFFFFF
+        follower = params.replica_id >= 0
+        read_committed = not follower and params.isolation_level == 1
+        total = 0
+        error = False
+        out: FetchResults = []
+        partitions = self._partitions
+        for topic, fetches in infos:
+            presults: list[FetchPartitionData] = []
+            for fp in fetches:
+                index = fp.partition
+                handle = partitions.get((topic, index))
+                if handle is None:
+                    handle = self.get_partition(topic, index)
+                    if handle is None:
+                        presults.append(FetchPartitionData(index, _UNKNOWN))
+                        error = True
+                        continue
+                if refused and (topic, index) in refused:  # the fetching broker is no replica
+                    code = handle.check_leader_epoch(fp.current_leader_epoch)
+                    presults.append(
+                        FetchPartitionData(index, _NOT_LEADER if code is _NONE else code)
+                    )
+                    error = True
+                    continue
+                budget = min(fp.partition_max_bytes, remaining)
+                result = handle.fetch_records(
+                    fp.fetch_offset,
+                    budget,
+                    total == 0,
+                    follower=follower,
+                    read_committed=read_committed,
+                    current_leader_epoch=fp.current_leader_epoch,
+                    last_fetched_epoch=fp.last_fetched_epoch,
+                )
+                records = result.records
+                if records is None:
+                    if result.error is not _NONE or result.diverging_epoch is not None:
+                        error = True
+                    presults.append(result)
+                    continue
+                size = len(records)
+                if total > 0 and size > budget:
+                    # only the first partition with data may exceed the limits
+                    presults.append(
+                        FetchPartitionData(
+                            index,
+                            _NONE,
+                            result.high_watermark,
+                            result.last_stable_offset,
+                            result.log_start_offset,
+                        )
+                    )
+                    continue
+                total += size
+                remaining = max(0, remaining - size)
+                presults.append(result)
+            out.append((topic, presults))
+        return out, total, error
+
+    def _record_follower_fetches(self, replica_id: int, infos: FetchInfos) -> set[tuple[str, int]]:
+        """A follower's fetch: record its position on every replicated partition it asks for
+        (see ``fetch_messages``); the (topic, partition)s of which it is not a replica."""
+        unknown: set[tuple[str, int]] = set()
+        for topic, fetches in infos:
+            for fp in fetches:
+                handle = self._partitions.get((topic, fp.partition))
+                if handle is None:
+                    handle = self.get_partition(topic, fp.partition)
+                    if handle is None:
+                        continue
+                # a follower of an older epoch (not truncated yet) must not move the HW
+                if (
+                    not handle.controller_managed
+                    or handle.check_leader_epoch(fp.current_leader_epoch) is not _NONE
+                ):
+                    continue
+                offset = fp.fetch_offset
+                if (
+                    offset > handle.log.log_end_offset
+                    or handle.diverging_epoch(fp.last_fetched_epoch, offset) is not None
+                ):
+                    continue  # not a position on this log (Kafka records none either)
+                if not self.record_follower_fetch(handle, replica_id, offset):
+                    unknown.add((topic, fp.partition))
+        return unknown
+
+    async def fetch_offsets_for_timestamps(
+        self,
+        entries: Sequence[tuple[str, int, int, int]],
+        *,
+        replica_id: int,
+        isolation_level: int,
+    ) -> list[tuple[ErrorCode, int, int, int]]:
+        """ListOffsets (Kafka's ``ReplicaManager.fetchOffsetForTimestamp``): for each (topic,
+        partition, timestamp, current leader epoch), (error, timestamp, offset, leader epoch)
+        from ``Partition.fetch_offset_for_timestamp``; UNKNOWN_TOPIC_OR_PARTITION for an
+        unknown partition. read_committed loads the producer states first."""
+        follower = replica_id >= 0
+        read_committed = isolation_level == 1
+        if read_committed and not follower:
+            await self.load_producer_states((t, p) for t, p, _ts, _e in entries)
+        out: list[tuple[ErrorCode, int, int, int]] = []
+        for topic, index, timestamp, current_epoch in entries:
+            handle = self._partitions.get((topic, index)) or self.get_partition(topic, index)
+            if handle is None:
+                out.append((_UNKNOWN, -1, -1, -1))
+                continue
+            out.append(
+                handle.fetch_offset_for_timestamp(
+                    timestamp,
+                    follower=follower,
+                    read_committed=read_committed,
+                    current_leader_epoch=current_epoch,
+                )
+            )
+        return out
+
+    def last_offset_for_leader_epoch(
+        self, topic: str, partition: int, current_leader_epoch: int, leader_epoch: int
+    ) -> tuple[ErrorCode, int, int]:
+        """OffsetsForLeaderEpoch: (error, epoch, end offset) from
+        ``Partition.last_offset_for_leader_epoch``; UNKNOWN_TOPIC_OR_PARTITION for an unknown
+        partition."""
+        handle = self._partitions.get((topic, partition)) or self.get_partition(topic, partition)
+        if handle is None:
+            return _UNKNOWN, -1, -1
+        return handle.last_offset_for_leader_epoch(current_leader_epoch, leader_epoch)
 
     def _submit_isr(self, handle: Partition, new_isr: list[int]) -> None:
         manager = self.alter_partition_manager
