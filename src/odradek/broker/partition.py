@@ -52,7 +52,7 @@ from odradek.protocol.offsets import (
     LATEST_TIMESTAMP,
     MAX_TIMESTAMP,
 )
-from odradek.protocol.records import BATCH_HEADER, BATCH_HEADER_SIZE, RecordBatch
+from odradek.protocol.records import BATCH_HEADER, BATCH_HEADER_SIZE, BatchHeader, RecordBatch
 from odradek.storage import AppendResult, FileRegion, LogConfig, PartitionLog
 from odradek.storage.cleaner_records import RecordValidationError
 from odradek.storage.errors import (
@@ -779,6 +779,22 @@ class Partition:
                     )
                     return LeaderAppendResult(code, log_start_offset=log_start)
         return batches, True, transactional
+
+    def needs_transaction_verification(
+        self, records: bytes | bytearray | memoryview | None
+    ) -> tuple[int, int] | None:
+        """(producer id, producer epoch) when ``records`` open their producer's transaction
+        on this partition led here (the first batch is transactional, and the producer has no
+        ongoing transaction here): the transaction coordinator must verify it first (KIP-890
+        part 1, Kafka's ``Partition.maybeStartTransactionVerification``); else None."""
+        if records is None or len(records) < BATCH_HEADER_SIZE:
+            return None
+        header = BatchHeader._make(BATCH_HEADER.unpack_from(records))
+        if not header.attributes & _TRANSACTIONAL or self.state.leader != self.node_id:
+            return None
+        if self.producer_state().in_transaction(header.producer_id):
+            return None
+        return header.producer_id, header.producer_epoch
 
     def high_watermark_moved(self) -> None:
         """The high watermark moved (a follower's fetch, an ISR change): wake the partition's

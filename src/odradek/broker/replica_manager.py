@@ -679,6 +679,22 @@ class ReplicaManager:
                 return _TIMED_OUT if status is None else status
         return _TIMED_OUT
 
+    def partitions_to_verify(
+        self, entries: Sequence[tuple[str, int, bytes | bytearray | memoryview | None]]
+    ) -> dict[tuple[int, int], list[tuple[str, int]]]:
+        """The (topic, partition)s of ``entries`` led here whose records open their producer's
+        transaction, by (producer id, producer epoch): what the transaction coordinator must
+        verify before the append (``Partition.needs_transaction_verification``)."""
+        wanted: dict[tuple[int, int], list[tuple[str, int]]] = {}
+        for topic, index, records in entries:
+            handle = self._partitions.get((topic, index)) or self.get_partition(topic, index)
+            if handle is None:
+                continue
+            producer = handle.needs_transaction_verification(records)
+            if producer is not None:
+                wanted.setdefault(producer, []).append((topic, index))
+        return wanted
+
     # -- the leader's reads ----------------------------------------------------------------------
 
     async def fetch_messages(self, params: FetchParams, infos: FetchInfos) -> FetchResults:

@@ -54,7 +54,6 @@ from odradek.broker.services import BrokerServices
 from odradek.protocol.produce_request import ProduceRequest, decode_produce_request
 from odradek.protocol.produce_response import PartitionTuple as PartitionResult
 from odradek.protocol.produce_response import encode_produce_response
-from odradek.protocol.records import BATCH_HEADER, BATCH_HEADER_SIZE, BatchHeader
 
 __all__ = ["API", "handle"]
 
@@ -75,7 +74,6 @@ AnyProduceRequest = (
 _NONE = ErrorCode.none
 _TXN_STATE = ErrorCode.invalid_txn_state
 _BAD_EPOCH = ErrorCode.invalid_producer_epoch
-_TRANSACTIONAL = 0x10
 
 
 def _failed(index: int, code: ErrorCode) -> PartitionResult:
@@ -174,20 +172,9 @@ async def _verify_at_coordinator(
     error, node_id, _host, _port = services.txn_coordinator.coordinator_for(transactional_id)
     if node_id == services.metadata.node_id:
         return {}
-    wanted: dict[tuple[int, int], list[tuple[str, int]]] = {}
-    for td in request.topic_data:
-        for pd in td.partition_data:
-            data = pd.records
-            if data is None or len(data) < BATCH_HEADER_SIZE:
-                continue
-            header = BatchHeader._make(BATCH_HEADER.unpack_from(data))
-            if not header.attributes & _TRANSACTIONAL:
-                continue
-            pid, epoch = header.producer_id, header.producer_epoch
-            handle, code = services.replica_manager.leader_partition(td.name, pd.index)
-            if handle is None or code is not _NONE or handle.producer_state().in_transaction(pid):
-                continue
-            wanted.setdefault((pid, epoch), []).append((td.name, pd.index))
+    wanted = services.replica_manager.partitions_to_verify(
+        [(td.name, pd.index, pd.records) for td in request.topic_data for pd in td.partition_data]
+    )
     if not wanted:
         return {}
     retry = ErrorCode.not_enough_replicas
