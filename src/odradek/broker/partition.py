@@ -23,8 +23,12 @@ clock): ``update_follower_fetch``, ``maybe_increment_high_watermark``,
 ``isr_expansion``, ``isr_shrink``, ``check_enough_replicas`` (acks=all before the append)
 and ``acks_all_status`` (acks=all after it, Kafka's ``checkEnoughReplicasReachOffset``).
 
-``check_leader_epoch`` is the one leadership and epoch check, used by Produce, Fetch,
-ListOffsets and OffsetsForLeaderEpoch alike (Kafka's ``localLogWithEpochOrThrow``, KIP-320):
+The leader's doors, each reached through the ``ReplicaManager``: ``append_as_leader`` (Kafka's
+``appendRecordsToLeader``: Produce, transaction markers, the coordinators' writes),
+``fetch_records`` (consumers and followers), ``fetch_offset_for_timestamp`` (ListOffsets, with
+OFFSET_NOT_AVAILABLE below the current epoch's start), ``last_offset_for_leader_epoch``
+(OffsetsForLeaderEpoch). Each begins with ``check_leader_epoch``, the one leadership and epoch
+check (Kafka's ``localLogWithEpochOrThrow``, KIP-320):
 
 * this broker does not lead the partition → NOT_LEADER_OR_FOLLOWER (6);
 * the request's ``current_leader_epoch`` (-1: no check) is older than ours →

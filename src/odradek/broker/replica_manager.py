@@ -4,9 +4,17 @@ ReplicaManager).
 * ``get_partition(topic, p)`` opens (or creates) a partition's log on first use; with
   ``create=False`` a partition without a log gives None (an internal topic's logs are created
   lazily, each on its first use).
-* ``leader_partition(topic, p, current_leader_epoch)`` is what Produce, Fetch, ListOffsets and
-  OffsetsForLeaderEpoch call: (partition, NONE) or (partition or None, the error):
-  UNKNOWN_TOPIC_OR_PARTITION, or ``Partition.check_leader_epoch``'s verdict.
+* ``append_records(entries, acks, timeout_s, origin=...)`` is the one leader append (Kafka's
+  ``appendRecords``): Produce, transaction markers and the coordinators' writer call it; each
+  entry goes through ``Partition.append_as_leader``; the ``DelayedProduce`` it returns waits
+  for acks=all. ``fetch_messages(params, infos)`` is the one local read (Kafka's
+  ``fetchMessages`` → ``readFromLocalLog`` → ``Partition.fetch_records``): consumers and
+  followers alike, with the follower bookkeeping and the delayed fetch. ListOffsets
+  (``fetch_offsets_for_timestamps``) and OffsetsForLeaderEpoch
+  (``last_offset_for_leader_epoch``) ask Partition the same way: every leader and epoch decision
+  is Partition's. ``leader_partition(topic, p, current_leader_epoch)``: (partition, NONE) or
+  (partition or None, the error): UNKNOWN_TOPIC_OR_PARTITION, or
+  ``Partition.check_leader_epoch``'s verdict.
 * Producer-state snapshots: ``producer_state_snapshots()`` collects, on the event loop, the
   JSON of every changed state (consistent with its log end); ``write_snapshots`` writes them
   (a worker thread may run it).
@@ -37,8 +45,8 @@ the metadata image neither leader nor follower until their LeaderAndIsr):
 * ``add_leadership_listener(fn)``: ``fn(became_leader, became_follower)`` with
   (topic, partition, leader_epoch) lists after each LeaderAndIsr, and the stopped partitions
   as ``became_follower`` after a StopReplica (the coordinators' hook, ``follow_leadership``);
-  ``add_high_watermark_listener(fn)``: ``fn(topic, partition, hw)`` when replication moves a
-  high watermark (the coordinator writer's ``HighWatermarkListener`` rides on it).
+  ``add_high_watermark_listener(fn)``: ``fn(topic, partition, hw)`` whenever a led partition's
+  high watermark moves (the coordinator writer's ``HighWatermarkListener`` rides on it).
 """
 
 from __future__ import annotations

@@ -5,7 +5,8 @@
 marker, each behind the same leadership check as Produce, and answers a Kafka error code per
 (topic, partition):
 
-* UNKNOWN_TOPIC_OR_PARTITION / NOT_LEADER_OR_FOLLOWER: ``ReplicaManager.leader_partition``;
+* UNKNOWN_TOPIC_OR_PARTITION / NOT_LEADER_OR_FOLLOWER (the control batch goes through
+  ``ReplicaManager.append_records`` → ``Partition.append_as_leader``, as Produce's batches do);
 * TRANSACTION_COORDINATOR_FENCED (52): a marker of a newer coordinator epoch was already
   written for that producer on that partition;
 * INVALID_PRODUCER_EPOCH (47): the marker's producer epoch is older than the producer's;

@@ -6,7 +6,7 @@ partition's data:
 
 1. unknown topic → auto-create (auto.create.topics.enable) or UNKNOWN_TOPIC_OR_PARTITION;
    a partition index out of range → UNKNOWN_TOPIC_OR_PARTITION; a partition this broker does
-   not lead → NOT_LEADER_OR_FOLLOWER (``ReplicaManager.leader_partition``);
+   not lead → NOT_LEADER_OR_FOLLOWER;
 2. every batch: whole (else CORRUPT_MESSAGE), magic 2 (else INVALID_RECORD), size ≤ the
    topic's max.message.bytes (else MESSAGE_TOO_LARGE);
 3. idempotence (producerId ≥ 0): see ``odradek.storage.producer_state`` — a duplicate is answered
@@ -27,6 +27,10 @@ once, at most the request's timeout) until the high watermark passes the appende
 NONE, NOT_ENOUGH_REPLICAS_AFTER_APPEND (the ISR shrank below the minimum meanwhile),
 NOT_LEADER_OR_FOLLOWER (leadership lost) or REQUEST_TIMED_OUT. Alone the high watermark
 follows the log end offset, so it never waits.
+
+Steps 1 (but the auto-creation) to 4 and the acks=-1 wait are ``ReplicaManager.append_records``
+→ ``Partition.append_as_leader``'s; this module decodes, creates topics, asks the transaction
+coordinator (KIP-890) when it is on another broker, reports metrics and encodes.
 
 Requests are decoded by ``odradek.protocol.produce_request`` (``ApiSpec.decoder``):
 above 16 KiB ``records`` are views of the request frame, stamped in place and written without a
