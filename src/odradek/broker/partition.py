@@ -681,7 +681,8 @@ class Partition:
             )
         elif origin is AppendOrigin.COORDINATOR:
             first = batches[0] if batches else None
-            if first is not None and first[4] & _TRANSACTIONAL:  # a transactional data batch
+            if first is not None and first[4] & (_TRANSACTIONAL | _CONTROL) == _TRANSACTIONAL:
+                # a transactional data batch (a coordinator's offsets in a transaction)
                 self.producer_state().append_txn_data(first[0], base_offset)
         if self.controller_managed:
             self.maybe_increment_high_watermark()
