@@ -186,7 +186,7 @@ def test_roll_by_segment_bytes_and_explicit(make_log: LogFactory) -> None:
     assert log.segment_count == before + 1
     log.roll()  # active segment empty: no-op
     assert log.segment_count == before + 1
-    assert log.segment_base_offsets()[-1] == 10  # type: ignore[attr-defined]
+    assert log.segment_base_offsets()[-1] == 10
 
 
 def test_roll_by_segment_ms(make_log: LogFactory, clock: ManualClock) -> None:
@@ -213,7 +213,7 @@ def test_retention_by_time(make_log: LogFactory, clock: ManualClock) -> None:
     assert log.delete_old_segments(T0 + 10_000) == 0
     deleted = log.delete_old_segments(T0 + 14_500)  # segments whose newest record is < T0+4500
     assert deleted >= 1
-    assert log.log_start_offset == log.segment_base_offsets()[0] > 0  # type: ignore[attr-defined]
+    assert log.log_start_offset == log.segment_base_offsets()[0] > 0
     for seg in log.segments[:-1]:  # type: ignore[attr-defined]
         assert seg.max_timestamp >= T0 + 4500 or seg is log.segments[-1]  # type: ignore[attr-defined]
     with pytest.raises(OffsetOutOfRangeError):
@@ -248,7 +248,7 @@ def test_retention_by_size(make_log: LogFactory) -> None:
     assert deleted > 0
     assert log.size_in_bytes <= 2500 + 1000
     assert total - log.size_in_bytes <= total - 2500
-    assert log.log_start_offset == log.segment_base_offsets()[0]  # type: ignore[attr-defined]
+    assert log.log_start_offset == log.segment_base_offsets()[0]
 
 
 def test_retention_respects_high_watermark(make_log: LogFactory) -> None:
@@ -289,7 +289,7 @@ def test_truncate_fully_and_start_at(make_log: LogFactory) -> None:
     log.truncate_fully_and_start_at(1000)
     assert (log.log_start_offset, log.log_end_offset, log.high_watermark) == (1000, 1000, 1000)
     assert log.append(make_batch(1), 4).base_offset == 1000
-    assert log.segment_base_offsets() == [1000]  # type: ignore[attr-defined]
+    assert log.segment_base_offsets() == [1000]
     with pytest.raises(OffsetOutOfRangeError):
         log.read(999, 10)
 
@@ -362,7 +362,7 @@ def test_flush_rolled_segments_on_maybe_flush(make_log: LogFactory) -> None:
     for _ in range(5):
         log.append(make_batch(1, value_size=150), 0)
     log.maybe_flush()
-    assert log.recovery_point == log.segment_base_offsets()[-1] == 4  # type: ignore[attr-defined]
+    assert log.recovery_point == log.segment_base_offsets()[-1] == 4
 
 
 def test_high_watermark_is_separate(make_log: LogFactory) -> None:
@@ -414,7 +414,7 @@ def test_increment_log_start_offset(make_log: LogFactory) -> None:
         log.read(2, 100)
     assert batches_of(log, 3)[0].base_offset == 3
     assert log.delete_old_segments() == 3  # segments 0, 1, 2 lie wholly below the start
-    assert log.segment_base_offsets()[0] == 3  # type: ignore[attr-defined]
+    assert log.segment_base_offsets()[0] == 3
     assert log.leader_epoch_entries() == [(2, 3)]
     with pytest.raises(OffsetOutOfRangeError):
         log.increment_log_start_offset(7)

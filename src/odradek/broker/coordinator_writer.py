@@ -11,7 +11,7 @@ from typing import Any, TypeVar
 from kio.schema.errors import ErrorCode
 
 from odradek.broker.metadata_store import MetadataStore
-from odradek.broker.replica_manager import ReplicaManager
+from odradek.broker.replica_manager import AppendOrigin, ReplicaManager
 from odradek.broker.topic_admin import TopicAdmin
 from odradek.coordinator.writer import HighWatermarkListener
 from odradek.storage import PartitionLog
@@ -81,7 +81,7 @@ class BrokerPartitionWriter:
         replicas.add_high_watermark_listener(self._high_watermark_moved)
 
     def _high_watermark_moved(self, topic: str, partition: int, high_watermark: int) -> None:
-        """Replicated: the high watermark of an internal partition moved (followers fetched)."""
+        """The high watermark of an internal partition moved (an append, followers' fetches)."""
         for listener in self._listeners.get(topic, ()):
             listener(partition, high_watermark)
 
@@ -106,22 +106,22 @@ class BrokerPartitionWriter:
         return None if handle is None else handle.log
 
     def append(self, topic: str, partition: int, records: bytes) -> int:
-        handle = self._replicas.get_partition(topic, partition)
-        if handle is None:
+        """Append the coordinator's batch as this partition's leader
+        (``ReplicaManager.append_records`` with acks=1: the coordinator waits for the ISR with
+        ``wait_replicated``); its base offset. Raises RuntimeError when the partition does not
+        exist, is not led here, or the append fails."""
+        delayed = self._replicas.append_records(
+            [(topic, partition, records)], 1, 0.0, origin=AppendOrigin.COORDINATOR
+        )
+        result = delayed.results[0]
+        error = result.error
+        if error is ErrorCode.none:
+            return result.base_offset
+        if error is ErrorCode.unknown_topic_or_partition:
             raise RuntimeError(f"{topic}-{partition} does not exist")
-        if handle.controller_managed and not handle.is_leader:
+        if error is ErrorCode.not_leader_or_follower:
             raise RuntimeError(f"{topic}-{partition} is not led by this broker")
-        result = handle.log.append(records, handle.leader_epoch)
-        if records[22] & 0x10 and not records[22] & 0x20:  # a transactional data batch
-            pid = int.from_bytes(records[43:51], "big", signed=True)
-            handle.producer_state().append_txn_data(pid, result.base_offset)
-        self._replicas.after_leader_append(handle)
-        listeners = self._listeners.get(topic)
-        if listeners:
-            hw = handle.log.high_watermark
-            for listener in listeners:
-                listener(partition, hw)
-        return result.base_offset
+        raise RuntimeError(f"append to {topic}-{partition} failed: {error.name} {result.message}")
 
     async def wait_replicated(self, topic: str, partition: int, end_offset: int) -> bool:
         """In a cluster: acks=all for the coordinator's own appends (commits survive the loss

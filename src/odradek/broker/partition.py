@@ -23,8 +23,12 @@ clock): ``update_follower_fetch``, ``maybe_increment_high_watermark``,
 ``isr_expansion``, ``isr_shrink``, ``check_enough_replicas`` (acks=all before the append)
 and ``acks_all_status`` (acks=all after it, Kafka's ``checkEnoughReplicasReachOffset``).
 
-``check_leader_epoch`` is the one leadership and epoch check, used by Produce, Fetch,
-ListOffsets and OffsetsForLeaderEpoch alike (Kafka's ``localLogWithEpochOrThrow``, KIP-320):
+The leader's doors, each reached through the ``ReplicaManager``: ``append_as_leader`` (Kafka's
+``appendRecordsToLeader``: Produce, transaction markers, the coordinators' writes),
+``fetch_records`` (consumers and followers), ``fetch_offset_for_timestamp`` (ListOffsets, with
+OFFSET_NOT_AVAILABLE below the current epoch's start), ``last_offset_for_leader_epoch``
+(OffsetsForLeaderEpoch). Each begins with ``check_leader_epoch``, the one leadership and epoch
+check (Kafka's ``localLogWithEpochOrThrow``, KIP-320):
 
 * this broker does not lead the partition → NOT_LEADER_OR_FOLLOWER (6);
 * the request's ``current_leader_epoch`` (-1: no check) is older than ours →
@@ -34,19 +38,55 @@ ListOffsets and OffsetsForLeaderEpoch alike (Kafka's ``localLogWithEpochOrThrow`
 from __future__ import annotations
 
 import contextlib
+import enum
+import logging
 import uuid
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import NamedTuple
 
 from kio.schema.errors import ErrorCode
 
 from odradek.broker.metadata_store import PartitionState
-from odradek.storage import AppendResult, LogConfig, PartitionLog
-from odradek.storage.errors import OffsetOutOfRangeError
-from odradek.storage.producer_state import ProducerStateManager, snapshot_offset
+from odradek.broker.purgatory import Purgatory
+from odradek.protocol.offsets import (
+    EARLIEST_LOCAL_TIMESTAMP,
+    EARLIEST_TIMESTAMP,
+    LATEST_TIMESTAMP,
+    MAX_TIMESTAMP,
+)
+from odradek.protocol.records import BATCH_HEADER, BATCH_HEADER_SIZE, BatchHeader, RecordBatch
+from odradek.storage import AppendResult, FileRegion, LogConfig, PartitionLog
+from odradek.storage.cleaner_records import RecordValidationError
+from odradek.storage.errors import (
+    CorruptRecordError,
+    InvalidRecordError,
+    OffsetOutOfRangeError,
+    RecordBatchTooLargeError,
+    RecordTooLargeError,
+)
+from odradek.storage.producer_state import (
+    MarkerVerdict,
+    ProducerStateManager,
+    Verdict,
+    snapshot_offset,
+)
+from odradek.storage.transaction_index import ControlRecordType, parse_control_record
 
-__all__ = ["FollowerState", "Partition", "caught_up_time", "high_watermark_candidate"]
+__all__ = [
+    "AppendOrigin",
+    "FetchPartitionData",
+    "FollowerState",
+    "HighWatermarkListener",
+    "LeaderAppendResult",
+    "Partition",
+    "TxnVerifier",
+    "caught_up_time",
+    "high_watermark_candidate",
+]
+
+log = logging.getLogger("odradek.broker")
 
 _NONE = ErrorCode.none
 _NOT_LEADER = ErrorCode.not_leader_or_follower
@@ -54,6 +94,71 @@ _FENCED = ErrorCode.fenced_leader_epoch
 _UNKNOWN_EPOCH = ErrorCode.unknown_leader_epoch
 _NOT_ENOUGH = ErrorCode.not_enough_replicas
 _NOT_ENOUGH_AFTER = ErrorCode.not_enough_replicas_after_append
+_CORRUPT = ErrorCode.corrupt_message
+_INVALID_RECORD = ErrorCode.invalid_record
+_TOO_LARGE = ErrorCode.message_too_large
+_OUT_OF_ORDER = ErrorCode.out_of_order_sequence_number
+_BAD_EPOCH = ErrorCode.invalid_producer_epoch
+_TXN_STATE = ErrorCode.invalid_txn_state
+_STORAGE = ErrorCode.kafka_storage_error
+_OUT_OF_RANGE = ErrorCode.offset_out_of_range
+_OFFSET_NOT_AVAILABLE = ErrorCode.offset_not_available
+_SEQ_MOD = 2**31
+_TRANSACTIONAL = 0x10
+_CONTROL = 0x20
+
+HighWatermarkListener = Callable[[str, int, int], None]
+"""``(topic, partition, high_watermark)``: called whenever a led partition's high watermark
+moves (Kafka's ``PartitionListener.onHighWatermarkUpdated``)."""
+
+TxnVerifier = Callable[[int, int, str, int], ErrorCode]
+"""(producer id, epoch, topic, partition) -> NONE when the partition is in the producer's
+ongoing transaction (the transaction coordinator's verdict, KIP-890 part 1)."""
+
+
+class AppendOrigin(enum.Enum):
+    """Who appends as leader (Kafka's ``AppendOrigin``)."""
+
+    CLIENT = "client"
+    """A producer's batches (Produce): headers, sizes, idempotence and transactions checked."""
+    COORDINATOR = "coordinator"
+    """The group and transaction coordinators' own batches and transaction markers
+    (control batches): trusted, only the producer state is kept (a marker is checked against
+    it: a fenced coordinator epoch or an old producer epoch is refused)."""
+
+
+class FetchPartitionData(NamedTuple):
+    """One partition's answer to a Fetch (Kafka's ``FetchPartitionData``), the fields of
+    ``protocol.fetch_response.FetchPartitionResponse`` in its order. ``records``: whole
+    batches (None: none); ``aborted_transactions``: (producer id, first offset) of the
+    aborted transactions overlapping them, read_committed only; ``diverging_epoch``: (epoch,
+    end offset) a follower must truncate to (KIP-320)."""
+
+    partition: int
+    error: ErrorCode
+    high_watermark: int = -1
+    last_stable_offset: int = -1
+    log_start_offset: int = -1
+    records: FileRegion | bytes | None = None
+    aborted_transactions: list[tuple[int, int]] | None = None
+    preferred_read_replica: int = -1
+    diverging_epoch: tuple[int, int] | None = None
+
+
+class LeaderAppendResult(NamedTuple):
+    """One partition's outcome of ``Partition.append_as_leader`` (Kafka's ``LogAppendInfo``
+    with its error). On an error nothing was appended. ``last_offset`` is -1 when nothing was
+    appended (an error, or a duplicate of an idempotent batch, answered with the original's
+    ``base_offset``); ``log_append_time_ms`` is -1 with CreateTime; ``record_errors`` are
+    (index of the record across the batches, message) pairs for INVALID_RECORD (KIP-467)."""
+
+    error: ErrorCode
+    base_offset: int = -1
+    last_offset: int = -1
+    log_append_time_ms: int = -1
+    log_start_offset: int = -1
+    record_errors: tuple[tuple[int, str | None], ...] = ()
+    message: str | None = None
 
 
 @dataclass(slots=True)
@@ -88,8 +193,10 @@ class Partition:
     """One partition replica on this broker. See the module docstring."""
 
     __slots__ = (
+        "_hw_listeners",
         "_producer_state",
         "_producer_state_generation",
+        "_purgatory",
         "config",
         "controller_managed",
         "followers",
@@ -113,6 +220,9 @@ class Partition:
         state: PartitionState,
         node_id: int,
         snapshot_path: Path | None = None,
+        *,
+        purgatory: Purgatory | None = None,
+        high_watermark_listeners: list[HighWatermarkListener] | None = None,
     ) -> None:
         self.topic = topic
         self.partition = partition
@@ -136,6 +246,13 @@ class Partition:
         past it)."""
         self.topic_id: uuid.UUID | None = None
         """The topic id a LeaderAndIsr named (None alone)."""
+        self._purgatory = purgatory
+        """Woken after every append and whenever the high watermark moves (Kafka's delayed
+        operations of the partition)."""
+        self._hw_listeners = (
+            high_watermark_listeners if high_watermark_listeners is not None else []
+        )
+        """Shared with the replica manager: called whenever the high watermark moves."""
 
     # -- leadership ----------------------------------------------------------------------------
 
@@ -328,6 +445,380 @@ class Partition:
             return _NOT_ENOUGH_AFTER
         return _NONE
 
+    # -- the leader's reads ---------------------------------------------------------------------
+
+    def diverging_epoch(self, last_fetched_epoch: int, fetch_offset: int) -> tuple[int, int] | None:
+        """(epoch, end offset) when a replicated fetcher's last fetched epoch diverges from
+        this log (KIP-320, Kafka's ``Partition.fetchRecords``): the leader's end offset for
+        that epoch is below ``fetch_offset``, or the leader's largest epoch ≤ it is older;
+        None otherwise, alone, or when ``last_fetched_epoch`` is -1."""
+        if last_fetched_epoch < 0 or not self.controller_managed:
+            return None
+        epoch, end = self.log.end_offset_for_epoch(last_fetched_epoch)
+        if epoch < 0:  # no epoch this old here (log start moved): the offset checks decide
+            return None
+        if end < fetch_offset or epoch < last_fetched_epoch:
+            return epoch, end
+        return None
+
+    def fetch_records(
+        self,
+        fetch_offset: int,
+        max_bytes: int,
+        min_one_batch: bool,
+        *,
+        follower: bool,
+        read_committed: bool,
+        current_leader_epoch: int = -1,
+        last_fetched_epoch: int = -1,
+    ) -> FetchPartitionData:
+        """Read as leader (Kafka's ``Partition.fetchRecords``): the leadership and epoch check;
+        a diverging fetch gets its ``diverging_epoch`` and no records; an offset below the log
+        start or past the log end is OFFSET_OUT_OF_RANGE; then whole batches from the one
+        holding ``fetch_offset``, at most ``max_bytes`` (at least one batch with
+        ``min_one_batch``), below the limit: the log end for a follower, else the high
+        watermark, or the last stable offset with ``read_committed`` (with the aborted
+        transactions overlapping what is returned)."""
+        index = self.partition
+        code = self.check_leader_epoch(current_leader_epoch)
+        if code is not _NONE:
+            return FetchPartitionData(index, code)
+        plog = self.log
+        hw = plog.high_watermark
+        start = plog.log_start_offset
+        if last_fetched_epoch >= 0:
+            diverging = self.diverging_epoch(last_fetched_epoch, fetch_offset)
+            if diverging is not None:
+                return FetchPartitionData(index, _NONE, hw, hw, start, None, None, -1, diverging)
+        if fetch_offset < start or fetch_offset > plog.log_end_offset:
+            return FetchPartitionData(index, _OUT_OF_RANGE, hw, hw, start)
+        limit = plog.log_end_offset if follower else hw
+        lso = hw
+        if read_committed:
+            state = self.producer_state()
+            lso = limit = state.last_stable_offset(hw)
+        if fetch_offset >= limit:
+            return FetchPartitionData(index, _NONE, hw, lso, start)
+        try:
+            result = plog.read(
+                fetch_offset, max(max_bytes, 1), max_offset=limit, min_one_batch=min_one_batch
+            )
+        except OffsetOutOfRangeError:
+            return FetchPartitionData(index, _OUT_OF_RANGE, hw, hw, plog.log_start_offset)
+        except OSError:  # storage's KafkaStorageError and plain I/O errors
+            return FetchPartitionData(index, _STORAGE, hw, hw, start)
+        records = result.records
+        if not len(records):
+            return FetchPartitionData(index, _NONE, hw, lso, start)
+        if read_committed:
+            aborted = [
+                (a.producer_id, a.first_offset)
+                for a in state.aborted_transactions(fetch_offset, lso)
+            ]
+            return FetchPartitionData(index, _NONE, hw, lso, start, records, aborted)
+        return FetchPartitionData(index, _NONE, hw, hw, start, records)
+
+    def fetch_offset_for_timestamp(
+        self,
+        timestamp: int,
+        *,
+        follower: bool,
+        read_committed: bool,
+        current_leader_epoch: int = -1,
+    ) -> tuple[ErrorCode, int, int, int]:
+        """ListOffsets as leader (Kafka's ``Partition.fetchOffsetForTimestamp``): (error,
+        timestamp, offset, leader epoch). -2/-4 the log start; -3 the record with the largest
+        timestamp; -1 the last fetchable offset (a follower's: the log end; a consumer's: the
+        high watermark, or the last stable offset with ``read_committed``); t ≥ 0 the first
+        offset whose timestamp is ≥ t below the last fetchable offset. A leader whose high
+        watermark is still below the start offset of its epoch (just elected) answers a
+        consumer OFFSET_NOT_AVAILABLE for the latest offset, and for a timestamp not found
+        below it: its high watermark may be below what the previous leader gave out."""
+        code = self.check_leader_epoch(current_leader_epoch)
+        if code is not _NONE:
+            return code, -1, -1, -1
+        plog = self.log
+        epoch = self.state.leader_epoch
+        if timestamp in (EARLIEST_TIMESTAMP, EARLIEST_LOCAL_TIMESTAMP):
+            return _NONE, -1, plog.log_start_offset, epoch
+        if timestamp == MAX_TIMESTAMP:
+            found = plog.max_timestamp()
+            if found is None:
+                return _NONE, -1, -1, epoch
+            return _NONE, found[1], found[0], epoch
+        if timestamp < LATEST_TIMESTAMP:
+            return ErrorCode.invalid_request, -1, -1, -1
+        if follower:
+            last_fetchable, lagging = plog.log_end_offset, False
+        else:
+            hw = plog.high_watermark
+            last_fetchable = self.producer_state().last_stable_offset(hw) if read_committed else hw
+            lagging = hw < self.leader_epoch_start_offset
+        if timestamp == LATEST_TIMESTAMP:
+            if lagging:
+                return _OFFSET_NOT_AVAILABLE, -1, -1, epoch
+            return _NONE, -1, last_fetchable, epoch
+        found = plog.offset_for_timestamp(timestamp)
+        if found is not None and found[0] < last_fetchable:
+            return _NONE, found[1], found[0], epoch
+        if lagging:
+            return _OFFSET_NOT_AVAILABLE, -1, -1, epoch
+        return _NONE, -1, -1, epoch
+
+    def last_offset_for_leader_epoch(
+        self, current_leader_epoch: int, leader_epoch: int
+    ) -> tuple[ErrorCode, int, int]:
+        """OffsetsForLeaderEpoch as leader (Kafka's ``Partition.lastOffsetForLeaderEpoch``):
+        (error, the largest epoch ≤ ``leader_epoch`` this log knows, where it ends); (-1, -1)
+        when it knows none."""
+        code = self.check_leader_epoch(current_leader_epoch)
+        if code is not _NONE:
+            return code, -1, -1
+        epoch, end_offset = self.log.end_offset_for_epoch(leader_epoch)
+        return _NONE, epoch, end_offset
+
+    # -- the leader append ---------------------------------------------------------------------
+
+    def append_as_leader(
+        self,
+        records: bytes | bytearray | memoryview | None,
+        origin: AppendOrigin,
+        required_acks: int,
+        min_insync_replicas: int,
+        now_ms: int,
+        verify_txn: TxnVerifier | None = None,
+    ) -> LeaderAppendResult:
+        """The one leader append (Kafka's ``Partition.appendRecordsToLeader``), in this order;
+        nothing is written when one step refuses:
+
+        1. leadership: NOT_LEADER_OR_FOLLOWER; acks=-1 with an ISR smaller than
+           ``min_insync_replicas``: NOT_ENOUGH_REPLICAS;
+        2. ``CLIENT``: every batch whole (else CORRUPT_MESSAGE), magic 2 (else INVALID_RECORD),
+           at most the topic's max.message.bytes (else MESSAGE_TOO_LARGE); a transactional
+           batch opening its producer's transaction here verified (``verify_txn``, else
+           INVALID_TXN_STATE); idempotence (a duplicate answers the original's base offset
+           and is not appended; INVALID_PRODUCER_EPOCH, OUT_OF_ORDER_SEQUENCE_NUMBER).
+           ``COORDINATOR``: a marker (control batch) checked against the producer state
+           (TRANSACTION_COORDINATOR_FENCED, INVALID_PRODUCER_EPOCH);
+        3. the log append, stamped with this leader's epoch (storage checks CRCs and records:
+           CORRUPT_MESSAGE, INVALID_RECORD with the records' errors, MESSAGE_TOO_LARGE,
+           RECORD_LIST_TOO_LARGE; KAFKA_STORAGE_ERROR on I/O errors), LogAppendTime when the
+           topic says so;
+        4. the producer state (sequences, the transaction opened or ended by a marker);
+        5. the high watermark: replicated, it may move (an ISR of this leader alone); alone it
+           followed the log end; when it moved the high-watermark listeners are called;
+        6. the partition's waiters in the purgatory are woken (Fetch, acks=all).
+        """
+        if self.state.leader != self.node_id:
+            return LeaderAppendResult(_NOT_LEADER)
+        if required_acks == -1 and len(self.state.isr) < min_insync_replicas:
+            return LeaderAppendResult(_NOT_ENOUGH)
+        if not records:
+            return LeaderAppendResult(_INVALID_RECORD, message="no record batches")
+        plog = self.log
+        config = self.config
+        if origin is AppendOrigin.CLIENT:
+            checked = self._check_client_batches(records, config.max_message_bytes, verify_txn)
+            if isinstance(checked, LeaderAppendResult):
+                return checked
+            batches, idempotent, transactional = checked
+            marker = None
+        else:
+            batches, idempotent, transactional = _coordinator_batches(records), False, False
+            marker = _marker_of(records, batches)
+            if marker is not None:
+                verdict = self.producer_state().check_marker(
+                    batches[0][0], batches[0][1], marker[1]
+                )
+                if verdict is MarkerVerdict.COORDINATOR_FENCED:
+                    return LeaderAppendResult(ErrorCode.transaction_coordinator_fenced)
+                if verdict is MarkerVerdict.INVALID_PRODUCER_EPOCH:
+                    return LeaderAppendResult(_BAD_EPOCH)
+        log_append_time = config.message_timestamp_type == "LogAppendTime"
+        hw_before = plog.high_watermark
+        try:
+            result = plog.append(
+                records, self.state.leader_epoch, now_ms=now_ms, log_append_time=log_append_time
+            )
+        except CorruptRecordError as exc:
+            return LeaderAppendResult(_CORRUPT, message=str(exc) or "corrupt record batch")
+        except InvalidRecordError as exc:
+            # KIP-467: storage lists the offending records (e.g. keyless on a compacted topic)
+            record_errors = (
+                tuple(exc.record_errors) if isinstance(exc, RecordValidationError) else ()
+            )
+            return LeaderAppendResult(
+                _INVALID_RECORD,
+                record_errors=record_errors,
+                message=str(exc) or "invalid record batch",
+            )
+        except RecordTooLargeError as exc:
+            return LeaderAppendResult(_TOO_LARGE, message=str(exc))
+        except RecordBatchTooLargeError as exc:
+            return LeaderAppendResult(ErrorCode.record_list_too_large, message=str(exc))
+        except OSError as exc:  # storage's KafkaStorageError and plain I/O errors
+            log.error("append to %s-%d failed: %s", self.topic, self.partition, exc)
+            return LeaderAppendResult(_STORAGE, message=str(exc))
+        base_offset = result.base_offset
+        if idempotent:
+            state = self.producer_state()
+            off = base_offset
+            for b_pid, b_epoch, b_seq, b_delta, _attrs in batches:
+                state.update(
+                    b_pid, b_epoch, b_seq, (b_seq + b_delta) % _SEQ_MOD, off, off + b_delta
+                )
+                off += b_delta + 1
+            if transactional:
+                state.append_txn_data(batches[0][0], base_offset)
+        elif marker is not None:
+            self.producer_state().apply_marker(
+                batches[0][0],
+                batches[0][1],
+                base_offset,
+                marker[0] == ControlRecordType.ABORT,
+                marker[1],
+                plog.segment_base_offsets(),
+            )
+        elif origin is AppendOrigin.COORDINATOR:
+            first = batches[0] if batches else None
+            if first is not None and first[4] & (_TRANSACTIONAL | _CONTROL) == _TRANSACTIONAL:
+                # a transactional data batch (a coordinator's offsets in a transaction)
+                self.producer_state().append_txn_data(first[0], base_offset)
+        if self.controller_managed:
+            self.maybe_increment_high_watermark()
+        if plog.high_watermark > hw_before:
+            self._call_high_watermark_listeners()
+        if self._purgatory is not None:
+            self._purgatory.notify(self.topic, self.partition)
+        lat = result.log_append_time_ms if log_append_time else -1
+        return LeaderAppendResult(
+            _NONE,
+            base_offset,
+            result.last_offset,
+            -1 if lat is None else lat,
+            result.log_start_offset,
+        )
+
+    def _check_client_batches(
+        self,
+        data: bytes | bytearray | memoryview,
+        max_size: int,
+        verify_txn: TxnVerifier | None,
+    ) -> LeaderAppendResult | tuple[list[tuple[int, int, int, int, int]], bool, bool]:
+        """Step 2 of ``append_as_leader`` for a producer's batches: the refusal, or (the
+        batches' (producer id, producer epoch, base sequence, last offset delta, attributes),
+        idempotent, transactional)."""
+        n = len(data)
+        pos = 0
+        unpack = BATCH_HEADER.unpack_from
+        batches: list[tuple[int, int, int, int, int]] = []
+        transactional = False
+        while pos < n:
+            if n - pos < BATCH_HEADER_SIZE:
+                return LeaderAppendResult(_CORRUPT, message="truncated record batch header")
+            (
+                _bo,
+                length,
+                _ple,
+                magic,
+                _crc,
+                attrs,
+                last_delta,
+                _bts,
+                _mts,
+                pid,
+                epoch,
+                base_seq,
+                _count,
+            ) = unpack(data, pos)
+            size = length + 12
+            if magic != 2:
+                return LeaderAppendResult(
+                    _INVALID_RECORD,
+                    message=f"record batch magic {magic}; only v2 (magic 2) is accepted",
+                )
+            if length < 49 or pos + size > n:
+                return LeaderAppendResult(_CORRUPT, message="record batch length out of bounds")
+            if size > max_size:
+                return LeaderAppendResult(
+                    _TOO_LARGE,
+                    message=f"record batch of {size} bytes exceeds max.message.bytes {max_size}",
+                )
+            batches.append((pid, epoch, base_seq, last_delta, attrs))
+            transactional = transactional or bool(attrs & _TRANSACTIONAL)
+            pos += size
+        pid, epoch, base_seq, last_delta, _attrs = batches[0]
+        idempotent = pid >= 0 and base_seq >= 0
+        if not (idempotent or transactional):
+            return batches, False, False
+        log_start = self.log.log_start_offset
+        state = self.producer_state()
+        if transactional:
+            if not idempotent:
+                return LeaderAppendResult(
+                    _INVALID_RECORD, message="a transactional batch needs a producer id"
+                )
+            if not state.in_transaction(pid):
+                code = (
+                    _TXN_STATE
+                    if verify_txn is None
+                    else verify_txn(pid, epoch, self.topic, self.partition)
+                )
+                if code is not _NONE:
+                    return LeaderAppendResult(code, log_start_offset=log_start)
+        if len(batches) == 1:
+            verdict, dup_offset = state.check(
+                pid, epoch, base_seq, (base_seq + last_delta) % _SEQ_MOD
+            )
+            if verdict is not Verdict.OK:
+                if verdict is Verdict.DUPLICATE:
+                    return LeaderAppendResult(_NONE, dup_offset, log_start_offset=log_start)
+                code = _BAD_EPOCH if verdict is Verdict.INVALID_PRODUCER_EPOCH else _OUT_OF_ORDER
+                return LeaderAppendResult(code, log_start_offset=log_start)
+        else:
+            for b_pid, b_epoch, b_seq, b_delta, _a in batches:
+                verdict, _ = state.check(b_pid, b_epoch, b_seq, (b_seq + b_delta) % _SEQ_MOD)
+                if verdict is not Verdict.OK:
+                    code = (
+                        _BAD_EPOCH if verdict is Verdict.INVALID_PRODUCER_EPOCH else _OUT_OF_ORDER
+                    )
+                    return LeaderAppendResult(code, log_start_offset=log_start)
+        return batches, True, transactional
+
+    def needs_transaction_verification(
+        self, records: bytes | bytearray | memoryview | None
+    ) -> tuple[int, int] | None:
+        """(producer id, producer epoch) when ``records`` open their producer's transaction
+        on this partition led here (the first batch is transactional, and the producer has no
+        ongoing transaction here): the transaction coordinator must verify it first (KIP-890
+        part 1, Kafka's ``Partition.maybeStartTransactionVerification``); else None."""
+        if records is None or len(records) < BATCH_HEADER_SIZE:
+            return None
+        header = BatchHeader._make(BATCH_HEADER.unpack_from(records))
+        if not header.attributes & _TRANSACTIONAL or self.state.leader != self.node_id:
+            return None
+        if self.producer_state().in_transaction(header.producer_id):
+            return None
+        return header.producer_id, header.producer_epoch
+
+    def high_watermark_moved(self) -> None:
+        """The high watermark moved (a follower's fetch, an ISR change): wake the partition's
+        waiters and call the high-watermark listeners."""
+        if self._purgatory is not None:
+            self._purgatory.notify(self.topic, self.partition)
+        self._call_high_watermark_listeners()
+
+    def _call_high_watermark_listeners(self) -> None:
+        listeners = self._hw_listeners
+        if not listeners:
+            return
+        hw = self.log.high_watermark
+        for listener in list(listeners):
+            try:
+                listener(self.topic, self.partition, hw)
+            except Exception:
+                log.exception("high watermark listener failed")
+
     # -- idempotent producers -----------------------------------------------------------------
 
     def producer_state(self) -> ProducerStateManager:
@@ -371,8 +862,7 @@ class Partition:
         empty log; after a restart: the last snapshot and the log past it)."""
         state = self.producer_state()
         result = self.log.append_as_follower(records)
-        bases_of = getattr(self.log, "segment_base_offsets", None)
-        state.apply_appended(records, bases_of() if bases_of is not None else [])
+        state.apply_appended(records, self.log.segment_base_offsets())
         return result
 
     def truncate_to(self, offset: int) -> None:
@@ -411,6 +901,41 @@ class Partition:
         if drop_snapshot and self.snapshot_path is not None:
             with contextlib.suppress(FileNotFoundError):
                 self.snapshot_path.unlink()
+
+
+def _coordinator_batches(
+    data: bytes | bytearray | memoryview,
+) -> list[tuple[int, int, int, int, int]]:
+    """(producer id, producer epoch, base sequence, last offset delta, attributes) of each
+    whole batch of a coordinator's buffer (headers only; storage validates the rest)."""
+    out = []
+    n = len(data)
+    pos = 0
+    unpack = BATCH_HEADER.unpack_from
+    while n - pos >= BATCH_HEADER_SIZE:
+        header = unpack(data, pos)
+        out.append((header[9], header[10], header[11], header[6], header[5]))
+        pos += header[1] + 12
+    return out
+
+
+def _marker_of(
+    data: bytes | bytearray | memoryview, batches: list[tuple[int, int, int, int, int]]
+) -> tuple[int, int] | None:
+    """(control type, coordinator epoch) of a transaction marker: a single transactional
+    control batch holding one COMMIT/ABORT record; None for anything else."""
+    if len(batches) != 1 or batches[0][4] & (_CONTROL | _TRANSACTIONAL) != (
+        _CONTROL | _TRANSACTIONAL
+    ):
+        return None
+    for record in RecordBatch(data, 0).records():
+        try:
+            kind, coordinator_epoch = parse_control_record(record.key, record.value)
+        except ValueError:
+            return None
+        if kind in (ControlRecordType.ABORT, ControlRecordType.COMMIT):
+            return kind, coordinator_epoch
+    return None
 
 
 def _copy(state: PartitionState) -> PartitionState:

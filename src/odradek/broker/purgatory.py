@@ -35,9 +35,6 @@ class Purgatory:
         """Number of (partition, waiter) registrations (for tests and metrics)."""
         return sum(len(v) for v in self._watchers.values())
 
-    def has_watchers(self) -> bool:
-        return bool(self._watchers)
-
     def notify(self, topic: str, partition: int) -> None:
         """Wake every waiter watching (topic, partition)."""
         if not self._watchers:

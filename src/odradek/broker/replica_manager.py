@@ -4,9 +4,17 @@ ReplicaManager).
 * ``get_partition(topic, p)`` opens (or creates) a partition's log on first use; with
   ``create=False`` a partition without a log gives None (an internal topic's logs are created
   lazily, each on its first use).
-* ``leader_partition(topic, p, current_leader_epoch)`` is what Produce, Fetch, ListOffsets and
-  OffsetsForLeaderEpoch call: (partition, NONE) or (partition or None, the error):
-  UNKNOWN_TOPIC_OR_PARTITION, or ``Partition.check_leader_epoch``'s verdict.
+* ``append_records(entries, acks, timeout_s, origin=...)`` is the one leader append (Kafka's
+  ``appendRecords``): Produce, transaction markers and the coordinators' writer call it; each
+  entry goes through ``Partition.append_as_leader``; the ``DelayedProduce`` it returns waits
+  for acks=all. ``fetch_messages(params, infos)`` is the one local read (Kafka's
+  ``fetchMessages`` → ``readFromLocalLog`` → ``Partition.fetch_records``): consumers and
+  followers alike, with the follower bookkeeping and the delayed fetch. ListOffsets
+  (``fetch_offsets_for_timestamps``) and OffsetsForLeaderEpoch
+  (``last_offset_for_leader_epoch``) ask Partition the same way: every leader and epoch decision
+  is Partition's. ``leader_partition(topic, p, current_leader_epoch)``: (partition, NONE) or
+  (partition or None, the error): UNKNOWN_TOPIC_OR_PARTITION, or
+  ``Partition.check_leader_epoch``'s verdict.
 * Producer-state snapshots: ``producer_state_snapshots()`` collects, on the event loop, the
   JSON of every changed state (consistent with its log end); ``write_snapshots`` writes them
   (a worker thread may run it).
@@ -37,8 +45,8 @@ the metadata image neither leader nor follower until their LeaderAndIsr):
 * ``add_leadership_listener(fn)``: ``fn(became_leader, became_follower)`` with
   (topic, partition, leader_epoch) lists after each LeaderAndIsr, and the stopped partitions
   as ``became_follower`` after a StopReplica (the coordinators' hook, ``follow_leadership``);
-  ``add_high_watermark_listener(fn)``: ``fn(topic, partition, hw)`` when replication moves a
-  high watermark (the coordinator writer's ``HighWatermarkListener`` rides on it).
+  ``add_high_watermark_listener(fn)``: ``fn(topic, partition, hw)`` whenever a led partition's
+  high watermark moves (the coordinator writer's ``HighWatermarkListener`` rides on it).
 """
 
 from __future__ import annotations
@@ -50,12 +58,19 @@ import uuid
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, NamedTuple, Protocol
 
 from kio.schema.errors import ErrorCode
 
 from odradek.broker.metadata_store import MetadataStore, PartitionState, TopicMetadata
-from odradek.broker.partition import Partition
+from odradek.broker.partition import (
+    AppendOrigin,
+    FetchPartitionData,
+    HighWatermarkListener,
+    LeaderAppendResult,
+    Partition,
+    TxnVerifier,
+)
 from odradek.broker.purgatory import Purgatory
 from odradek.broker.replica_fetcher import FetcherConfig, ReplicaFetcher, fetcher_id
 from odradek.clock import Clock, SystemClock
@@ -65,6 +80,11 @@ from odradek.storage.producer_state import write_snapshot
 __all__ = [
     "PRODUCER_STATE_DIR",
     "AlterPartitionManager",
+    "AppendOrigin",
+    "DelayedProduce",
+    "FetchParams",
+    "FetchPartitionData",
+    "FetchPartitionInfo",
     "HighWatermarkListener",
     "LeaderAndIsrPartition",
     "LeadershipListener",
@@ -82,6 +102,41 @@ _STALE_CONTROLLER = ErrorCode.stale_controller_epoch
 _FENCED = ErrorCode.fenced_leader_epoch
 _TIMED_OUT = ErrorCode.request_timed_out
 _NOT_LEADER = ErrorCode.not_leader_or_follower
+_NOBODY: frozenset[tuple[str, int]] = frozenset()
+
+
+@dataclass(frozen=True, slots=True)
+class FetchParams:
+    """A Fetch request's own parameters (Kafka's ``FetchParams``): ``replica_id`` ≥ 0 for a
+    follower, -1 for a consumer; ``max_bytes`` the response's limit (the broker's
+    fetch.max.bytes already applied for consumers); ``isolation_level`` 1 = read_committed."""
+
+    replica_id: int
+    max_wait_ms: int
+    min_bytes: int
+    max_bytes: int
+    isolation_level: int = 0
+
+    @property
+    def is_from_follower(self) -> bool:
+        return self.replica_id >= 0
+
+
+class FetchPartitionInfo(NamedTuple):
+    """One partition of a Fetch (Kafka's ``FetchRequest.PartitionData``); -1 epochs: not
+    sent (``current_leader_epoch`` before v9, ``last_fetched_epoch`` before v12)."""
+
+    partition: int
+    fetch_offset: int
+    partition_max_bytes: int
+    current_leader_epoch: int = -1
+    last_fetched_epoch: int = -1
+
+
+FetchInfos = Sequence[tuple[str, Sequence[FetchPartitionInfo]]]
+"""(topic, its partitions) in request order."""
+FetchResults = list[tuple[str, list[FetchPartitionData]]]
+"""(topic, its partitions' answers) in request order."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -128,9 +183,6 @@ class AlterPartitionManager(Protocol):
 
 LeadershipListener = Callable[[list[tuple[str, int, int]], list[tuple[str, int, int]]], None]
 """``(became_leader, became_follower)``: (topic, partition, leader_epoch) lists."""
-
-HighWatermarkListener = Callable[[str, int, int], None]
-"""``(topic, partition, high_watermark)``."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -244,6 +296,8 @@ class ReplicaManager:
             state,
             self.node_id,
             self.snapshot_path(topic, partition),
+            purgatory=self.purgatory,
+            high_watermark_listeners=self._hw_listeners,
         )
         self._partitions[(topic, partition)] = handle
         return handle
@@ -315,10 +369,6 @@ class ReplicaManager:
     def add_leadership_listener(self, listener: LeadershipListener) -> None:
         self._listeners.append(listener)
 
-    def remove_leadership_listener(self, listener: LeadershipListener) -> None:
-        with contextlib.suppress(ValueError):
-            self._listeners.remove(listener)
-
     def _partition_for_controller(self, topic: str, partition: int) -> Partition:
         """The partition, its log created if missing; the topic need not be known to the
         metadata store (its config then is the broker default)."""
@@ -339,6 +389,8 @@ class ReplicaManager:
             initial,
             self.node_id,
             self.snapshot_path(topic, partition),
+            purgatory=self.purgatory,
+            high_watermark_listeners=self._hw_listeners,
         )
         self._partitions[key] = handle
         return handle
@@ -537,18 +589,10 @@ class ReplicaManager:
     # -- replication: leader side -------------------------------------------------------------
 
     def add_high_watermark_listener(self, listener: HighWatermarkListener) -> None:
-        """``listener(topic, partition, high_watermark)`` whenever replication moves a led
-        partition's high watermark (alone it follows every append: no call)."""
+        """``listener(topic, partition, high_watermark)`` whenever a led partition's high
+        watermark moves: after a leader append that moved it (alone it follows the log end),
+        a follower's fetch or an ISR change (``Partition.high_watermark_moved``)."""
         self._hw_listeners.append(listener)
-
-    def _high_watermark_moved(self, handle: Partition) -> None:
-        self.purgatory.notify(handle.topic, handle.partition)
-        hw = handle.log.high_watermark
-        for listener in list(self._hw_listeners):
-            try:
-                listener(handle.topic, handle.partition, hw)
-            except Exception:
-                log.exception("high watermark listener failed")
 
     def min_insync_replicas(self, topic: str) -> int:
         """The topic's min.insync.replicas, else the broker default."""
@@ -567,16 +611,58 @@ class ReplicaManager:
         if not handle.update_follower_fetch(replica_id, fetch_offset, self.clock.now_ms()):
             return False
         if handle.maybe_increment_high_watermark():
-            self._high_watermark_moved(handle)
+            handle.high_watermark_moved()
         new_isr = handle.isr_expansion(replica_id)
         if new_isr is not None:
             self._submit_isr(handle, new_isr)
         return True
 
-    def after_leader_append(self, handle: Partition) -> None:
-        """After an append on a replicated leader: the HW may move (an ISR of the leader alone)."""
-        if handle.controller_managed and handle.maybe_increment_high_watermark():
-            self._high_watermark_moved(handle)
+    def append_records(
+        self,
+        entries: Sequence[tuple[str, int, bytes | bytearray | memoryview | None]],
+        acks: int,
+        timeout_s: float,
+        *,
+        origin: AppendOrigin = AppendOrigin.CLIENT,
+        verify_txn: TxnVerifier | None = None,
+        min_insync_replicas: int | None = None,
+    ) -> DelayedProduce:
+        """The one door for leader appends (Kafka's ``ReplicaManager.appendRecords``): each
+        (topic, partition, records) of ``entries``, in order, through
+        ``Partition.append_as_leader``. acks must be 0, 1 or -1 (else INVALID_REQUIRED_ACKS
+        for every entry); an unknown partition is UNKNOWN_TOPIC_OR_PARTITION. With acks=-1 the
+        ISR must hold ``min_insync_replicas`` (None: the topic's min.insync.replicas) before
+        the append and, after it, the high watermark must pass the appended records within
+        ``timeout_s``: ``await DelayedProduce.complete()``. The returned ``DelayedProduce``'s
+        ``results`` are the local appends' outcomes, one per entry, in order."""
+        results: list[LeaderAppendResult] = []
+        waits: list[tuple[int, Partition, int, int]] = []
+        if acks not in (0, 1, -1):
+            results = [LeaderAppendResult(ErrorCode.invalid_required_acks) for _ in entries]
+            return DelayedProduce(self, results, waits, timeout_s)
+        now_ms = self.clock.now_ms()
+        partitions = self._partitions
+        for topic, index, records in entries:
+            handle = partitions.get((topic, index))
+            if handle is None:
+                handle = self.get_partition(topic, index)
+                if handle is None:
+                    results.append(LeaderAppendResult(_UNKNOWN))
+                    continue
+            min_insync = 1
+            if acks == -1:
+                min_insync = (
+                    self.min_insync_replicas(topic)
+                    if min_insync_replicas is None
+                    else min_insync_replicas
+                )
+            result = handle.append_as_leader(records, origin, acks, min_insync, now_ms, verify_txn)
+            if acks == -1 and result.error is _NONE:
+                plog = handle.log
+                if plog.high_watermark < plog.log_end_offset:
+                    waits.append((len(results), handle, plog.log_end_offset, min_insync))
+            results.append(result)
+        return DelayedProduce(self, results, waits, timeout_s)
 
     async def wait_for_acks(
         self, handle: Partition, required_offset: int, min_insync: int, timeout_s: float
@@ -600,6 +686,197 @@ class ReplicaManager:
                 status = handle.acks_all_status(required_offset, min_insync)
                 return _TIMED_OUT if status is None else status
         return _TIMED_OUT
+
+    def partitions_to_verify(
+        self, entries: Sequence[tuple[str, int, bytes | bytearray | memoryview | None]]
+    ) -> dict[tuple[int, int], list[tuple[str, int]]]:
+        """The (topic, partition)s of ``entries`` led here whose records open their producer's
+        transaction, by (producer id, producer epoch): what the transaction coordinator must
+        verify before the append (``Partition.needs_transaction_verification``)."""
+        wanted: dict[tuple[int, int], list[tuple[str, int]]] = {}
+        for topic, index, records in entries:
+            handle = self._partitions.get((topic, index)) or self.get_partition(topic, index)
+            if handle is None:
+                continue
+            producer = handle.needs_transaction_verification(records)
+            if producer is not None:
+                wanted.setdefault(producer, []).append((topic, index))
+        return wanted
+
+    # -- the leader's reads ----------------------------------------------------------------------
+
+    async def fetch_messages(self, params: FetchParams, infos: FetchInfos) -> FetchResults:
+        """The one local read (Kafka's ``ReplicaManager.fetchMessages``): a follower's fetch
+        first records its position on every replicated partition it asks for
+        (``record_follower_fetch``: the HW may move, the ISR expand; not when its epoch is
+        not ours, its offset is past our log end or its fetch diverges; a fetcher that is not
+        a replica gets NOT_LEADER_OR_FOLLOWER); read_committed loads the producer states
+        first (yielding to the event loop); then ``read_from_local_log``. When fewer than
+        ``min_bytes`` are there and no partition answered an error (nor a diverging epoch),
+        the fetch parks in the purgatory (Kafka's DelayedFetch) and reads again each time one
+        of its partitions is notified, until ``min_bytes`` or ``max_wait_ms``."""
+        follower = params.replica_id >= 0
+        refused = self._record_follower_fetches(params.replica_id, infos) if follower else _NOBODY
+        if not follower and params.isolation_level == 1:
+            await self.load_producer_states(
+                (topic, fp.partition) for topic, partitions in infos for fp in partitions
+            )
+        results, total, error = self.read_from_local_log(params, infos, refused)
+        min_bytes = params.min_bytes
+        if total >= min_bytes or error or not infos or params.max_wait_ms <= 0:
+            return results
+        clock = self.clock
+        deadline = clock.monotonic() + params.max_wait_ms / 1000
+        watched = [(topic, fp.partition) for topic, partitions in infos for fp in partitions]
+        wait = self.purgatory.wait
+        while True:
+            left = deadline - clock.monotonic()
+            if left <= 0:
+                return results
+            woken = await wait(watched, left)
+            results, total, error = self.read_from_local_log(params, infos, refused)
+            if not woken or total >= min_bytes or error:
+                return results
+
+    def read_from_local_log(
+        self,
+        params: FetchParams,
+        infos: FetchInfos,
+        refused: set[tuple[str, int]] | frozenset[tuple[str, int]] = _NOBODY,
+    ) -> tuple[FetchResults, int, bool]:
+        """Every partition of ``infos`` through ``Partition.fetch_records`` within the
+        response's ``max_bytes`` (Kafka's ``readFromLocalLog``): the first partition with data
+        always returns at least one batch ("min one message"), a later one whose data would
+        exceed what is left returns none. (results, record bytes, whether a partition
+        answered an error or a diverging epoch)."""
+        remaining = params.max_bytes if params.max_bytes > 0 else 0x7FFFFFFF
+        follower = params.replica_id >= 0
+        read_committed = not follower and params.isolation_level == 1
+        total = 0
+        error = False
+        out: FetchResults = []
+        partitions = self._partitions
+        for topic, fetches in infos:
+            presults: list[FetchPartitionData] = []
+            for fp in fetches:
+                index = fp.partition
+                handle = partitions.get((topic, index))
+                if handle is None:
+                    handle = self.get_partition(topic, index)
+                    if handle is None:
+                        presults.append(FetchPartitionData(index, _UNKNOWN))
+                        error = True
+                        continue
+                if refused and (topic, index) in refused:  # the fetching broker is no replica
+                    code = handle.check_leader_epoch(fp.current_leader_epoch)
+                    presults.append(
+                        FetchPartitionData(index, _NOT_LEADER if code is _NONE else code)
+                    )
+                    error = True
+                    continue
+                budget = min(fp.partition_max_bytes, remaining)
+                result = handle.fetch_records(
+                    fp.fetch_offset,
+                    budget,
+                    total == 0,
+                    follower=follower,
+                    read_committed=read_committed,
+                    current_leader_epoch=fp.current_leader_epoch,
+                    last_fetched_epoch=fp.last_fetched_epoch,
+                )
+                records = result.records
+                if records is None:
+                    if result.error is not _NONE or result.diverging_epoch is not None:
+                        error = True
+                    presults.append(result)
+                    continue
+                size = len(records)
+                if total > 0 and size > budget:
+                    # only the first partition with data may exceed the limits
+                    presults.append(
+                        FetchPartitionData(
+                            index,
+                            _NONE,
+                            result.high_watermark,
+                            result.last_stable_offset,
+                            result.log_start_offset,
+                        )
+                    )
+                    continue
+                total += size
+                remaining = max(0, remaining - size)
+                presults.append(result)
+            out.append((topic, presults))
+        return out, total, error
+
+    def _record_follower_fetches(self, replica_id: int, infos: FetchInfos) -> set[tuple[str, int]]:
+        """A follower's fetch: record its position on every replicated partition it asks for
+        (see ``fetch_messages``); the (topic, partition)s of which it is not a replica."""
+        unknown: set[tuple[str, int]] = set()
+        for topic, fetches in infos:
+            for fp in fetches:
+                handle = self._partitions.get((topic, fp.partition))
+                if handle is None:
+                    handle = self.get_partition(topic, fp.partition)
+                    if handle is None:
+                        continue
+                # a follower of an older epoch (not truncated yet) must not move the HW
+                if (
+                    not handle.controller_managed
+                    or handle.check_leader_epoch(fp.current_leader_epoch) is not _NONE
+                ):
+                    continue
+                offset = fp.fetch_offset
+                if (
+                    offset > handle.log.log_end_offset
+                    or handle.diverging_epoch(fp.last_fetched_epoch, offset) is not None
+                ):
+                    continue  # not a position on this log (Kafka records none either)
+                if not self.record_follower_fetch(handle, replica_id, offset):
+                    unknown.add((topic, fp.partition))
+        return unknown
+
+    async def fetch_offsets_for_timestamps(
+        self,
+        entries: Sequence[tuple[str, int, int, int]],
+        *,
+        replica_id: int,
+        isolation_level: int,
+    ) -> list[tuple[ErrorCode, int, int, int]]:
+        """ListOffsets (Kafka's ``ReplicaManager.fetchOffsetForTimestamp``): for each (topic,
+        partition, timestamp, current leader epoch), (error, timestamp, offset, leader epoch)
+        from ``Partition.fetch_offset_for_timestamp``; UNKNOWN_TOPIC_OR_PARTITION for an
+        unknown partition. read_committed loads the producer states first."""
+        follower = replica_id >= 0
+        read_committed = isolation_level == 1
+        if read_committed and not follower:
+            await self.load_producer_states((t, p) for t, p, _ts, _e in entries)
+        out: list[tuple[ErrorCode, int, int, int]] = []
+        for topic, index, timestamp, current_epoch in entries:
+            handle = self._partitions.get((topic, index)) or self.get_partition(topic, index)
+            if handle is None:
+                out.append((_UNKNOWN, -1, -1, -1))
+                continue
+            out.append(
+                handle.fetch_offset_for_timestamp(
+                    timestamp,
+                    follower=follower,
+                    read_committed=read_committed,
+                    current_leader_epoch=current_epoch,
+                )
+            )
+        return out
+
+    def last_offset_for_leader_epoch(
+        self, topic: str, partition: int, current_leader_epoch: int, leader_epoch: int
+    ) -> tuple[ErrorCode, int, int]:
+        """OffsetsForLeaderEpoch: (error, epoch, end offset) from
+        ``Partition.last_offset_for_leader_epoch``; UNKNOWN_TOPIC_OR_PARTITION for an unknown
+        partition."""
+        handle = self._partitions.get((topic, partition)) or self.get_partition(topic, partition)
+        if handle is None:
+            return _UNKNOWN, -1, -1
+        return handle.last_offset_for_leader_epoch(current_leader_epoch, leader_epoch)
 
     def _submit_isr(self, handle: Partition, new_isr: list[int]) -> None:
         manager = self.alter_partition_manager
@@ -651,7 +928,7 @@ class ReplicaManager:
                 result,
             )
         if handle.maybe_increment_high_watermark():
-            self._high_watermark_moved(handle)
+            handle.high_watermark_moved()
         elif isinstance(result, PartitionState):
             self.purgatory.notify(handle.topic, handle.partition)  # the ISR changed
 
@@ -728,8 +1005,9 @@ class ReplicaManager:
         for handle in self._partitions.values():
             ps = handle.loaded_producer_state()
             if ps is not None:
-                bases = getattr(handle.log, "segment_base_offsets", None)
-                ps.truncate_before(handle.log.log_start_offset, bases() if bases else None)
+                ps.truncate_before(
+                    handle.log.log_start_offset, handle.log.segment_base_offsets() or None
+                )
 
     def producer_state_snapshots(self, force: bool = False) -> list[tuple[Path, bytes]]:
         """(path, JSON) of every producer state changed since its last snapshot (call on the
@@ -744,6 +1022,45 @@ class ReplicaManager:
             if payload is not None:
                 out.append((path, payload))
         return out
+
+
+class DelayedProduce:
+    """The acks=all part of ``ReplicaManager.append_records`` (Kafka's ``DelayedProduce``):
+    ``results`` are the local appends' outcomes; ``complete()`` waits (all partitions at
+    once, at most the timeout) until the high watermark of every appended partition passes
+    its records, and replaces the results of those that did not make it with their error
+    (NOT_ENOUGH_REPLICAS_AFTER_APPEND, NOT_LEADER_OR_FOLLOWER, REQUEST_TIMED_OUT)."""
+
+    __slots__ = ("_replicas", "_timeout_s", "_waits", "results")
+
+    def __init__(
+        self,
+        replicas: ReplicaManager,
+        results: list[LeaderAppendResult],
+        waits: list[tuple[int, Partition, int, int]],
+        timeout_s: float,
+    ) -> None:
+        self._replicas = replicas
+        self.results = results
+        self._waits = waits
+        """(index into results, partition, required offset, min.insync.replicas)."""
+        self._timeout_s = max(0.0, timeout_s)
+
+    async def complete(self) -> list[LeaderAppendResult]:
+        waits = self._waits
+        if not waits:
+            return self.results
+        self._waits = []
+        wait = self._replicas.wait_for_acks
+        timeout_s = self._timeout_s
+        codes = await asyncio.gather(
+            *(wait(handle, end, min_insync, timeout_s) for _i, handle, end, min_insync in waits)
+        )
+        results = self.results
+        for (i, _handle, _end, _min), code in zip(waits, codes, strict=True):
+            if code is not _NONE:
+                results[i] = LeaderAppendResult(code)
+        return results
 
 
 def write_snapshots(snapshots: list[tuple[Path, bytes]]) -> None:

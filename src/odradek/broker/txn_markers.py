@@ -5,7 +5,8 @@
 marker, each behind the same leadership check as Produce, and answers a Kafka error code per
 (topic, partition):
 
-* UNKNOWN_TOPIC_OR_PARTITION / NOT_LEADER_OR_FOLLOWER: ``ReplicaManager.leader_partition``;
+* UNKNOWN_TOPIC_OR_PARTITION / NOT_LEADER_OR_FOLLOWER (the control batch goes through
+  ``ReplicaManager.append_records`` → ``Partition.append_as_leader``, as Produce's batches do);
 * TRANSACTION_COORDINATOR_FENCED (52): a marker of a newer coordinator epoch was already
   written for that producer on that partition;
 * INVALID_PRODUCER_EPOCH (47): the marker's producer epoch is older than the producer's;
@@ -37,12 +38,11 @@ from kio.schema.errors import ErrorCode
 from odradek.broker.broker_channel import BrokerChannel, BrokerUnavailableError
 from odradek.broker.metadata_store import MetadataStore
 from odradek.broker.purgatory import Purgatory
-from odradek.broker.replica_manager import ReplicaManager
+from odradek.broker.replica_manager import AppendOrigin, DelayedProduce, ReplicaManager
 from odradek.clock import Clock
 from odradek.coordinator.transaction.manager import TxnMarker
 from odradek.coordinator.transaction.requests import write_txn_markers_request
 from odradek.coordinator.transaction.state import TransactionResult
-from odradek.storage.producer_state import MarkerVerdict
 from odradek.storage.transaction_index import ControlRecordType, build_control_batch
 
 __all__ = ["OFFSETS_TOPIC", "OffsetsMarkerListener", "TxnMarkerAppender", "TxnMarkerChannel"]
@@ -76,65 +76,40 @@ class TxnMarkerAppender:
         return {(m.topic, m.partition): int(self.append_marker(m)) for m in markers}
 
     def append_marker(self, marker: TxnMarker) -> ErrorCode:
-        return self._append(marker)[0]
+        return self._append(marker).results[0].error
 
     async def append_marker_replicated(self, marker: TxnMarker) -> ErrorCode:
         """``append_marker``, then (in a cluster) wait until the partition's ISR has it."""
-        code, end_offset = self._append(marker)
-        if code is not ErrorCode.none or end_offset < 0:
-            return code
-        handle, code = self._replicas.leader_partition(marker.topic, marker.partition)
-        if handle is None or code is not ErrorCode.none:
-            return code
-        if not handle.controller_managed:
-            return ErrorCode.none
-        return await self._replicas.wait_for_acks(
-            handle, end_offset, 1, self._replication_timeout_s
-        )
+        return (await self._append(marker).complete())[0].error
 
-    def _append(self, marker: TxnMarker) -> tuple[ErrorCode, int]:
-        """(error, end offset of the appended marker; -1 when none was appended)."""
-        handle, code = self._replicas.leader_partition(marker.topic, marker.partition)
-        if handle is None or code is not ErrorCode.none:
-            return code, -1
-        state = handle.producer_state()
-        verdict = state.check_marker(
-            marker.producer_id, marker.producer_epoch, marker.coordinator_epoch
-        )
-        if verdict is MarkerVerdict.COORDINATOR_FENCED:
-            return ErrorCode.transaction_coordinator_fenced, -1
-        if verdict is MarkerVerdict.INVALID_PRODUCER_EPOCH:
-            return ErrorCode.invalid_producer_epoch, -1
+    def _append(self, marker: TxnMarker) -> DelayedProduce:
+        """The marker's control batch through ``ReplicaManager.append_records`` (acks=-1
+        with a minimum ISR of 1, within offsets.commit.timeout.ms); a written marker on
+        ``__consumer_offsets`` completes the transaction's group offsets."""
         committed = marker.result is TransactionResult.COMMIT
-        now = self._clock.now_ms()
         batch = build_control_batch(
             marker.producer_id,
             marker.producer_epoch,
             ControlRecordType.COMMIT if committed else ControlRecordType.ABORT,
             marker.coordinator_epoch,
-            now,
+            self._clock.now_ms(),
         )
-        plog = handle.log
-        try:
-            result = plog.append(batch, handle.leader_epoch, now_ms=now)
-        except (OSError, ValueError) as exc:
-            log.error("marker for %s-%d failed: %s", marker.topic, marker.partition, exc)
-            return ErrorCode.kafka_storage_error, -1
-        bases_of = getattr(plog, "segment_base_offsets", None)
-        state.apply_marker(
-            marker.producer_id,
-            marker.producer_epoch,
-            result.base_offset,
-            not committed,
-            marker.coordinator_epoch,
-            bases_of() if bases_of is not None else [],
+        delayed = self._replicas.append_records(
+            [(marker.topic, marker.partition, batch)],
+            -1,
+            self._replication_timeout_s,
+            origin=AppendOrigin.COORDINATOR,
+            min_insync_replicas=1,
         )
-        if marker.topic == OFFSETS_TOPIC and self.on_offsets_marker is not None:
-            self.on_offsets_marker(
-                marker.partition, marker.producer_id, committed, result.base_offset
-            )
-        self._purgatory.notify(marker.topic, marker.partition)
-        return ErrorCode.none, result.base_offset + 1
+        result = delayed.results[0]
+        if result.error is ErrorCode.none:
+            if marker.topic == OFFSETS_TOPIC and self.on_offsets_marker is not None:
+                self.on_offsets_marker(
+                    marker.partition, marker.producer_id, committed, result.base_offset
+                )
+        elif result.error is ErrorCode.kafka_storage_error:
+            log.error("marker for %s-%d failed: %s", marker.topic, marker.partition, result.message)
+        return delayed
 
 
 _RETRY = int(ErrorCode.not_leader_or_follower)

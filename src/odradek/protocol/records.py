@@ -54,6 +54,7 @@ from crc32c import crc32c
 from odradek.protocol._primitives import uvarint
 
 __all__ = [
+    "BATCH_HEADER",
     "BATCH_HEADER_SIZE",
     "LOG_OVERHEAD",
     "NO_TIMESTAMP",
@@ -93,7 +94,11 @@ _TIMESTAMP_TYPE_BIT = 0x08
 _TRANSACTIONAL_BIT = 0x10
 _CONTROL_BIT = 0x20
 
-_HEADER = struct.Struct(">qiibIhiqqqhii")  # the whole 61-byte batch header
+BATCH_HEADER = struct.Struct(">qiibIhiqqqhii")
+"""The whole 61-byte v2 batch header, in :class:`BatchHeader` order: baseOffset,
+batchLength, partitionLeaderEpoch, magic, crc, attributes, lastOffsetDelta, baseTimestamp,
+maxTimestamp, producerId, producerEpoch, baseSequence, recordCount."""
+_HEADER = BATCH_HEADER
 _I64 = struct.Struct(">q")
 _I32 = struct.Struct(">i")
 _U32 = struct.Struct(">I")

@@ -78,33 +78,6 @@ class _FdReader:
             self._fd = -1
 
 
-class _Segment(Protocol):
-    """What the shared log logic needs from a segment (LogSegment, MemorySegment)."""
-
-    base_offset: int
-    next_offset: int
-    size: int
-    max_timestamp: int
-    offset_of_max_timestamp: int
-    created_ms: int
-
-    def append(self, buf: Any, infos: list[tuple[int, int, int, int]]) -> None: ...
-    def translate_offset(self, offset: int) -> tuple[int, int, int, int] | None: ...
-    def read(
-        self, offset: int, max_bytes: int, max_position: int, min_one_batch: bool = True
-    ) -> tuple[int, int] | None: ...
-    def find_offset_by_timestamp(
-        self, timestamp: int, starting_offset: int
-    ) -> tuple[int, int] | None: ...
-    def record_of_max_timestamp(self) -> tuple[int, int] | None: ...
-    def first_batch_timestamp(self) -> int: ...
-    def index_full(self) -> bool: ...
-    def largest_timestamp(self) -> int: ...
-    def truncate_to(self, offset: int) -> int: ...
-    def on_become_inactive(self) -> None: ...
-    def flush(self) -> None: ...
-
-
 class LogBase:
     """Offsets, rolling, retention, truncation and leader epochs, for any segment type.
 
@@ -151,10 +124,6 @@ class LogBase:
         pass
 
     # --- state ----------------------------------------------------------------------------
-
-    @property
-    def active_segment(self) -> Any:
-        return self.segments[-1]
 
     @property
     def size_in_bytes(self) -> int:

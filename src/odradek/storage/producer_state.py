@@ -324,11 +324,10 @@ class ProducerStateManager:
         files, state.txn_indexes = state.txn_indexes, TransactionIndexFiles(None)
         from_offset = state.offset
         started = time.perf_counter()
-        bases_of = getattr(plog, "segment_base_offsets", None)
         count = 0
         since = started
         for batches in scan_to_end(plog, state.offset, chunk_bytes):
-            state.apply_batches(batches, bases_of() if bases_of is not None else [])
+            state.apply_batches(batches, plog.segment_base_offsets())
             count += len(batches)
             if time.perf_counter() - since >= yield_every_s:
                 await asyncio.sleep(0)
@@ -336,7 +335,7 @@ class ProducerStateManager:
                     return None
                 since = time.perf_counter()
         files.load(from_offset)  # drops anything past from_offset, as load does
-        bases = bases_of() if bases_of is not None else []
+        bases = plog.segment_base_offsets()
         for entry in state.txn.aborted:
             if entry.last_offset >= from_offset:
                 files.append(entry, bases)
@@ -377,16 +376,13 @@ class ProducerStateManager:
             state.offset = start
         entries = state.txn_indexes.load(state.offset)
         state.txn.aborted = [e for e in entries if e.last_offset >= start]
-        bases_of = getattr(plog, "segment_base_offsets", None)
-        if bases_of is not None:
-            state.txn_indexes.delete_below(bases_of())  # segments retention deleted meanwhile
+        state.txn_indexes.delete_below(plog.segment_base_offsets())  # retention deleted some
         return state
 
     def replay(self, plog: PartitionLog) -> int:
         """Apply the batches in [self.offset, log end offset) of ``plog`` (headers, and the
         record of each transaction marker); return how many batches were applied."""
-        bases_of = getattr(plog, "segment_base_offsets", None)
-        bases: list[int] = bases_of() if bases_of is not None else []
+        bases = plog.segment_base_offsets()
         count = 0
         for batches in scan_to_end(plog, self.offset):
             self.apply_batches(batches, bases)

@@ -19,18 +19,18 @@ overlapping them, for the client to drop; control batches are returned as they a
 
 A partition this broker does not lead → NOT_LEADER_OR_FOLLOWER; from v9 a request's
 current_leader_epoch (when ≥ 0) must be the partition's: older → FENCED_LEADER_EPOCH, newer →
-UNKNOWN_LEADER_EPOCH (both ``ReplicaManager.leader_partition``). Fetch sessions (KIP-227) are declined: the response's session_id is always 0, so clients send
-full fetch requests.
+UNKNOWN_LEADER_EPOCH. Fetch sessions (KIP-227) are declined: the response's session_id is
+always 0, so clients send full fetch requests.
 
-Replicated partitions (``Partition.controller_managed``): a follower's fetch (replica_id ≥ 0)
-first records its position (``ReplicaManager.record_follower_fetch``: its LEO is the fetch
-offset; the HW may move, the ISR expand) unless the fetch offset is past the log end or the
-fetch diverges (below); a replica_id that is not one of the partition's
-replicas → NOT_LEADER_OR_FOLLOWER. From v12, a fetch whose ``last_fetched_epoch`` (≥ 0)
-diverges from the leader's log — the leader's end offset for that epoch is below the fetch
-offset, or the leader's largest epoch ≤ it is older — gets no records but
-``diverging_epoch`` = (that epoch, its end offset) to truncate to (KIP-320, Kafka's
-``Partition.fetchRecords``).
+Replicated partitions: a follower's fetch (replica_id ≥ 0) first records its position (its LEO
+is the fetch offset; the HW may move, the ISR expand); a replica_id that is not one of the
+partition's replicas → NOT_LEADER_OR_FOLLOWER. From v12, a fetch whose ``last_fetched_epoch``
+(≥ 0) diverges from the leader's log gets no records but ``diverging_epoch`` = (epoch, end
+offset) to truncate to (KIP-320).
+
+This module decodes, asks ``ReplicaManager.fetch_messages`` (which owns every rule above:
+leadership and epochs in ``Partition.fetch_records``, the limits, the follower bookkeeping
+and the long poll) and encodes.
 
 Versions 0-3 carry the old message formats (magic 0 and 1, down-converted lazily by
 ``protocol.legacy_versions``). A consumer's fetch at those versions of a topic with
@@ -44,232 +44,161 @@ replication traffic).
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Sequence
 
 from kio.schema.errors import ErrorCode
+from kio.schema.fetch.v4.request import FetchRequest as FetchRequestV4
+from kio.schema.fetch.v5.request import FetchRequest as FetchRequestV5
+from kio.schema.fetch.v6.request import FetchRequest as FetchRequestV6
+from kio.schema.fetch.v7.request import FetchRequest as FetchRequestV7
+from kio.schema.fetch.v8.request import FetchRequest as FetchRequestV8
+from kio.schema.fetch.v9.request import FetchRequest as FetchRequestV9
+from kio.schema.fetch.v10.request import FetchRequest as FetchRequestV10
+from kio.schema.fetch.v11.request import FetchRequest as FetchRequestV11
+from kio.schema.fetch.v12.request import FetchRequest as FetchRequestV12
 
 from odradek.broker.api import ApiSpec, EncodedResponse, RequestContext, TopicMetrics
+from odradek.broker.replica_manager import (
+    FetchParams,
+    FetchPartitionData,
+    FetchPartitionInfo,
+    FetchResults,
+)
 from odradek.broker.services import BrokerServices
 from odradek.protocol.fetch_response import FetchPartitionResponse, encode_fetch_response
-from odradek.storage.errors import OffsetOutOfRangeError
 
 __all__ = ["API", "handle"]
 
-_NONE = ErrorCode.none
-_UNKNOWN = ErrorCode.unknown_topic_or_partition
-_OUT_OF_RANGE = ErrorCode.offset_out_of_range
-_STORAGE = ErrorCode.kafka_storage_error
-_NOT_LEADER = ErrorCode.not_leader_or_follower
+AnyFetchRequest = (
+    FetchRequestV4
+    | FetchRequestV5
+    | FetchRequestV6
+    | FetchRequestV7
+    | FetchRequestV8
+    | FetchRequestV9
+    | FetchRequestV10
+    | FetchRequestV11
+    | FetchRequestV12
+)
+"""The versions decoded here (older ones arrive upgraded by ``protocol.legacy_versions``)."""
+
 _UNSUPPORTED_VERSION = ErrorCode.unsupported_version
-_NOBODY: frozenset[tuple[str, int]] = frozenset()
-
-# (partition, error, high_watermark, last_stable_offset, log_start_offset, records or None
-#  [, aborted transactions (read_committed only) [, preferred read replica, diverging epoch]]):
-#  the fields of FetchPartitionResponse, in order
-PartitionResult = tuple[Any, ...]
 
 
-def _diverging(handle: Any, fp: Any) -> tuple[int, int] | None:
-    """(epoch, end offset) when the fetcher's last fetched epoch diverges from this log."""
-    last_epoch = getattr(fp, "last_fetched_epoch", -1)
-    if last_epoch < 0 or not handle.controller_managed:
-        return None
-    epoch, end = handle.log.end_offset_for_epoch(last_epoch)
-    if epoch < 0:  # no epoch this old here (log start moved): the offset checks decide
-        return None
-    if end < fp.fetch_offset or epoch < last_epoch:
-        return epoch, end
-    return None
-
-
-def _read_all(
-    services: BrokerServices,
-    request: Any,
-    follower: bool,
-    refused: set[tuple[str, int]] | frozenset[tuple[str, int]],
-    no_down_conversion: frozenset[str] = frozenset(),
-) -> tuple[list[tuple[str, list[PartitionResult]]], int, bool]:
-    remaining = request.max_bytes if request.max_bytes > 0 else 0x7FFFFFFF
-    if not follower:
-        remaining = min(remaining, services.config.fetch_max_bytes)  # Kafka's fetch.max.bytes cap
-    total = 0
-    error = False
-    out: list[tuple[str, list[PartitionResult]]] = []
-    leader_partition = services.replica_manager.leader_partition
-    check_epoch = int(request.__version__) >= 9
-    read_committed = not follower and getattr(request, "isolation_level", 0) == 1
-    for ft in request.topics:
-        name = ft.topic
-        presults: list[PartitionResult] = []
-        if name in no_down_conversion:
-            presults = [
-                (fp.partition, _UNSUPPORTED_VERSION, -1, -1, -1, None) for fp in ft.partitions
-            ]
-            out.append((name, presults))
-            error = True
-            continue
-        for fp in ft.partitions:
-            index = fp.partition
-            handle, code = leader_partition(
-                name, index, fp.current_leader_epoch if check_epoch else -1
+def fetch_infos(request: AnyFetchRequest) -> list[tuple[str, list[FetchPartitionInfo]]]:
+    """The request's partitions as ``ReplicaManager.fetch_messages`` takes them."""
+    if isinstance(request, FetchRequestV12):
+        return [
+            (
+                ft.topic,
+                [
+                    FetchPartitionInfo(
+                        fp.partition,
+                        fp.fetch_offset,
+                        fp.partition_max_bytes,
+                        fp.current_leader_epoch,
+                        fp.last_fetched_epoch,
+                    )
+                    for fp in ft.partitions
+                ],
             )
-            if handle is None or code is not _NONE:
-                presults.append((index, code, -1, -1, -1, None))
-                error = True
-                continue
-            if refused and (name, index) in refused:  # the fetching broker is not a replica
-                presults.append((index, _NOT_LEADER, -1, -1, -1, None))
-                error = True
-                continue
-            plog = handle.log
-            hw = plog.high_watermark
-            leo = plog.log_end_offset
-            start = plog.log_start_offset
-            offset = fp.fetch_offset
-            diverging = _diverging(handle, fp)
-            if diverging is not None:
-                presults.append((index, _NONE, hw, hw, start, None, None, -1, diverging))
-                error = True  # answered at once, like an error (no long poll)
-                continue
-            if offset < start or offset > leo:
-                presults.append((index, _OUT_OF_RANGE, hw, hw, start, None))
-                error = True
-                continue
-            limit = leo if follower else hw
-            lso = hw
-            if read_committed:
-                state = handle.producer_state()
-                lso = limit = state.last_stable_offset(hw)
-            if offset >= limit:
-                presults.append((index, _NONE, hw, lso, start, None))
-                continue
-            budget = min(fp.partition_max_bytes, remaining)
-            try:
-                result = plog.read(
-                    offset, max(budget, 1), max_offset=limit, min_one_batch=total == 0
-                )
-            except OffsetOutOfRangeError:
-                presults.append((index, _OUT_OF_RANGE, hw, hw, plog.log_start_offset, None))
-                error = True
-                continue
-            except OSError:  # storage's KafkaStorageError and plain I/O errors
-                presults.append((index, _STORAGE, hw, hw, start, None))
-                error = True
-                continue
-            records = result.records
-            size = len(records)
-            if size == 0:
-                presults.append((index, _NONE, hw, lso, start, None))
-                continue
-            if total > 0 and size > budget:
-                # only the first partition with data may exceed the limits
-                presults.append((index, _NONE, hw, lso, start, None))
-                continue
-            total += size
-            remaining = max(0, remaining - size)
-            if read_committed:
-                aborted = [
-                    (a.producer_id, a.first_offset) for a in state.aborted_transactions(offset, lso)
-                ]
-                presults.append((index, _NONE, hw, lso, start, records, aborted))
-            else:
-                presults.append((index, _NONE, hw, hw, start, records))
-        out.append((name, presults))
-    return out, total, error
+            for ft in request.topics
+        ]
+    if isinstance(request, (FetchRequestV9, FetchRequestV10, FetchRequestV11)):
+        return [
+            (
+                ft.topic,
+                [
+                    FetchPartitionInfo(
+                        fp.partition,
+                        fp.fetch_offset,
+                        fp.partition_max_bytes,
+                        fp.current_leader_epoch,
+                    )
+                    for fp in ft.partitions
+                ],
+            )
+            for ft in request.topics
+        ]
+    return [
+        (
+            ft.topic,
+            [
+                FetchPartitionInfo(fp.partition, fp.fetch_offset, fp.partition_max_bytes)
+                for fp in ft.partitions
+            ],
+        )
+        for ft in request.topics
+    ]
 
 
-def _record_follower(services: BrokerServices, request: Any) -> set[tuple[str, int]]:
-    """A follower's fetch: record its position on every replicated partition it asks for;
-    the (topic, partition)s where it is not a replica."""
-    replica_id = request.replica_id
-    replicas = services.replica_manager
-    unknown: set[tuple[str, int]] = set()
-    check_epoch = int(request.__version__) >= 9
-    for ft in request.topics:
-        for fp in ft.partitions:
-            # a follower of an older epoch (not truncated yet) must not move the HW
-            epoch = fp.current_leader_epoch if check_epoch else -1
-            handle, code = replicas.leader_partition(ft.topic, fp.partition, epoch)
-            if handle is None or code is not _NONE or not handle.controller_managed:
-                continue
-            if fp.fetch_offset > handle.log.log_end_offset or _diverging(handle, fp) is not None:
-                continue  # not a position on this log (Kafka records none either)
-            if not replicas.record_follower_fetch(handle, replica_id, fp.fetch_offset):
-                unknown.add((ft.topic, fp.partition))
-    return unknown
-
-
-def _down_conversion_disabled(services: BrokerServices, request: Any) -> frozenset[str]:
-    """The requested topics whose message.downconversion.enable (topic config, else the
-    broker's log.message.downconversion.enable) is false."""
+def _down_conversion_disabled(services: BrokerServices, topics: list[str]) -> frozenset[str]:
+    """The topics whose message.downconversion.enable (topic config, else the broker's
+    log.message.downconversion.enable) is false."""
     out = set()
-    for ft in request.topics:
-        meta = services.metadata.topic(ft.topic)
+    for name in topics:
+        meta = services.metadata.topic(name)
         if meta is None:
             continue  # unknown: the partitions' own errors answer
         configs = services.topic_admin.topic_configs(meta)
         if configs.get("message.downconversion.enable", "true").lower() == "false":
-            out.add(ft.topic)
+            out.add(name)
     return frozenset(out)
 
 
-async def handle(ctx: RequestContext, request: Any) -> Any:
+async def handle(ctx: RequestContext, request: AnyFetchRequest) -> EncodedResponse:
     services = ctx.services
     follower = request.replica_id >= 0
-    refused = _record_follower(services, request) if follower else _NOBODY
+    infos = fetch_infos(request)
+    max_bytes = request.max_bytes if request.max_bytes > 0 else 0x7FFFFFFF
+    if not follower:
+        max_bytes = min(max_bytes, services.config.fetch_max_bytes)  # fetch.max.bytes cap
+    max_wait_ms = int(request.max_wait.total_seconds() * 1000)
     disabled: frozenset[str] = frozenset()
     if not follower and ctx.header.api_version <= 3:
-        disabled = _down_conversion_disabled(services, request)
-    if not follower and getattr(request, "isolation_level", 0) == 1:
-        await services.replica_manager.load_producer_states(
-            (ft.topic, fp.partition) for ft in request.topics for fp in ft.partitions
-        )
-    results, total, error = _read_all(services, request, follower, refused, disabled)
-    min_bytes = request.min_bytes
-    if total < min_bytes and not error and request.topics:
-        max_wait_s = request.max_wait.total_seconds()
-        if max_wait_s > 0:
-            clock = services.clock
-            deadline = clock.monotonic() + max_wait_s
-            watched = [(ft.topic, fp.partition) for ft in request.topics for fp in ft.partitions]
-            while True:
-                left = deadline - clock.monotonic()
-                if left <= 0:
-                    break
-                woken = await services.purgatory.wait(watched, left)
-                results, total, error = _read_all(services, request, follower, refused, disabled)
-                if not woken or total >= min_bytes or error:
-                    break
+        disabled = _down_conversion_disabled(services, [t for t, _ in infos])
+    if disabled:  # answered UNSUPPORTED_VERSION, like an error: no long poll
+        max_wait_ms = 0
+        infos_read = [(t, ps) for t, ps in infos if t not in disabled]
+    else:
+        infos_read = infos
+    params = FetchParams(
+        request.replica_id, max_wait_ms, request.min_bytes, max_bytes, request.isolation_level
+    )
+    results = await services.replica_manager.fetch_messages(params, infos_read)
+    if disabled:
+        read = iter(results)
+        results = [
+            (t, [FetchPartitionData(fp.partition, _UNSUPPORTED_VERSION) for fp in ps])
+            if t in disabled
+            else next(read)
+            for t, ps in infos
+        ]
     metrics = ctx.metrics
-    if metrics is not None and total and not follower:
+    if metrics is not None and not follower:
         _report_bytes_out(metrics, results)
     return encode(request, results)
 
 
-def _partition_response(p: PartitionResult) -> FetchPartitionResponse:
-    return FetchPartitionResponse(*p)
-
-
-def _report_bytes_out(
-    metrics: TopicMetrics, results: list[tuple[str, list[PartitionResult]]]
-) -> None:
+def _report_bytes_out(metrics: TopicMetrics, results: FetchResults) -> None:
     for name, partitions in results:
-        nbytes = sum(len(p[5]) for p in partitions if p[5] is not None)
+        nbytes = sum(len(p.records) for p in partitions if p.records is not None)
         if nbytes:
             metrics.topic_bytes_out(name, nbytes)
 
 
-def encode(request: Any, results: list[tuple[str, list[PartitionResult]]]) -> EncodedResponse:
-    responses = [
-        (name, [_partition_response(p) for p in partitions]) for name, partitions in results
-    ]
+def encode(
+    request: AnyFetchRequest, results: Sequence[tuple[str, Sequence[FetchPartitionData]]]
+) -> EncodedResponse:
+    make = FetchPartitionResponse._make
+    responses = [(name, [make(p) for p in partitions]) for name, partitions in results]
     parts, size = encode_fetch_response(int(request.__version__), responses)
     return EncodedResponse(parts, size)
 
 
-def error_response(request: Any, code: ErrorCode) -> Any:
+def error_response(request: AnyFetchRequest, code: ErrorCode) -> EncodedResponse:
     results = [
-        (ft.topic, [(fp.partition, code, -1, -1, -1, None) for fp in ft.partitions])
+        (ft.topic, [FetchPartitionData(fp.partition, code) for fp in ft.partitions])
         for ft in request.topics
     ]
     return encode(request, results)

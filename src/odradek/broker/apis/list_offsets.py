@@ -17,91 +17,97 @@ fetchable offset, gets OFFSET_NOT_AVAILABLE (78, retriable), as from Kafka.
 
 A partition this broker does not lead → NOT_LEADER_OR_FOLLOWER; from v4 a request's
 current_leader_epoch (when ≥ 0) must be the partition's (older → FENCED_LEADER_EPOCH, newer →
-UNKNOWN_LEADER_EPOCH): ``ReplicaManager.leader_partition``. Advertised from v0, served from v1.
+UNKNOWN_LEADER_EPOCH). Every rule above is ``Partition.fetch_offset_for_timestamp``'s, asked
+through ``ReplicaManager.fetch_offsets_for_timestamps``; this module decodes and encodes.
+Advertised from v0, served from v1.
 """
 
 from __future__ import annotations
 
-from typing import Any
-
-from kio.schema.errors import ErrorCode
+from kio.schema.list_offsets.v1.request import ListOffsetsRequest as ListOffsetsRequestV1
+from kio.schema.list_offsets.v1.response import ListOffsetsResponse as ListOffsetsResponseV1
+from kio.schema.list_offsets.v2.request import ListOffsetsRequest as ListOffsetsRequestV2
+from kio.schema.list_offsets.v2.response import ListOffsetsResponse as ListOffsetsResponseV2
+from kio.schema.list_offsets.v3.request import ListOffsetsRequest as ListOffsetsRequestV3
+from kio.schema.list_offsets.v3.response import ListOffsetsResponse as ListOffsetsResponseV3
+from kio.schema.list_offsets.v4.request import ListOffsetsRequest as ListOffsetsRequestV4
+from kio.schema.list_offsets.v4.response import ListOffsetsResponse as ListOffsetsResponseV4
+from kio.schema.list_offsets.v5.request import ListOffsetsRequest as ListOffsetsRequestV5
+from kio.schema.list_offsets.v5.response import ListOffsetsResponse as ListOffsetsResponseV5
+from kio.schema.list_offsets.v6.request import ListOffsetsRequest as ListOffsetsRequestV6
+from kio.schema.list_offsets.v6.response import ListOffsetsResponse as ListOffsetsResponseV6
+from kio.schema.list_offsets.v7.request import ListOffsetsRequest as ListOffsetsRequestV7
+from kio.schema.list_offsets.v7.response import ListOffsetsResponse as ListOffsetsResponseV7
+from kio.schema.list_offsets.v8.request import ListOffsetsRequest as ListOffsetsRequestV8
+from kio.schema.list_offsets.v8.response import ListOffsetsResponse as ListOffsetsResponseV8
+from kio.schema.list_offsets.v9.request import ListOffsetsRequest as ListOffsetsRequestV9
+from kio.schema.list_offsets.v9.response import ListOffsetsResponse as ListOffsetsResponseV9
 
 from odradek.broker.api import ApiSpec, RequestContext
 from odradek.broker.apis._util import NO_THROTTLE, make, response_types
-from odradek.broker.replica_manager import ReplicaManager
-from odradek.protocol.offsets import (
-    EARLIEST_LOCAL_TIMESTAMP,
-    EARLIEST_TIMESTAMP,
-    LATEST_TIMESTAMP,
-    MAX_TIMESTAMP,
-)
 
 __all__ = ["API", "handle"]
 
-def _lookup(
-    replicas: ReplicaManager,
-    name: str,
-    index: int,
-    timestamp: int,
-    follower: bool,
-    current_epoch: int = -1,
-    read_committed: bool = False,
-) -> tuple[ErrorCode, int, int, int]:
-    handle, code = replicas.leader_partition(name, index, current_epoch)
-    if handle is None or code is not ErrorCode.none:
-        return code, -1, -1, -1
-    plog = handle.log
-    epoch = handle.leader_epoch
-    if timestamp in (EARLIEST_TIMESTAMP, EARLIEST_LOCAL_TIMESTAMP):
-        return ErrorCode.none, -1, plog.log_start_offset, epoch
-    if timestamp == MAX_TIMESTAMP:
-        found = plog.max_timestamp()
-        if found is None:
-            return ErrorCode.none, -1, -1, epoch
-        return ErrorCode.none, found[1], found[0], epoch
-    if timestamp < LATEST_TIMESTAMP:
-        return ErrorCode.invalid_request, -1, -1, -1
-    if follower:
-        last_fetchable, lagging = plog.log_end_offset, False
-    else:
-        hw = plog.high_watermark
-        last_fetchable = handle.producer_state().last_stable_offset(hw) if read_committed else hw
-        lagging = hw < handle.leader_epoch_start_offset
-    if timestamp == LATEST_TIMESTAMP:
-        if lagging:
-            return ErrorCode.offset_not_available, -1, -1, epoch
-        return ErrorCode.none, -1, last_fetchable, epoch
-    found = plog.offset_for_timestamp(timestamp)
-    if found is not None and found[0] < last_fetchable:
-        return ErrorCode.none, found[1], found[0], epoch
-    if lagging:
-        return ErrorCode.offset_not_available, -1, -1, epoch
-    return ErrorCode.none, -1, -1, epoch
+AnyListOffsetsRequest = (
+    ListOffsetsRequestV1
+    | ListOffsetsRequestV2
+    | ListOffsetsRequestV3
+    | ListOffsetsRequestV4
+    | ListOffsetsRequestV5
+    | ListOffsetsRequestV6
+    | ListOffsetsRequestV7
+    | ListOffsetsRequestV8
+    | ListOffsetsRequestV9
+)
+"""The versions decoded here (v0 arrives upgraded by ``protocol.legacy_versions``)."""
+AnyListOffsetsResponse = (
+    ListOffsetsResponseV1
+    | ListOffsetsResponseV2
+    | ListOffsetsResponseV3
+    | ListOffsetsResponseV4
+    | ListOffsetsResponseV5
+    | ListOffsetsResponseV6
+    | ListOffsetsResponseV7
+    | ListOffsetsResponseV8
+    | ListOffsetsResponseV9
+)
 
 
-async def handle(ctx: RequestContext, request: Any) -> Any:
-    replicas = ctx.services.replica_manager
+async def handle(ctx: RequestContext, request: AnyListOffsetsRequest) -> AnyListOffsetsResponse:
+    """Decode, ask ``ReplicaManager.fetch_offsets_for_timestamps``, encode (the response is
+    kio's ListOffsetsResponse of the request's version)."""
     types = response_types(request)
-    follower = request.replica_id >= 0
-    check_epoch = int(request.__version__) >= 4
-    read_committed = getattr(request, "isolation_level", 0) == 1
-    if read_committed and not follower:
-        await replicas.load_producer_states(
-            (t.name, p.partition_index) for t in request.topics for p in t.partitions
-        )
+    entries: list[tuple[str, int, int, int]]
+    if isinstance(request, ListOffsetsRequestV1):
+        isolation_level = 0
+        entries = [
+            (t.name, p.partition_index, p.timestamp, -1)
+            for t in request.topics
+            for p in t.partitions
+        ]
+    elif isinstance(request, (ListOffsetsRequestV2, ListOffsetsRequestV3)):
+        isolation_level = request.isolation_level
+        entries = [
+            (t.name, p.partition_index, p.timestamp, -1)
+            for t in request.topics
+            for p in t.partitions
+        ]
+    else:  # current_leader_epoch from v4
+        isolation_level = request.isolation_level
+        entries = [
+            (t.name, p.partition_index, p.timestamp, p.current_leader_epoch)
+            for t in request.topics
+            for p in t.partitions
+        ]
+    answers = await ctx.services.replica_manager.fetch_offsets_for_timestamps(
+        entries, replica_id=request.replica_id, isolation_level=isolation_level
+    )
+    found = iter(answers)
     topics = []
     for t in request.topics:
         parts = []
         for p in t.partitions:
-            code, ts, offset, epoch = _lookup(
-                replicas,
-                t.name,
-                p.partition_index,
-                p.timestamp,
-                follower,
-                p.current_leader_epoch if check_epoch else -1,
-                read_committed,
-            )
+            code, ts, offset, epoch = next(found)
             parts.append(
                 make(
                     types.ListOffsetsPartitionResponse,
@@ -114,7 +120,10 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
                 )
             )
         topics.append(make(types.ListOffsetsTopicResponse, name=t.name, partitions=tuple(parts)))
-    return make(types.ListOffsetsResponse, throttle_time=NO_THROTTLE, topics=tuple(topics))
+    response: AnyListOffsetsResponse = make(
+        types.ListOffsetsResponse, throttle_time=NO_THROTTLE, topics=tuple(topics)
+    )
+    return response
 
 
 API = ApiSpec(

@@ -6,34 +6,59 @@ from ``PartitionLog.end_offset_for_epoch``; (-1, -1) when the log knows no such 
 Followers use it to truncate before they fetch; consumers to detect log truncation.
 The partition must be led here with the request's current_leader_epoch (when ≥ 0):
 NOT_LEADER_OR_FOLLOWER, FENCED_LEADER_EPOCH, UNKNOWN_LEADER_EPOCH as Kafka answers
-(``ReplicaManager.leader_partition``), UNKNOWN_TOPIC_OR_PARTITION for an unknown one.
+(``Partition.last_offset_for_leader_epoch`` through the replica manager),
+UNKNOWN_TOPIC_OR_PARTITION for an unknown one.
 Served v0-v4: v2-v4 from kio's schemas, v0/v1 (which predate current_leader_epoch) upgraded
 to v2 by ``protocol.legacy_versions``.
 """
 
 from __future__ import annotations
 
-from typing import Any
-
 from kio.schema.errors import ErrorCode
+from kio.schema.offset_for_leader_epoch.v2.request import (
+    OffsetForLeaderEpochRequest as OffsetForLeaderEpochRequestV2,
+)
+from kio.schema.offset_for_leader_epoch.v2.response import (
+    OffsetForLeaderEpochResponse as OffsetForLeaderEpochResponseV2,
+)
+from kio.schema.offset_for_leader_epoch.v3.request import (
+    OffsetForLeaderEpochRequest as OffsetForLeaderEpochRequestV3,
+)
+from kio.schema.offset_for_leader_epoch.v3.response import (
+    OffsetForLeaderEpochResponse as OffsetForLeaderEpochResponseV3,
+)
+from kio.schema.offset_for_leader_epoch.v4.request import (
+    OffsetForLeaderEpochRequest as OffsetForLeaderEpochRequestV4,
+)
+from kio.schema.offset_for_leader_epoch.v4.response import (
+    OffsetForLeaderEpochResponse as OffsetForLeaderEpochResponseV4,
+)
 
 from odradek.broker.api import ApiSpec, RequestContext
 from odradek.broker.apis._util import NO_THROTTLE, make, response_types
 
 __all__ = ["API", "handle"]
 
+AnyOffsetForLeaderEpochRequest = (
+    OffsetForLeaderEpochRequestV2 | OffsetForLeaderEpochRequestV3 | OffsetForLeaderEpochRequestV4
+)
+AnyOffsetForLeaderEpochResponse = (
+    OffsetForLeaderEpochResponseV2 | OffsetForLeaderEpochResponseV3 | OffsetForLeaderEpochResponseV4
+)
 
-async def handle(ctx: RequestContext, request: Any) -> Any:
+
+async def handle(
+    ctx: RequestContext, request: AnyOffsetForLeaderEpochRequest
+) -> AnyOffsetForLeaderEpochResponse:
     replicas = ctx.services.replica_manager
     types = response_types(request)
     topics = []
     for t in request.topics:
         results = []
         for p in t.partitions:
-            handle_, code = replicas.leader_partition(t.topic, p.partition, p.current_leader_epoch)
-            epoch, end_offset = -1, -1
-            if handle_ is not None and code is ErrorCode.none:
-                epoch, end_offset = handle_.log.end_offset_for_epoch(p.leader_epoch)
+            code, epoch, end_offset = replicas.last_offset_for_leader_epoch(
+                t.topic, p.partition, p.current_leader_epoch, p.leader_epoch
+            )
             results.append(
                 make(
                     types.EpochEndOffset,
@@ -46,10 +71,15 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
         topics.append(
             make(types.OffsetForLeaderTopicResult, topic=t.topic, partitions=tuple(results))
         )
-    return make(types.OffsetForLeaderEpochResponse, throttle_time=NO_THROTTLE, topics=tuple(topics))
+    response: AnyOffsetForLeaderEpochResponse = make(
+        types.OffsetForLeaderEpochResponse, throttle_time=NO_THROTTLE, topics=tuple(topics)
+    )
+    return response
 
 
-def error_response(request: Any, code: ErrorCode) -> Any:
+def error_response(
+    request: AnyOffsetForLeaderEpochRequest, code: ErrorCode
+) -> AnyOffsetForLeaderEpochResponse:
     types = response_types(request)
     topics = tuple(
         make(
@@ -62,7 +92,10 @@ def error_response(request: Any, code: ErrorCode) -> Any:
         )
         for t in request.topics
     )
-    return make(types.OffsetForLeaderEpochResponse, throttle_time=NO_THROTTLE, topics=topics)
+    response: AnyOffsetForLeaderEpochResponse = make(
+        types.OffsetForLeaderEpochResponse, throttle_time=NO_THROTTLE, topics=topics
+    )
+    return response
 
 
 API = ApiSpec(

@@ -6,7 +6,7 @@ partition's data:
 
 1. unknown topic → auto-create (auto.create.topics.enable) or UNKNOWN_TOPIC_OR_PARTITION;
    a partition index out of range → UNKNOWN_TOPIC_OR_PARTITION; a partition this broker does
-   not lead → NOT_LEADER_OR_FOLLOWER (``ReplicaManager.leader_partition``);
+   not lead → NOT_LEADER_OR_FOLLOWER;
 2. every batch: whole (else CORRUPT_MESSAGE), magic 2 (else INVALID_RECORD), size ≤ the
    topic's max.message.bytes (else MESSAGE_TOO_LARGE);
 3. idempotence (producerId ≥ 0): see ``odradek.storage.producer_state`` — a duplicate is answered
@@ -28,6 +28,10 @@ NONE, NOT_ENOUGH_REPLICAS_AFTER_APPEND (the ISR shrank below the minimum meanwhi
 NOT_LEADER_OR_FOLLOWER (leadership lost) or REQUEST_TIMED_OUT. Alone the high watermark
 follows the log end offset, so it never waits.
 
+Steps 1 (but the auto-creation) to 4 and the acks=-1 wait are ``ReplicaManager.append_records``
+→ ``Partition.append_as_leader``'s; this module decodes, creates topics, asks the transaction
+coordinator (KIP-890) when it is on another broker, reports metrics and encodes.
+
 Requests are decoded by ``odradek.protocol.produce_request`` (``ApiSpec.decoder``):
 above 16 KiB ``records`` are views of the request frame, stamped in place and written without a
 copy; smaller requests are kio entities (faster to decode). Both have the same field names.
@@ -35,260 +39,105 @@ copy; smaller requests are kio entities (faster to decode). Both have the same f
 
 from __future__ import annotations
 
-import asyncio
-import struct
-from collections.abc import Callable
-from typing import Any
-
 from kio.schema.errors import ErrorCode
+from kio.schema.produce.v3.request import ProduceRequest as ProduceRequestV3
+from kio.schema.produce.v4.request import ProduceRequest as ProduceRequestV4
+from kio.schema.produce.v5.request import ProduceRequest as ProduceRequestV5
+from kio.schema.produce.v6.request import ProduceRequest as ProduceRequestV6
+from kio.schema.produce.v7.request import ProduceRequest as ProduceRequestV7
+from kio.schema.produce.v8.request import ProduceRequest as ProduceRequestV8
+from kio.schema.produce.v9.request import ProduceRequest as ProduceRequestV9
+from kio.schema.produce.v10.request import ProduceRequest as ProduceRequestV10
 
-from odradek.broker.api import ApiSpec, EncodedResponse, RequestContext, TopicMetrics
+from odradek.broker.api import ApiSpec, EncodedResponse, RequestContext
 from odradek.broker.apis._util import topic_name_error
 from odradek.broker.broker_channel import BrokerUnavailableError
-from odradek.broker.partition import Partition
-from odradek.broker.purgatory import Purgatory
-from odradek.broker.replica_manager import ReplicaManager
+from odradek.broker.partition import LeaderAppendResult, TxnVerifier
 from odradek.broker.services import BrokerServices
 from odradek.coordinator.transaction import requests as txn_glue
-from odradek.protocol.produce_request import decode_produce_request
+from odradek.protocol.produce_request import ProduceRequest, decode_produce_request
 from odradek.protocol.produce_response import PartitionTuple as PartitionResult
 from odradek.protocol.produce_response import encode_produce_response
-from odradek.storage.cleaner_records import RecordValidationError
-from odradek.storage.errors import (
-    CorruptRecordError,
-    InvalidRecordError,
-    RecordBatchTooLargeError,
-    RecordTooLargeError,
-)
-from odradek.storage.producer_state import Verdict
 
 __all__ = ["API", "handle"]
 
-_HEAD = struct.Struct(">qiibIhiqqqhii")
-"""baseOffset, batchLength, partitionLeaderEpoch, magic, crc, attributes, lastOffsetDelta,
-baseTimestamp, maxTimestamp, producerId, producerEpoch, baseSequence, recordCount (61 bytes)."""
-_SEQ_MOD = 2**31
+AnyProduceRequest = (
+    ProduceRequest
+    | ProduceRequestV3
+    | ProduceRequestV4
+    | ProduceRequestV5
+    | ProduceRequestV6
+    | ProduceRequestV7
+    | ProduceRequestV8
+    | ProduceRequestV9
+    | ProduceRequestV10
+)
+"""What ``decode_produce_request`` gives: kio's request below 16 KiB, the zero-copy one above
+(the same field names, but ``timeout_ms`` for kio's ``timeout``)."""
 
 _NONE = ErrorCode.none
-_UNKNOWN = ErrorCode.unknown_topic_or_partition
-_CORRUPT = ErrorCode.corrupt_message
-_INVALID_RECORD = ErrorCode.invalid_record
-_TOO_LARGE = ErrorCode.message_too_large
-_BAD_ACKS = ErrorCode.invalid_required_acks
-_OUT_OF_ORDER = ErrorCode.out_of_order_sequence_number
-_BAD_EPOCH = ErrorCode.invalid_producer_epoch
-_UNKNOWN_SERVER = ErrorCode.unknown_server_error
 _TXN_STATE = ErrorCode.invalid_txn_state
-_STORAGE = ErrorCode.kafka_storage_error
+_BAD_EPOCH = ErrorCode.invalid_producer_epoch
 
 
-def _failed(
-    index: int, code: ErrorCode, message: str | None = None, log_start_offset: int = -1
-) -> PartitionResult:
-    return (index, code, -1, -1, log_start_offset, (), message)
+def _failed(index: int, code: ErrorCode) -> PartitionResult:
+    return (index, code, -1, -1, -1, (), None)
 
 
-TxnVerifier = Callable[[int, int, str, int], ErrorCode]
-"""(producer id, epoch, topic, partition) -> NONE when the partition is in the producer's
-ongoing transaction (the transaction coordinator's verdict)."""
-
-
-def _produce_partition(
-    purgatory: Purgatory,
-    handle: Partition,
-    data: bytes | memoryview | None,
-    now_ms: int,
-    verify_txn: TxnVerifier | None = None,
-    metrics: TopicMetrics | None = None,
-) -> PartitionResult:
-    index = handle.partition
-    if not data:
-        return _failed(index, _INVALID_RECORD, "no record batches")
-    n = len(data)
-    max_size = handle.config.max_message_bytes
-    pos = 0
-    unpack = _HEAD.unpack_from
-    batches: list[
-        tuple[int, int, int, int]
-    ] = []  # (producer_id, epoch, base_seq, last_offset_delta)
-    transactional = False
-    while pos < n:
-        if n - pos < 61:
-            return _failed(index, _CORRUPT, "truncated record batch header")
-        (
-            _bo,
-            length,
-            _ple,
-            magic,
-            _crc,
-            attrs,
-            last_delta,
-            _bts,
-            _mts,
-            pid,
-            epoch,
-            base_seq,
-            _count,
-        ) = unpack(data, pos)
-        size = length + 12
-        if magic != 2:
-            return _failed(
-                index, _INVALID_RECORD, f"record batch magic {magic}; only v2 (magic 2) is accepted"
-            )
-        if length < 49 or pos + size > n:
-            return _failed(index, _CORRUPT, "record batch length out of bounds")
-        if size > max_size:
-            return _failed(
-                index,
-                _TOO_LARGE,
-                f"record batch of {size} bytes exceeds max.message.bytes {max_size}",
-            )
-        batches.append((pid, epoch, base_seq, last_delta))
-        transactional = transactional or bool(attrs & 0x10)
-        pos += size
-    plog = handle.log
-    pid = batches[0][0]
-    idempotent = pid >= 0 and batches[0][2] >= 0
-    if transactional:
-        if not idempotent:
-            return _failed(index, _INVALID_RECORD, "a transactional batch needs a producer id")
-        state = handle.producer_state()
-        if not state.in_transaction(pid):
-            code = (
-                _TXN_STATE
-                if verify_txn is None
-                else verify_txn(pid, batches[0][1], handle.topic, index)
-            )
-            if code is not _NONE:
-                return _failed(index, code, None, plog.log_start_offset)
-    if idempotent:
-        state = handle.producer_state()
-        epoch, base_seq, last_delta = batches[0][1], batches[0][2], batches[0][3]
-        if len(batches) == 1:
-            verdict, dup_offset = state.check(
-                pid, epoch, base_seq, (base_seq + last_delta) % _SEQ_MOD
-            )
-            if verdict is not Verdict.OK:
-                if verdict is Verdict.DUPLICATE:
-                    return (index, _NONE, dup_offset, -1, plog.log_start_offset, (), None)
-                code = _BAD_EPOCH if verdict is Verdict.INVALID_PRODUCER_EPOCH else _OUT_OF_ORDER
-                return _failed(index, code, None, plog.log_start_offset)
-        else:
-            for b_pid, b_epoch, b_seq, b_delta in batches:
-                verdict, _ = state.check(b_pid, b_epoch, b_seq, (b_seq + b_delta) % _SEQ_MOD)
-                if verdict is not Verdict.OK:
-                    code = (
-                        _BAD_EPOCH if verdict is Verdict.INVALID_PRODUCER_EPOCH else _OUT_OF_ORDER
-                    )
-                    return _failed(index, code, None, plog.log_start_offset)
-    log_append_time = handle.config.message_timestamp_type == "LogAppendTime"
-    try:
-        result = plog.append(
-            data, handle.state.leader_epoch, now_ms=now_ms, log_append_time=log_append_time
-        )
-    except CorruptRecordError as exc:
-        return _failed(index, _CORRUPT, str(exc) or "corrupt record batch")
-    except InvalidRecordError as exc:
-        # KIP-467: storage lists the offending records (e.g. keyless on a compacted topic)
-        record_errors = tuple(exc.record_errors) if isinstance(exc, RecordValidationError) else ()
-        message = str(exc) or "invalid record batch"
-        return (index, _INVALID_RECORD, -1, -1, -1, record_errors, message)
-    except RecordTooLargeError as exc:
-        return _failed(index, _TOO_LARGE, str(exc))
-    except RecordBatchTooLargeError as exc:
-        return _failed(index, ErrorCode.record_list_too_large, str(exc))
-    except OSError as exc:  # storage's KafkaStorageError and plain I/O errors
-        return _failed(index, _STORAGE, str(exc))
-    base_offset = result.base_offset
-    if idempotent:
-        off = base_offset
-        for b_pid, b_epoch, b_seq, b_delta in batches:
-            state.update(b_pid, b_epoch, b_seq, (b_seq + b_delta) % _SEQ_MOD, off, off + b_delta)
-            off += b_delta + 1
-        if transactional:
-            state.append_txn_data(pid, base_offset)
-    purgatory.notify(handle.topic, index)
-    if metrics is not None:
-        metrics.topic_bytes_in(handle.topic, n, result.last_offset - base_offset + 1)
-    lat = result.log_append_time_ms if log_append_time else -1
+def _partition_result(index: int, r: LeaderAppendResult) -> PartitionResult:
     return (
         index,
-        _NONE,
-        base_offset,
-        -1 if lat is None else lat,
-        result.log_start_offset,
-        (),
-        None,
+        r.error,
+        r.base_offset,
+        r.log_append_time_ms,
+        r.log_start_offset,
+        r.record_errors,
+        r.message,
     )
 
 
-async def handle(ctx: RequestContext, request: Any) -> Any:
+async def handle(ctx: RequestContext, request: AnyProduceRequest) -> EncodedResponse | None:
+    """Decode, ask ``ReplicaManager.append_records`` (which waits for acks=all), encode."""
     services = ctx.services
     acks = request.acks
-    now_ms = services.clock.now_ms()
-    results: list[tuple[str, list[PartitionResult]]] = []
-    replica_manager = services.replica_manager
-    leader_partition = replica_manager.leader_partition
-    purgatory = services.purgatory
-    transactional_id = getattr(request, "transactional_id", None)
+    topic_data = request.topic_data
+    if acks in (0, 1, -1) and services.config.auto_create_topics_enable:
+        metadata = services.metadata
+        for td in topic_data:
+            name = td.name
+            if metadata.topic(name) is None and topic_name_error(name) is None:
+                await services.topic_admin.auto_create_topic(name)
+    transactional_id = request.transactional_id
     verify_txn = None
     if transactional_id is not None:
         remote = await _verify_at_coordinator(services, transactional_id, request)
         verify_txn = _txn_verifier(services, transactional_id, remote)
-    # acks=all waits: (index into results, index into its partitions, partition, end offset, min ISR)
-    waits: list[tuple[int, int, Partition, int, int]] = []
-    if acks not in (0, 1, -1):
-        for td in request.topic_data:
-            results.append((td.name, [_failed(pd.index, _BAD_ACKS) for pd in td.partition_data]))
-    else:
-        for td in request.topic_data:
-            name = td.name
-            presults: list[PartitionResult] = []
-            for pd in td.partition_data:
-                handle_, code = leader_partition(name, pd.index)
-                if handle_ is None:
-                    if (
-                        services.metadata.topic(name) is None
-                        and services.config.auto_create_topics_enable
-                    ) and topic_name_error(name) is None:
-                        await services.topic_admin.auto_create_topic(name)
-                        handle_, code = leader_partition(name, pd.index)
-                    if handle_ is None:
-                        presults.append(_failed(pd.index, _UNKNOWN))
-                        continue
-                if code is not _NONE:
-                    presults.append(_failed(pd.index, code))
-                    continue
-                min_insync = 1
-                if acks == -1:
-                    min_insync = replica_manager.min_insync_replicas(name)
-                    code = handle_.check_enough_replicas(min_insync)
-                    if code is not _NONE:
-                        presults.append(_failed(pd.index, code))
-                        continue
-                result = _produce_partition(
-                    purgatory, handle_, pd.records, now_ms, verify_txn, ctx.metrics
-                )
-                presults.append(result)
-                if result[1] is _NONE and handle_.controller_managed:
-                    replica_manager.after_leader_append(handle_)
-                    plog = handle_.log
-                    if acks == -1 and plog.high_watermark < plog.log_end_offset:
-                        waits.append(
-                            (
-                                len(results),
-                                len(presults) - 1,
-                                handle_,
-                                plog.log_end_offset,
-                                min_insync,
-                            )
-                        )
-            results.append((name, presults))
-    if waits:
-        await _wait_for_acks(replica_manager, request, results, waits)
+    entries = [(td.name, pd.index, pd.records) for td in topic_data for pd in td.partition_data]
+    timeout_ms = (
+        request.timeout_ms
+        if isinstance(request, ProduceRequest)
+        else int(request.timeout.total_seconds() * 1000)
+    )
+    delayed = services.replica_manager.append_records(
+        entries, acks, max(0, timeout_ms) / 1000, verify_txn=verify_txn
+    )
+    results = await delayed.complete()
+    metrics = ctx.metrics
+    if metrics is not None:
+        for (name, _index, records), r in zip(entries, results, strict=True):
+            if r.last_offset >= 0 and records is not None:
+                metrics.topic_bytes_in(name, len(records), r.last_offset - r.base_offset + 1)
     if acks == 0:
         return None
-    return encode(request, results)
+    out: list[tuple[str, list[PartitionResult]]] = []
+    i = 0
+    for td in topic_data:
+        presults = []
+        for pd in td.partition_data:
+            presults.append(_partition_result(pd.index, results[i]))
+            i += 1
+        out.append((td.name, presults))
+    return encode(request, out)
 
 
 def _txn_verifier(
@@ -315,7 +164,7 @@ def _txn_verifier(
 
 
 async def _verify_at_coordinator(
-    services: BrokerServices, transactional_id: str, request: Any
+    services: BrokerServices, transactional_id: str, request: AnyProduceRequest
 ) -> dict[tuple[str, int], ErrorCode]:
     """In a cluster, when the transactional id's coordinator is another broker: ask it, with
     one AddPartitionsToTxn v4 ``verify_only`` per producer, about the partitions of this
@@ -327,18 +176,9 @@ async def _verify_at_coordinator(
     error, node_id, _host, _port = services.txn_coordinator.coordinator_for(transactional_id)
     if node_id == services.metadata.node_id:
         return {}
-    wanted: dict[tuple[int, int], list[tuple[str, int]]] = {}
-    for td in request.topic_data:
-        for pd in td.partition_data:
-            data = pd.records
-            if data is None or len(data) < 61 or not data[22] & 0x10:
-                continue
-            pid = int.from_bytes(data[43:51], "big", signed=True)
-            epoch = int.from_bytes(data[51:53], "big", signed=True)
-            handle, code = services.replica_manager.leader_partition(td.name, pd.index)
-            if handle is None or code is not _NONE or handle.producer_state().in_transaction(pid):
-                continue
-            wanted.setdefault((pid, epoch), []).append((td.name, pd.index))
+    wanted = services.replica_manager.partitions_to_verify(
+        [(td.name, pd.index, pd.records) for td in request.topic_data for pd in td.partition_data]
+    )
     if not wanted:
         return {}
     retry = ErrorCode.not_enough_replicas
@@ -373,36 +213,14 @@ _VERIFY_ERRORS = {
 }
 
 
-async def _wait_for_acks(
-    replica_manager: ReplicaManager,
-    request: Any,
-    results: list[tuple[str, list[PartitionResult]]],
-    waits: list[tuple[int, int, Partition, int, int]],
-) -> None:
-    """acks=all: wait for every appended partition at once; replace the results of those that
-    did not make it with their error."""
-    timeout_ms = getattr(request, "timeout_ms", None)
-    if timeout_ms is None:
-        timeout_ms = int(request.timeout.total_seconds() * 1000)
-    timeout_s = max(0, timeout_ms) / 1000
-    codes = await asyncio.gather(
-        *(
-            replica_manager.wait_for_acks(handle, end, min_insync, timeout_s)
-            for _t, _p, handle, end, min_insync in waits
-        )
-    )
-    for (t, p, _handle, _end, _min), code in zip(waits, codes, strict=True):
-        if code is not _NONE:
-            presults = results[t][1]
-            presults[p] = _failed(presults[p][0], code)
-
-
-def encode(request: Any, results: list[tuple[str, list[PartitionResult]]]) -> EncodedResponse:
+def encode(
+    request: AnyProduceRequest, results: list[tuple[str, list[PartitionResult]]]
+) -> EncodedResponse:
     body = encode_produce_response(request.__version__, results)
     return EncodedResponse((body,), len(body))
 
 
-def error_response(request: Any, code: ErrorCode) -> Any:
+def error_response(request: AnyProduceRequest, code: ErrorCode) -> EncodedResponse:
     results: list[tuple[str, list[PartitionResult]]] = [
         (td.name, [_failed(pd.index, code) for pd in td.partition_data])
         for td in request.topic_data
