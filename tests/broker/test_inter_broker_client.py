@@ -62,7 +62,9 @@ def api_versions_frame(
     return encode_response(response, correlation_id, api_key=18, api_version=version)
 
 
-def unsupported_api_versions_frame(correlation_id: int, ranges: dict[int, tuple[int, int]]) -> bytes:
+def unsupported_api_versions_frame(
+    correlation_id: int, ranges: dict[int, tuple[int, int]]
+) -> bytes:
     """The v0-format UNSUPPORTED_VERSION answer a broker gives an ApiVersions it does not know."""
     body = struct.pack(">hi", 35, len(ranges)) + b"".join(
         struct.pack(">hhh", k, lo, hi) for k, (lo, hi) in sorted(ranges.items())
@@ -368,5 +370,44 @@ async def test_a_closed_client_fails_requests_at_once() -> None:
         await client.close()
         with pytest.raises(InterBrokerRequestError):
             await client.send(peer.node, "controller", lai_request())
+    finally:
+        await peer.close()
+
+
+async def test_a_send_started_outside_a_task_works(client: InterBrokerClient) -> None:
+    """Request handlers start outside a task (the connection drives them with ``coro.send``
+    and wraps only a suspended one): a send from there must not need a current task."""
+    peer = await Peer().start()
+    loop = asyncio.get_running_loop()
+    result: asyncio.Future[Any] = loop.create_future()
+    tasks: list[asyncio.Task[None]] = []
+
+    async def finish(coro: Any, yielded: Any) -> None:  # as the connection continues one
+        try:
+            while True:
+                yielded._asyncio_future_blocking = False
+                await asyncio.wait((yielded,))
+                try:
+                    yielded = coro.send(None)
+                except StopIteration as stop:
+                    result.set_result(stop.value)
+                    return
+        except BaseException as exc:
+            result.set_exception(exc)
+
+    def handler_step() -> None:
+        assert asyncio.current_task() is None
+        coro = client.send(peer.node, "txn", lai_request())
+        try:
+            yielded = coro.send(None)
+        except BaseException as exc:
+            result.set_exception(exc)
+            return
+        tasks.append(loop.create_task(finish(coro, yielded)))
+
+    try:
+        loop.call_soon(handler_step)
+        answer = await asyncio.wait_for(result, 5)
+        assert answer.error_code == 0
     finally:
         await peer.close()

@@ -302,14 +302,31 @@ class InterBrokerClient:
         """Send ``request`` (a kio request entity, an ``inter_broker`` controller request or an
         ``OutboundRequest``) to ``node`` on the (``node.id``, ``purpose``) connection, at the
         highest version both sides speak; the decoded answer. ``client_id`` applies when this
-        call opens the connection. Raises :class:`InterBrokerRequestError` (module docstring)."""
+        call opens the connection. Raises :class:`InterBrokerRequestError` (module docstring).
+
+        May be awaited outside a task (a request handler the connection drives with
+        ``coro.send``): the request then runs in a task of its own, since its timeout needs one."""
         out = outbound_request(request)
         timeout_s = (
             timeout_ms if timeout_ms is not None else self.config.request_timeout_ms
         ) / 1000
         bound = max_response_bytes or self.config.max_response_bytes
-        key = (node.id, purpose)
         self.metrics.request_sent(node.id, purpose, out.api_key)
+        attempt = self._attempt(node, purpose, out, timeout_s, client_id, bound)
+        if asyncio.current_task() is None:
+            return await asyncio.ensure_future(attempt)
+        return await attempt
+
+    async def _attempt(
+        self,
+        node: Node,
+        purpose: str,
+        out: OutboundRequest,
+        timeout_s: float,
+        client_id: str | None,
+        bound: int,
+    ) -> Any:
+        key = (node.id, purpose)
         try:
             async with asyncio.timeout(timeout_s):
                 conn = await self._connection(node, purpose, client_id)
