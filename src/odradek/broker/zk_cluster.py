@@ -17,8 +17,10 @@ It owns, besides the ``ZkMetadataStore``:
   any more, at most ``controlled.shutdown.max.retries`` + 1 attempts, waiting
   ``controlled.shutdown.retry.backoff.ms`` between them.
 
-Requests to the active controller go through the client on the (controller id,
-``to-controller``) connection, each bounded by ``controller.socket.timeout.ms``; one that gets
+Requests to the active controller go through the client, on the (controller id,
+``alter-partition``) and (controller id, ``controlled-shutdown``) connections (Kafka keeps them
+apart too: one does not wait behind the other), each bounded by
+``controller.socket.timeout.ms``; one that gets
 no answer raises ``ControllerUnavailableError`` (the caller retries: AlterPartition answers
 NOT_CONTROLLER, controlled shutdown waits for a controller). When this broker is the active
 controller they are handed to its event loop directly.
@@ -58,8 +60,9 @@ __all__ = [
 log = logging.getLogger("odradek.broker")
 
 T = TypeVar("T")
-TO_CONTROLLER = "to-controller"
-"""The purpose of this broker's connection to the active controller."""
+ALTER_PARTITION_PURPOSE = "alter-partition"
+CONTROLLED_SHUTDOWN_PURPOSE = "controlled-shutdown"
+"""The purposes of this broker's connections to the active controller."""
 
 
 class ControllerUnavailableError(Exception):
@@ -149,12 +152,12 @@ class ZkCluster:
             raise ControllerUnavailableError("no controller is known")
         return Node(cid, info.host, info.port)
 
-    async def _to_controller(self, request: Any) -> Any:
+    async def _to_controller(self, purpose: str, request: Any) -> Any:
         """``request`` answered by the active controller over the client (module docstring)."""
         try:
             return await self.client.send(
                 self._controller_node(),
-                TO_CONTROLLER,
+                purpose,
                 request,
                 timeout_ms=self.config.controller_socket_timeout_ms,
             )
@@ -166,7 +169,7 @@ class ZkCluster:
         controller = self.controller
         if controller is not None and controller.is_active:
             return await _await_future(controller.alter_partition_request(request))
-        return await self._to_controller(request)
+        return await self._to_controller(ALTER_PARTITION_PURPOSE, request)
 
     async def _controlled_shutdown_once(self) -> ib.ControlledShutdownResponse:
         epoch = self.store.broker_epoch
@@ -175,7 +178,7 @@ class ZkCluster:
             d = await _await_future(controller.controlled_shutdown(self.node_id, epoch))
             return ib.ControlledShutdownResponse(d.error_code, tuple(d.remaining_partitions))
         response: ib.ControlledShutdownResponse = await self._to_controller(
-            ib.ControlledShutdownRequest(self.node_id, epoch)
+            CONTROLLED_SHUTDOWN_PURPOSE, ib.ControlledShutdownRequest(self.node_id, epoch)
         )
         return response
 
