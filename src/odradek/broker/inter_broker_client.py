@@ -67,6 +67,8 @@ from odradek.protocol.framing import DEFAULT_MAX_FRAME_SIZE
 from odradek.protocol.network_client import (
     API_VERSIONS_VERSION,
     InFlightRequests,
+    InterBrokerRequestError,
+    Node,
     NodeApiVersions,
     OutboundRequest,
     api_versions_request,
@@ -91,15 +93,6 @@ _SIZE_BYTES = 4
 
 
 @dataclass(frozen=True, slots=True)
-class Node:
-    """A broker as a request target: id and the address to connect to (Kafka's ``Node``)."""
-
-    id: int
-    host: str
-    port: int
-
-
-@dataclass(frozen=True, slots=True)
 class InterBrokerClientConfig:
     """Timeouts and limits (Kafka's names for the client settings, in ms)."""
 
@@ -107,20 +100,6 @@ class InterBrokerClientConfig:
     reconnect_backoff_ms: int = 50
     reconnect_backoff_max_ms: int = 1000
     max_response_bytes: int = DEFAULT_MAX_FRAME_SIZE
-
-
-class InterBrokerRequestError(ConnectionError):
-    """A request to another broker got no usable answer (see the module docstring's
-    Failures). Retriable in the sense Kafka's NetworkException is: the caller may send it
-    again once the broker (or its successor) is reachable."""
-
-    def __init__(self, broker_id: int, purpose: str, api: str, cause: BaseException) -> None:
-        detail = str(cause) or type(cause).__name__
-        super().__init__(f"{api} to broker {broker_id} ({purpose}): {detail}")
-        self.broker_id = broker_id
-        self.purpose = purpose
-        self.api = api
-        self.cause = cause
 
 
 class InterBrokerMetrics(Protocol):

@@ -24,17 +24,36 @@ import asyncio
 import contextlib
 import logging
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import Any, Protocol
 
-from odradek.broker.inter_broker_client import InterBrokerClient, InterBrokerRequestError, Node
 from odradek.cluster.zk import BrokerInfo
 from odradek.controller.decisions import BrokerRequest
+from odradek.protocol.network_client import InterBrokerRequestError, Node
 
-__all__ = ["ControllerChannelManager"]
+__all__ = ["ControllerChannelManager", "InterBrokerSender"]
 
 log = logging.getLogger(__name__)
 
 ResponseCallback = Callable[[int, BrokerRequest, Any], None]
+
+
+class InterBrokerSender(Protocol):
+    """What the channel needs of ``odradek.broker.inter_broker_client.InterBrokerClient``
+    (handed in: the controller does not import the broker package)."""
+
+    async def send(
+        self,
+        node: Node,
+        purpose: str,
+        request: Any,
+        *,
+        timeout_ms: int | None = None,
+        client_id: str | None = None,
+    ) -> Any: ...
+
+    def close_connection(self, broker_id: int, purpose: str | None = None) -> None: ...
+
+
 PURPOSE = "controller"
 _BACKOFF_S = 0.05
 _BACKOFF_MAX_S = 1.0
@@ -89,7 +108,7 @@ class ControllerChannelManager:
 
     def __init__(
         self,
-        client: InterBrokerClient,
+        client: InterBrokerSender,
         loop: asyncio.AbstractEventLoop,
         controller_id: int,
         *,

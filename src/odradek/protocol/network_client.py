@@ -3,6 +3,9 @@
 matched to its request, with no socket in sight. ``odradek.broker.inter_broker_client`` does
 the I/O.
 
+* :class:`Node` (a broker as a request target) and :class:`InterBrokerRequestError` (the
+  client's one failure type) live here so that the controller, which only hands requests to
+  the client, depends on the protocol layer and not on the broker package.
 * :class:`OutboundRequest`: one request this broker sends another, able to encode itself at
   any version of ``[min_version, max_version]`` and to decode its answer at the version it was
   sent with. :func:`outbound_request` builds one from a kio request entity (one version: the
@@ -49,6 +52,8 @@ __all__ = [
     "API_VERSIONS",
     "InFlightRequest",
     "InFlightRequests",
+    "InterBrokerRequestError",
+    "Node",
     "NodeApiVersions",
     "OutboundRequest",
     "api_versions_request",
@@ -63,6 +68,31 @@ _UNSUPPORTED_VERSION = 35
 _SIZE = struct.Struct(">i")
 _I16 = struct.Struct(">h")
 _MAX_CORRELATION_ID = 0x7FFFFFFF
+
+
+@dataclass(frozen=True, slots=True)
+class Node:
+    """A broker as a request target: id and the address to connect to (Kafka's ``Node``)."""
+
+    id: int
+    host: str
+    port: int
+
+
+class InterBrokerRequestError(ConnectionError):
+    """A request to another broker got no usable answer: the one failure type of
+    ``odradek.broker.inter_broker_client`` (its module docstring, Failures), naming the broker,
+    the purpose of the connection and the API, with the ``cause``. Retriable as Kafka's
+    NetworkException is: the caller may send the request again once the broker (or its
+    successor) is reachable."""
+
+    def __init__(self, broker_id: int, purpose: str, api: str, cause: BaseException) -> None:
+        detail = str(cause) or type(cause).__name__
+        super().__init__(f"{api} to broker {broker_id} ({purpose}): {detail}")
+        self.broker_id = broker_id
+        self.purpose = purpose
+        self.api = api
+        self.cause = cause
 
 
 @dataclass(frozen=True, slots=True)
