@@ -1,81 +1,63 @@
-"""``BrokerChannel``: this broker's requests to other brokers of the cluster (the transaction
-coordinator's WriteTxnMarkers, a partition leader's AddPartitionsToTxn verification).
+"""``BrokerChannel``: this broker's requests to other brokers of the cluster by broker id (the
+transaction coordinator's WriteTxnMarkers, a partition leader's AddPartitionsToTxn
+verification), over the inter-broker client.
 
-One kept ``BrokerConnection`` per broker id, opened on first use from the broker's address in
-the metadata store; requests to one broker go one at a time, in order. A request that fails
-(the broker is not live, the connection fails or the answer is late) raises
-``BrokerUnavailableError`` and drops the connection; the next request opens a new one. The
-client package is imported on first use only: a single broker never loads it.
+A channel has one purpose (its connection per broker: (broker id, purpose) in the
+``InterBrokerClient``) and one timeout. ``request(node_id, entity)`` looks the broker's
+address up in the metadata store at each call (a broker that moved is reached at its new
+address) and sends the kio request at its own version, bounded by ``request_timeout_ms``
+(connecting included). A broker that is not live, a failed connection or a late answer raise
+``BrokerUnavailableError`` (the client's ``InterBrokerRequestError``: ``.broker_id``,
+``.cause``); the client drops a connection that failed, the next request opens a new one.
+Requests to one broker may overlap on its connection; each gets its own answer.
 """
 
 from __future__ import annotations
 
-import asyncio
 import logging
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+from odradek.broker.inter_broker_client import InterBrokerClient, InterBrokerRequestError, Node
 from odradek.broker.metadata_store import MetadataStore
-
-if TYPE_CHECKING:
-    from odradek.client._conn import BrokerConnection
 
 __all__ = ["BrokerChannel", "BrokerUnavailableError"]
 
 log = logging.getLogger(__name__)
 
-
-class BrokerUnavailableError(ConnectionError):
-    """The request did not get an answer from the broker (retriable)."""
+BrokerUnavailableError = InterBrokerRequestError
+"""The request got no answer from the broker (retriable): the client's one failure type."""
 
 
 class BrokerChannel:
-    """Requests from this broker to the others (see the module docstring)."""
+    """Requests from this broker to the others by broker id (see the module docstring)."""
 
-    def __init__(self, metadata: MetadataStore, purpose: str, request_timeout_ms: int) -> None:
+    def __init__(
+        self,
+        metadata: MetadataStore,
+        client: InterBrokerClient,
+        purpose: str,
+        request_timeout_ms: int,
+    ) -> None:
         self._metadata = metadata
-        self._client_id = f"broker-{metadata.node_id}-{purpose}"
+        self._client = client
+        self.purpose = purpose
         self._timeout_ms = request_timeout_ms
-        self._connections: dict[int, BrokerConnection] = {}
-        self._locks: dict[int, asyncio.Lock] = {}
 
     async def request(self, node_id: int, entity: Any) -> Any:
         """Send kio request ``entity`` to broker ``node_id``; its decoded response."""
-        from odradek.client.errors import KafkaError
-
-        lock = self._locks.setdefault(node_id, asyncio.Lock())
-        async with lock:
-            try:
-                conn = await self._connection(node_id)
-                return await conn.request(entity, timeout=self._timeout_ms / 1000)
-            except (KafkaError, OSError, TimeoutError) as exc:
-                self._drop(node_id)
-                raise BrokerUnavailableError(f"broker {node_id}: {exc}") from exc
-
-    async def _connection(self, node_id: int) -> BrokerConnection:
-        from odradek.client._conn import BrokerConnection
-
-        conn = self._connections.get(node_id)
-        if conn is not None and conn.connected:
-            return conn
         info = self._metadata.broker(node_id)
         if info is None:
-            raise BrokerUnavailableError(f"broker {node_id} is not live")
-        conn = await BrokerConnection.open(
-            node_id,
-            info.host,
-            info.port,
-            client_id=self._client_id,
-            request_timeout_ms=self._timeout_ms,
-            connect_timeout_ms=self._timeout_ms,
-        )
-        self._connections[node_id] = conn
-        return conn
-
-    def _drop(self, node_id: int) -> None:
-        conn = self._connections.pop(node_id, None)
-        if conn is not None:
-            conn.close()
+            raise InterBrokerRequestError(
+                node_id,
+                self.purpose,
+                type(entity).__name__,
+                ConnectionError(f"broker {node_id} is not live"),
+            )
+        node = Node(node_id, info.host, info.port)
+        return await self._client.send(node, self.purpose, entity, timeout_ms=self._timeout_ms)
 
     def close(self) -> None:
-        for node_id in list(self._connections):
-            self._drop(node_id)
+        """Close this channel's connections (the client stays open for its other users)."""
+        for node_id, purpose in list(self._client.connections()):
+            if purpose == self.purpose:
+                self._client.close_connection(node_id, purpose)

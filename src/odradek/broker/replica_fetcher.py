@@ -1,6 +1,7 @@
 """``ReplicaFetcher``: a follower's copy loop towards one leader broker (Kafka's
-``ReplicaFetcherThread`` / ``AbstractFetcherThread``, as one asyncio task with its own
-connection, client id ``broker-<id>-fetcher-<fetcher id>`` as Kafka's).
+``ReplicaFetcherThread`` / ``AbstractFetcherThread``, as one asyncio task). Its requests go
+through the broker's ``InterBrokerClient`` on the (leader id, ``fetcher-<fetcher id>``)
+connection, client id ``broker-<id>-fetcher-<fetcher id>`` as Kafka's.
 
 The replica manager runs ``num.replica.fetchers`` fetchers per leader broker; a partition goes to
 fetcher :func:`fetcher_id` (Kafka's ``AbstractFetcherManager.getFetcherId``). Each partition is
@@ -22,12 +23,15 @@ either *truncating* or *fetching*:
   (``Partition.append_as_follower`` / ``truncate_to``), so it is ready when the partition
   next leads.
 
-Errors: a failed connection or request → reconnect with exponential backoff up to
-``replica.fetch.backoff.ms``; a partition error (NOT_LEADER_OR_FOLLOWER, FENCED/UNKNOWN_LEADER_EPOCH,
+Errors: a failed request (``InterBrokerRequestError``: connection, timeout, bad answer; the
+client drops the connection) or a top-level Fetch error → the round is tried again after
+50 ms, doubling up to ``replica.fetch.backoff.ms`` (reset by a round that succeeds; the
+client's own reconnect backoff, 50 ms up to 1 s, runs under it); a partition error (NOT_LEADER_OR_FOLLOWER, FENCED/UNKNOWN_LEADER_EPOCH,
 ...) delays that partition by the backoff until a LeaderAndIsr replaces it;
 OFFSET_OUT_OF_RANGE below the leader's log start restarts the log there, otherwise truncates
-again. Bounded: one request in flight, a response larger than ``bound`` bytes closes the
-connection. ``remove_partitions`` (StopReplica, becoming leader) takes effect at once: a
+again. Timeouts: OffsetsForLeaderEpoch ``replica.socket.timeout.ms``, Fetch that plus
+``replica.fetch.wait.max.ms``. Bounded: one request in flight, a response larger than
+``bound`` bytes closes the connection. ``remove_partitions`` (StopReplica, becoming leader) takes effect at once: a
 response for a removed or replaced partition is dropped.
 """
 
@@ -37,20 +41,18 @@ import asyncio
 import contextlib
 import datetime
 import logging
-import struct
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 from kio.schema.errors import ErrorCode
 from kio.schema.fetch.v12 import request as fetch_v12
 from kio.schema.offset_for_leader_epoch.v4 import request as ofle_v4
 
+from odradek.broker.inter_broker_client import InterBrokerClient, InterBrokerRequestError, Node
 from odradek.broker.partition import Partition
 from odradek.clock import Clock
 from odradek.coordinator.records import java_string_hash
-from odradek.protocol.errors import ProtocolError
-from odradek.protocol.messages import decode_response, encode_request
 from odradek.protocol.messages import make_entity as make
 from odradek.storage import PartitionLog
 from odradek.storage.errors import (
@@ -64,19 +66,49 @@ __all__ = ["FetcherConfig", "ReplicaFetcher", "fetcher_id", "truncation_offset"]
 
 log = logging.getLogger("odradek.replication")
 
-_SIZE = struct.Struct(">i")
 _NONE = ErrorCode.none
 _OUT_OF_RANGE = ErrorCode.offset_out_of_range
 
 
+class _ReplicationSettings(Protocol):
+    """The ``ReplicationConfig`` fields a fetcher reads (replica_manager.py holds the defaults)."""
+
+    @property
+    def replica_fetch_wait_max_ms(self) -> int: ...
+    @property
+    def replica_fetch_min_bytes(self) -> int: ...
+    @property
+    def replica_fetch_max_bytes(self) -> int: ...
+    @property
+    def replica_fetch_response_max_bytes(self) -> int: ...
+    @property
+    def replica_fetch_backoff_ms(self) -> int: ...
+    @property
+    def replica_socket_timeout_ms(self) -> int: ...
+
+
 @dataclass(frozen=True, slots=True)
 class FetcherConfig:
-    max_wait_ms: int = 500
-    min_bytes: int = 1
-    partition_max_bytes: int = 1_048_576
-    response_max_bytes: int = 10_485_760
-    backoff_ms: int = 1000
-    socket_timeout_ms: int = 30_000
+    """A fetcher's settings, from the broker's ``replica.fetch.*`` / ``replica.socket.timeout.ms``
+    (``ReplicationConfig`` in replica_manager.py, which holds Kafka's defaults)."""
+
+    max_wait_ms: int
+    min_bytes: int
+    partition_max_bytes: int
+    response_max_bytes: int
+    backoff_ms: int
+    socket_timeout_ms: int
+
+    @classmethod
+    def from_replication(cls, r: _ReplicationSettings) -> FetcherConfig:
+        return cls(
+            max_wait_ms=r.replica_fetch_wait_max_ms,
+            min_bytes=r.replica_fetch_min_bytes,
+            partition_max_bytes=r.replica_fetch_max_bytes,
+            response_max_bytes=r.replica_fetch_response_max_bytes,
+            backoff_ms=r.replica_fetch_backoff_ms,
+            socket_timeout_ms=r.replica_socket_timeout_ms,
+        )
 
     @property
     def bound(self) -> int:
@@ -131,6 +163,10 @@ def latest_epoch(plog: PartitionLog) -> int:
     return entries[-1][0] if entries else -1
 
 
+class _FetchError(Exception):
+    """A Fetch answered with a top-level error: the round is tried again after the backoff."""
+
+
 class _FetchState:
     """One followed partition: the Partition, the leader epoch LeaderAndIsr gave, the phase."""
 
@@ -155,21 +191,25 @@ class ReplicaFetcher:
         config: FetcherConfig,
         clock: Clock,
         fetcher_id: int = 0,
+        client: InterBrokerClient | None = None,
     ) -> None:
+        """``client``: the broker's inter-broker client; without one the fetcher opens a client
+        of its own (closed with the fetcher)."""
         self.node_id = node_id
         self.leader_id = leader_id
         self.fetcher_id = fetcher_id
         self.address = (host, port)
+        self.node = Node(leader_id, host, port)
         self.config = config
         self.clock = clock
+        self._own_client = client is None
+        self.client = client if client is not None else InterBrokerClient(node_id, clock=clock)
+        self.purpose = f"fetcher-{fetcher_id}"
         self._states: dict[tuple[str, int], _FetchState] = {}
         self._wake = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
         self._closed = False
-        self._reader: asyncio.StreamReader | None = None
-        self._writer: asyncio.StreamWriter | None = None
-        self._correlation_id = 0
-        self.client_id = f"broker-{node_id}-fetcher-{fetcher_id}"
+        self.client_id = f"broker-{node_id}-{self.purpose}"
         self.rounds = 0
         """Completed fetch rounds (for tests and metrics)."""
 
@@ -192,10 +232,6 @@ class ReplicaFetcher:
     def partition_count(self) -> int:
         return len(self._states)
 
-    def is_truncating(self, topic: str, partition: int) -> bool | None:
-        state = self._states.get((topic, partition))
-        return None if state is None else state.truncating
-
     def close(self) -> None:
         self._closed = True
         self._states.clear()
@@ -209,6 +245,8 @@ class ReplicaFetcher:
         if task is not None:
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await task
+        if self._own_client:
+            await self.client.close()
 
     # -- the loop ------------------------------------------------------------------------------
 
@@ -227,7 +265,6 @@ class ReplicaFetcher:
                 await self._wait_wake(wait)
                 continue
             try:
-                await self._connect()
                 truncating = [s for s in ready if s.truncating]
                 if truncating:
                     await self._truncate(truncating)
@@ -238,7 +275,7 @@ class ReplicaFetcher:
                 backoff = 0.05
             except asyncio.CancelledError:
                 raise
-            except (OSError, EOFError, TimeoutError, ProtocolError, ValueError) as exc:
+            except (InterBrokerRequestError, _FetchError) as exc:
                 log.info(
                     "fetcher %s to broker %d %s:%d: %s; retrying in %.2fs",
                     self.client_id,
@@ -247,7 +284,8 @@ class ReplicaFetcher:
                     exc,
                     backoff,
                 )
-                self._disconnect()
+                if isinstance(exc, _FetchError):  # the client dropped a failed connection itself
+                    self._disconnect()
                 await self._wait_wake(backoff)
                 backoff = min(limit, backoff * 2)
             except Exception:
@@ -279,38 +317,19 @@ class ReplicaFetcher:
 
     # -- connection ----------------------------------------------------------------------------
 
-    async def _connect(self) -> None:
-        if self._writer is not None:
-            return
-        timeout = self.config.socket_timeout_ms / 1000
-        self._reader, self._writer = await asyncio.wait_for(
-            asyncio.open_connection(*self.address), timeout
-        )
-
     def _disconnect(self) -> None:
-        writer, self._writer, self._reader = self._writer, None, None
-        if writer is not None:
-            writer.close()
+        """Close this fetcher's connection (the next request opens a new one)."""
+        self.client.close_connection(self.leader_id, self.purpose)
 
-    async def _call(self, entity: Any, timeout_s: float) -> Any:
-        reader, writer = self._reader, self._writer
-        if reader is None or writer is None:
-            raise ConnectionError("not connected")
-        self._correlation_id += 1
-        correlation_id = self._correlation_id
-        writer.write(
-            encode_request(entity, correlation_id=correlation_id, client_id=self.client_id)
+    async def _call(self, entity: Any, timeout_ms: int) -> Any:
+        return await self.client.send(
+            self.node,
+            self.purpose,
+            entity,
+            timeout_ms=timeout_ms,
+            client_id=self.client_id,
+            max_response_bytes=self.config.bound,
         )
-        await writer.drain()
-        head = await asyncio.wait_for(reader.readexactly(4), timeout_s)
-        (size,) = _SIZE.unpack(head)
-        if size < 4 or size > self.config.bound:
-            raise ValueError(f"response of {size} bytes is out of bounds")
-        frame = await asyncio.wait_for(reader.readexactly(size), timeout_s)
-        (got,) = _SIZE.unpack_from(frame, 0)
-        if got != correlation_id:
-            raise ValueError(f"correlation id {got}, expected {correlation_id}")
-        return decode_response(int(entity.__api_key__), int(entity.__version__), frame, header=True)
 
     # -- truncation ----------------------------------------------------------------------------
 
@@ -344,7 +363,7 @@ class ReplicaFetcher:
                 for t, ps in topics.items()
             ),
         )
-        response = await self._call(request, self.config.socket_timeout_ms / 1000)
+        response = await self._call(request, self.config.socket_timeout_ms)
         for t in response.topics:
             for r in t.partitions:
                 s = self._states.get((t.topic, int(r.partition)))
@@ -415,10 +434,9 @@ class ReplicaFetcher:
             forgotten_topics_data=(),
             rack_id="",
         )
-        timeout = (cfg.socket_timeout_ms + cfg.max_wait_ms) / 1000
-        response = await self._call(request, timeout)
+        response = await self._call(request, cfg.socket_timeout_ms + cfg.max_wait_ms)
         if response.error_code is not _NONE:
-            raise ValueError(f"fetch failed: {response.error_code}")
+            raise _FetchError(f"fetch failed: {response.error_code}")
         for t in response.responses:
             for pd in t.partitions:
                 entry = sent.get((t.topic, int(pd.partition_index)))

@@ -62,6 +62,7 @@ from typing import Any, NamedTuple, Protocol
 
 from kio.schema.errors import ErrorCode
 
+from odradek.broker.inter_broker_client import InterBrokerClient
 from odradek.broker.metadata_store import MetadataStore, PartitionState, TopicMetadata
 from odradek.broker.partition import (
     AppendOrigin,
@@ -227,7 +228,10 @@ class ReplicaManager:
         replication: ReplicationConfig | None = None,
         alter_partition_manager: AlterPartitionManager | None = None,
         controller_managed: bool | None = None,
+        inter_broker_client: InterBrokerClient | None = None,
     ) -> None:
+        self.inter_broker_client = inter_broker_client
+        """The fetchers' client (the broker's); None: each fetcher opens its own."""
         self.metadata = metadata
         self.node_id = metadata.node_id
         self.log_manager = log_manager
@@ -557,21 +561,17 @@ class ReplicaManager:
         fetcher = self._fetchers.get((leader_id, fid))
         if fetcher is None:
             fetcher = ReplicaFetcher(
-                self.node_id, leader_id, host, port, self._fetcher_config(), self.clock, fid
+                self.node_id,
+                leader_id,
+                host,
+                port,
+                FetcherConfig.from_replication(self.replication),
+                self.clock,
+                fid,
+                self.inter_broker_client,
             )
             self._fetchers[(leader_id, fid)] = fetcher
         return fetcher
-
-    def _fetcher_config(self) -> FetcherConfig:
-        r = self.replication
-        return FetcherConfig(
-            max_wait_ms=r.replica_fetch_wait_max_ms,
-            min_bytes=r.replica_fetch_min_bytes,
-            partition_max_bytes=r.replica_fetch_max_bytes,
-            response_max_bytes=r.replica_fetch_response_max_bytes,
-            backoff_ms=r.replica_fetch_backoff_ms,
-            socket_timeout_ms=r.replica_socket_timeout_ms,
-        )
 
     def _remove_from_fetchers(self, keys: Iterable[tuple[str, int]]) -> None:
         keys = list(keys)

@@ -306,6 +306,7 @@ class Broker:
             alter_partition_manager=(
                 None if self.cluster is None else self.cluster.alter_partition_manager
             ),
+            inter_broker_client=None if self.cluster is None else self.cluster.client,
         )
         self.topic_admin = TopicAdmin(
             cfg, metadata, self.replica_manager, replicated=self.cluster is not None
@@ -325,7 +326,7 @@ class Broker:
             # ISR), so that an EndTxn whose partition leader hangs is answered; the markers
             # are then retried in the background
             self.broker_channel = BrokerChannel(
-                metadata, "txn", cfg.offsets_commit_timeout_ms + 1000
+                metadata, self.cluster.client, "txn", cfg.offsets_commit_timeout_ms + 1000
             )
             self.txn_marker_channel = TxnMarkerChannel(
                 metadata, self.txn_markers, self.broker_channel

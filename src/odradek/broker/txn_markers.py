@@ -23,8 +23,9 @@ appends markers with requiredAcks=-1: ``append_marker_replicated``).
 ``TxnMarkerChannel`` is the coordinator's side in a cluster (Kafka's
 ``TransactionMarkerChannelManager``): it sends each marker to its partition's current leader,
 this broker's through ``TxnMarkerAppender``, the others' as one WriteTxnMarkers v1 request per
-leader through the ``BrokerChannel``. A leader that is unknown or unreachable answers
-NOT_LEADER_OR_FOLLOWER, which the coordinator retries.
+leader through the ``BrokerChannel`` (the inter-broker client's ``txn`` connection to that
+leader, bounded by the channel's timeout). A leader that is unknown or unreachable
+(``InterBrokerRequestError``) answers NOT_LEADER_OR_FOLLOWER, which the coordinator retries.
 """
 
 from __future__ import annotations
@@ -35,7 +36,8 @@ from collections.abc import Callable, Mapping, Sequence
 
 from kio.schema.errors import ErrorCode
 
-from odradek.broker.broker_channel import BrokerChannel, BrokerUnavailableError
+from odradek.broker.broker_channel import BrokerChannel
+from odradek.broker.inter_broker_client import InterBrokerRequestError
 from odradek.broker.metadata_store import MetadataStore
 from odradek.broker.purgatory import Purgatory
 from odradek.broker.replica_manager import AppendOrigin, DelayedProduce, ReplicaManager
@@ -151,7 +153,7 @@ class TxnMarkerChannel:
             }
         try:
             response = await self._channel.request(leader, write_txn_markers_request(markers))
-        except BrokerUnavailableError as exc:
+        except InterBrokerRequestError as exc:
             log.info("WriteTxnMarkers to broker %d failed: %s", leader, exc)
             return {(m.topic, m.partition): _RETRY for m in markers}
         codes: dict[tuple[str, int], int] = {}

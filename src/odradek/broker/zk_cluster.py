@@ -2,10 +2,14 @@
 
 It owns, besides the ``ZkMetadataStore``:
 
+* the **inter-broker client** (``odradek.broker.inter_broker_client.InterBrokerClient``,
+  ``client``): the one client for every request to another broker (replica fetchers,
+  controller channel, transaction markers, requests to the controller); closed last by
+  :meth:`ZkCluster.stop`;
 * the **controller** (``odradek.controller.Controller``, its own event thread): every broker
   runs one, the one holding ``/controller`` is active and talks to the brokers through a
-  ``TcpControllerChannel`` (LeaderAndIsr, UpdateMetadata, StopReplica to their advertised
-  listeners);
+  ``ControllerChannelManager`` on this broker's loop (LeaderAndIsr, UpdateMetadata, StopReplica
+  to their advertised listeners);
 * the **AlterPartitionManager** (:class:`ControllerAlterPartitionManager`): a leader's ISR
   change sent as AlterPartition (API 56, v2) to the active controller;
 * **controlled shutdown** (:meth:`ZkCluster.controlled_shutdown`): ControlledShutdown (API 7, v3)
@@ -13,8 +17,13 @@ It owns, besides the ``ZkMetadataStore``:
   any more, at most ``controlled.shutdown.max.retries`` + 1 attempts, waiting
   ``controlled.shutdown.retry.backoff.ms`` between them.
 
-Requests to the controller go over a short-lived TCP connection (``send_request``); when this
-broker is the active controller they are handed to its event loop directly.
+Requests to the active controller go through the client, on the (controller id,
+``alter-partition``) and (controller id, ``controlled-shutdown``) connections (Kafka keeps them
+apart too: one does not wait behind the other), each bounded by
+``controller.socket.timeout.ms``; one that gets
+no answer raises ``ControllerUnavailableError`` (the caller retries: AlterPartition answers
+NOT_CONTROLLER, controlled shutdown waits for a controller). When this broker is the active
+controller they are handed to its event loop directly.
 
 Imports kazoo (through the store and the controller): only a broker in cluster mode imports
 this module.
@@ -24,7 +33,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import struct
 import uuid
 from concurrent.futures import Future
 from typing import Any, TypeVar
@@ -32,50 +40,33 @@ from typing import Any, TypeVar
 from kio.schema.alter_partition.v2 import request as ap_request
 
 from odradek.broker.config import BrokerConfig
+from odradek.broker.inter_broker_client import InterBrokerClient, InterBrokerRequestError, Node
 from odradek.broker.metadata_store import PartitionState
 from odradek.broker.zk_metadata_store import ZkMetadataStore
 from odradek.clock import Clock
-from odradek.controller.channel import TcpControllerChannel
+from odradek.controller.channel import ControllerChannelManager
 from odradek.controller.context import ControllerConfig
 from odradek.controller.controller import Controller
 from odradek.controller.decisions import BrokerRequest
 from odradek.protocol import inter_broker as ib
 from odradek.protocol.errors import ErrorCode
-from odradek.protocol.messages import decode_response, encode_request
 
 __all__ = [
     "ControllerAlterPartitionManager",
     "ControllerUnavailableError",
     "ZkCluster",
-    "send_request",
 ]
 
 log = logging.getLogger("odradek.broker")
 
 T = TypeVar("T")
-_SIZE = struct.Struct(">i")
-ALTER_PARTITION = 56
-ALTER_PARTITION_VERSION = 2
+ALTER_PARTITION_PURPOSE = "alter-partition"
+CONTROLLED_SHUTDOWN_PURPOSE = "controlled-shutdown"
+"""The purposes of this broker's connections to the active controller."""
 
 
 class ControllerUnavailableError(Exception):
     """No controller is known, or it could not be reached."""
-
-
-async def send_request(host: str, port: int, frame: bytes, timeout_s: float) -> bytes:
-    """Send one size-prefixed request ``frame``; the response frame (after its size prefix)."""
-
-    async def exchange() -> bytes:
-        reader, writer = await asyncio.open_connection(host, port)
-        try:
-            writer.write(frame)
-            await writer.drain()
-            (size,) = _SIZE.unpack(await reader.readexactly(4))
-            return await reader.readexactly(size)
-        finally:
-            writer.close()
-
-    return await asyncio.wait_for(exchange(), timeout_s)
 
 
 async def _await_future(fut: Future[T]) -> T:
@@ -91,9 +82,9 @@ class ZkCluster:
         self.store = store
         self.clock = clock
         self.node_id = store.node_id
-        self.channel: TcpControllerChannel | None = None
+        self.client = InterBrokerClient(self.node_id, clock=clock)
+        self.channel: ControllerChannelManager | None = None
         self.controller: Controller | None = None
-        self._correlation_id = 0
         self.alter_partition_manager = ControllerAlterPartitionManager(self)
 
     # -- lifecycle ---------------------------------------------------------------------------
@@ -101,10 +92,12 @@ class ZkCluster:
     def start_controller(self) -> None:
         """Start this broker's controller (after the broker registered: it may win at once)."""
         cfg = self.config
-        self.channel = TcpControllerChannel(
+        self.channel = ControllerChannelManager(
+            self.client,
+            asyncio.get_running_loop(),
             self.node_id,
             on_response=self._on_controller_response,
-            request_timeout_s=cfg.controller_socket_timeout_ms / 1000,
+            request_timeout_ms=cfg.controller_socket_timeout_ms,
         )
         self.controller = Controller(
             self.store.zk,
@@ -123,14 +116,16 @@ class ZkCluster:
         self.controller.start()
 
     async def stop(self) -> None:
-        """Stop the controller (an active one resigns and frees ``/controller``)."""
+        """Stop the controller (an active one resigns and frees ``/controller``), its channel,
+        then close the inter-broker client."""
         loop = asyncio.get_running_loop()
         controller, self.controller = self.controller, None
         channel, self.channel = self.channel, None
         if controller is not None:
             await loop.run_in_executor(None, controller.stop)
         if channel is not None:
-            await loop.run_in_executor(None, channel.close)
+            await channel.close()
+        await self.client.close()
 
     def _on_controller_response(
         self, broker_id: int, request: BrokerRequest, response: Any
@@ -150,35 +145,31 @@ class ZkCluster:
 
     # -- requests to the active controller -----------------------------------------------------
 
-    def _controller_address(self) -> tuple[int, str, int]:
+    def _controller_node(self) -> Node:
         cid = self.store.controller_id()
         info = self.store.broker(cid) if cid >= 0 else None
         if info is None:
             raise ControllerUnavailableError("no controller is known")
-        return cid, info.host, info.port
+        return Node(cid, info.host, info.port)
 
-    def _next_correlation_id(self) -> int:
-        self._correlation_id = (self._correlation_id + 1) & 0x7FFFFFFF
-        return self._correlation_id
-
-    @property
-    def _timeout_s(self) -> float:
-        return self.config.controller_socket_timeout_ms / 1000
+    async def _to_controller(self, purpose: str, request: Any) -> Any:
+        """``request`` answered by the active controller over the client (module docstring)."""
+        try:
+            return await self.client.send(
+                self._controller_node(),
+                purpose,
+                request,
+                timeout_ms=self.config.controller_socket_timeout_ms,
+            )
+        except InterBrokerRequestError as exc:
+            raise ControllerUnavailableError(str(exc)) from exc
 
     async def alter_partition(self, request: Any) -> Any:
         """A kio AlterPartitionRequest (v2) answered by the active controller."""
         controller = self.controller
         if controller is not None and controller.is_active:
             return await _await_future(controller.alter_partition_request(request))
-        _, host, port = self._controller_address()
-        frame = encode_request(
-            request, correlation_id=self._next_correlation_id(), client_id=f"broker-{self.node_id}"
-        )
-        try:
-            data = await send_request(host, port, frame, self._timeout_s)
-        except (OSError, TimeoutError, asyncio.IncompleteReadError) as exc:
-            raise ControllerUnavailableError(str(exc)) from exc
-        return decode_response(ALTER_PARTITION, ALTER_PARTITION_VERSION, data, header=True)
+        return await self._to_controller(ALTER_PARTITION_PURPOSE, request)
 
     async def _controlled_shutdown_once(self) -> ib.ControlledShutdownResponse:
         epoch = self.store.broker_epoch
@@ -186,20 +177,10 @@ class ZkCluster:
         if controller is not None and controller.is_active:
             d = await _await_future(controller.controlled_shutdown(self.node_id, epoch))
             return ib.ControlledShutdownResponse(d.error_code, tuple(d.remaining_partitions))
-        _, host, port = self._controller_address()
-        body = ib.encode_controlled_shutdown_request(
-            ib.ControlledShutdownRequest(self.node_id, epoch), 3
+        response: ib.ControlledShutdownResponse = await self._to_controller(
+            CONTROLLED_SHUTDOWN_PURPOSE, ib.ControlledShutdownRequest(self.node_id, epoch)
         )
-        cid = self._next_correlation_id()
-        frame = ib.encode_request_frame(
-            ib.CONTROLLED_SHUTDOWN, 3, body, cid, f"broker-{self.node_id}"
-        )
-        try:
-            data = await send_request(host, port, _SIZE.pack(len(frame)) + frame, self._timeout_s)
-        except (OSError, TimeoutError, asyncio.IncompleteReadError) as exc:
-            raise ControllerUnavailableError(str(exc)) from exc
-        # response header v1: correlation id, empty tagged fields
-        return ib.decode_controlled_shutdown_response(data[5:], 3)
+        return response
 
     async def controlled_shutdown(self) -> bool:
         """Ask the controller to move leadership away; whether it answered that none is left.

@@ -6,5 +6,6 @@
 * ``assignment``: Kafka's rack-unaware replica assignment;
 * ``controller``: the single-threaded event loop over ZooKeeper (``Controller``, the ``ControllerChannel``
   Protocol and a ``RecordingChannel``);
-* ``channel``: ``TcpControllerChannel``, the requests over TCP to the brokers' listeners.
+* ``channel``: ``ControllerChannelManager``, the requests to the brokers on the broker's asyncio
+  loop through the inter-broker client (``odradek.broker.inter_broker_client``).
 """
