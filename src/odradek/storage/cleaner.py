@@ -330,6 +330,10 @@ class _Snapshot:
     views: list[_SegmentView]
     first_segment: Any  # the log's first segment (never removed)
     config: Any
+    # the segments after the views (the active one included), read for their batch headers
+    # only: (reader, size at the snapshot)
+    tail: list[tuple[Any, int]] = field(default_factory=list)
+    high_watermark: int = 0
     closed: bool = field(default=False)
 
     def close(self) -> None:
@@ -337,10 +341,13 @@ class _Snapshot:
             self.closed = True
             for view in self.views:
                 view.reader.close()
+            for reader, _ in self.tail:
+                reader.close()
 
 
 def _snapshot(log: Any, end_offset: int) -> _Snapshot | None:
-    """Owner thread: the closed segments wholly below ``end_offset``, with private readers."""
+    """Owner thread: the closed segments wholly below ``end_offset``, with private readers,
+    and readers of the rest of the log (for the transactions' markers)."""
     if log.closed:
         return None
     segments = log.cleaner_segments()
@@ -362,7 +369,8 @@ def _snapshot(log: Any, end_offset: int) -> _Snapshot | None:
         )
     if not views:
         return None
-    return _Snapshot(views, log.segments[0], log.config)
+    tail = [(log.segment_reader(s), s.size) for s in log.segments[len(views) :]]
+    return _Snapshot(views, log.segments[0], log.config, tail, log.high_watermark)
 
 
 def _control_type(batch: bytes, count: int) -> int | None:
@@ -402,30 +410,34 @@ class _Walk:
         return control and self.last_epoch.get(pid) == epoch
 
 
-def _walk_headers(views: list[_SegmentView], throttler: _Throttler) -> _Walk:
-    """Read every batch header of ``views`` (and the record of each control batch)."""
+def _walk_headers(snapshot: _Snapshot, throttler: _Throttler) -> _Walk:
+    """Read every batch header of the log (and the record of each control batch): the
+    segments to clean and the rest of the log as the snapshot saw it. A marker at or past the
+    high watermark does not end its transaction (Kafka's last stable offset counts a
+    transaction whose marker is not replicated yet as unstable)."""
     walk = _Walk()
     ongoing: dict[int, int] = {}  # pid -> first offset of its transaction
-    for view in views:
+    high_watermark = snapshot.high_watermark
+    segments = [(v.reader, v.size) for v in snapshot.views] + snapshot.tail
+    for reader, segment_size in segments:
         position = 0
-        while position + HEADER_SIZE <= view.size:
+        while position + HEADER_SIZE <= segment_size:
             throttler.pause()
-            header = _HEADER.unpack_from(view.reader.read(position, HEADER_SIZE))
+            header = _HEADER.unpack_from(reader.read(position, HEADER_SIZE))
             size = header[1] + LOG_OVERHEAD
             base, attributes, pid = header[0], header[5], header[9]
             last = base + header[6]
             if pid >= 0:
                 walk.last_epoch[pid] = header[10]
-                if attributes & CONTROL_BIT:
-                    batch = view.reader.read(position, size)
-                    first = ongoing.pop(pid, None)
-                    kind = _control_type(batch, header[12])
-                    if first is not None and kind == ControlRecordType.ABORT:
-                        walk.aborted.append(AbortedTxn(pid, first, last, last + 1))
-                else:
+                if not attributes & CONTROL_BIT:
                     walk.last_data_offset[pid] = last
                     if attributes & TRANSACTIONAL_BIT:
                         ongoing.setdefault(pid, base)
+                elif last < high_watermark and position + size <= segment_size:
+                    first = ongoing.pop(pid, None)
+                    kind = _control_type(reader.read(position, size), header[12])
+                    if first is not None and kind == ControlRecordType.ABORT:
+                        walk.aborted.append(AbortedTxn(pid, first, last, last + 1))
             position += size
     walk.first_unstable = min(ongoing.values(), default=None)
     return walk
@@ -581,7 +593,7 @@ def clean_log(
         views = snapshot.views
         log_config = snapshot.config
         # producers' last batches and the transactions: a header walk of every segment
-        walk = _walk_headers(views, throttler)
+        walk = _walk_headers(snapshot, throttler)
         stats.first_unstable_offset = -1 if walk.first_unstable is None else walk.first_unstable
         # 3. the offset map over the dirty section (whole segments only), below the first
         # offset of a transaction whose marker is not in the segments read (Kafka: the LSO)
