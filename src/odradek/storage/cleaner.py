@@ -10,29 +10,48 @@ What a cleaning does, for the dirtiest log:
    segment whose newest record is younger than ``min.compaction.lag.ms``. The log is cleanable
    when dirty bytes / (clean + dirty bytes) >= ``min.cleanable.dirty.ratio``, or when its
    first dirty batch is older than ``max.compaction.lag.ms``; the highest ratio goes first.
+   A cleaning runs at one time, ``now_ms`` (the cleaner's clock).
 2. **Snapshot** (owner thread, short). The segments to read and a private reader of each
-   (``PartitionLog.segment_reader``: a dup'd fd), with their sizes.
-3. **Build the offset map** (cleaner thread) over the dirty section: key -> latest offset
-   (``SkimpyOffsetMap``, bounded by ``log.cleaner.dedupe.buffer.size`` / threads). If the map
-   fills up, the dirty section ends at the last segment that fitted whole.
-4. **Rewrite** (cleaner thread) every segment from the log start to the end of the mapped
-   section into a new segment with the same base offset (``<base>.log.cleaned``): a record
-   is kept when its offset is the latest for its key; tombstones (null values) are kept until
-   their segment falls ``delete.retention.ms`` behind the end of the clean head (Kafka's delete
-   horizon: the clean head's last segment's largest timestamp minus ``delete.retention.ms``);
-   records without a key are dropped. Offsets, order and timestamps are preserved (see
-   ``cleaner_records.filter_batch``); the last batch of each producer id is kept, possibly
-   empty, so that idempotent producers' state survives. A segment that keeps nothing is
-   removed (except the log's first segment); a segment that drops nothing is left alone.
-5. **Swap** (owner thread, short): ``PartitionLog.replace_cleaned_segments`` checks that every
-   segment read is still there unchanged (else the work is thrown away) and swaps the new
-   segments in crash-safely (``FileLog``: ``.cleaned`` -> ``.swap`` -> rename).
-6. **Checkpoint**: the first dirty offset becomes the end of the mapped section
-   (``<log.dir>/cleaner-offset-checkpoint``, Kafka's format).
+   (``PartitionLog.segment_reader``: a dup'd fd), with their sizes, the same for the rest of
+   the log (headers only), and the high watermark.
+3. **Walk the headers** (cleaner thread) of the whole log as the snapshot saw it (the
+   segments to clean and the rest, the active one included): each producer's last data
+   batch, and the transactions, from their data batches and markers (the record of each
+   control batch is read): the aborted ones (the ``.txnindex`` entries, ``AbortedTxn``) and
+   the *first unstable offset*, the first offset of a transaction whose marker is not below
+   the high watermark. Nothing from there on is cleaned (Kafka's last stable offset bound);
+   the manager then waits for a segment to close before it looks at that log again.
+4. **Build the offset map** (cleaner thread) over the dirty section: key -> latest offset
+   (``SkimpyOffsetMap``, bounded by ``log.cleaner.dedupe.buffer.size`` / threads; allocated at
+   the first cleaning, not at start). Records of aborted transactions are not mapped. If the
+   map fills up, the dirty section ends at the last segment that fitted whole.
+5. **Rewrite** (cleaner thread) every segment from the log start to the end of the mapped
+   section into a new segment with the same base offset (``<base>.log.cleaned``), batch by
+   batch as Kafka's ``Cleaner.cleanInto`` (``_clean_batch``, ``_CleanedTransactions``):
 
-Logs holding transactional or control batches are not cleaned (odradek has no transactions
-yet; such batches can only arrive through a client that writes them): the cleaner says so
-once in its log and leaves them alone.
+   * a data record is kept when its offset is the latest for its key and it is not in an
+     aborted transaction; records without a key go;
+   * **delete horizon** (KIP-534): a batch that keeps a tombstone, or a marker whose
+     transaction has no record left, gets ``deleteHorizonMs`` = this cleaning's time +
+     ``delete.retention.ms`` in its header the first time (attributes bit 0x40,
+     baseTimestamp; see ``cleaner_records.filter_batch``); a later cleaning at or past that
+     time drops its tombstones, or the marker;
+   * a COMMIT marker stays while a batch of its transaction is read in the same pass, an ABORT
+     marker while a batch of its aborted transaction is: so a reader never meets a
+     transaction's records without its marker;
+   * the last data batch of each producer id is kept, possibly empty (and a producer with no
+     data batch left keeps its markers of its last epoch), so that producers' state survives.
+
+   Offsets, order and timestamps are preserved. A segment that keeps nothing is removed
+   (except the log's first segment); a segment none of whose batches changed is left alone.
+6. **Swap** (owner thread, short): ``PartitionLog.replace_cleaned_segments`` checks that every
+   segment read is still there unchanged (else the work is thrown away) and swaps the new
+   segments in crash-safely (``FileLog``: ``.cleaned`` -> ``.swap`` -> rename). In the same
+   step the aborted transactions whose ABORT markers went leave the partition's producer
+   state and ``.txnindex`` files (``ProducerStateManager.forget_aborted``), so that a
+   read_committed Fetch never lists an aborted transaction without its marker.
+7. **Checkpoint**: the first dirty offset becomes the end of the mapped section
+   (``<log.dir>/cleaner-offset-checkpoint``, Kafka's format).
 
 **Threads.** The partition logs belong to one *owner* thread (the broker's event loop).
 The cleaner threads touch a log only through ``call_on_owner(fn)``, which runs ``fn`` on the
@@ -386,15 +405,15 @@ def _control_type(batch: bytes, count: int) -> int | None:
 
 @dataclass(slots=True)
 class _Walk:
-    """What one header walk of the segments to clean found (Kafka takes the first two from
-    the producer state and the aborted transactions from the ``.txnindex``: here both come
-    from the segments themselves, which hold every marker the index is built from).
+    """What one header walk of the log found (Kafka takes the first two from the producer
+    state and the aborted transactions from the ``.txnindex``: here all come from the log
+    itself, which holds every marker the index is built from, so that a log whose producer
+    state is not loaded, or a memory log, is cleaned alike).
 
     ``aborted``: the ``.txnindex`` entries of the transactions aborted in these segments
     (producer id, first data offset, ABORT marker's offset). ``first_unstable``: the first
-    offset of a transaction whose marker is not in these segments (ongoing, or ended past
-    them): nothing from there on is cleaned (Kafka does not clean past the last stable
-    offset; this bound is at or below it)."""
+    offset of a transaction whose marker is not below the high watermark: nothing from there
+    on is cleaned (Kafka does not clean past the last stable offset)."""
 
     last_data_offset: dict[int, int] = field(default_factory=dict)  # pid -> last data offset
     last_epoch: dict[int, int] = field(default_factory=dict)  # pid -> its last batch's epoch
@@ -556,7 +575,7 @@ def clean_log(
     stopped: threading.Event | None = None,
     now_ms: int | None = None,
 ) -> CleanerStats:
-    """Clean one log (steps 2-5 of the module docstring) at time ``now_ms`` (default: the
+    """Clean one log (steps 2-6 of the module docstring) at time ``now_ms`` (default: the
     log's clock). Returns what was done; ``swapped`` False means nothing changed (the log
     changed under the cleaner, or nothing to do)."""
     config = config or CleanerConfig()
