@@ -18,6 +18,7 @@ from odradek.coordinator.state import Errors
 from odradek.coordinator.transaction.manager import TxnMarker
 from odradek.coordinator.transaction.state import TransactionResult
 from odradek.protocol.records import iter_batches
+from odradek.storage import FileLog
 from odradek.testing import EmbeddedBroker
 
 pytestmark = pytest.mark.timeout(120)
@@ -106,6 +107,7 @@ async def test_transactional_offset_commits_stay_bounded(tmp_path: Path) -> None
                 handle = server.partition(OFFSETS_TOPIC, p)
                 assert handle is not None
                 await _cleaner_caught_up(cleaner, handle.log)
+                assert isinstance(handle.log, FileLog)
                 sizes.append(_disk_size(handle.log.directory))
         handle = server.partition(OFFSETS_TOPIC, p)
         assert handle is not None

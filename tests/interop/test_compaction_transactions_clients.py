@@ -55,10 +55,11 @@ def _read_confluent(bootstrap: str, topic: str, isolation: str) -> list[tuple[An
             m = c.poll(0.5)
             if m is None:
                 continue
-            if m.error():
-                if m.error().code() == KafkaError._PARTITION_EOF:
+            error = m.error()
+            if error is not None:
+                if error.code() == KafkaError._PARTITION_EOF:
                     break
-                raise AssertionError(m.error())
+                raise AssertionError(error)
             got.append((m.offset(), m.key(), m.value(), m.timestamp()[1]))
     finally:
         c.close()
