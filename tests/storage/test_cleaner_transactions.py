@@ -298,3 +298,23 @@ def test_compressed_transactional_batches(log: Any) -> None:
         for r in b.records()
     ]
     assert got == [(2, b"1", b"1")]
+
+
+def test_marker_past_the_high_watermark_leaves_its_transaction_unstable(log: Any) -> None:
+    """A marker not yet replicated (at or past the high watermark) does not end its
+    transaction for the cleaner: Kafka's last stable offset counts it as unstable."""
+    log.high_watermark_follows_leo = False
+    p = Producer(log, 1)
+    p(1)
+    log.append(build_batch([(b"1", b"b", (), T0)]), 0)
+    log.roll()
+    p.abort()
+    log.update_high_watermark(2)
+    stats = clean_log(LogToClean(log, 0, 2, 0, 1), CleanerConfig(dedupe_buffer_size=1 << 20))
+    assert stats.first_unstable_offset == 0 and stats.end_offset == 0
+    assert [(b.base_offset, b.record_count) for b in all_batches(log)] == [(0, 1), (1, 1), (2, 1)]
+    log.update_high_watermark(3)
+    stats = clean_log(LogToClean(log, 0, 2, 0, 1), CleanerConfig(dedupe_buffer_size=1 << 20))
+    assert stats.first_unstable_offset == -1 and stats.end_offset == 2
+    # the aborted record goes; its batch stays empty (the producer's last)
+    assert [(b.base_offset, b.record_count) for b in all_batches(log)] == [(0, 0), (1, 1), (2, 1)]

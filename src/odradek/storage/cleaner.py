@@ -442,10 +442,15 @@ def _walk_headers(snapshot: _Snapshot, throttler: _Throttler) -> _Walk:
         position = 0
         while position + HEADER_SIZE <= segment_size:
             throttler.pause()
-            header = _HEADER.unpack_from(reader.read(position, HEADER_SIZE))
+            raw = reader.read(position, HEADER_SIZE)
+            if len(raw) < HEADER_SIZE:
+                break  # the segment shrank under us (a truncation past the high watermark)
+            header = _HEADER.unpack_from(raw)
             size = header[1] + LOG_OVERHEAD
             base, attributes, pid = header[0], header[5], header[9]
             last = base + header[6]
+            if base >= high_watermark or size < HEADER_SIZE:
+                break  # not replicated yet: may still be truncated and rewritten
             if pid >= 0:
                 walk.last_epoch[pid] = header[10]
                 if not attributes & CONTROL_BIT:
