@@ -258,6 +258,27 @@ class ProducerStateManager:
         self.txn.aborted = [t for t in self.txn.aborted if t.last_offset not in last_offsets]
         self.txn_indexes.remove(last_offsets)
 
+    def active_producers(self) -> list[tuple[int, int, int, int, int]]:
+        """What DescribeProducers shows for each producer id (Kafka's ``activeProducers``):
+        ``(producer_id, epoch, last sequence or -1, coordinator epoch of its last marker or
+        -1, first offset of its ongoing transaction or -1)``, by producer id."""
+        txn = self.txn
+        out = []
+        for pid in sorted(set(self._producers) | set(txn.ongoing)):
+            entry = self._producers.get(pid)
+            epoch = entry.epoch if entry is not None else -1
+            last_seq = entry.batches[-1][1] if entry is not None and entry.batches else -1
+            out.append(
+                (
+                    pid,
+                    epoch,
+                    last_seq,
+                    txn.coordinator_epochs.get(pid, -1),
+                    txn.ongoing.get(pid, -1),
+                )
+            )
+        return out
+
     def producer_epoch(self, producer_id: int) -> int | None:
         entry = self._producers.get(producer_id)
         return None if entry is None else entry.epoch
