@@ -531,3 +531,19 @@ def test_io_max_bytes_per_second_throttles(manager: LogManager) -> None:
     assert stats is not None and stats.swapped
     # the map and the rewrite each read the whole log: at least 0.2 s at 10 logs per second
     assert elapsed >= 0.18, elapsed
+
+
+def test_empty_batch_goes_once_no_longer_the_producers_last(manager: LogManager) -> None:
+    """Kafka's DELETE_EMPTY: a batch emptied because it was its producer's last is removed by
+    a later cleaning once the producer has a newer batch."""
+    log = manager.get_or_create("t", 0)
+    log.append(kv("a", "1", producer_id=7, producer_epoch=0, base_sequence=0), 0)
+    log.append(kv("a", "2"), 0)
+    log.roll()
+    cleaner = cleaner_for(manager)
+    cleaner.clean_once()
+    assert [(b.base_offset, b.record_count) for b in batches(log)] == [(0, 0), (1, 1)]
+    log.append(kv("b", "1", producer_id=7, producer_epoch=0, base_sequence=1), 0)
+    log.roll()
+    cleaner.clean_once()
+    assert [(b.base_offset, b.record_count) for b in batches(log)] == [(1, 1), (2, 1)]

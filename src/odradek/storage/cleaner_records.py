@@ -216,10 +216,10 @@ def filter_batch(
         and (tombstones or marker_for_empty_txn)
         and not attributes & DELETE_HORIZON_BIT
     )
+    if not kept and not keep_empty:
+        return None, dropped  # an empty batch no longer needed goes too
     if dropped == 0 and not set_horizon:
         return batch, 0
-    if not kept and not keep_empty:
-        return None, dropped
     codec = attributes & CODEC_MASK
     if kept:
         if set_horizon:
