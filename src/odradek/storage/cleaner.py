@@ -725,9 +725,7 @@ def clean_log(
             # from here on the files belong to the swap: if it fails half-way (an I/O error
             # after the commit point), start-up recovery completes it or removes them
             ours, new_segments = new_segments, []
-            swapped = owner(
-                timed(lambda: _swap(log, expected, replacements, set(removed_aborts)))
-            )
+            swapped = owner(timed(lambda: _swap(log, expected, replacements, set(removed_aborts))))
             if not swapped:
                 for new in ours:
                     log.discard_cleaned_segment(new)
@@ -782,9 +780,7 @@ class _LazyOffsetMap:
 
     def get(self) -> SkimpyOffsetMap:
         if self._map is None:
-            self._map = SkimpyOffsetMap(
-                self._config.map_memory, self._config.io_buffer_load_factor
-            )
+            self._map = SkimpyOffsetMap(self._config.map_memory, self._config.io_buffer_load_factor)
         return self._map
 
 
