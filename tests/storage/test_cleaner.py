@@ -547,3 +547,24 @@ def test_empty_batch_goes_once_no_longer_the_producers_last(manager: LogManager)
     log.roll()
     cleaner.clean_once()
     assert [(b.base_offset, b.record_count) for b in batches(log)] == [(1, 1), (2, 1)]
+
+
+def test_offset_map_allocated_at_first_cleaning_not_before(manager: LogManager) -> None:
+    """The dedupe buffer (here 64 MiB) is not allocated while there is nothing to clean (a
+    broker's start-up), only by the first cleaning."""
+    import tracemalloc
+
+    cleaner = LogCleaner(manager, CleanerConfig(dedupe_buffer_size=64 << 20), manager.clock)
+    log = manager.get_or_create("t", 0)
+    log.append(kv("a", "1"), 0)
+    tracemalloc.start()
+    try:
+        assert cleaner.clean_once() is None  # nothing cleanable: the active segment only
+        assert tracemalloc.get_traced_memory()[1] < 4 << 20
+        log.roll()
+        log.append(kv("a", "2"), 0)
+        log.roll()
+        assert cleaner.clean_once() is not None
+        assert tracemalloc.get_traced_memory()[1] > 32 << 20
+    finally:
+        tracemalloc.stop()
