@@ -410,7 +410,7 @@ class _Walk:
     itself, which holds every marker the index is built from, so that a log whose producer
     state is not loaded, or a memory log, is cleaned alike).
 
-    ``aborted``: the ``.txnindex`` entries of the transactions aborted in these segments
+    ``aborted``: the ``.txnindex`` entries of the transactions aborted in the log
     (producer id, first data offset, ABORT marker's offset). ``first_unstable``: the first
     offset of a transaction whose marker is not below the high watermark: nothing from there
     on is cleaned (Kafka does not clean past the last stable offset)."""
@@ -616,11 +616,11 @@ def clean_log(
     try:
         views = snapshot.views
         log_config = snapshot.config
-        # producers' last batches and the transactions: a header walk of every segment
+        # 3. producers' last batches and the transactions: a header walk of the whole log
         walk = _walk_headers(snapshot, throttler)
         stats.first_unstable_offset = -1 if walk.first_unstable is None else walk.first_unstable
-        # 3. the offset map over the dirty section (whole segments only), below the first
-        # offset of a transaction whose marker is not in the segments read (Kafka: the LSO)
+        # 4. the offset map over the dirty section (whole segments only), below the first
+        # offset of a transaction whose marker is not below the high watermark (Kafka: LSO)
         map_end = to_clean.first_dirty_offset
         dirty = [v for v in views if v.upper > to_clean.first_dirty_offset]
         if walk.first_unstable is not None:
@@ -660,7 +660,7 @@ def clean_log(
         stats.map_memory = offset_map.memory
         if map_end <= to_clean.first_dirty_offset:
             return stats
-        # 4. rewrite from the log start to the end of the mapped section
+        # 5. rewrite from the log start to the end of the mapped section
         horizon = now_ms + log_config.delete_retention_ms  # for batches cleaned the first time
         txns = _CleanedTransactions(walk.aborted)
         removed_aborts: list[int] = []
