@@ -1,8 +1,9 @@
 """Third-party clients on a compacted topic holding transactions, cleaned by a real `odradek
 broker` process: confluent-kafka's transactional producer commits and aborts, the cleaner
 removes the aborted records and records delete horizons (KIP-534) in the batches that keep a
-tombstone or a marker, and confluent-kafka and kafka-python consumers (read_committed and
-read_uncommitted) read the latest value per key with the tombstone's own timestamp."""
+tombstone or a marker, and confluent-kafka, kafka-python and odradek.client consumers
+(read_committed and read_uncommitted) read the latest value per key with the tombstone's own
+timestamp."""
 
 from __future__ import annotations
 
@@ -90,6 +91,26 @@ def _read_kafka_python(bootstrap: str, topic: str, isolation: str) -> list[tuple
     return got
 
 
+def _read_odradek(bootstrap: str, topic: str, isolation: str) -> list[tuple[Any, ...]]:
+    from odradek.client import Consumer, TopicPartition
+
+    got: list[tuple[Any, ...]] = []
+    config = {
+        "bootstrap.servers": bootstrap,
+        "auto.offset.reset": "earliest",
+        "isolation.level": isolation,
+    }
+    with Consumer(config) as consumer:
+        consumer.assign([TopicPartition(topic, 0)])
+        deadline = time.monotonic() + 20
+        idle = 0
+        while time.monotonic() < deadline and idle < 4:
+            batch = consumer.poll(0.5)
+            idle = 0 if batch else idle + 1
+            got.extend((r.offset, r.key, r.value, r.timestamp) for r in batch)
+    return got
+
+
 def _flagged_batches(data_dir: Path, topic: str) -> list[tuple[int, int, bool]]:
     """(base offset, delete horizon, is control) of every batch with a delete horizon on disk."""
     out = []
@@ -166,7 +187,7 @@ def test_clients_read_a_cleaned_topic_with_transactions_and_tombstones() -> None
 
         expected = {b"k1": (b"v1", T), b"k2": (None, T + 2)}
         expected.update({b"f%d" % i: (b"f" * 40, T + 10 + i) for i in range(FILLERS)})
-        for read in (_read_confluent, _read_kafka_python):
+        for read in (_read_confluent, _read_kafka_python, _read_odradek):
             for isolation in ("read_committed", "read_uncommitted"):
                 got = read(bootstrap, topic, isolation)
                 offsets = [o for o, *_ in got]
