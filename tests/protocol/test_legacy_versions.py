@@ -45,6 +45,7 @@ KP = {
     20: (kp_admin.DeleteTopicsRequest, kp_admin.DeleteTopicsResponse),
     23: (kp_offsets.OffsetForLeaderEpochRequest, kp_offsets.OffsetForLeaderEpochResponse),
     32: (kp_admin.DescribeConfigsRequest, kp_admin.DescribeConfigsResponse),
+    35: (kp_admin.DescribeLogDirsRequest, kp_admin.DescribeLogDirsResponse),
 }
 
 
