@@ -5,7 +5,10 @@
 
 1. Throughput: a compacted FileLog of ``--mb`` MB (keyed records of 100-300 bytes in batches of
    50, ``--keys`` distinct keys, so most records are superseded) is cleaned once by
-   ``LogCleaner.clean_once``: MB/s of dirty log and records dropped per second.
+   ``LogCleaner.clean_once``: MB/s of dirty log and records dropped per second. The same
+   log written by 8 transactional producers instead (transactions of 4 batches, one in five
+   aborted, a COMMIT/ABORT marker after each) is cleaned too; plain and transactional runs
+   alternate ``--repeats`` times and the medians are reported, so both see the same machine.
 2. Produce latency: an asyncio loop (the broker's arrangement) appends a 1 KiB batch to another
    log every millisecond and records how late each append completes relative to its schedule
    (what a producer would wait on top of the network), with the cleaner idle and while a
@@ -32,6 +35,7 @@ from pathlib import Path
 from odradek.protocol.records import build_batch
 from odradek.storage import LogConfig, LogManager
 from odradek.storage.cleaner import CleanerConfig, LogCleaner
+from odradek.storage.transaction_index import ControlRecordType, build_control_batch
 
 MIB = 1024 * 1024
 CONFIG = LogConfig(cleanup_policy="compact", segment_bytes=8 * MIB, min_cleanable_dirty_ratio=0.01)
@@ -56,9 +60,51 @@ def fill(manager: LogManager, topic: str, mb: int, keys: int, seed: int = 1) -> 
     return total, records
 
 
-def throughput(root: Path, mb: int, keys: int, dedupe: int) -> dict[str, float]:
+def fill_transactional(
+    manager: LogManager, topic: str, mb: int, keys: int, seed: int = 1
+) -> tuple[int, int]:
+    """``fill`` with the batches written by 8 transactional producers in turn: transactions
+    of 4 batches, then the marker (one in five an ABORT); returns (bytes, records)."""
+    rng = random.Random(seed)
+    log = manager.get_or_create(topic, 0)
+    total = records = 0
+    ts = 1_700_000_000_000
+    payloads = [bytes([65 + i % 26]) * n for i, n in enumerate(range(100, 300, 7))]
+    sequences = [0] * 8
+    txn = 0
+    while total < mb * MIB:
+        pid = txn % 8
+        for _ in range(4):
+            batch = build_batch(
+                [
+                    (b"key-%d" % rng.randrange(keys), rng.choice(payloads), (), ts)
+                    for _ in range(50)
+                ],
+                producer_id=pid,
+                producer_epoch=0,
+                base_sequence=sequences[pid],
+                is_transactional=True,
+            )
+            sequences[pid] += 50
+            log.append(batch, 0)
+            total += len(batch)
+            records += 50
+            ts += 1
+        kind = ControlRecordType.ABORT if txn % 5 == 4 else ControlRecordType.COMMIT
+        marker = build_control_batch(pid, 0, kind, 0, ts)
+        log.append(marker, 0)
+        total += len(marker)
+        txn += 1
+    log.roll()
+    return total, records
+
+
+def throughput(
+    root: Path, mb: int, keys: int, dedupe: int, transactional: bool = False
+) -> dict[str, float]:
     manager = LogManager([root / "tp"], CONFIG)
-    _size, records = fill(manager, "t", mb, keys)
+    write = fill_transactional if transactional else fill
+    _size, records = write(manager, "t", mb, keys)
     cleaner = LogCleaner(manager, CleanerConfig(dedupe_buffer_size=dedupe))
     start = time.perf_counter()
     stats = cleaner.clean_once()
@@ -73,6 +119,24 @@ def throughput(root: Path, mb: int, keys: int, dedupe: int) -> dict[str, float]:
         "dropped": stats.records_dropped,
         "dropped_per_s": stats.records_dropped / elapsed,
         "written_mb": stats.bytes_written / MIB,
+    }
+
+
+def throughput_both(
+    root: Path, mb: int, keys: int, dedupe: int, repeats: int = 3
+) -> dict[str, float]:
+    """Plain and transactional throughput, alternating, ``repeats`` of each: medians."""
+    plain: list[float] = []
+    txn: list[float] = []
+    for _ in range(repeats):
+        for out, transactional in ((plain, False), (txn, True)):
+            out.append(throughput(root, mb, keys, dedupe, transactional)["mb_per_s"])
+            shutil.rmtree(root / "tp", ignore_errors=True)
+    return {
+        "plain_mb_per_s": statistics.median(plain),
+        "transactional_mb_per_s": statistics.median(txn),
+        "ratio": statistics.median(txn) / statistics.median(plain),
+        "runs": repeats,
     }
 
 
@@ -169,14 +233,23 @@ def main() -> None:
     parser.add_argument("--keys", type=int, default=10_000)
     parser.add_argument("--dedupe-mb", type=int, default=16)
     parser.add_argument("--dir", type=Path, default=None)
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--only", choices=["throughput", "latency", "memory"], default=None)
     args = parser.parse_args()
     mb = 8 if args.quick else args.mb
     dedupe = args.dedupe_mb * MIB
     root = Path(tempfile.mkdtemp(prefix="odradek-cleaner-bench-", dir=args.dir))
     try:
         print(f"dirty log {mb} MB, {args.keys} keys, dedupe buffer {args.dedupe_mb} MiB")
-        for name, fn in (("throughput", throughput), ("latency", latency), ("memory", memory)):
-            result = fn(root, mb, args.keys, dedupe)
+        runs = {
+            "throughput": lambda: throughput_both(root, mb, args.keys, dedupe, args.repeats),
+            "latency": lambda: latency(root, mb, args.keys, dedupe),
+            "memory": lambda: memory(root, mb, args.keys, dedupe),
+        }
+        for name, fn in runs.items():
+            if args.only is not None and name != args.only:
+                continue
+            result = fn()
             print(
                 name,
                 " ".join(

@@ -60,6 +60,7 @@ KAFKA_3_9 = {
     28: (0, 4),  # TxnOffsetCommit
     32: (0, 4),  # DescribeConfigs
     33: (0, 2),  # AlterConfigs
+    35: (0, 4),  # DescribeLogDirs
     37: (0, 3),  # CreatePartitions
     42: (0, 2),  # DeleteGroups
     43: (0, 2),  # ElectLeaders
@@ -69,6 +70,7 @@ KAFKA_3_9 = {
     47: (0, 0),  # OffsetDelete
     56: (0, 3),  # AlterPartition (broker to controller)
     60: (0, 1),  # DescribeCluster
+    61: (0, 0),  # DescribeProducers
     65: (0, 0),  # DescribeTransactions
     66: (0, 1),  # ListTransactions
 }

@@ -45,6 +45,7 @@ KP = {
     20: (kp_admin.DeleteTopicsRequest, kp_admin.DeleteTopicsResponse),
     23: (kp_offsets.OffsetForLeaderEpochRequest, kp_offsets.OffsetForLeaderEpochResponse),
     32: (kp_admin.DescribeConfigsRequest, kp_admin.DescribeConfigsResponse),
+    35: (kp_admin.DescribeLogDirsRequest, kp_admin.DescribeLogDirsResponse),
 }
 
 
@@ -71,7 +72,7 @@ def response(api_key: int, target: int, values: dict[str, Any]) -> Any:
 
 
 def test_table_covers_every_version_below_kio() -> None:
-    expected = {0: 3, 1: 4, 2: 1, 8: 2, 9: 1, 19: 2, 20: 1, 23: 2, 32: 1}
+    expected = {0: 3, 1: 4, 2: 1, 8: 2, 9: 1, 19: 2, 20: 1, 23: 2, 32: 1, 35: 1}
     assert {k: r.stop for k, r in LEGACY_VERSIONS.items()} == expected
     for (key, _v), entry in LEGACY.items():
         assert entry.target_version == expected[key]

@@ -125,7 +125,11 @@ def test_second_cleaning_reaches_the_clean_section(manager: LogManager) -> None:
     assert all(r.offset > first[-1].offset for r in records(log))
 
 
-def test_tombstones_kept_for_delete_retention_then_removed(manager: LogManager) -> None:
+def test_tombstones_kept_for_delete_retention_then_removed(
+    manager: LogManager, clock: ManualClock
+) -> None:
+    """KIP-534: the first cleaning that keeps a tombstone records its batch's delete horizon
+    (that cleaning's time + delete.retention.ms); a cleaning at or past it drops it."""
     log = manager.get_or_create("t", 0)
     log.append(kv("a", "1", T0), 0)
     log.append(kv("b", "1", T0), 0)
@@ -133,21 +137,26 @@ def test_tombstones_kept_for_delete_retention_then_removed(manager: LogManager) 
     log.roll()
     cleaner = cleaner_for(manager)
     cleaner.clean_once()
-    assert [(r.key, r.value) for r in records(log)] == [(b"b", b"1"), (b"a", None)]
-    # newer data, within delete.retention.ms of the tombstone's segment: the tombstone stays
+    assert [(r.key, r.value, r.timestamp) for r in records(log)] == [
+        (b"b", b"1", T0),
+        (b"a", None, T0 + 1),
+    ]
+    tombstone = next(b for b in batches(log) if b.record_count and b.base_offset == 2)
+    assert tombstone.delete_horizon_ms == T0 + 1000 and tombstone.is_valid()
+    # newer data before the horizon: the tombstone stays, its horizon unchanged
+    clock.advance(999)
     log.append(kv("c", "1", T0 + 500), 0)
     log.roll()
     cleaner.clean_once()
     assert (b"a", None) in [(r.key, r.value) for r in records(log)]
-    # the clean head moves past delete.retention.ms: the tombstone goes
+    assert [b.delete_horizon_ms for b in batches(log) if b.base_offset == 2] == [T0 + 1000]
+    # at the horizon: the tombstone goes
+    clock.advance(1)
     log.append(kv("d", "1", T0 + 5000), 0)
     log.roll()
     cleaner.clean_once()
-    log.append(kv("e", "1", T0 + 6000), 0)
-    log.roll()
-    cleaner.clean_once()
     assert b"a" not in latest(records(log))
-    assert set(latest(records(log))) == {b"b", b"c", b"d", b"e"}
+    assert set(latest(records(log))) == {b"b", b"c", b"d"}
 
 
 def test_min_cleanable_dirty_ratio(manager: LogManager) -> None:
@@ -221,19 +230,6 @@ def test_producer_last_batch_kept_even_if_empty(manager: LogManager) -> None:
         (-1, -1, 1),
     ]
     assert [r.value for r in records(log)] == [b"3"]
-
-
-def test_transactional_logs_are_left_alone(manager: LogManager) -> None:
-    log = manager.get_or_create("t", 0)
-    log.append(
-        kv("a", "1", producer_id=1, producer_epoch=0, base_sequence=0, is_transactional=True), 0
-    )
-    log.append(kv("a", "2"), 0)
-    log.roll()
-    cleaner = cleaner_for(manager)
-    assert cleaner.clean_once() is None
-    assert cleaner.manager.uncleanable_reason("t", 0) is not None
-    assert len(records(log)) == 2
 
 
 def test_compact_delete_does_both(manager: LogManager, clock: ManualClock) -> None:
@@ -464,8 +460,8 @@ ops = st.lists(
 @given(ops=ops)
 def test_property_latest_value_per_key(engine: str, tmp_path_factory: Any, ops: Any) -> None:
     """Any sequence of keyed appends and tombstones: after cleaning, a read gives the latest
-    value per key in offset order; once the clean head is delete.retention.ms past them,
-    tombstones are gone."""
+    value per key in offset order; once a cleaning runs delete.retention.ms after the one
+    that first kept them (KIP-534's delete horizon), tombstones are gone."""
     clock = ManualClock(T0)
     if engine == "file":
         manager = LogManager([tmp_path_factory.mktemp("p")], COMPACT, clock)
@@ -487,8 +483,9 @@ def test_property_latest_value_per_key(engine: str, tmp_path_factory: Any, ops: 
         assert [r.offset for r in got] == sorted(r.offset for r in got)
         assert {r.key: (r.offset, r.value) for r in got} == written  # tombstones still there
         assert len(got) == len(written)
-        # later data moves the clean head delete.retention.ms past every tombstone
+        # later data, cleaned past every tombstone's delete horizon
         for ts in (T0 + 10_000, T0 + 20_000):
+            clock.advance(10_000)
             log.append(kv("zz", "x", ts), 0)
             log.roll()
             cleaner.clean_once()
@@ -534,3 +531,40 @@ def test_io_max_bytes_per_second_throttles(manager: LogManager) -> None:
     assert stats is not None and stats.swapped
     # the map and the rewrite each read the whole log: at least 0.2 s at 10 logs per second
     assert elapsed >= 0.18, elapsed
+
+
+def test_empty_batch_goes_once_no_longer_the_producers_last(manager: LogManager) -> None:
+    """Kafka's DELETE_EMPTY: a batch emptied because it was its producer's last is removed by
+    a later cleaning once the producer has a newer batch."""
+    log = manager.get_or_create("t", 0)
+    log.append(kv("a", "1", producer_id=7, producer_epoch=0, base_sequence=0), 0)
+    log.append(kv("a", "2"), 0)
+    log.roll()
+    cleaner = cleaner_for(manager)
+    cleaner.clean_once()
+    assert [(b.base_offset, b.record_count) for b in batches(log)] == [(0, 0), (1, 1)]
+    log.append(kv("b", "1", producer_id=7, producer_epoch=0, base_sequence=1), 0)
+    log.roll()
+    cleaner.clean_once()
+    assert [(b.base_offset, b.record_count) for b in batches(log)] == [(1, 1), (2, 1)]
+
+
+def test_offset_map_allocated_at_first_cleaning_not_before(manager: LogManager) -> None:
+    """The dedupe buffer (here 64 MiB) is not allocated while there is nothing to clean (a
+    broker's start-up), only by the first cleaning."""
+    import tracemalloc
+
+    cleaner = LogCleaner(manager, CleanerConfig(dedupe_buffer_size=64 << 20), manager.clock)
+    log = manager.get_or_create("t", 0)
+    log.append(kv("a", "1"), 0)
+    tracemalloc.start()
+    try:
+        assert cleaner.clean_once() is None  # nothing cleanable: the active segment only
+        assert tracemalloc.get_traced_memory()[1] < 4 << 20
+        log.roll()
+        log.append(kv("a", "2"), 0)
+        log.roll()
+        assert cleaner.clean_once() is not None
+        assert tracemalloc.get_traced_memory()[1] > 32 << 20
+    finally:
+        tracemalloc.stop()

@@ -33,6 +33,8 @@ from odradek.broker.apis import (
     describe_cluster,
     describe_configs,
     describe_groups,
+    describe_log_dirs,
+    describe_producers,
     describe_transactions,
     elect_leaders,
     end_txn,
@@ -87,6 +89,7 @@ API_SPECS: tuple[ApiSpec[Any, Any], ...] = (
     alter_configs.API,
     incremental_alter_configs.API,
     describe_cluster.API,
+    describe_log_dirs.API,
     # group coordinator APIs
     find_coordinator.API,
     join_group.API,
@@ -107,6 +110,7 @@ API_SPECS: tuple[ApiSpec[Any, Any], ...] = (
     txn_offset_commit.API,
     describe_transactions.API,
     list_transactions.API,
+    describe_producers.API,
     # inter-broker (ZooKeeper mode) APIs
     leader_and_isr.API,
     stop_replica.API,

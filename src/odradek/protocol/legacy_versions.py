@@ -688,6 +688,46 @@ LEGACY: dict[tuple[int, int], LegacyEntry] = {
         (("topic_names", Array("string")), ("timeout", "int32")),
         (("responses", Array((("name", "string"), ("error_code", "int16")))),),
     ),
+    (35, 0): LegacyEntry(  # DescribeLogDirs v0: v1's layout (v1 only throttles first)
+        1,
+        (
+            (
+                "topics",
+                Array((("topic", "string"), ("partitions", Array("int32"))), nullable=True),
+            ),
+        ),
+        (
+            _THROTTLE,
+            (
+                "results",
+                Array(
+                    (
+                        ("error_code", "int16"),
+                        ("log_dir", "string"),
+                        (
+                            "topics",
+                            Array(
+                                (
+                                    ("name", "string"),
+                                    (
+                                        "partitions",
+                                        Array(
+                                            (
+                                                ("partition_index", "int32"),
+                                                ("partition_size", "int64"),
+                                                ("offset_lag", "int64"),
+                                                ("is_future_key", "bool"),
+                                            )
+                                        ),
+                                    ),
+                                )
+                            ),
+                        ),
+                    )
+                ),
+            ),
+        ),
+    ),
     (32, 0): LegacyEntry(
         1,
         (

@@ -8,7 +8,8 @@ Batch layout (big-endian; byte offsets from the start of the batch)::
     16 magic                 int8    = 2
     17 crc                   uint32  CRC-32C (Castagnoli) of bytes 21..end
     21 attributes            int16   bits 0-2 codec (0 none, 1 gzip, 2 snappy, 3 lz4, 4 zstd),
-                                     0x08 LogAppendTime, 0x10 transactional, 0x20 control
+                                     0x08 LogAppendTime, 0x10 transactional, 0x20 control,
+                                     0x40 delete horizon flag (KIP-534)
     23 lastOffsetDelta       int32
     27 baseTimestamp         int64
     35 maxTimestamp          int64
@@ -24,6 +25,13 @@ Record layout (all varints zig-zag encoded, as in protobuf's sint32/sint64)::
     offsetDelta varint · keyLength varint (-1 = null) · key · valueLength varint (-1 = null) ·
     value · headerCount varint · headers: keyLength varint · key (UTF-8) ·
     valueLength varint (-1 = null) · value
+
+The delete horizon flag (0x40) is set by the log cleaner on a batch holding tombstones or a
+transaction marker when it first cleans it: baseTimestamp then holds the batch's
+``deleteHorizonMs`` (when those may be removed) and the records' timestampDeltas are relative to
+it, so a record's timestamp still reads as baseTimestamp + timestampDelta (Kafka's
+``MemoryRecordsBuilder`` with a delete horizon). Readers need nothing special; only
+:attr:`RecordBatch.delete_horizon_ms` tells the horizon from a first record's timestamp.
 
 baseOffset and partitionLeaderEpoch lie outside the CRC: the broker stamps them in place
 (:func:`stamp_batch`) without recomputing it. With LogAppendTime the broker rewrites
@@ -56,6 +64,7 @@ from odradek.protocol._primitives import uvarint
 __all__ = [
     "BATCH_HEADER",
     "BATCH_HEADER_SIZE",
+    "DELETE_HORIZON_BIT",
     "LOG_OVERHEAD",
     "NO_TIMESTAMP",
     "BatchBuilder",
@@ -93,6 +102,8 @@ _CODEC_MASK = 0x07
 _TIMESTAMP_TYPE_BIT = 0x08
 _TRANSACTIONAL_BIT = 0x10
 _CONTROL_BIT = 0x20
+DELETE_HORIZON_BIT = 0x40
+"""Attributes bit: baseTimestamp is the batch's deleteHorizonMs (KIP-534)."""
 
 BATCH_HEADER = struct.Struct(">qiibIhiqqqhii")
 """The whole 61-byte v2 batch header, in :class:`BatchHeader` order: baseOffset,
@@ -399,6 +410,14 @@ class RecordBatch:
     @property
     def max_timestamp(self) -> int:
         return int(_I64.unpack_from(self._buffer, self._offset + 35)[0])
+
+    @property
+    def delete_horizon_ms(self) -> int | None:
+        """The delete horizon the log cleaner recorded (baseTimestamp when attributes bit 0x40
+        is set), else None (Kafka's ``deleteHorizonMs()``)."""
+        if self.attributes & DELETE_HORIZON_BIT:
+            return self.base_timestamp
+        return None
 
     @property
     def producer_id(self) -> int:

@@ -10,29 +10,48 @@ What a cleaning does, for the dirtiest log:
    segment whose newest record is younger than ``min.compaction.lag.ms``. The log is cleanable
    when dirty bytes / (clean + dirty bytes) >= ``min.cleanable.dirty.ratio``, or when its
    first dirty batch is older than ``max.compaction.lag.ms``; the highest ratio goes first.
+   A cleaning runs at one time, ``now_ms`` (the cleaner's clock).
 2. **Snapshot** (owner thread, short). The segments to read and a private reader of each
-   (``PartitionLog.segment_reader``: a dup'd fd), with their sizes.
-3. **Build the offset map** (cleaner thread) over the dirty section: key -> latest offset
-   (``SkimpyOffsetMap``, bounded by ``log.cleaner.dedupe.buffer.size`` / threads). If the map
-   fills up, the dirty section ends at the last segment that fitted whole.
-4. **Rewrite** (cleaner thread) every segment from the log start to the end of the mapped
-   section into a new segment with the same base offset (``<base>.log.cleaned``): a record
-   is kept when its offset is the latest for its key; tombstones (null values) are kept until
-   their segment falls ``delete.retention.ms`` behind the end of the clean head (Kafka's delete
-   horizon: the clean head's last segment's largest timestamp minus ``delete.retention.ms``);
-   records without a key are dropped. Offsets, order and timestamps are preserved (see
-   ``cleaner_records.filter_batch``); the last batch of each producer id is kept, possibly
-   empty, so that idempotent producers' state survives. A segment that keeps nothing is
-   removed (except the log's first segment); a segment that drops nothing is left alone.
-5. **Swap** (owner thread, short): ``PartitionLog.replace_cleaned_segments`` checks that every
-   segment read is still there unchanged (else the work is thrown away) and swaps the new
-   segments in crash-safely (``FileLog``: ``.cleaned`` -> ``.swap`` -> rename).
-6. **Checkpoint**: the first dirty offset becomes the end of the mapped section
-   (``<log.dir>/cleaner-offset-checkpoint``, Kafka's format).
+   (``PartitionLog.segment_reader``: a dup'd fd), with their sizes, the same for the rest of
+   the log (headers only), and the high watermark.
+3. **Walk the headers** (cleaner thread) of the whole log as the snapshot saw it (the
+   segments to clean and the rest, the active one included): each producer's last data
+   batch, and the transactions, from their data batches and markers (the record of each
+   control batch is read): the aborted ones (the ``.txnindex`` entries, ``AbortedTxn``) and
+   the *first unstable offset*, the first offset of a transaction whose marker is not below
+   the high watermark. Nothing from there on is cleaned (Kafka's last stable offset bound);
+   the manager then waits for a segment to close before it looks at that log again.
+4. **Build the offset map** (cleaner thread) over the dirty section: key -> latest offset
+   (``SkimpyOffsetMap``, bounded by ``log.cleaner.dedupe.buffer.size`` / threads; allocated at
+   the first cleaning, not at start). Records of aborted transactions are not mapped. If the
+   map fills up, the dirty section ends at the last segment that fitted whole.
+5. **Rewrite** (cleaner thread) every segment from the log start to the end of the mapped
+   section into a new segment with the same base offset (``<base>.log.cleaned``), batch by
+   batch as Kafka's ``Cleaner.cleanInto`` (``_clean_batch``, ``_CleanedTransactions``):
 
-Logs holding transactional or control batches are not cleaned (odradek has no transactions
-yet; such batches can only arrive through a client that writes them): the cleaner says so
-once in its log and leaves them alone.
+   * a data record is kept when its offset is the latest for its key and it is not in an
+     aborted transaction; records without a key go;
+   * **delete horizon** (KIP-534): a batch that keeps a tombstone, or a marker whose
+     transaction has no record left, gets ``deleteHorizonMs`` = this cleaning's time +
+     ``delete.retention.ms`` in its header the first time (attributes bit 0x40,
+     baseTimestamp; see ``cleaner_records.filter_batch``); a later cleaning at or past that
+     time drops its tombstones, or the marker;
+   * a COMMIT marker stays while a batch of its transaction is read in the same pass, an ABORT
+     marker while a batch of its aborted transaction is: so a reader never meets a
+     transaction's records without its marker;
+   * the last data batch of each producer id is kept, possibly empty (and a producer with no
+     data batch left keeps its markers of its last epoch), so that producers' state survives.
+
+   Offsets, order and timestamps are preserved. A segment that keeps nothing is removed
+   (except the log's first segment); a segment none of whose batches changed is left alone.
+6. **Swap** (owner thread, short): ``PartitionLog.replace_cleaned_segments`` checks that every
+   segment read is still there unchanged (else the work is thrown away) and swaps the new
+   segments in crash-safely (``FileLog``: ``.cleaned`` -> ``.swap`` -> rename). In the same
+   step the aborted transactions whose ABORT markers went leave the partition's producer
+   state and ``.txnindex`` files (``ProducerStateManager.forget_aborted``), so that a
+   read_committed Fetch never lists an aborted transaction without its marker.
+7. **Checkpoint**: the first dirty offset becomes the end of the mapped section
+   (``<log.dir>/cleaner-offset-checkpoint``, Kafka's format).
 
 **Threads.** The partition logs belong to one *owner* thread (the broker's event loop).
 The cleaner threads touch a log only through ``call_on_owner(fn)``, which runs ``fn`` on the
@@ -67,17 +86,27 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from odradek.clock import Clock, SystemClock
+from odradek.protocol.records import (
+    BATCH_HEADER,
+    BATCH_HEADER_SIZE,
+    DELETE_HORIZON_BIT,
+    LOG_OVERHEAD,
+)
 from odradek.storage.checkpoint import OffsetCheckpointFile
 from odradek.storage.cleaner_records import (
     CONTROL_BIT,
-    HEADER_SIZE,
-    LOG_OVERHEAD,
     TRANSACTIONAL_BIT,
     batch_records_data,
     filter_batch,
     iter_raw_records,
 )
 from odradek.storage.offset_map import OffsetMapFullError, SkimpyOffsetMap
+from odradek.storage.producer_state import loaded_state
+from odradek.storage.transaction_index import (
+    AbortedTxn,
+    ControlRecordType,
+    TransactionIndexFiles,
+)
 
 __all__ = [
     "CLEANER_OFFSET_CHECKPOINT",
@@ -94,7 +123,9 @@ __all__ = [
 logger = logging.getLogger("odradek.storage.cleaner")
 
 CLEANER_OFFSET_CHECKPOINT = "cleaner-offset-checkpoint"
-_HEADER = struct.Struct(">qiibIhiqqqhii")
+_HEADER = BATCH_HEADER
+HEADER_SIZE = BATCH_HEADER_SIZE
+_CONTROL_KEY = struct.Struct(">hh")  # ControlRecordType key: version, type
 _T = TypeVar("_T")
 OwnerCall = Callable[[Callable[[], Any]], Any]
 
@@ -162,6 +193,7 @@ class LogToClean:
     clean_bytes: int
     dirty_bytes: int
     must_clean: bool = False
+    limit: int = 0  # min(active segment base, high watermark): the end without transactions
 
     @property
     def cleanable_ratio(self) -> float:
@@ -189,6 +221,7 @@ class CleanerStats:
     owner_s: float = 0.0  # time spent on the owner thread (snapshot + swap)
     map_entries: int = 0
     map_memory: int = 0
+    first_unstable_offset: int = -1  # first offset of a transaction with no marker read, or -1
 
 
 def run_on_loop(
@@ -316,6 +349,10 @@ class _Snapshot:
     views: list[_SegmentView]
     first_segment: Any  # the log's first segment (never removed)
     config: Any
+    # the segments after the views (the active one included), read for their batch headers
+    # only: (reader, size at the snapshot)
+    tail: list[tuple[Any, int]] = field(default_factory=list)
+    high_watermark: int = 0
     closed: bool = field(default=False)
 
     def close(self) -> None:
@@ -323,10 +360,13 @@ class _Snapshot:
             self.closed = True
             for view in self.views:
                 view.reader.close()
+            for reader, _ in self.tail:
+                reader.close()
 
 
 def _snapshot(log: Any, end_offset: int) -> _Snapshot | None:
-    """Owner thread: the closed segments wholly below ``end_offset``, with private readers."""
+    """Owner thread: the closed segments wholly below ``end_offset``, with private readers,
+    and readers of the rest of the log (for the transactions' markers)."""
     if log.closed:
         return None
     segments = log.cleaner_segments()
@@ -348,7 +388,187 @@ def _snapshot(log: Any, end_offset: int) -> _Snapshot | None:
         )
     if not views:
         return None
-    return _Snapshot(views, log.segments[0], log.config)
+    tail = [(log.segment_reader(s), s.size) for s in log.segments[len(views) :]]
+    return _Snapshot(views, log.segments[0], log.config, tail, log.high_watermark)
+
+
+def _control_type(batch: bytes, count: int) -> int | None:
+    """The ControlRecordType of a control batch's record (ABORT 0, COMMIT 1), or None for an
+    empty control batch (one the cleaner emptied before)."""
+    if count == 0:
+        return None
+    for _, _, _, _, key, _ in iter_raw_records(batch_records_data(batch), 1):
+        if key is not None and len(key) >= _CONTROL_KEY.size:
+            return int(_CONTROL_KEY.unpack_from(key)[1])
+    return -1
+
+
+@dataclass(slots=True)
+class _Walk:
+    """What one header walk of the log found (Kafka takes the first two from the producer
+    state and the aborted transactions from the ``.txnindex``: here all come from the log
+    itself, which holds every marker the index is built from, so that a log whose producer
+    state is not loaded, or a memory log, is cleaned alike).
+
+    ``aborted``: the ``.txnindex`` entries of the transactions aborted in the log
+    (producer id, first data offset, ABORT marker's offset). ``first_unstable``: the first
+    offset of a transaction whose marker is not below the high watermark: nothing from there
+    on is cleaned (Kafka does not clean past the last stable offset)."""
+
+    last_data_offset: dict[int, int] = field(default_factory=dict)  # pid -> last data offset
+    last_epoch: dict[int, int] = field(default_factory=dict)  # pid -> its last batch's epoch
+    aborted: list[AbortedTxn] = field(default_factory=list)
+    first_unstable: int | None = None
+
+    def is_last_of_producer(self, pid: int, last_offset: int, control: bool, epoch: int) -> bool:
+        """Kafka's ``isBatchLastRecordOfProducer``: the producer's last data batch, or, for a
+        producer with no data batch left, its markers of its last epoch."""
+        data_last = self.last_data_offset.get(pid)
+        if data_last is not None:
+            return last_offset == data_last
+        return control and self.last_epoch.get(pid) == epoch
+
+
+def _walk_headers(snapshot: _Snapshot, throttler: _Throttler) -> _Walk:
+    """Read every batch header of the log (and the record of each control batch): the
+    segments to clean and the rest of the log as the snapshot saw it. A marker at or past the
+    high watermark does not end its transaction (Kafka's last stable offset counts a
+    transaction whose marker is not replicated yet as unstable)."""
+    walk = _Walk()
+    ongoing: dict[int, int] = {}  # pid -> first offset of its transaction
+    high_watermark = snapshot.high_watermark
+    segments = [(v.reader, v.size) for v in snapshot.views] + snapshot.tail
+    for reader, segment_size in segments:
+        position = 0
+        while position + HEADER_SIZE <= segment_size:
+            throttler.pause()
+            raw = reader.read(position, HEADER_SIZE)
+            if len(raw) < HEADER_SIZE:
+                break  # the segment shrank under us (a truncation past the high watermark)
+            header = _HEADER.unpack_from(raw)
+            size = header[1] + LOG_OVERHEAD
+            base, attributes, pid = header[0], header[5], header[9]
+            last = base + header[6]
+            if base >= high_watermark or size < HEADER_SIZE:
+                break  # not replicated yet: may still be truncated and rewritten
+            if pid >= 0:
+                walk.last_epoch[pid] = header[10]
+                if not attributes & CONTROL_BIT:
+                    walk.last_data_offset[pid] = last
+                    if attributes & TRANSACTIONAL_BIT:
+                        ongoing.setdefault(pid, base)
+                elif last < high_watermark and position + size <= segment_size:
+                    first = ongoing.pop(pid, None)
+                    kind = _control_type(reader.read(position, size), header[12])
+                    if first is not None and kind == ControlRecordType.ABORT:
+                        walk.aborted.append(AbortedTxn(pid, first, last, last + 1))
+            position += size
+    walk.first_unstable = min(ongoing.values(), default=None)
+    return walk
+
+
+class _CleanedTransactions:
+    """Kafka's ``CleanedTransactionMetadata``: fed the batches of a pass in offset order, it
+    says which data batches belong to aborted transactions (their records go) and which
+    markers may go (no batch of their transaction was read in this pass: the transaction's
+    records are all gone already, so the marker only waits for its delete horizon)."""
+
+    __slots__ = ("_aborted", "_aborting", "_committing", "_next")
+
+    def __init__(self, aborted: list[AbortedTxn]) -> None:
+        self._aborted = sorted(aborted, key=lambda t: t.first_offset)
+        self._next = 0
+        self._committing: set[int] = set()  # pids with a batch read in an ongoing committed txn
+        self._aborting: dict[int, list[Any]] = {}  # pid -> [AbortedTxn, a batch was read]
+
+    def _consume_up_to(self, offset: int) -> None:
+        aborted = self._aborted
+        while self._next < len(aborted) and aborted[self._next].first_offset <= offset:
+            txn = aborted[self._next]
+            self._next += 1
+            self._aborting.setdefault(txn.producer_id, [txn, False])
+
+    def on_control_batch(self, pid: int, last_offset: int, kind: int | None) -> bool:
+        """A marker was read: whether it may be discarded (once its horizon has passed)."""
+        self._consume_up_to(last_offset)
+        if kind is None:
+            return True  # emptied by an earlier cleaning
+        if kind == ControlRecordType.ABORT:
+            entry = self._aborting.pop(pid, None)
+            return not (entry is not None and entry[1])  # kept while its data was seen
+        if kind == ControlRecordType.COMMIT:
+            if pid in self._committing:
+                self._committing.discard(pid)
+                return False
+            return True
+        return False
+
+    def on_batch(self, pid: int, last_offset: int, transactional: bool) -> bool:
+        """A data batch was read: whether it belongs to an aborted transaction."""
+        self._consume_up_to(last_offset)
+        if not transactional:
+            return False
+        entry = self._aborting.get(pid)
+        if entry is not None:
+            entry[1] = True
+            return True
+        self._committing.add(pid)
+        return False
+
+
+def _clean_batch(
+    batch: bytes,
+    header: tuple[int, ...],
+    txns: _CleanedTransactions,
+    walk: _Walk,
+    offset_map: SkimpyOffsetMap,
+    now_ms: int,
+    horizon_ms: int,
+    removed_aborts: list[int],
+) -> tuple[bytes | None, int]:
+    """One batch of the rewrite (Kafka's ``checkBatchRetention`` + ``shouldRetainRecord``):
+    the bytes to keep (``batch`` itself when unchanged, None when it goes) and the number of
+    records dropped. The offset of an ABORT marker whose record goes is added to
+    ``removed_aborts``."""
+    attributes, pid, epoch, count = header[5], header[9], header[10], header[12]
+    last = header[0] + header[6]
+    control = bool(attributes & CONTROL_BIT)
+    flagged = bool(attributes & DELETE_HORIZON_BIT)
+    past_horizon = flagged and header[7] <= now_ms
+    if control:
+        kind = _control_type(batch, count)
+        can_discard = txns.on_control_batch(pid, last, kind)
+        discard_records = can_discard and past_horizon
+        if discard_records and kind == ControlRecordType.ABORT:
+            removed_aborts.append(last)
+    else:
+        can_discard = txns.on_batch(pid, last, bool(attributes & TRANSACTIONAL_BIT))
+        discard_records = can_discard
+    keep_empty = pid >= 0 and walk.is_last_of_producer(pid, last, control, epoch)
+    if discard_records and not keep_empty:
+        return None, count
+    retain: Callable[[int, bytes | None, bool, int], bool]
+    if discard_records:
+        retain = _none
+    elif control:
+        retain = _all
+    else:
+        retain_deletes = not past_horizon
+
+        def retain(offset: int, key: bytes | None, null_value: bool, _ts: int) -> bool:
+            if key is None or offset < offset_map.get(key):
+                return False
+            return retain_deletes or not null_value
+
+    return filter_batch(batch, retain, keep_empty, horizon_ms, can_discard and control)
+
+
+def _none(_offset: int, _key: bytes | None, _null: bool, _ts: int) -> bool:
+    return False
+
+
+def _all(_offset: int, _key: bytes | None, _null: bool, _ts: int) -> bool:
+    return True
 
 
 def clean_log(
@@ -358,10 +578,15 @@ def clean_log(
     call_on_owner: OwnerCall | None = None,
     offset_map: SkimpyOffsetMap | None = None,
     stopped: threading.Event | None = None,
+    now_ms: int | None = None,
 ) -> CleanerStats:
-    """Clean one log (steps 2-5 of the module docstring). Returns what was done; ``swapped``
-    False means nothing changed (the log changed under the cleaner, or nothing to do)."""
+    """Clean one log (steps 2-6 of the module docstring) at time ``now_ms`` (default: the
+    log's clock). Returns what was done; ``swapped`` False means nothing changed (the log
+    changed under the cleaner, or nothing to do)."""
     config = config or CleanerConfig()
+    if now_ms is None:
+        clock: Clock = getattr(to_clean.log, "clock", None) or SystemClock()
+        now_ms = clock.now_ms()
     owner = call_on_owner or _direct
     log = to_clean.log
     started = time.monotonic()
@@ -391,30 +616,31 @@ def clean_log(
     try:
         views = snapshot.views
         log_config = snapshot.config
-        # producers' last batches and transactional markers: a header walk of every segment
-        last_batch_of: dict[int, int] = {}
-        for view in views:
-            position = 0
-            while position + HEADER_SIZE <= view.size:
-                throttler.pause()
-                header = _HEADER.unpack_from(view.reader.read(position, HEADER_SIZE))
-                if header[5] & (TRANSACTIONAL_BIT | CONTROL_BIT):
-                    raise _Uncleanable("it holds transactional or control batches")
-                if header[9] >= 0:
-                    last_batch_of[header[9]] = header[0] + header[6]
-                position += header[1] + LOG_OVERHEAD
-        # 3. the offset map over the dirty section (whole segments only)
+        # 3. producers' last batches and the transactions: a header walk of the whole log
+        walk = _walk_headers(snapshot, throttler)
+        stats.first_unstable_offset = -1 if walk.first_unstable is None else walk.first_unstable
+        # 4. the offset map over the dirty section (whole segments only), below the first
+        # offset of a transaction whose marker is not below the high watermark (Kafka: LSO)
         map_end = to_clean.first_dirty_offset
         dirty = [v for v in views if v.upper > to_clean.first_dirty_offset]
+        if walk.first_unstable is not None:
+            dirty = [v for v in dirty if v.upper <= walk.first_unstable]
+        txns = _CleanedTransactions(walk.aborted)
         for view in dirty:
             try:
                 for batch in _iter_batches(
                     view.reader, view.size, config.io_buffer_size, throttler
                 ):
                     throttler.pause()
-                    base = _HEADER.unpack_from(batch)[0]
-                    count = _HEADER.unpack_from(batch)[12]
+                    header = _HEADER.unpack_from(batch)
+                    base, attributes, count = header[0], header[5], header[12]
+                    last = base + header[6]
                     stats.records_read += count
+                    if attributes & CONTROL_BIT:
+                        txns.on_control_batch(header[9], last, _control_type(batch, count))
+                        continue
+                    if txns.on_batch(header[9], last, bool(attributes & TRANSACTIONAL_BIT)):
+                        continue  # aborted: its records go, they do not count as latest
                     for _, _, delta, _, key, _ in iter_raw_records(
                         batch_records_data(batch), count
                     ):
@@ -434,35 +660,20 @@ def clean_log(
         stats.map_memory = offset_map.memory
         if map_end <= to_clean.first_dirty_offset:
             return stats
-        # 4. the delete horizon: tombstones in segments at or before it go
-        clean_head = [v for v in views if v.upper <= to_clean.first_dirty_offset]
-        horizon = (
-            clean_head[-1].largest_timestamp - log_config.delete_retention_ms if clean_head else 0
-        )
+        # 5. rewrite from the log start to the end of the mapped section
+        horizon = now_ms + log_config.delete_retention_ms  # for batches cleaned the first time
+        txns = _CleanedTransactions(walk.aborted)
+        removed_aborts: list[int] = []
         replacements: list[tuple[Any, Any]] = []
         for view in views:
             if view.upper > map_end:
                 break
             if stopped is not None and stopped.is_set():
                 raise CleanerStoppedError("cleaner stopped")
-            keep_tombstones = view.largest_timestamp > horizon
-
-            def retain(
-                offset: int,
-                key: bytes | None,
-                null_value: bool,
-                _ts: int,
-                keep_tombstones: bool = keep_tombstones,
-            ) -> bool:
-                if key is None:
-                    return False
-                if offset < offset_map.get(key):
-                    return False
-                return keep_tombstones or not null_value
-
             new = log.new_cleaned_segment(view.base_offset, view.created_ms)
             new_segments.append(new)
             dropped = 0
+            changed = False
             pending: list[bytes] = []
             infos: list[tuple[int, int, int, int]] = []
             pending_size = 0
@@ -471,10 +682,12 @@ def clean_log(
                 header = _HEADER.unpack_from(batch)
                 if view.upper <= to_clean.first_dirty_offset:  # dirty ones: counted while mapping
                     stats.records_read += header[12]
-                pid = header[9]
-                keep_empty = pid >= 0 and last_batch_of.get(pid) == header[0] + header[6]
-                kept, n = filter_batch(batch, retain, keep_empty)
+                kept, n = _clean_batch(
+                    batch, header, txns, walk, offset_map, now_ms, horizon, removed_aborts
+                )
                 dropped += n
+                if kept is not batch:
+                    changed = True
                 if kept is None:
                     continue
                 kept_header = _HEADER.unpack_from(kept)
@@ -494,7 +707,7 @@ def clean_log(
                 stats.bytes_written += pending_size
             stats.bytes_read += view.size
             stats.records_dropped += dropped
-            if dropped == 0:  # nothing to gain: leave the segment alone
+            if not changed:  # nothing to gain: leave the segment alone
                 log.discard_cleaned_segment(new)
                 new_segments.remove(new)
                 continue
@@ -512,7 +725,7 @@ def clean_log(
             # from here on the files belong to the swap: if it fails half-way (an I/O error
             # after the commit point), start-up recovery completes it or removes them
             ours, new_segments = new_segments, []
-            swapped = owner(timed(lambda: log.replace_cleaned_segments(expected, replacements)))
+            swapped = owner(timed(lambda: _swap(log, expected, replacements, set(removed_aborts))))
             if not swapped:
                 for new in ours:
                     log.discard_cleaned_segment(new)
@@ -532,8 +745,43 @@ def clean_log(
         stats.elapsed_s = time.monotonic() - started
 
 
+def _swap(
+    log: Any,
+    expected: list[tuple[Any, int]],
+    replacements: list[tuple[Any, Any]],
+    removed_aborts: set[int],
+) -> bool:
+    """Owner thread: swap the cleaned segments in; the aborted transactions whose markers went
+    leave the producer state and the ``.txnindex`` files in the same step."""
+    if not log.replace_cleaned_segments(expected, replacements):
+        return False
+    if removed_aborts:
+        state = loaded_state(log)
+        if state is not None:
+            state.forget_aborted(removed_aborts)
+        elif getattr(log, "directory", None) is not None:
+            TransactionIndexFiles.remove_from_directory(log.directory, removed_aborts)
+    return True
+
+
 class _Uncleanable(Exception):
     """This log cannot be cleaned now (the reason is the message)."""
+
+
+class _LazyOffsetMap:
+    """A cleaner thread's offset map, allocated when it first has a log to clean (the dedupe
+    buffer is 128 MiB by default: zeroing it is not start-up work), then reused."""
+
+    __slots__ = ("_config", "_map")
+
+    def __init__(self, config: CleanerConfig) -> None:
+        self._config = config
+        self._map: SkimpyOffsetMap | None = None
+
+    def get(self) -> SkimpyOffsetMap:
+        if self._map is None:
+            self._map = SkimpyOffsetMap(self._config.map_memory, self._config.io_buffer_load_factor)
+        return self._map
 
 
 class LogCleanerManager:
@@ -552,6 +800,9 @@ class LogCleanerManager:
         self._in_progress: set[tuple[str, int]] = set()
         self._uncleanable: dict[tuple[str, int], str] = {}
         self._checkpoints: dict[tuple[str, int], int] = {}
+        # (first unstable offset, limit when it was found): not cleaned past the former
+        # until the limit moves (a segment closed, which may hold the transaction's marker)
+        self._unstable: dict[tuple[str, int], tuple[int, int]] = {}
         for log_dir in getattr(log_manager, "log_dirs", []):
             self._checkpoints.update(
                 OffsetCheckpointFile(Path(log_dir) / CLEANER_OFFSET_CHECKPOINT).read()
@@ -570,7 +821,14 @@ class LogCleanerManager:
         config = log.config
         first_dirty = self.first_dirty_offset(log)
         segments = log.segments
-        limit = min(segments[-1].base_offset, log.high_watermark)
+        uncapped = limit = min(segments[-1].base_offset, log.high_watermark)
+        key = (log.topic, log.partition)
+        unstable = self._unstable.get(key)
+        if unstable is not None:
+            if limit > unstable[1]:
+                del self._unstable[key]
+            else:
+                limit = min(limit, unstable[0])
         clean_bytes = dirty_bytes = 0
         first_uncleanable = first_dirty
         must_clean = False
@@ -590,7 +848,9 @@ class LogCleanerManager:
                     must_clean = True
             dirty_bytes += segment.size
             first_uncleanable = upper
-        return LogToClean(log, first_dirty, first_uncleanable, clean_bytes, dirty_bytes, must_clean)
+        return LogToClean(
+            log, first_dirty, first_uncleanable, clean_bytes, dirty_bytes, must_clean, uncapped
+        )
 
     def grab_filthiest_log(self, now_ms: int | None = None) -> LogToClean | None:
         """The compacted log most worth cleaning, now marked in progress (owner thread), or
@@ -631,6 +891,12 @@ class LogCleanerManager:
             directory = getattr(log, "directory", None)
         if directory is not None:
             self._write_checkpoint(Path(directory).parent)
+
+    def note_unstable(self, log: Any, first_unstable_offset: int, limit: int) -> None:
+        """A cleaning stopped at a transaction without a marker in the closed segments: clean
+        no further than its first offset until ``limit`` (``LogToClean.limit``) moves."""
+        with self._lock:
+            self._unstable[(log.topic, log.partition)] = (first_unstable_offset, limit)
 
     def mark_uncleanable(self, log: Any, reason: str) -> None:
         key = (log.topic, log.partition)
@@ -709,12 +975,12 @@ class LogCleaner:
 
     def clean_once(self, now_ms: int | None = None) -> CleanerStats | None:
         """Clean the filthiest log, if any is cleanable; returns what was done."""
-        offset_map = SkimpyOffsetMap(self.config.map_memory, self.config.io_buffer_load_factor)
-        return self._clean_filthiest(offset_map, now_ms)
+        return self._clean_filthiest(_LazyOffsetMap(self.config), now_ms)
 
     def _clean_filthiest(
-        self, offset_map: SkimpyOffsetMap, now_ms: int | None = None
+        self, offset_map: _LazyOffsetMap, now_ms: int | None = None
     ) -> CleanerStats | None:
+        now_ms = self.clock.now_ms() if now_ms is None else now_ms
         to_clean = self._owner(lambda: self.manager.grab_filthiest_log(now_ms))
         if to_clean is None:
             return None
@@ -724,9 +990,17 @@ class LogCleaner:
                 to_clean,
                 self.config,
                 call_on_owner=self._owner,
-                offset_map=offset_map,
+                offset_map=offset_map.get(),
                 stopped=self._stopped,
+                now_ms=now_ms,
             )
+            if (
+                stats.first_unstable_offset >= 0
+                and stats.end_offset < to_clean.first_uncleanable_offset
+            ):
+                self.manager.note_unstable(
+                    to_clean.log, stats.first_unstable_offset, to_clean.limit
+                )
             if stats.swapped:
                 end = stats.end_offset
             self.cleanings += 1
@@ -750,7 +1024,7 @@ class LogCleaner:
             self.manager.done_cleaning(to_clean.log, end)
 
     def _run(self) -> None:
-        offset_map = SkimpyOffsetMap(self.config.map_memory, self.config.io_buffer_load_factor)
+        offset_map = _LazyOffsetMap(self.config)  # allocated at the first cleaning, not at start
         while not self._stopped.is_set():
             try:
                 stats = self._clean_filthiest(offset_map)

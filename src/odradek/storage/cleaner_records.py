@@ -12,9 +12,17 @@ A filtered batch (Kafka's ``MemoryRecords.filterTo`` for magic 2):
   stay relative to the unchanged base), ``recordCount`` = their number, and ``maxTimestamp``
   recomputed over them (kept as is with LogAppendTime);
 * may be empty (``recordCount`` 0, no records) when the batch is the last one of a producer,
-  which Kafka keeps so that the producer's state can be rebuilt from the log.
+  which Kafka keeps so that the producer's state can be rebuilt from the log (an empty batch
+  has no codec and no delete horizon: baseTimestamp = maxTimestamp, as Kafka's
+  ``writeEmptyHeader``).
 
-A batch that keeps every record is copied unchanged, CRC included.
+**The delete horizon** (KIP-534). A batch that keeps a tombstone, or a transaction marker that
+may go once its horizon has passed, and has no delete horizon yet gets one: attributes bit
+0x40 set, baseTimestamp = ``deleteHorizonMs`` (the cleaning's time + ``delete.retention.ms``),
+every retained record's timestampDelta rewritten relative to it (its timestamp unchanged), CRC
+recomputed. A batch that has one keeps it when it is rewritten.
+
+A batch that keeps every record and needs no new horizon is copied unchanged, CRC included.
 """
 
 from __future__ import annotations
@@ -24,7 +32,16 @@ from collections.abc import Callable, Iterator
 
 from crc32c import crc32c
 
-from odradek.protocol.records import compress, decompress, read_varint
+from odradek.protocol._primitives import uvarint
+from odradek.protocol.records import (
+    BATCH_HEADER,
+    BATCH_HEADER_SIZE,
+    DELETE_HORIZON_BIT,
+    compress,
+    decompress,
+    read_varint,
+)
+from odradek.protocol.records import LOG_OVERHEAD as LOG_OVERHEAD
 from odradek.storage.errors import CorruptRecordError, InvalidRecordError
 
 __all__ = [
@@ -35,13 +52,12 @@ __all__ = [
     "keyless_records",
 ]
 
-HEADER_SIZE = 61
-LOG_OVERHEAD = 12
+HEADER_SIZE = BATCH_HEADER_SIZE
 CODEC_MASK = 0x07
 TIMESTAMP_TYPE_BIT = 0x08
 TRANSACTIONAL_BIT = 0x10
 CONTROL_BIT = 0x20
-_HEADER = struct.Struct(">qiibIhiqqqhii")  # the 61-byte batch header
+_HEADER = BATCH_HEADER  # the 61-byte batch header
 _AFTER_CRC = struct.Struct(">hiqqqhii")  # attributes .. recordCount
 _BEFORE_CRC = struct.Struct(">qiibI")  # baseOffset .. crc
 
@@ -134,16 +150,37 @@ def check_compacted_append(buf: bytes | bytearray | memoryview) -> None:
         )
 
 
+def _zigzag(value: int) -> bytes:
+    return uvarint(((value << 1) ^ (value >> 63)) & 0xFFFFFFFFFFFFFFFF)
+
+
+def _rebased(data: bytes, start: int, end: int, ts_delta: int, shift: int) -> bytes:
+    """The record ``data[start:end]`` with its timestampDelta lowered by ``shift``."""
+    _length, pos = read_varint(data, start)
+    attributes_at = pos
+    _ts, after_ts = read_varint(data, pos + 1)
+    body = b"".join(
+        (data[attributes_at : attributes_at + 1], _zigzag(ts_delta - shift), data[after_ts:end])
+    )
+    return _zigzag(len(body)) + body
+
+
 def filter_batch(
     batch: bytes,
     retain: Callable[[int, bytes | None, bool, int], bool],
     keep_empty: bool,
+    new_delete_horizon_ms: int | None = None,
+    marker_for_empty_txn: bool = False,
 ) -> tuple[bytes | None, int]:
     """Rewrite one whole batch keeping the records for which
-    ``retain(offset, key, value_is_null, timestamp)`` is true (see the module docstring).
+    ``retain(offset, key, value_is_null, timestamp)`` is true (see the module docstring;
+    Kafka's ``MemoryRecords.filterTo`` for one batch).
 
-    Returns ``(batch bytes or None when nothing is kept, number of records dropped)``. With
-    ``keep_empty`` a batch that keeps no record becomes an empty batch instead of None.
+    Returns ``(batch bytes or None when nothing is kept, number of records dropped)``; the
+    bytes are ``batch`` itself (the same object) when nothing changed. With ``keep_empty`` a
+    batch that keeps no record becomes an empty batch instead of None. With
+    ``new_delete_horizon_ms``, a batch without a delete horizon that keeps a tombstone (or,
+    with ``marker_for_empty_txn``, a marker that may go later) gets that horizon.
     """
     (
         base_offset,
@@ -162,29 +199,45 @@ def filter_batch(
     ) = _HEADER.unpack_from(batch, 0)
     data = batch_records_data(batch)
     log_append_time = attributes & TIMESTAMP_TYPE_BIT
-    kept: list[tuple[int, int]] = []
+    kept: list[tuple[int, int, int]] = []
     new_max = -1
+    tombstones = False
     for start, end, offset_delta, ts_delta, key, null_value in iter_raw_records(data, count):
         timestamp = max_timestamp if log_append_time else base_timestamp + ts_delta
         if retain(base_offset + offset_delta, key, null_value, timestamp):
-            kept.append((start, end))
+            kept.append((start, end, ts_delta))
+            tombstones = tombstones or null_value
             if timestamp > new_max:
                 new_max = timestamp
     dropped = count - len(kept)
-    if dropped == 0:
-        return batch, 0
+    set_horizon = (
+        bool(kept)
+        and new_delete_horizon_ms is not None
+        and (tombstones or marker_for_empty_txn)
+        and not attributes & DELETE_HORIZON_BIT
+    )
     if not kept and not keep_empty:
-        return None, dropped
+        return None, dropped  # an empty batch no longer needed goes too
+    if dropped == 0 and not set_horizon:
+        return batch, 0
     codec = attributes & CODEC_MASK
     if kept:
-        records = b"".join(data[s:e] for s, e in kept)
+        if set_horizon:
+            assert new_delete_horizon_ms is not None
+            shift = new_delete_horizon_ms - base_timestamp
+            records = b"".join(_rebased(data, s, e, d, shift) for s, e, d in kept)
+            attributes |= DELETE_HORIZON_BIT
+            base_timestamp = new_delete_horizon_ms
+        else:
+            records = b"".join(data[s:e] for s, e, _ in kept)
         payload = compress(codec, records) if codec else records
         if log_append_time:
             new_max = max_timestamp
     else:
         payload = b""
-        attributes &= ~CODEC_MASK
+        attributes &= ~(CODEC_MASK | DELETE_HORIZON_BIT)
         new_max = max_timestamp
+        base_timestamp = max_timestamp
     after_crc = _AFTER_CRC.pack(
         attributes,
         last_offset_delta,

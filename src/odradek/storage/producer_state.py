@@ -46,6 +46,7 @@ import enum
 import json
 import logging
 import time
+import weakref
 from collections import deque
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
@@ -73,6 +74,7 @@ __all__ = [
     "MarkerVerdict",
     "ProducerStateManager",
     "Verdict",
+    "loaded_state",
     "snapshot_offset",
     "write_snapshot",
 ]
@@ -80,6 +82,15 @@ __all__ = [
 log = logging.getLogger("odradek.storage")
 
 MAX_CACHED_BATCHES = 5
+
+# the state last loaded for each log (the log cleaner tells it which aborted transactions'
+# markers it removed); weak keys: a closed and dropped log takes its entry with it
+_LOADED: weakref.WeakKeyDictionary[Any, ProducerStateManager] = weakref.WeakKeyDictionary()
+
+
+def loaded_state(plog: Any) -> ProducerStateManager | None:
+    """The producer state last loaded for ``plog`` (``load`` / ``load_async``), if any."""
+    return _LOADED.get(plog)
 
 
 class Verdict(enum.Enum):
@@ -239,6 +250,35 @@ class ProducerStateManager:
     def aborted_transactions(self, fetch_offset: int, upper_bound: int) -> list[AbortedTxn]:
         return self.txn.aborted_transactions(fetch_offset, upper_bound)
 
+    def forget_aborted(self, last_offsets: set[int]) -> None:
+        """The log cleaner removed the ABORT markers at ``last_offsets`` (after every record of
+        their transactions): their aborted-transaction entries go too, from memory and from the
+        ``.txnindex`` files, so that a read_committed Fetch never lists an aborted transaction
+        whose marker is gone (a consumer would skip the producer's later transactions)."""
+        self.txn.aborted = [t for t in self.txn.aborted if t.last_offset not in last_offsets]
+        self.txn_indexes.remove(last_offsets)
+
+    def active_producers(self) -> list[tuple[int, int, int, int, int]]:
+        """What DescribeProducers shows for each producer id (Kafka's ``activeProducers``):
+        ``(producer_id, epoch, last sequence or -1, coordinator epoch of its last marker or
+        -1, first offset of its ongoing transaction or -1)``, by producer id."""
+        txn = self.txn
+        out = []
+        for pid in sorted(set(self._producers) | set(txn.ongoing)):
+            entry = self._producers.get(pid)
+            epoch = entry.epoch if entry is not None else -1
+            last_seq = entry.batches[-1][1] if entry is not None and entry.batches else -1
+            out.append(
+                (
+                    pid,
+                    epoch,
+                    last_seq,
+                    txn.coordinator_epochs.get(pid, -1),
+                    txn.ongoing.get(pid, -1),
+                )
+            )
+        return out
+
     def producer_epoch(self, producer_id: int) -> int | None:
         entry = self._producers.get(producer_id)
         return None if entry is None else entry.epoch
@@ -303,6 +343,7 @@ class ProducerStateManager:
         count = state.replay(plog)
         state.dirty = True
         _log_loaded(plog, count, from_offset, started)
+        _LOADED[plog] = state
         return state
 
     @classmethod
@@ -342,6 +383,7 @@ class ProducerStateManager:
         state.txn_indexes = files
         state.dirty = True
         _log_loaded(plog, count, from_offset, started)
+        _LOADED[plog] = state
         return state
 
     @classmethod

@@ -190,6 +190,21 @@ class TransactionIndex:
             if self.path is not None:
                 os.truncate(self.path, len(keep) * ABORTED_TXN_SIZE)
 
+    def remove(self, last_offsets: set[int]) -> bool:
+        """Drop the entries whose ABORT marker (``last_offset``) is in ``last_offsets``: the
+        log cleaner removed those markers, after the transactions' records (Kafka rewrites a
+        cleaned segment's index with the transactions it kept). The file is replaced
+        atomically. Whether anything was dropped."""
+        keep = [t for t in self.entries if t.last_offset not in last_offsets]
+        if len(keep) == len(self.entries):
+            return False
+        self.entries = keep
+        if self.path is not None and self.path.exists():
+            tmp = self.path.with_name(self.path.name + ".tmp")
+            tmp.write_bytes(b"".join(t.encode() for t in keep))
+            os.replace(tmp, self.path)
+        return True
+
     def collect_aborted_txns(self, fetch_offset: int, upper_bound: int) -> TxnIndexSearchResult:
         out = []
         for txn in self.entries:
@@ -425,3 +440,17 @@ class TransactionIndexFiles:
     def flush(self) -> None:
         for index in self.indexes.values():
             index.flush()
+
+    def remove(self, last_offsets: set[int]) -> None:
+        """Drop the entries of the ABORT markers at ``last_offsets`` (``TransactionIndex.remove``)."""
+        for index in self.indexes.values():
+            index.remove(last_offsets)
+
+    @classmethod
+    def remove_from_directory(cls, directory: Path | str, last_offsets: set[int]) -> None:
+        """``remove`` on the ``.txnindex`` files of ``directory`` when no producer state holds
+        them (its next load reads the files)."""
+        for path in sorted(Path(directory).glob("*" + cls.SUFFIX)):
+            stem = path.name[: -len(cls.SUFFIX)]
+            if len(stem) == 20 and stem.isdigit():
+                TransactionIndex(int(stem), path).remove(last_offsets)
