@@ -238,6 +238,36 @@ if TYPE_CHECKING:
     from kio.schema.describe_groups.v5.response import (
         DescribeGroupsResponse as DescribeGroupsResponseV5,
     )
+    from kio.schema.describe_log_dirs.v1.request import (
+        DescribeLogDirsRequest as DescribeLogDirsRequestV1,
+    )
+    from kio.schema.describe_log_dirs.v1.response import (
+        DescribeLogDirsResponse as DescribeLogDirsResponseV1,
+    )
+    from kio.schema.describe_log_dirs.v2.request import (
+        DescribeLogDirsRequest as DescribeLogDirsRequestV2,
+    )
+    from kio.schema.describe_log_dirs.v2.response import (
+        DescribeLogDirsResponse as DescribeLogDirsResponseV2,
+    )
+    from kio.schema.describe_log_dirs.v3.request import (
+        DescribeLogDirsRequest as DescribeLogDirsRequestV3,
+    )
+    from kio.schema.describe_log_dirs.v3.response import (
+        DescribeLogDirsResponse as DescribeLogDirsResponseV3,
+    )
+    from kio.schema.describe_log_dirs.v4.request import (
+        DescribeLogDirsRequest as DescribeLogDirsRequestV4,
+    )
+    from kio.schema.describe_log_dirs.v4.response import (
+        DescribeLogDirsResponse as DescribeLogDirsResponseV4,
+    )
+    from kio.schema.describe_producers.v0.request import (
+        DescribeProducersRequest as DescribeProducersRequestV0,
+    )
+    from kio.schema.describe_producers.v0.response import (
+        DescribeProducersResponse as DescribeProducersResponseV0,
+    )
     from kio.schema.describe_transactions.v0.request import (
         DescribeTransactionsRequest as DescribeTransactionsRequestV0,
     )
@@ -939,6 +969,18 @@ if TYPE_CHECKING:
     AlterConfigsResponse: TypeAlias = (
         AlterConfigsResponseV0 | AlterConfigsResponseV1 | AlterConfigsResponseV2
     )
+    DescribeLogDirsRequest: TypeAlias = (
+        DescribeLogDirsRequestV1
+        | DescribeLogDirsRequestV2
+        | DescribeLogDirsRequestV3
+        | DescribeLogDirsRequestV4
+    )
+    DescribeLogDirsResponse: TypeAlias = (
+        DescribeLogDirsResponseV1
+        | DescribeLogDirsResponseV2
+        | DescribeLogDirsResponseV3
+        | DescribeLogDirsResponseV4
+    )
     CreatePartitionsRequest: TypeAlias = (
         CreatePartitionsRequestV0
         | CreatePartitionsRequestV1
@@ -979,6 +1021,8 @@ if TYPE_CHECKING:
     AlterPartitionResponse: TypeAlias = AlterPartitionResponseV2 | AlterPartitionResponseV3
     DescribeClusterRequest: TypeAlias = DescribeClusterRequestV0 | DescribeClusterRequestV1
     DescribeClusterResponse: TypeAlias = DescribeClusterResponseV0 | DescribeClusterResponseV1
+    DescribeProducersRequest: TypeAlias = DescribeProducersRequestV0
+    DescribeProducersResponse: TypeAlias = DescribeProducersResponseV0
     DescribeTransactionsRequest: TypeAlias = DescribeTransactionsRequestV0
     DescribeTransactionsResponse: TypeAlias = DescribeTransactionsResponseV0
     ListTransactionsRequest: TypeAlias = ListTransactionsRequestV0 | ListTransactionsRequestV1
