@@ -13,12 +13,15 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 from kio.schema.errors import ErrorCode
 
 from odradek.broker.api import ApiSpec, RequestContext
 from odradek.broker.apis._util import NO_THROTTLE, make, response_types
+
+if TYPE_CHECKING:
+    from odradek.protocol.api_types import DescribeLogDirsRequest, DescribeLogDirsResponse
 
 __all__ = ["API", "handle"]
 
@@ -32,7 +35,7 @@ def _volume(path: Path) -> tuple[int, int]:
     return st.f_blocks * st.f_frsize, st.f_bavail * st.f_frsize
 
 
-async def handle(ctx: RequestContext, request: Any) -> Any:
+async def handle(ctx: RequestContext, request: DescribeLogDirsRequest) -> DescribeLogDirsResponse:
     log_manager = ctx.services.replica_manager.log_manager
     types = response_types(request)
     wanted: dict[str, set[int]] | None = None
@@ -73,11 +76,14 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
                 usable_bytes=usable,
             )
         )
-    return make(
-        types.DescribeLogDirsResponse,
-        throttle_time=NO_THROTTLE,
-        error_code=ErrorCode.none,
-        results=tuple(results),
+    return cast(
+        "DescribeLogDirsResponse",
+        make(
+            types.DescribeLogDirsResponse,
+            throttle_time=NO_THROTTLE,
+            error_code=ErrorCode.none,
+            results=tuple(results),
+        ),
     )
 
 

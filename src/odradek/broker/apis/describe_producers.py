@@ -12,17 +12,22 @@ timestamps.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 from kio.schema.errors import ErrorCode
 
 from odradek.broker.api import ApiSpec, RequestContext
 from odradek.broker.apis._util import NO_THROTTLE, make, response_types
 
+if TYPE_CHECKING:
+    from odradek.protocol.api_types import DescribeProducersRequest, DescribeProducersResponse
+
 __all__ = ["API", "handle"]
 
 
-async def handle(ctx: RequestContext, request: Any) -> Any:
+async def handle(
+    ctx: RequestContext, request: DescribeProducersRequest
+) -> DescribeProducersResponse:
     replicas = ctx.services.replica_manager
     types = response_types(request)
     await replicas.load_producer_states(
@@ -59,7 +64,10 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
                 )
             )
         topics.append(make(types.TopicResponse, name=t.name, partitions=tuple(parts)))
-    return make(types.DescribeProducersResponse, throttle_time=NO_THROTTLE, topics=tuple(topics))
+    return cast(
+        "DescribeProducersResponse",
+        make(types.DescribeProducersResponse, throttle_time=NO_THROTTLE, topics=tuple(topics)),
+    )
 
 
 API = ApiSpec(key=61, name="DescribeProducers", min_version=0, max_version=0, handler=handle)
