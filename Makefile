@@ -12,6 +12,7 @@ run: install ## create .venv, install odradek, start one broker on 127.0.0.1:909
 
 test: install-test system-deps ## install what the tests need, then run the whole suite
 	$(BIN)/ruff check src tests bench tools
+	$(BIN)/python tools/check_docs.py
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
 
 stress: install-test ## the producer stress tests with 20 tries of every case (make test runs 3)

@@ -3,7 +3,7 @@
 A store answers who is in the cluster (``BrokerInfo``), who the controller is, which topics
 exist and, per partition, the leader, leader epoch, replicas and ISR (``PartitionState``).
 Today's store is ``odradek.broker.metadata.LocalMetadataStore`` (one broker, a JSON file);
-a ZooKeeper-backed store (Kafka's znode layout, DESIGN.md §8) implements the same Protocol.
+a ZooKeeper-backed store (Kafka's znode layout, ``odradek.cluster``) implements the same Protocol.
 
 Contract:
 
