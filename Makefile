@@ -69,14 +69,22 @@ lint: install-test
 
 typecheck: lint
 
-# Benchmarks (never part of `make test`); each prints its table, docs/benchmarks.md has the latest.
-bench: install-test system-deps
-	$(BIN)/python bench/storage.py
-	$(BIN)/python bench/compare.py
-	$(BIN)/python bench/clients.py
-	$(BIN)/python bench/groups.py
-	$(BIN)/python bench/embedded.py
-	$(BIN)/python bench/spark.py
+# Benchmarks (never part of `make test`): every script docs/benchmarks.md lists, with the
+# command the page gives, one after the other (hours on 2 cores). Each prints its table;
+# `make bench-clients` (or `make bench BENCH="clients groups"`) runs some of them.
+BENCH ?= storage compare clients groups embedded spark cleaner transactions console_scrape downconvert cluster replication spark_eos replication_cpu replication_lag
+BENCH_ARGS_compare := --runs 3
+BENCH_ARGS_clients := --broker odradek --records 1000000 --reps 3
+BENCH_ARGS_transactions := --records 300000 --reps 3
+BENCH_ARGS_console_scrape := --brokers 1 --pairs 80 --round 3
+BENCH_ARGS_downconvert := --broker
+BENCH_ARGS_cluster := --records 100000 --failovers 3
+BENCH_ARGS_replication := --records 100000 --runs 3
+BENCH_ARGS_spark_eos := --records 200000 --batches 4 --repeat 3
+BENCH_ARGS_replication_cpu := --records 1000000 --runs 5
+bench: $(addprefix bench-,$(BENCH))
+bench-%: install-test system-deps
+	$(BIN)/python bench/$*.py $(BENCH_ARGS_$*)
 
 # The console's browser assets (htmx, uPlot) come from the npm registry; the minified files and
 # their licences are committed under src/odradek/console/static (package data, no CDN).

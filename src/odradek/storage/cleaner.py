@@ -30,9 +30,9 @@ What a cleaning does, for the dirtiest log:
 6. **Checkpoint**: the first dirty offset becomes the end of the mapped section
    (``<log.dir>/cleaner-offset-checkpoint``, Kafka's format).
 
-Logs holding transactional or control batches are not cleaned (odradek has no transactions
-yet; such batches can only arrive through a client that writes them): the cleaner says so
-once in its log and leaves them alone.
+Logs holding transactional or control batches are not cleaned (removing aborted records and
+transaction markers, as Kafka's cleaner does, is not implemented): the cleaner says so once in
+its log and leaves them alone.
 
 **Threads.** The partition logs belong to one *owner* thread (the broker's event loop).
 The cleaner threads touch a log only through ``call_on_owner(fn)``, which runs ``fn`` on the
