@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 SUDO := $(shell [ "$$(id -u)" = "0" ] || echo sudo)
 PYTEST_ARGS ?=
 
-.PHONY: run test stress spark-kill test-cluster-slow venv install install-test system-deps lint typecheck bench clean console-assets
+.PHONY: run test check package-check stress spark-kill test-cluster-slow venv install install-test system-deps lint typecheck bench clean console-assets
 
 run: install ## create .venv, install odradek, start one broker on 127.0.0.1:9092
 	$(BIN)/odradek broker
@@ -14,6 +14,16 @@ test: install-test system-deps ## install what the tests need, then run the whol
 	$(BIN)/ruff check src tests bench tools
 	$(BIN)/python tools/check_docs.py
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
+	$(BIN)/python tools/package_check.py
+
+check: install-test ## the quick tier: ruff, mypy, the docs check and the tests that start no broker, ZooKeeper, Spark or browser
+	$(BIN)/ruff check src tests bench tools
+	$(BIN)/mypy
+	$(BIN)/python tools/check_docs.py
+	$(BIN)/python -m pytest -p no:cacheprovider -m "not interop and not spark and not slow" $$($(BIN)/python tools/quick_tests.py) $(PYTEST_ARGS)
+
+package-check: install-test ## build the wheel and sdist, install the wheel in a scratch venv, run a broker and a round trip
+	$(BIN)/python tools/package_check.py
 
 stress: install-test ## the producer stress tests with 20 tries of every case (make test runs 3)
 	ODRADEK_STRESS_TRIES=$${ODRADEK_STRESS_TRIES:-20} $(BIN)/python -m pytest tests/client/test_stress.py -p no:cacheprovider $(PYTEST_ARGS)
