@@ -56,7 +56,7 @@ RULES: list[tuple[str, re.Pattern[str], re.Pattern[str] | None]] = [
             r"\bhelpers'|\bhelper\s+`|\bengineers'|\bthe \w+ helper\b|\bhelper (run|session)s?\b",
             None,
         ),
-        ("who", r"\b(engineers?|agents?)\b(?!\s*[=:(])|\bthe lead\b|\bautomated readers?\b", None),
+        ("who", r"\b(engineers?|agents?)\b(?!\s*[=:]|\()|\bthe lead\b|\bautomated readers?\b", None),
         ("who", r"\b(this|previous|earlier|last|next|a later|another|my|our) session\b", _SESSIONS),
         ("who", r"\bfiled by\b|\bstop\s+\d+\b|\bthis stop\b|\bstop's\b", None),
         # branches and work in progress
