@@ -15,6 +15,7 @@ test: install-test system-deps ## install what the tests need, then run the whol
 	$(BIN)/python tools/check_docs.py
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
 	$(BIN)/python tools/package_check.py
+	$(BIN)/python tools/package_check.py --no-compiler
 
 check: install-test ## the quick tier: ruff, mypy, the docs check and the tests that start no broker, ZooKeeper, Spark or browser
 	$(BIN)/ruff check src tests bench tools
@@ -22,8 +23,9 @@ check: install-test ## the quick tier: ruff, mypy, the docs check and the tests 
 	$(BIN)/python tools/check_docs.py
 	$(BIN)/python -m pytest -p no:cacheprovider -m "not interop and not spark and not slow" $$($(BIN)/python tools/quick_tests.py) $(PYTEST_ARGS)
 
-package-check: install-test ## build the wheel and sdist, install the wheel in a scratch venv, run a broker and a round trip
+package-check: install-test ## build the wheel and sdist, install the wheel in a scratch venv, run a broker and a round trip (with and without a C compiler)
 	$(BIN)/python tools/package_check.py
+	$(BIN)/python tools/package_check.py --no-compiler
 
 stress: install-test ## the producer stress tests with 20 tries of every case (make test runs 3)
 	ODRADEK_STRESS_TRIES=$${ODRADEK_STRESS_TRIES:-20} $(BIN)/python -m pytest tests/client/test_stress.py -p no:cacheprovider $(PYTEST_ARGS)

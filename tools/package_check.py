@@ -2,11 +2,12 @@
 """Build odradek's wheel and sdist, install the wheel into a scratch virtual environment and
 use it: ``odradek broker``, a topic, a produce/consume round trip and the console.
 
-    python tools/package_check.py [--keep] [--workdir DIR]
+    python tools/package_check.py [--keep] [--workdir DIR] [--no-compiler]
 
 Steps (each prints one line; the first failure exits 1 with what went wrong):
 
-1. ``python -m build --wheel --sdist`` of this repository into ``<workdir>/dist``;
+1. ``python -m build --wheel --sdist`` of a copy of the repository's files that git does not
+   ignore (as a fresh clone has them) into ``<workdir>/dist``;
 2. the wheel holds the console's templates and static assets, ``py.typed`` and, when a C
    compiler was there, the compiled ``odradek.client._speedups``; the sdist holds the C source,
    ``LICENSE`` and ``README.md``;
@@ -17,6 +18,9 @@ Steps (each prints one line; the first failure exits 1 with what went wrong):
 5. ``odradek topics create``, ``odradek produce`` of two keyed records, ``odradek consume``
    of them back, compared line by line; the console's page and one static asset over HTTP;
 6. SIGTERM, and the broker's exit code 0.
+
+``--no-compiler`` builds with ``CC=false``, as on a machine without a C compiler: the wheel
+then has no compiled speedups and must pass the same round trip on the pure-Python fallback.
 
 Needs the ``build`` package in the running interpreter (``make install-test`` installs it).
 Takes about a minute, most of it in pip.
@@ -76,11 +80,33 @@ def clean_env() -> dict[str, str]:
     return env
 
 
-def build(workdir: Path) -> tuple[Path, Path]:
+def source_tree(workdir: Path) -> Path:
+    """A copy of the repository's files that git does not ignore (no build products such as
+    an in-place compiled ``_speedups*.so``), as a fresh clone has them."""
+    tree = workdir / "source"
+    listed = subprocess.run(
+        ["git", "-C", str(ROOT), "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
+        capture_output=True,
+        check=True,
+    ).stdout.decode()
+    for rel in filter(None, listed.split("\0")):
+        src = ROOT / rel
+        if src.is_file():
+            dst = tree / rel
+            dst.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(src, dst)
+    return tree
+
+
+def build(workdir: Path, no_compiler: bool = False) -> tuple[Path, Path]:
     dist = workdir / "dist"
+    tree = source_tree(workdir)
+    env = clean_env()
+    if no_compiler:
+        env["CC"] = "false"  # every compile fails: the optional extension is left out
     run(
-        [sys.executable, "-m", "build", "--wheel", "--sdist", "--outdir", str(dist), str(ROOT)],
-        env=clean_env(),
+        [sys.executable, "-m", "build", "--wheel", "--sdist", "--outdir", str(dist), str(tree)],
+        env=env,
         cwd=workdir,
     )
     wheels = sorted(dist.glob("odradek-*.whl"))
@@ -136,7 +162,7 @@ def round_trip(workdir: Path, venv: Path, compiled: bool) -> None:
         env=env,
         cwd=workdir,
     )
-    if str(ROOT / "src") in where:
+    if str(ROOT / "src") in where or str(workdir / "source") in where:
         raise CheckFailed(f"the scratch venv imports the source tree: {where}")
     if compiled:
         run(
@@ -255,14 +281,21 @@ def main(argv: list[str] | None = None) -> int:
         "--workdir", type=Path, help="scratch folder (default: a new temporary one)"
     )
     parser.add_argument("--keep", action="store_true", help="keep the scratch folder")
+    parser.add_argument(
+        "--no-compiler",
+        action="store_true",
+        help="build as on a machine without a C compiler: the wheel must work without speedups",
+    )
     args = parser.parse_args(argv)
     workdir = args.workdir or Path(tempfile.mkdtemp(prefix="odradek-package-"))
     workdir.mkdir(parents=True, exist_ok=True)
     started = time.monotonic()
     try:
-        wheel, sdist = build(workdir)
+        wheel, sdist = build(workdir, args.no_compiler)
         step(f"built {wheel.name} and {sdist.name}")
         compiled = check_contents(wheel, sdist)
+        if args.no_compiler and compiled:
+            raise CheckFailed("built without a compiler, yet the wheel holds compiled speedups")
         step(
             "wheel and sdist hold the console assets, py.typed and the C source; compiled "
             f"speedups: {'yes' if compiled else 'no (no C compiler: the pure-Python fallback)'}"
