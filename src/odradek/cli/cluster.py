@@ -10,11 +10,15 @@ ZooKeeper (Debian's jars, ``odradek.cluster.zookeeper``) and N brokers (``odrade
 broker.id 1..N, each with its data directory ``<dir>/broker-<id>`` and port ``--port`` + id - 1,
 or free ports with ``--port 0``), with ``zookeeper.connect=<zk>/odradek``. Each broker serves
 its console, ``/metrics`` and ``/health`` on ``--http-port`` + id - 1 (free ports with
-``--http-port 0``; ``--set http.listeners=`` turns the consoles off). It prints the bootstrap
-servers and each broker's addresses once every broker is listening and the cluster shows all of
-them. The supervisor writes ``<dir>/cluster.json`` (``{"pid", "zookeeper", "bootstrap_servers",
-"brokers": [{"id", "port", "pid", "log", "console"}]}``, console ``""`` when off) and stops everything on SIGTERM (``down``); the
-brokers and ZooKeeper also stop when the supervisor dies.
+``--http-port 0``; ``--set http.listeners=`` turns the consoles off). New topics,
+``__consumer_offsets`` and ``__transaction_state`` get Kafka's cluster defaults (replication
+factor 3, ``transaction.state.log.min.isr`` 2; fewer with fewer brokers).
+
+It prints the bootstrap servers and each broker's addresses once every broker is listening and
+the cluster shows all of them. The supervisor writes ``<dir>/cluster.json`` (``{"pid",
+"zookeeper", "bootstrap_servers", "brokers": [{"id", "port", "pid", "log", "console"}]}``,
+console ``""`` when off) and stops everything on SIGTERM (``down``); the brokers and ZooKeeper
+also stop when the supervisor dies.
 
 ``status`` asks a broker for Metadata: the live brokers with their addresses (and, from
 ``cluster.json``, their consoles), the controller, and the under-replicated partitions (ISR
@@ -279,6 +283,8 @@ def _supervise(dir_: Path, n: int, base_port: int, http_port: int, extra: list[s
                     "zookeeper.session.timeout.ms": 6000,
                     "default.replication.factor": min(3, n),
                     "offsets.topic.replication.factor": min(3, n),
+                    "transaction.state.log.replication.factor": min(3, n),
+                    "transaction.state.log.min.isr": min(2, n),
                     **settings,
                 },
                 data_dir=dir_ / f"broker-{i}",

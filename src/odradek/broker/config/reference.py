@@ -45,11 +45,13 @@ KAFKA_DIFFERENT: dict[str, tuple[str, str]] = {
     ),
     "transaction.state.log.replication.factor": (
         "3",
-        "a single broker must be able to create __transaction_state; set 3 on a cluster",
+        "a single broker must be able to create __transaction_state; set 3 on a cluster "
+        "(`odradek cluster up` does)",
     ),
     "transaction.state.log.min.isr": (
         "2",
-        "matches the replication factor default of 1; set 2 with a replication factor of 3",
+        "matches the replication factor default of 1; set 2 with a replication factor of 3 "
+        "(`odradek cluster up` does)",
     ),
     "zookeeper.connect": ("(required)", "empty runs one broker alone, metadata in log.dirs"),
     "zookeeper.connection.timeout.ms": (
