@@ -442,16 +442,18 @@ def render_markdown(dynamic_keys: Collection[str], broker_defaults: Mapping[str,
             f"| `{r.name}` | `{_cell(r.default)}` | `{_cell(r.kafka_default or '')}` "
             f"| {_cell(r.note)} |"
         )
-    unused = [r.name for r in brokers if r.note.startswith("not acted on")]
-    unused += [r.name for r in topics if r.note.startswith("not acted on")]
+    unused_broker = [r.name for r in brokers if r.note.startswith("not acted on")]
+    unused_topic = [r.name for r in topics if r.note.startswith("not acted on")]
     lines += [
         "",
-        f"## Keys accepted and not acted on ({len(unused)})",
+        f"## Keys accepted and not acted on ({len(unused_broker) + len(unused_topic)})",
         "",
         "Accepted (so that Kafka's configuration files and tools work), validated, stored and",
         "shown by DescribeConfigs; the broker does not act on them. Each row below says why.",
         "",
-        ", ".join(f"`{n}`" for n in unused),
+        "Broker keys: " + ", ".join(f"`{n}`" for n in unused_broker) + ".",
+        "",
+        "Topic keys: " + ", ".join(f"`{n}`" for n in unused_topic) + ".",
         "",
         f"## Broker keys ({len(brokers)})",
         "",
