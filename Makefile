@@ -5,14 +5,27 @@ BIN := $(VENV)/bin
 SUDO := $(shell [ "$$(id -u)" = "0" ] || echo sudo)
 PYTEST_ARGS ?=
 
-.PHONY: run test stress spark-kill test-cluster-slow venv install install-test system-deps lint typecheck bench clean console-assets
+.PHONY: run test check package-check stress spark-kill test-cluster-slow venv install install-test system-deps lint typecheck bench clean console-assets
 
 run: install ## create .venv, install odradek, start one broker on 127.0.0.1:9092
 	$(BIN)/odradek broker
 
 test: install-test system-deps ## install what the tests need, then run the whole suite
 	$(BIN)/ruff check src tests bench tools
+	$(BIN)/python tools/check_docs.py
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
+	$(BIN)/python tools/package_check.py
+	$(BIN)/python tools/package_check.py --no-compiler
+
+check: install-test ## the quick tier: ruff, mypy, the docs check and the tests that start no broker, ZooKeeper, Spark or browser
+	$(BIN)/ruff check src tests bench tools
+	$(BIN)/mypy
+	$(BIN)/python tools/check_docs.py
+	$(BIN)/python -m pytest -p no:cacheprovider -m "not interop and not spark and not slow" $$($(BIN)/python tools/quick_tests.py) $(PYTEST_ARGS)
+
+package-check: install-test ## build the wheel and sdist, install the wheel in a scratch venv, run a broker and a round trip (with and without a C compiler)
+	$(BIN)/python tools/package_check.py
+	$(BIN)/python tools/package_check.py --no-compiler
 
 stress: install-test ## the producer stress tests with 20 tries of every case (make test runs 3)
 	ODRADEK_STRESS_TRIES=$${ODRADEK_STRESS_TRIES:-20} $(BIN)/python -m pytest tests/client/test_stress.py -p no:cacheprovider $(PYTEST_ARGS)
@@ -68,14 +81,22 @@ lint: install-test
 
 typecheck: lint
 
-# Benchmarks (never part of `make test`); each prints its table, docs/benchmarks.md has the latest.
-bench: install-test system-deps
-	$(BIN)/python bench/storage.py
-	$(BIN)/python bench/compare.py
-	$(BIN)/python bench/clients.py
-	$(BIN)/python bench/groups.py
-	$(BIN)/python bench/embedded.py
-	$(BIN)/python bench/spark.py
+# Benchmarks (never part of `make test`): every script docs/benchmarks.md lists, with the
+# command the page gives, one after the other (hours on 2 cores). Each prints its table;
+# `make bench-clients` (or `make bench BENCH="clients groups"`) runs some of them.
+BENCH ?= storage compare clients groups embedded spark cleaner transactions console_scrape downconvert cluster replication spark_eos replication_cpu replication_lag
+BENCH_ARGS_compare := --runs 3
+BENCH_ARGS_clients := --broker odradek --records 1000000 --reps 3
+BENCH_ARGS_transactions := --records 300000 --reps 3
+BENCH_ARGS_console_scrape := --brokers 1 --pairs 80 --round 3
+BENCH_ARGS_downconvert := --broker
+BENCH_ARGS_cluster := --records 100000 --failovers 3
+BENCH_ARGS_replication := --records 100000 --runs 3
+BENCH_ARGS_spark_eos := --records 200000 --batches 4 --repeat 3
+BENCH_ARGS_replication_cpu := --records 1000000 --runs 5
+bench: $(addprefix bench-,$(BENCH))
+bench-%: install-test system-deps
+	$(BIN)/python bench/$*.py $(BENCH_ARGS_$*)
 
 # The console's browser assets (htmx, uPlot) come from the npm registry; the minified files and
 # their licences are committed under src/odradek/console/static (package data, no CDN).

@@ -1,4 +1,4 @@
-"""A replicated cluster against one broker, and failover times (issue 12's benchmarks).
+"""A replicated cluster against one broker, and failover times.
 
     .venv/bin/python bench/cluster.py [--records 100000] [--failovers 3]
 

@@ -32,7 +32,7 @@ broker:
 prints the hottest functions of the first run.
 
 Every number is the median over `--runs` runs. The table shows odradek/Tansu ratios and the
-targets of issue 3. `--json PATH` writes all raw per-run values.
+targets in docs/benchmarks/broker.md. `--json PATH` writes all raw per-run values.
 """
 
 from __future__ import annotations

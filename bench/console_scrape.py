@@ -1,4 +1,4 @@
-"""Does scraping /metrics every 100 ms change the produce p99? Interleaved A/B rounds (issue 15).
+"""Does scraping /metrics every 100 ms change the produce p99? Interleaved A/B rounds.
 
     .venv/bin/python bench/console_scrape.py                       # 2 brokers x 30 pairs of 4 s rounds
     .venv/bin/python bench/console_scrape.py --brokers 1 --pairs 6 --round 2   # a quick look

@@ -18,7 +18,7 @@ records are those an old consumer receives whole: a response declares the v2 siz
 first converted batch), and uncompressed magic 0/1 messages are larger than v2 records, so
 the tail of a converted slice is cut (the consumer fetches it next time, as from Kafka).
 
-``--broker`` measures the broker instead (issue 13): one ``odradek broker`` process (file
+``--broker`` measures the broker instead: one ``odradek broker`` process (file
 storage, default settings), ``--records`` records produced to a 1-partition topic with
 Produce v9 (``--batch`` records per v2 batch, ``--codec``), then read from offset 0 to the end
 by raw-socket consumers that alternate in the same run: Fetch v12 (v2 batches passed through)

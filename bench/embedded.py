@@ -15,7 +15,7 @@ and reported separately as "cold"):
   "listening on" line, and until an ApiVersions answer; SIGTERM until exit; median.
 
 --profile runs the start/stop loop under cProfile and prints the top functions.
-Targets (issue 7): start < 50 ms, stop < 100 ms, < 20 MB per idle broker.
+Targets: start < 50 ms, stop < 100 ms, < 20 MB per idle broker.
 Benchmarks are not tests: run by hand; results go to docs/benchmarks/embedded.md.
 """
 

@@ -1,5 +1,5 @@
 """The first read_committed ListOffsets on a partition whose producer state is not loaded yet
-(issue 12's producer-state gap): it waits for the state to be built, which replays the log when
+(the producer-state gap): it waits for the state to be built, which replays the log when
 there is nothing better, and stalls the broker's event loop meanwhile.
 
 Two cases, ``--records`` records of ``--size`` bytes produced by confluent-kafka with

@@ -1,6 +1,6 @@
 """Replication throughput: confluent-kafka producing with acks=all to a partition replicated on
 three local broker processes (RF 3, min.insync.replicas 2), against acks=1 to one broker (RF 1),
-same workload, same run; reported as a ratio (issue 12's target: ≥ 0.5), with the CPU seconds
+same workload, same run; reported as a ratio (target: ≥ 0.5), with the CPU seconds
 the leader and each follower spent.
 
 The three brokers run standalone (no ZooKeeper): the benchmark sends them the LeaderAndIsr a

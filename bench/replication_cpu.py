@@ -1,4 +1,4 @@
-"""Broker CPU per million records replicated, for the leader and each follower (issue 12).
+"""Broker CPU per million records replicated, for the leader and each follower.
 
     .venv/bin/python bench/replication_cpu.py [--records 1000000] [--runs 5] [--partitions 3]
 

@@ -1,4 +1,4 @@
-"""Replication lag of a three-broker cluster under a steady produce rate (issue 12's benchmark).
+"""Replication lag of a three-broker cluster under a steady produce rate.
 
     .venv/bin/python bench/replication_lag.py [--rate 50000] [--seconds 20]
 

@@ -1,5 +1,5 @@
 """Transactions: transactional produce throughput against idempotent produce, and read_committed
-consume against read_uncommitted (issue 16).
+consume against read_uncommitted.
 
     .venv/bin/python bench/transactions.py                  # 200,000 records x 3 reps
     .venv/bin/python bench/transactions.py --records 50000  # quicker

@@ -9,9 +9,9 @@
 What it does, in a scratch folder (``--workdir``, default ``/tmp/odradek-librdkafka-<tag>``;
 nothing of it is ever committed):
 
-1. Source: ``git archive <tag>`` of a librdkafka git directory (``--git-dir``; by default the
-   snapshot the agents' ``fetch github:confluentinc/librdkafka`` leaves under /work/.mirror,
-   otherwise a bare clone of https://github.com/confluentinc/librdkafka made in the workdir).
+1. Source: ``git archive <tag>`` of a librdkafka git directory (``--git-dir``, or
+   ``$ODRADEK_LIBRDKAFKA_GIT_DIR``; otherwise a bare clone of
+   https://github.com/confluentinc/librdkafka made in the workdir).
 2. Build: ``./configure --disable-ssl --disable-gssapi --disable-curl``, ``make libs`` and
    ``make -C tests test-runner``. Debian build dependencies: ``build-essential``
    (gcc, g++, make), ``pkg-config``, ``python3``, ``zlib1g-dev``, ``libzstd-dev`` (optional;
@@ -63,7 +63,7 @@ if TYPE_CHECKING:
     from odradek.testing.process import BrokerProcess
 
 DEFAULT_TAG = "v2.15.0"
-DEFAULT_MIRROR = Path("/work/.mirror/confluentinc+librdkafka/repo")
+GIT_DIR_ENV = "ODRADEK_LIBRDKAFKA_GIT_DIR"
 UPSTREAM = "https://github.com/confluentinc/librdkafka"
 KAFKA_VERSION = "3.9.0"
 
@@ -163,7 +163,8 @@ def prepare_source(tag: str, git_dir: Path | None, workdir: Path) -> Path:
         return src
     workdir.mkdir(parents=True, exist_ok=True)
     if git_dir is None:
-        git_dir = DEFAULT_MIRROR if DEFAULT_MIRROR.exists() else workdir / "librdkafka.git"
+        env = os.environ.get(GIT_DIR_ENV)
+        git_dir = Path(env) if env else workdir / "librdkafka.git"
         if not git_dir.exists():
             run(["git", "clone", "--bare", UPSTREAM, str(git_dir)], workdir, workdir / "git.log")
     src.mkdir(parents=True, exist_ok=True)

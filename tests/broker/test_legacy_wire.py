@@ -80,7 +80,7 @@ tag (released as 3.9.0), read on 2026-11-26."""
 
 KNOWN_GAPS = {
     0: "Produce v11 (KIP-951 leader hints) is not served",
-    1: "Fetch 13+ addresses topics by id (DESIGN.md §4: capped at 12)",
+    1: "Fetch 13+ addresses topics by id (capped at 12: see docs/compatibility.md)",
     11: "JoinGroup v8-v9 (KIP-800 reason, KIP-814 skip assignment) are not served",
     22: "InitProducerId v5 (KIP-890) is not served",
     24: "AddPartitionsToTxn v5 (KIP-890 part 2) is not served",

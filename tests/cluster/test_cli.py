@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+import urllib.request
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -46,6 +47,8 @@ def test_status_lines_list_under_replicated_and_offline_partitions() -> None:
     assert "under-replicated partitions: 1" in lines
     assert "\tTopic: t\tPartition: 1\tLeader: 1\tReplicas: 1,2\tIsr: 1" in lines
     assert "offline partitions: 1" in lines
+    with_consoles = status_lines(md, {1: "http://h:9644"})
+    assert with_consoles[3:5] == ["\t1\th:1\tconsole http://h:9644", "\t2\th:2"]
 
 
 def _odradek(*args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
@@ -60,7 +63,7 @@ def test_cluster_up_status_describe_down(tmp_path: Path) -> None:
     if not zookeeper_available():
         pytest.skip("Debian's zookeeper package (or java) is not installed")
     d = str(tmp_path / "dev")
-    up = _odradek("cluster", "up", "--brokers", "3", "--port", "0", "--dir", d)
+    up = _odradek("cluster", "up", "--brokers", "3", "--port", "0", "--http-port", "0", "--dir", d)
     try:
         assert up.returncode == 0, up.stdout + up.stderr
         bootstrap = json.loads((tmp_path / "dev" / "cluster.json").read_text())["bootstrap_servers"]
@@ -77,7 +80,16 @@ def test_cluster_up_status_describe_down(tmp_path: Path) -> None:
         status = _odradek("cluster", "status", "--dir", d)
         assert status.returncode == 0, status.stderr
         assert "under-replicated partitions: 0" in status.stdout
-        assert status.stdout.count("127.0.0.1:") == 3
+        brokers = json.loads((tmp_path / "dev" / "cluster.json").read_text())["brokers"]
+        assert len(brokers) == 3 and all(
+            b["console"].startswith("http://127.0.0.1:") for b in brokers
+        )
+        for b in brokers:
+            assert f"broker {b['id']}: 127.0.0.1:{b['port']}\tconsole {b['console']}" in up.stdout
+            assert f"\t{b['id']}\t127.0.0.1:{b['port']}\tconsole {b['console']}" in status.stdout
+            with urllib.request.urlopen(b["console"] + "/health", timeout=10) as health:
+                assert health.status == 200
+        assert status.stdout.count("\tconsole http://127.0.0.1:") == 3
     finally:
         down = _odradek("cluster", "down", "--dir", d)
     assert down.returncode == 0 and "cluster stopped" in down.stdout, down.stdout + down.stderr

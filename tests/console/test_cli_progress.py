@@ -1,4 +1,4 @@
-"""Progress displays of the long CLI operations (issue 15): the pipelines' streaming queries.
+"""Progress displays of the long CLI operations: the pipelines' streaming queries.
 
 ``await_query`` is driven by a stand-in with pyspark's StreamingQuery surface
 (``awaitTermination(timeout_s) -> bool``, ``recentProgress``): starting Spark here would cost a

@@ -1,4 +1,4 @@
-"""The console adds less than 30 MB RSS to a broker (issue 15).
+"""The console adds less than 30 MB RSS to a broker.
 
 Two broker processes side by side, the same load: 300 records on a topic, a lagging group,
 then ``http.listeners`` off in one and on in the other, where every page, the API, /metrics and

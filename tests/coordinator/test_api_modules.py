@@ -39,7 +39,7 @@ GROUP_APIS = {
     42: "delete_groups",
     47: "offset_delete",
 }
-# DESIGN.md §4: the highest version each client asked for must be served
+# The highest version each client asked for (measured, docs/internals.md) must be served
 CLIENT_MAX = {10: 6, 11: 7, 14: 5, 12: 4, 13: 5, 8: 9, 9: 9, 16: 5, 15: 5, 42: 2, 47: 0}
 
 

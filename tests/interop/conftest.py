@@ -21,7 +21,7 @@ from .support import env_target, kcat_binary
 
 pytestmark = pytest.mark.interop
 
-# Features Tansu 0.6 is known not to get right (DESIGN.md §6 and what these tests found).
+# Features Tansu 0.6 is known not to get right (what these tests found).
 TANSU_GAPS = {
     "restart": "Tansu runs on memory storage here: a restart loses everything",
     "idempotence": "Tansu's InitProducerId is broken",

@@ -12,7 +12,8 @@ test with ``TESTS=<n>`` and ``TEST_KAFKA_VERSION=3.7.0``.
 
 Adjustments to 0103 for a single broker, applied to the snapshot's copy: topics are created
 with replication factor 1 instead of 3, and ``do_test_fatal_idempo_error_without_kip360`` is
-left out (it needs DeleteRecords, which odradek does not serve). Results are in
+left out (it needs DeleteRecords; it was left out before DeleteRecords was served and has not
+been enabled since). Results are in
 docs/transactions.md.
 """
 

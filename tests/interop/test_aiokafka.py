@@ -1,4 +1,4 @@
-"""aiokafka against a real broker process (non-flexible protocol versions only; DESIGN.md §4)."""
+"""aiokafka against a real broker process (aiokafka sends non-flexible protocol versions only)."""
 
 from __future__ import annotations
 

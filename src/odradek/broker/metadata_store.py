@@ -4,7 +4,7 @@ A store answers who is in the cluster (``BrokerInfo``), who the controller is, w
 exist and, per partition, the leader, leader epoch, replicas and ISR (``PartitionState``).
 Implemented by ``odradek.broker.local_metadata_store.LocalMetadataStore`` (one broker, a JSON
 file) and ``odradek.broker.zk_metadata_store.ZkMetadataStore`` (Kafka's znode layout in
-ZooKeeper, DESIGN.md §8).
+ZooKeeper).
 
 Contract:
 

@@ -1,20 +1,28 @@
 """`odradek cluster`: a local development cluster on ZooKeeper.
 
-    odradek cluster up [--brokers 3] [--dir ./odradek-cluster] [--port 9092] [--set key=value ...]
+    odradek cluster up [--brokers 3] [--dir ./odradek-cluster] [--port 9092] [--http-port 9644]
+                       [--set key=value ...]
     odradek cluster status [--dir ./odradek-cluster | --bootstrap-server host:port]
     odradek cluster down [--dir ./odradek-cluster]
 
 ``up`` starts a supervisor process in the background (its own session) that runs one Apache
 ZooKeeper (Debian's jars, ``odradek.cluster.zookeeper``) and N brokers (``odradek broker``,
 broker.id 1..N, each with its data directory ``<dir>/broker-<id>`` and port ``--port`` + id - 1,
-or free ports with ``--port 0``), with ``zookeeper.connect=<zk>/odradek``. It prints the
-bootstrap servers once every broker is listening and the cluster shows all of them. The
-supervisor writes ``<dir>/cluster.json`` (``{"pid", "zookeeper", "bootstrap_servers",
-"brokers": [{"id", "port", "pid"}]}``) and stops everything on SIGTERM (``down``); the
-brokers and ZooKeeper also stop when the supervisor dies.
+or free ports with ``--port 0``), with ``zookeeper.connect=<zk>/odradek``. Each broker serves
+its console, ``/metrics`` and ``/health`` on ``--http-port`` + id - 1 (free ports with
+``--http-port 0``; ``--set http.listeners=`` turns the consoles off). New topics,
+``__consumer_offsets`` and ``__transaction_state`` get Kafka's cluster defaults (replication
+factor 3, ``transaction.state.log.min.isr`` 2; fewer with fewer brokers).
 
-``status`` asks a broker for Metadata: the live brokers, the controller, and the
-under-replicated partitions (ISR smaller than the replicas) and offline ones (no leader).
+It prints the bootstrap servers and each broker's addresses once every broker is listening and
+the cluster shows all of them. The supervisor writes ``<dir>/cluster.json`` (``{"pid",
+"zookeeper", "bootstrap_servers", "brokers": [{"id", "port", "pid", "log", "console"}]}``,
+console ``""`` when off) and stops everything on SIGTERM (``down``); the brokers and ZooKeeper
+also stop when the supervisor dies.
+
+``status`` asks a broker for Metadata: the live brokers with their addresses (and, from
+``cluster.json``, their consoles), the controller, and the under-replicated partitions (ISR
+smaller than the replicas) and offline ones (no leader).
 """
 
 from __future__ import annotations
@@ -72,6 +80,10 @@ def up(
     port: Annotated[
         int, typer.Option("--port", "-p", help="Port of broker 1 (0: free ports).")
     ] = 9092,
+    http_port: Annotated[
+        int,
+        typer.Option("--http-port", help="Console port of broker 1 (0: free ports)."),
+    ] = 9644,
     set_: Annotated[
         list[str] | None, typer.Option("--set", "-s", help="Broker key=value, repeatable.")
     ] = None,
@@ -91,6 +103,7 @@ def up(
     dir_.mkdir(parents=True, exist_ok=True)
     (dir_ / STATE_FILE).unlink(missing_ok=True)
     cmd = [sys.executable, "-m", "odradek.cli.cluster", str(dir_), str(brokers), str(port)]
+    cmd += [str(http_port)]
     cmd += [f"{s}" for s in (set_ or [])]
     with open(dir_ / "supervisor.log", "ab") as log:
         proc = subprocess.Popen(
@@ -106,6 +119,9 @@ def up(
         if state is not None and state.get("ready"):
             typer.echo(f"ZooKeeper: {state['zookeeper']}")
             typer.echo(f"bootstrap servers: {state['bootstrap_servers']}")
+            for b in state["brokers"]:
+                console = f"\tconsole {b['console']}" if b.get("console") else ""
+                typer.echo(f"broker {b['id']}: 127.0.0.1:{b['port']}{console}")
             return
         if proc.poll() is not None:
             fail(f"the cluster did not start; see {dir_ / 'supervisor.log'}")
@@ -181,11 +197,15 @@ def _read(s: socket.socket, n: int) -> bytes:
     return buf
 
 
-def status_lines(md: Any) -> list[str]:
-    """What ``status`` prints for a Metadata response."""
+def status_lines(md: Any, consoles: dict[int, str] | None = None) -> list[str]:
+    """What ``status`` prints for a Metadata response; ``consoles``: broker id -> console URL
+    (a broker line is ``\t<id>\t<host>:<port>`` then ``\tconsole <url>`` when known)."""
     lines = [f"cluster id: {md.cluster_id}", f"controller: {md.controller_id}", "brokers:"]
     for b in sorted(md.brokers, key=lambda b: b.node_id):
-        lines.append(f"\t{b.node_id}\t{b.host}:{b.port}")
+        console = (consoles or {}).get(b.node_id)
+        lines.append(
+            f"\t{b.node_id}\t{b.host}:{b.port}" + (f"\tconsole {console}" if console else "")
+        )
     under, offline = [], []
     for t in sorted(md.topics, key=lambda t: t.name or ""):
         for p in sorted(t.partitions, key=lambda p: p.partition_index):
@@ -212,9 +232,14 @@ def status(
         typer.Option("--bootstrap-server", "-b", help="host:port (default: from --dir)."),
     ] = None,
 ) -> None:
-    """Brokers, the controller, under-replicated and offline partitions."""
+    """Brokers and their addresses, the controller, under-replicated and offline partitions."""
+    state = _state(dir_.resolve())
+    consoles = {
+        int(b["id"]): str(b["console"])
+        for b in (state or {}).get("brokers", [])
+        if b.get("console")
+    }
     if bootstrap_server is None:
-        state = _state(dir_.resolve())
         if state is None:
             fail(f"no cluster state in {dir_.resolve()}; give --bootstrap-server")
             return
@@ -224,14 +249,14 @@ def status(
     except ConnectionError as exc:
         fail(str(exc))
         return
-    for line in status_lines(md):
+    for line in status_lines(md, consoles):
         typer.echo(line)
 
 
-# -- the supervisor (python -m odradek.cli.cluster DIR N PORT [key=value ...]) -------------------
+# -- the supervisor (python -m odradek.cli.cluster DIR N PORT HTTP_PORT [key=value ...]) -------------------
 
 
-def _supervise(dir_: Path, n: int, base_port: int, extra: list[str]) -> int:
+def _supervise(dir_: Path, n: int, base_port: int, http_port: int, extra: list[str]) -> int:
     from odradek.cluster.zookeeper import ZooKeeperServer
     from odradek.testing.process import BrokerProcess
 
@@ -250,14 +275,18 @@ def _supervise(dir_: Path, n: int, base_port: int, extra: list[str]) -> int:
         settings = dict(s.split("=", 1) for s in extra if "=" in s)
         for i in range(1, n + 1):
             port = 0 if base_port == 0 else base_port + i - 1
+            console_port = 0 if http_port == 0 else http_port + i - 1
             b = BrokerProcess(
                 {
                     "broker.id": i,
                     "listeners": f"PLAINTEXT://127.0.0.1:{port}",
+                    "http.listeners": f"http://127.0.0.1:{console_port}",
                     "zookeeper.connect": f"{zk.connect_string}/odradek",
                     "zookeeper.session.timeout.ms": 6000,
                     "default.replication.factor": min(3, n),
                     "offsets.topic.replication.factor": min(3, n),
+                    "transaction.state.log.replication.factor": min(3, n),
+                    "transaction.state.log.min.isr": min(2, n),
                     **settings,
                 },
                 data_dir=dir_ / f"broker-{i}",
@@ -275,13 +304,23 @@ def _supervise(dir_: Path, n: int, base_port: int, extra: list[str]) -> int:
             except ConnectionError:
                 pass
             time.sleep(0.2)
+        consoles = {
+            b.node_id: (b.console_url() if b.settings.get("http.listeners") else "")
+            for b in brokers
+        }
         state = {
             "pid": os.getpid(),
             "ready": True,
             "zookeeper": zk.connect_string,
             "bootstrap_servers": bootstrap,
             "brokers": [
-                {"id": b.node_id, "port": b.port, "pid": b.pid, "log": str(b.log_path)}
+                {
+                    "id": b.node_id,
+                    "port": b.port,
+                    "pid": b.pid,
+                    "log": str(b.log_path),
+                    "console": consoles[b.node_id],
+                }
                 for b in brokers
             ],
         }
@@ -301,4 +340,8 @@ def _supervise(dir_: Path, n: int, base_port: int, extra: list[str]) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(_supervise(Path(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3]), sys.argv[4:]))
+    sys.exit(
+        _supervise(
+            Path(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4]), sys.argv[5:]
+        )
+    )

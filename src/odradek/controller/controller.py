@@ -341,7 +341,7 @@ class Controller:
             if current == self.broker_id and self.zk.get_controller_owner_session() == self.zk.session_id:
                 got = self.zk.get_controller_epoch()
                 assert got is not None
-                epoch, version = got  # still ours from this session: take it up again
+                epoch, version = got  # still ours from this ZooKeeper session: take it up again
             else:
                 return
         else:

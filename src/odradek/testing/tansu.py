@@ -7,7 +7,7 @@ stops it on exit::
     with TansuProcess() as tansu:
         producer = Producer({"bootstrap.servers": tansu.bootstrap_servers})
 
-Known Tansu 0.6 gaps (DESIGN.md section 6): ListOffsets "latest" is wrong, group joins are slow,
+Known Tansu 0.6 gaps (measured by tests/interop): ListOffsets "latest" is wrong, group joins are slow,
 InitProducerId, OffsetFetch for all partitions and CreatePartitions are broken.
 """
 

@@ -39,7 +39,7 @@ def encode_response(version: int, topics: Sequence[tuple[str, Sequence[tuple[int
 
     v2: topics; v3+: throttle_time_ms int32 (0) first. v8+ is flexible: compact arrays and
     strings (uvarint length + 1) and an empty tagged-field section after each partition, topic
-    and the body. No tagged field is ever written (DESIGN.md §4).
+    and the body. No tagged field is ever written (no client reads one in these APIs).
     """
     flexible = version >= _FLEXIBLE_FROM
     parts = [] if version < 3 else [b"\x00\x00\x00\x00"]

@@ -1,6 +1,6 @@
 """Produce (0): append record batches; acks 0, 1 and -1; idempotent producers.
 
-Advertised from v0 (old librdkafka probes exact versions, DESIGN.md §4), served from v3
+Advertised from v0 (old librdkafka probes exact versions to enable features), served from v3
 (RecordBatch v2 only). Per partition, in this order, and nothing is written from a rejected
 partition's data:
 
