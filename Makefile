@@ -13,9 +13,9 @@ run: install ## create .venv, install odradek, start one broker on 127.0.0.1:909
 test: install-test system-deps ## install what the tests need, then run the whole suite
 	$(BIN)/ruff check src tests bench tools
 	$(BIN)/python tools/check_docs.py
-	$(BIN)/python -m pytest $(PYTEST_ARGS)
 	$(BIN)/python tools/package_check.py
 	$(BIN)/python tools/package_check.py --no-compiler
+	$(BIN)/python -m pytest $(PYTEST_ARGS)
 
 check: install-test ## the quick tier: ruff, mypy, the docs check and the tests that start no broker, ZooKeeper, Spark or browser
 	$(BIN)/ruff check src tests bench tools
