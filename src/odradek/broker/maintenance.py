@@ -8,9 +8,13 @@ producer-state snapshots and the log cleaner.
 * checkpoints (three fsynced files per log dir, 3-8 ms measured) and producer-state snapshots
   (every 30 s, or the checkpoint interval when shorter) in a worker thread, so that they do
   not stall requests; at most one such write is in flight (``stop()`` awaits it);
-* the log cleaner's threads (``log.cleaner.*``; ``reconfigure_cleaner`` restarts them with new
-  settings, as Kafka's ``LogCleaner.reconfigure``: shutdown, then start). A cleaner thread
-  allocates its dedupe buffer at its first cleaning, not here.
+* the log cleaner (``log.cleaner.*``; ``reconfigure_cleaner`` restarts it with new settings,
+  as Kafka's ``LogCleaner.reconfigure``: shutdown, then start). Its threads start with the
+  first log whose ``cleanup.policy`` includes ``compact`` (looked for at start, then at every
+  turn of the loop until one is found: at most ``min(1 s, retention and checkpoint
+  intervals)`` later; the cleaner's backoff is 15 s): a broker without a compacted log starts
+  and stops no thread for it. A cleaner thread allocates its dedupe buffer at its first
+  cleaning.
 
 ``stop()`` cancels the loop, shuts the cleaner down and awaits a write in flight; the final
 snapshots, flush and checkpoint of a clean stop are the broker's (``Broker.stop``).
@@ -48,25 +52,39 @@ class LogMaintenance:
         self.clock = clock
         self.retention_check_interval_ms = retention_check_interval_ms
         self.log_cleaner: LogCleaner | None = None
+        self._cleaner_threads = False  # whether log_cleaner's threads were started
         self._task: asyncio.Task[None] | None = None
         self._background: asyncio.Future[None] | None = None
 
     def start(self, loop: asyncio.AbstractEventLoop, cleaner: CleanerConfig) -> None:
-        self._task = loop.create_task(self._run())
         self._start_cleaner(loop, cleaner)
+        self._task = loop.create_task(self._run())
 
     def _start_cleaner(self, loop: asyncio.AbstractEventLoop, config: CleanerConfig) -> None:
-        """Compaction threads that swap segments through ``loop`` (none when
-        ``log.cleaner.threads`` is 0 or ``log.cleaner.enable`` false)."""
+        """A cleaner whose threads swap segments through ``loop``; they start now if a
+        compacted log exists, else from the maintenance loop once one does."""
         self.log_cleaner = LogCleaner(self.log_manager, config, self.clock, loop=loop)
-        if config.num_threads > 0:
-            self.log_cleaner.start()
+        self._cleaner_threads = False
+        self._maybe_start_cleaner_threads()
+
+    def _maybe_start_cleaner_threads(self) -> None:
+        cleaner = self.log_cleaner
+        if cleaner is None or self._cleaner_threads:
+            return
+        if cleaner.config.num_threads <= 0 or not cleaner.config.enable:
+            return
+        if any(plog.config.compact for plog in self.log_manager.all_logs()):
+            self._cleaner_threads = True
+            cleaner.start()
+
+    async def _shutdown_cleaner(self) -> None:
+        if self.log_cleaner is not None and self._cleaner_threads:
+            self._cleaner_threads = False
+            await asyncio.get_running_loop().run_in_executor(None, self.log_cleaner.shutdown)
 
     async def reconfigure_cleaner(self, config: CleanerConfig) -> None:
-        loop = asyncio.get_running_loop()
-        if self.log_cleaner is not None:
-            await loop.run_in_executor(None, self.log_cleaner.shutdown)
-        self._start_cleaner(loop, config)
+        await self._shutdown_cleaner()
+        self._start_cleaner(asyncio.get_running_loop(), config)
 
     async def stop(self) -> None:
         task, self._task = self._task, None
@@ -74,8 +92,7 @@ class LogMaintenance:
             task.cancel()
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await task
-        if self.log_cleaner is not None:
-            await asyncio.get_running_loop().run_in_executor(None, self.log_cleaner.shutdown)
+        await self._shutdown_cleaner()
         if self._background is not None:
             with contextlib.suppress(Exception):
                 await self._background  # a checkpoint or snapshot still being written
@@ -102,6 +119,7 @@ class LogMaintenance:
             await asyncio.sleep(interval)
             now = clock.now_ms()
             try:
+                self._maybe_start_cleaner_threads()
                 if now >= next_flush:
                     next_flush = now + lm.flush_check_interval_ms
                     lm.run_flush(now)
