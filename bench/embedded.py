@@ -15,7 +15,23 @@ and reported separately as "cold"):
   "listening on" line, and until an ApiVersions answer; SIGTERM until exit; median.
 
 --profile runs the start/stop loop under cProfile and prints the top functions.
-Targets: start < 50 ms, stop < 100 ms, < 20 MB per idle broker.
+
+``--against REV`` (e.g. ``553798a``, the last commit before the broker started the log
+cleaner's threads: the previous release's start-up) compares this tree with REV's ``src``
+(``git archive``, in a temporary directory), each in fresh child interpreters run in turn
+(A B A B ..., so that the machine's drift hits both), and prints the medians side by side:
+
+* ``EmbeddedBroker().start()`` returns / ``stop()`` (memory storage), --runs cycles in
+  --ab-rounds children each, after one warm-up broker per child;
+* ``python -m odradek broker`` as a user starts it (file storage in a new temporary log.dirs,
+  port 0, the console on an ephemeral port), from exec to its ready line (--process-runs runs
+  each, after one unmeasured run each), the broker's CPU (user + system, /proc) up to that
+  line, and its CPU in the --after-ready seconds that follow (work left for after "ready").
+  Bytecode caching follows the environment (PYTHONDONTWRITEBYTECODE=1 here: every run
+  compiles the package).
+
+With ``--against`` only the comparison runs. Targets: start < 50 ms, stop < 100 ms,
+then both < 2 ms; < 20 MB per idle broker; the broker process ready in < 0.5 s.
 Benchmarks are not tests: run by hand; results go to docs/benchmarks/embedded.md.
 """
 
@@ -23,6 +39,7 @@ from __future__ import annotations
 
 import argparse
 import gc
+import json
 import os
 import platform
 import re
@@ -229,6 +246,142 @@ def bench_process(runs: int) -> tuple[list[float], list[float], list[float]]:
     return listening, ready, stops
 
 
+_CYCLES_CHILD = """
+import json, sys, time
+from odradek.testing import EmbeddedBroker, api_versions
+with EmbeddedBroker() as b:
+    api_versions(b)
+starts, stops = [], []
+for _ in range(int(sys.argv[1])):
+    t0 = time.perf_counter()
+    b = EmbeddedBroker().start()
+    t1 = time.perf_counter()
+    b.stop()
+    starts.append(t1 - t0)
+    stops.append(time.perf_counter() - t1)
+print(json.dumps([starts, stops]))
+"""
+
+
+def checkout_src(rev: str) -> Path:
+    """REV's ``src`` in a new temporary directory (``git archive``; the caller removes it)."""
+    out = Path(tempfile.mkdtemp(prefix=f"odradek-{rev[:12]}-"))
+    archive = subprocess.run(
+        ["git", "-C", str(ROOT), "archive", rev, "src"], capture_output=True, check=True
+    )
+    subprocess.run(["tar", "-x", "-C", str(out)], input=archive.stdout, check=True)
+    return out / "src"
+
+
+def _env(src: Path) -> dict[str, str]:
+    return dict(os.environ, PYTHONPATH=str(src))
+
+
+def bench_cycles_ab(
+    srcs: dict[str, Path], cycles: int, rounds: int
+) -> dict[str, tuple[list[float], list[float]]]:
+    """Embedded start/stop of each tree, in ``rounds`` children each, taken in turn."""
+    out: dict[str, tuple[list[float], list[float]]] = {k: ([], []) for k in srcs}
+    for _ in range(rounds):
+        for label, src in srcs.items():
+            res = subprocess.run(
+                [sys.executable, "-c", _CYCLES_CHILD, str(cycles)],
+                capture_output=True,
+                text=True,
+                timeout=300,
+                check=True,
+                env=_env(src),
+            )
+            starts, stops = json.loads(res.stdout.strip().splitlines()[-1])
+            out[label][0].extend(starts)
+            out[label][1].extend(stops)
+    return out
+
+
+def _cpu_s(pid: int) -> float:
+    """User + system CPU seconds of a running process (/proc/<pid>/stat)."""
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def bench_process_ready_ab(
+    srcs: dict[str, Path], runs: int, after_s: float
+) -> dict[str, tuple[list[float], list[float], list[float]]]:
+    """``python -m odradek broker`` of each tree, in turn: (exec -> ready line, CPU to the
+    ready line, CPU in the ``after_s`` seconds after it) per run; the first run of each is a
+    warm-up (file caches) and is not counted."""
+    out: dict[str, tuple[list[float], list[float], list[float]]] = {k: ([], [], []) for k in srcs}
+    for i in range(runs + 1):
+        for label, src in srcs.items():
+            log_dir = tempfile.mkdtemp(prefix="odradek-bench-ready-")
+            settings = ["listeners=PLAINTEXT://127.0.0.1:0", f"log.dirs={log_dir}"]
+            if "http.listeners" in (src / "odradek" / "broker" / "config.py").read_text():
+                settings.append("http.listeners=http://127.0.0.1:0")
+            cmd = [sys.executable, "-m", "odradek", "broker"]
+            for item in settings:
+                cmd += ["--set", item]
+            t0 = time.perf_counter()
+            proc = subprocess.Popen(
+                cmd,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.DEVNULL,
+                text=True,
+                env=_env(src),
+                cwd=log_dir,
+            )
+            try:
+                assert proc.stdout is not None
+                line = proc.stdout.readline()
+                ready = time.perf_counter() - t0
+                if "listening on" not in line:
+                    raise RuntimeError(f"{label}: unexpected first line: {line!r}")
+                cpu_ready = _cpu_s(proc.pid)
+                time.sleep(after_s)
+                cpu_after = _cpu_s(proc.pid) - cpu_ready
+                proc.send_signal(signal.SIGTERM)
+                proc.wait(30)
+            finally:
+                if proc.poll() is None:
+                    proc.kill()
+                    proc.wait()
+                if proc.stdout:
+                    proc.stdout.close()
+                shutil.rmtree(log_dir, ignore_errors=True)
+            if i:
+                out[label][0].append(ready)
+                out[label][1].append(cpu_ready)
+                out[label][2].append(cpu_after)
+    return out
+
+
+def compare(rev: str, args: argparse.Namespace) -> None:
+    base = checkout_src(rev)
+    srcs = {"this tree": ROOT / "src", f"{rev}": base}
+    try:
+        cycles = bench_cycles_ab(srcs, args.runs, args.ab_rounds)
+        print(f"\nEmbeddedBroker (memory), {args.ab_rounds} x {args.runs} cycles each, in turn")
+        for label, (starts, stops) in cycles.items():
+            print(f"  {label:12s} start() {summary(starts)}")
+            print(f"  {'':12s} stop()  {summary(stops)}")
+        if args.process_runs:
+            ready = bench_process_ready_ab(srcs, args.process_runs, args.after_ready)
+            print(
+                f"\n`python -m odradek broker` (file storage, console on), {args.process_runs}"
+                f" runs each, in turn; medians"
+            )
+            for label, (walls, cpus, afters) in ready.items():
+                print(
+                    f"  {label:12s} exec -> ready line {statistics.median(walls):.3f} s"
+                    f" (min {min(walls):.3f}, max {max(walls):.3f});"
+                    f" CPU to ready {statistics.median(cpus):.2f} s;"
+                    f" CPU in the {args.after_ready:g} s after ready"
+                    f" {statistics.median(afters):.2f} s"
+                )
+    finally:
+        shutil.rmtree(base.parent, ignore_errors=True)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--runs", type=int, default=100)
@@ -237,10 +390,17 @@ def main() -> None:
     parser.add_argument("--cold-runs", type=int, default=5)
     parser.add_argument("--storage", choices=["memory", "file"], default="memory")
     parser.add_argument("--profile", action="store_true")
+    parser.add_argument("--against", default="", help="a git revision to compare with")
+    parser.add_argument("--ab-rounds", type=int, default=3)
+    parser.add_argument("--after-ready", type=float, default=3.0)
     parser.add_argument("--memory-child", type=int, default=0, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.memory_child:
         memory_child(args.memory_child, args.storage)
+        return
+    if args.against:
+        print(f"python {platform.python_version()} on {platform.machine()}, {os.cpu_count()} cpus")
+        compare(args.against, args)
         return
 
     print(f"python {platform.python_version()} on {platform.machine()}, {os.cpu_count()} cpus")

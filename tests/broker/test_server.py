@@ -210,7 +210,7 @@ async def test_stop_closes_a_connection_whose_client_stopped_reading(tmp_path: P
                 break
             if sent % 256 == 0:
                 await asyncio.sleep(0)  # let the broker answer into its write buffer
-        conns = list(broker._connections.values())
+        conns = broker.listener.connections()
         assert conns and any(c.transport.get_write_buffer_size() > 0 for c in conns)
         await asyncio.wait_for(broker.stop(), 5)
         for _ in range(10):  # connection_lost runs a few loop turns after abort()

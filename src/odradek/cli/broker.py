@@ -1,6 +1,6 @@
 """`odradek broker`: run one broker until SIGTERM/SIGINT.
 
-    odradek broker [--config server.properties] [--set key=value ...]
+    odradek broker [--config server.properties] [--set key=value ...] [--log-level LEVEL]
 
 Without arguments: listeners=PLAINTEXT://127.0.0.1:9092, log.dirs=./odradek-data. ``--set``
 overrides the file. When the broker is ready it prints exactly one line to stdout (and flushes):
@@ -8,7 +8,10 @@ overrides the file. When the broker is ready it prints exactly one line to stdou
     odradek broker listening on <host>:<port> (node <id>, log.dirs <path>)
 
 An unknown key or an invalid value prints ``error: <key>: <reason>`` to stderr and exits with
-code 2. The broker module is imported only after the arguments are parsed (start-up speed).
+code 2 (as does a malformed command line). The command parses its few options itself, with
+argparse, before anything else is imported: ``odradek`` hands it its arguments before importing
+typer, whose parameter building (pydantic) would cost every broker process ~0.1 s of its
+start; the broker module is imported only after the arguments are parsed.
 
 Hidden option for parents that start brokers (test fixtures): ``--exit-with-parent-fd N``
 names the read end of a pipe whose write end only the parent holds. When the pipe reaches EOF
@@ -19,63 +22,71 @@ parent *process*, not the thread that forked the broker.
 
 from __future__ import annotations
 
-# Imports inside functions are deliberate: `odradek broker` loads what it runs and nothing else
-# (its ready time is measured; see _skip_optional_imports).
+import argparse
 import os
 import sys
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Any
 
-import typer
-
-app = typer.Typer(add_completion=False, invoke_without_command=True)
+__all__ = ["HELP", "main", "run"]
 
 EXIT_CONFIG = 2
+HELP = "Run a broker."
 
 
-@app.callback(invoke_without_command=True)
-def broker(
-    config: Annotated[
-        Path | None,
-        typer.Option(
-            "--config", "-c", help="A Java .properties file with broker settings (Kafka key names)."
-        ),
-    ] = None,
-    set_: Annotated[
-        list[str] | None,
-        typer.Option("--set", "-s", help="key=value, repeatable; overrides the config file."),
-    ] = None,
-    log_level: Annotated[
-        str, typer.Option("--log-level", help="debug, info, warning or error.")
-    ] = "warning",
-    exit_with_parent_fd: Annotated[
-        int | None, typer.Option("--exit-with-parent-fd", hidden=True)
-    ] = None,
-) -> None:
-    """Run a broker."""
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="odradek broker", description=HELP)
+    parser.add_argument(
+        "--config",
+        "-c",
+        type=Path,
+        help="A Java .properties file with broker settings (Kafka key names).",
+    )
+    parser.add_argument(
+        "--set",
+        "-s",
+        dest="set_",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="key=value, repeatable; overrides the config file.",
+    )
+    parser.add_argument(
+        "--log-level", default="warning", help="debug, info, warning or error (default warning)."
+    )
+    parser.add_argument("--exit-with-parent-fd", type=int, help=argparse.SUPPRESS)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """`odradek broker ARGS`: parse, validate the settings, run; returns the exit code."""
+    try:
+        args = _parser().parse_args(list(sys.argv[1:] if argv is None else argv))
+    except SystemExit as exc:  # --help (0) or a malformed command line (2)
+        return exc.code if isinstance(exc.code, int) else EXIT_CONFIG
     _skip_optional_imports()
     from odradek.broker.config import BrokerConfig, ConfigError, load_properties_file
 
     props: dict[str, str] = {}
-    if config is not None:
+    if args.config is not None:
         try:
-            props.update(load_properties_file(config))
+            props.update(load_properties_file(args.config))
         except OSError as exc:
-            typer.echo(f"error: cannot read {config}: {exc.strerror or exc}", err=True)
-            raise typer.Exit(EXIT_CONFIG) from None
-    for item in set_ or []:
+            print(f"error: cannot read {args.config}: {exc.strerror or exc}", file=sys.stderr)
+            return EXIT_CONFIG
+    for item in args.set_:
         key, sep, value = item.partition("=")
         if not sep or not key.strip():
-            typer.echo(f"error: --set {item!r}: expected key=value", err=True)
-            raise typer.Exit(EXIT_CONFIG)
+            print(f"error: --set {item!r}: expected key=value", file=sys.stderr)
+            return EXIT_CONFIG
         props[key.strip()] = value
     try:
         cfg = BrokerConfig.from_properties(props)
     except ConfigError as exc:
-        typer.echo(f"error: {exc}", err=True)
-        raise typer.Exit(EXIT_CONFIG) from None
-    code = run(cfg, log_level, parent_fd=exit_with_parent_fd)
-    raise typer.Exit(code)
+        print(f"error: {exc}", file=sys.stderr)
+        return EXIT_CONFIG
+    return run(cfg, args.log_level, parent_fd=args.exit_with_parent_fd)
 
 
 def _skip_optional_imports() -> None:

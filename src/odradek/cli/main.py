@@ -10,8 +10,11 @@ from __future__ import annotations
 
 import importlib
 import sys
+from collections.abc import Callable
 
 import typer
+
+from odradek.cli import OWN_PARSER, run_own_parser
 
 app = typer.Typer(
     name="odradek",
@@ -48,6 +51,14 @@ def _register(only: str | None = None) -> None:
     for name, module_name, help_text in SUBCOMMANDS:
         if only is not None and name != only:
             continue
+        if name in OWN_PARSER:
+            app.command(
+                name=name,
+                help=help_text,
+                add_help_option=False,
+                context_settings={"allow_extra_args": True, "ignore_unknown_options": True},
+            )(_passthrough(module_name))
+            continue
         try:
             module = importlib.import_module(f"odradek.cli.{module_name}")
         except ModuleNotFoundError as exc:
@@ -64,7 +75,16 @@ def _register(only: str | None = None) -> None:
             app.add_typer(sub, name=name, help=help_text)
 
 
+def _passthrough(module_name: str) -> Callable[[typer.Context], None]:
+    def command(ctx: typer.Context) -> None:
+        module = importlib.import_module(f"odradek.cli.{module_name}")
+        raise typer.Exit(module.main(ctx.args))
+
+    return command
+
+
 def main() -> None:
+    run_own_parser(sys.argv[1:])
     args = [a for a in sys.argv[1:] if not a.startswith("-")]
     named = args[0] if args and args[0] in {name for name, _, _ in SUBCOMMANDS} else None
     _register(named)  # help, no command or an unknown one: all of them, to list them

@@ -23,6 +23,8 @@ from urllib.parse import parse_qs, urlsplit
 
 import h11
 
+from odradek.listener import close_listener
+
 __all__ = ["Handler", "HttpServer", "Request", "Response"]
 
 log = logging.getLogger("odradek.console")
@@ -73,13 +75,18 @@ class HttpServer:
         server, self._server = self._server, None
         if server is None:
             return
-        server.close()
+        # every connection accepted so far has its transport now: those being served are
+        # aborted here, those whose _serve has not run yet abort themselves there
+        await close_listener(server)
         for writer in list(self._writers):
             writer.transport.abort()
         with contextlib.suppress(Exception):
             await asyncio.wait_for(server.wait_closed(), 2.0)
 
     async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        if self._server is None:  # accepted just before stop(), served only after it
+            writer.transport.abort()
+            return
         self._writers.add(writer)
         conn = h11.Connection(h11.SERVER)
         try:

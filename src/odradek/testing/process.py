@@ -189,8 +189,8 @@ class BrokerProcess:
 
     def console_url(self, timeout: float = 15.0) -> str:
         """The URL of the broker's console (started with ``http.listeners``), from the
-        ``console listening on <url>`` line it logs once the console is up (in the background,
-        so possibly after the ready line). Raises TimeoutError without one in ``timeout`` s."""
+        ``console listening on <url>`` line it logs (at INFO: ``log_level="info"``) once the
+        console is up, before its ready line. Raises TimeoutError without one in ``timeout`` s."""
         deadline = time.monotonic() + timeout
         while True:
             m = CONSOLE_RE.search(self.stderr_tail(1 << 20))
