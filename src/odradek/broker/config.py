@@ -252,6 +252,12 @@ BROKER_KEYS: dict[str, ConfigKey] = {
             "http://127.0.0.1:9644",
             "The console, /metrics and /health (http://host:port); empty turns it off.",
         ),
+        _k(
+            "schema.registry.listeners",
+            _http_listeners_value,
+            "",
+            "The Confluent-compatible schema registry (http://host:port); empty turns it off.",
+        ),
         _k("broker.id", _int(-1), 0, "This broker's id (node id)."),
         _k("node.id", _int(-1), -1, "Alias of broker.id when set."),
         _k("log.dirs", _dirs, "./odradek-data", "Data directories, comma separated."),
@@ -437,6 +443,7 @@ class BrokerConfig:
     listeners: str
     advertised_listeners: str
     http_listeners: str
+    schema_registry_listeners: str
     broker_id: int
     node_id: int
     log_dirs: str

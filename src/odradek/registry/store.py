@@ -1,0 +1,158 @@
+"""The ``_schemas`` topic as the registry's storage: one writer, a reader that replays it.
+
+``SchemaStore(bootstrap)`` talks to the cluster through odradek.client only (an ``AsyncAdmin``,
+an ``AsyncProducer`` and an ``AsyncConsumer`` on the running event loop), so it behaves the same
+inside a broker (pointed at the broker's own listener), in a cluster, and against any
+Kafka-compatible cluster.
+
+* ``start()`` creates ``_schemas`` if missing (one partition, ``cleanup.policy=compact``,
+  replication factor min(3, brokers)), replays it from the start into ``state`` up to its end
+  offset, then keeps reading in the background.
+* ``write(record)`` produces one record (acks=all, idempotent) and returns once the reader has
+  applied it: a read on this node after a write sees the write (read-your-writes). Writes are
+  serialized by ``lock``, which callers hold across "read the state, decide, write" so that two
+  registrations never take the same id or version.
+* Records that are not registry records are logged and skipped (as Confluent does).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from typing import Any
+
+from odradek.client import NewTopic, TopicPartition
+from odradek.client.aio import AsyncAdmin, AsyncConsumer, AsyncProducer
+
+from . import records
+from .records import Record
+from .state import RegistryState
+
+__all__ = ["DEFAULT_TOPIC", "SchemaStore"]
+
+log = logging.getLogger("odradek.registry")
+
+DEFAULT_TOPIC = "_schemas"
+"""Confluent's ``kafkastore.topic`` default."""
+WRITE_TIMEOUT_S = 30.0
+
+
+class SchemaStore:
+    def __init__(
+        self,
+        bootstrap: str,
+        *,
+        topic: str = DEFAULT_TOPIC,
+        client_config: dict[str, Any] | None = None,
+        timeout_s: float = WRITE_TIMEOUT_S,
+    ) -> None:
+        self.topic = topic
+        self.timeout_s = timeout_s
+        self.state = RegistryState()
+        self.lock = asyncio.Lock()
+        self._config: dict[str, Any] = {
+            "bootstrap.servers": bootstrap,
+            "client.id": "odradek-schema-registry",
+        }
+        self._config.update(client_config or {})
+        self._tp = TopicPartition(topic, 0)
+        self._producer: AsyncProducer | None = None
+        self._consumer: AsyncConsumer | None = None
+        self._reader: asyncio.Task[None] | None = None
+        self._applied = asyncio.Condition()
+        self.cluster_id: str | None = None
+
+    async def start(self) -> None:
+        admin = AsyncAdmin(dict(self._config))
+        await admin.start()
+        try:
+            cluster = await admin.describe_cluster()
+            self.cluster_id = cluster.get("cluster_id")
+            rf = max(1, min(3, len(cluster["brokers"])))
+            await admin.create_topics(
+                [NewTopic(self.topic, 1, rf, {"cleanup.policy": "compact"})], raise_on_exists=False
+            )
+        finally:
+            await admin.close()
+        producer = AsyncProducer({**self._config, "acks": "all", "linger.ms": 0})
+        await producer.start()
+        self._producer = producer
+        consumer = AsyncConsumer(
+            {
+                **self._config,
+                "enable.auto.commit": False,
+                "auto.offset.reset": "earliest",
+                "fetch.max.wait.ms": 100,
+            }
+        )
+        await consumer.start()
+        consumer.assign([self._tp])
+        consumer.seek_to_beginning(self._tp)
+        self._consumer = consumer
+        end = (await consumer.end_offsets([self._tp]))[self._tp]
+        deadline = asyncio.get_running_loop().time() + self.timeout_s
+        while self.state.applied < end:
+            await self._read_once(0.5)
+            if self.state.applied < end and await consumer.position(self._tp) >= end:
+                break  # the end is a control record or a compacted gap
+            if asyncio.get_running_loop().time() > deadline:
+                raise TimeoutError(f"{self.topic}: replay did not reach offset {end}")
+        self._reader = asyncio.get_running_loop().create_task(self._read_loop())
+
+    async def close(self) -> None:
+        reader, self._reader = self._reader, None
+        if reader is not None:
+            reader.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await reader
+        for client in (self._producer, self._consumer):
+            if client is not None:
+                with contextlib.suppress(Exception):
+                    await client.close()
+        self._producer = self._consumer = None
+
+    async def _read_loop(self) -> None:
+        while True:
+            try:
+                await self._read_once(1.0)
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:  # the client reconnects; log and keep reading
+                log.warning("schema registry: reading %s failed: %s", self.topic, exc)
+                await asyncio.sleep(0.5)
+
+    async def _read_once(self, timeout: float) -> None:
+        assert self._consumer is not None
+        batch = await self._consumer.poll(timeout)
+        if not batch:
+            return
+        for r in batch:
+            try:
+                record = records.decode(r.key, r.value)
+            except (ValueError, KeyError, TypeError) as exc:
+                log.warning("schema registry: skipping %s@%s: %s", self.topic, r.offset, exc)
+            else:
+                self.state.apply(record)
+            self.state.applied = r.offset + 1
+        async with self._applied:
+            self._applied.notify_all()
+
+    async def write(self, record: Record) -> int:
+        """Produce ``record`` and wait until this node's state has applied it; returns its offset."""
+        if self._producer is None:
+            raise RuntimeError("schema store is not started")
+        md = await asyncio.wait_for(
+            self._producer.send_and_wait(self.topic, record.value(), key=record.key(), partition=0),
+            self.timeout_s,
+        )
+        await self.wait_applied(md.offset + 1)
+        return int(md.offset)
+
+    async def wait_applied(self, offset: int) -> None:
+        """Return once every record before ``offset`` has been applied (TimeoutError after
+        ``timeout_s``)."""
+        async with self._applied:
+            await asyncio.wait_for(
+                self._applied.wait_for(lambda: self.state.applied >= offset), self.timeout_s
+            )
