@@ -40,7 +40,9 @@ class RegistryBroker:
     def bootstrap_servers(self) -> str:
         return self.process.bootstrap_servers
 
-    def call(self, method: str, path: str, body: Any = None, raw: bytes | None = None) -> tuple[int, str, Any]:
+    def call(
+        self, method: str, path: str, body: Any = None, raw: bytes | None = None
+    ) -> tuple[int, str, Any]:
         data = raw if raw is not None else (None if body is None else json.dumps(body).encode())
         req = urllib.request.Request(
             self.url + path,
@@ -60,7 +62,9 @@ class RegistryBroker:
         return status, ctype, parsed
 
 
-def start_registry_broker(settings: dict[str, Any] | None = None, **kw: Any) -> tuple[BrokerProcess, str]:
+def start_registry_broker(
+    settings: dict[str, Any] | None = None, **kw: Any
+) -> tuple[BrokerProcess, str]:
     process = BrokerProcess(
         {
             "listeners": "PLAINTEXT://127.0.0.1:0",

@@ -46,6 +46,8 @@ class RegistryState:
     users: dict[int, set[tuple[str, int]]] = field(default_factory=dict)
     configs: dict[str | None, str] = field(default_factory=dict)
     modes: dict[str | None, str] = field(default_factory=dict)
+    by_content: dict[StoredSchema, int] = field(default_factory=dict)
+    """The inverse of ``schemas`` (the lowest id when an import gave one text several ids)."""
     max_id: int = 0
     applied: int = 0
     """The offset after the last applied record (the next one to read)."""
@@ -85,9 +87,10 @@ class RegistryState:
         self.max_id = max(self.max_id, record.id)
         self.users.setdefault(record.id, set()).add((record.subject, record.version))
         if record.id not in self.schemas:
-            self.schemas[record.id] = StoredSchema(
-                record.schema, record.schema_type, record.references
-            )
+            stored = StoredSchema(record.schema, record.schema_type, record.references)
+            self.schemas[record.id] = stored
+            if self.by_content.get(stored, record.id) >= record.id:
+                self.by_content[stored] = record.id
 
     def _release(self, schema_id: int, subject: str, version: int) -> None:
         users = self.users.get(schema_id)
@@ -96,7 +99,9 @@ class RegistryState:
         users.discard((subject, version))
         if not users:
             del self.users[schema_id]
-            self.schemas.pop(schema_id, None)
+            stored = self.schemas.pop(schema_id, None)
+            if stored is not None and self.by_content.get(stored) == schema_id:
+                del self.by_content[stored]
 
     # -- queries -------------------------------------------------------------------------------
 
@@ -111,11 +116,7 @@ class RegistryState:
         self, schema: str, schema_type: str, references: tuple[Reference, ...]
     ) -> int | None:
         """The id of this exact schema (text, type, references) in any subject, else None."""
-        wanted = StoredSchema(schema, schema_type, references)
-        for schema_id, stored in self.schemas.items():
-            if stored == wanted:
-                return schema_id
-        return None
+        return self.by_content.get(StoredSchema(schema, schema_type, references))
 
     def referenced_by(self, subject: str, version: int) -> list[int]:
         """Ids of live schemas whose references name (subject, version)."""
