@@ -13,11 +13,13 @@ from __future__ import annotations
 import json
 import logging
 from typing import Any
-from urllib.parse import unquote
+from urllib.parse import unquote, urlencode
 
 from odradek.console.http import Request, Response
 
+from .election import WriterElection
 from .errors import RegistryError, error_body
+from .forward import forward
 from .routers import Call, Raw, Route, compatibility, config, dumps, mode, root, schemas, subjects
 from .service import SchemaRegistry
 
@@ -48,13 +50,63 @@ def _match(pattern: tuple[str, ...], parts: list[str]) -> dict[str, str] | None:
     return params
 
 
+WRITES = frozenset(
+    [
+        subjects.register,
+        subjects.delete_subject,
+        subjects.delete_version,
+        config.put_global,
+        config.put_subject,
+        config.delete_global,
+        config.delete_subject,
+        mode.put_global,
+        mode.put_subject,
+        mode.delete_global,
+        mode.delete_subject,
+    ]
+)
+"""The handlers that write ``_schemas``: forwarded to the writer when this node is not it."""
+FORWARD_TIMEOUT_S = 30.0
+
+
 class RegistryApp:
     """``await app(request)`` -> response; ``info`` carries ``cluster_id`` for the metadata
-    route."""
+    route. With an ``election`` (``WriterElection``), a write on a node that is not the writer is
+    forwarded to the writer as is and its answer relayed; the node then catches up with
+    ``_schemas`` before answering, so a read after the write on this node sees it."""
 
-    def __init__(self, registry: SchemaRegistry, info: dict[str, Any] | None = None) -> None:
+    def __init__(
+        self,
+        registry: SchemaRegistry,
+        info: dict[str, Any] | None = None,
+        election: WriterElection | None = None,
+    ) -> None:
         self.registry = registry
         self.info = info if info is not None else {}
+        self.election = election
+
+    async def _forward(self, request: Request) -> Response | None:
+        """The writer's answer to ``request``, or None when this node is the writer."""
+        election = self.election
+        if election is None or election.is_writer:
+            return None
+        url = await election.wait_writer(FORWARD_TIMEOUT_S / 3)
+        if url is None:
+            return self._error(500, 50004, "Leader not known.")
+        if url == election.url:
+            return None
+        target = request.path + (f"?{urlencode(request.query)}" if request.query else "")
+        try:
+            status, ctype, body = await forward(
+                url, request.method, target, request.body, CONTENT_TYPE, FORWARD_TIMEOUT_S
+            )
+        except (OSError, TimeoutError) as exc:
+            return self._error(
+                500, 50003, f"Error while forwarding the request to the leader {url}: {exc}"
+            )
+        if 200 <= status < 300:
+            await self.registry.store.catch_up()
+        return Response(status, body, ctype or CONTENT_TYPE)
 
     @staticmethod
     def _error(status: int, code: int, message: str) -> Response:
@@ -79,6 +131,10 @@ class RegistryApp:
                     return self._error(400, 400, f"Unrecognized JSON: {exc}")
             call = Call(self.registry, params, request.query, body, self.info)
             try:
+                if handler in WRITES:
+                    forwarded = await self._forward(request)
+                    if forwarded is not None:
+                        return forwarded
                 result = await handler(call)
             except RegistryError as exc:
                 return Response(exc.status, exc.body(), CONTENT_TYPE)

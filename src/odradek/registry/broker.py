@@ -5,7 +5,8 @@ broker calls.
 empty, the default, turns the registry off; port 0 picks a free port). ``BrokerSchemaRegistry(
 broker, listeners).start_soon()``, called once the broker serves Kafka requests, starts in the
 background: a ``SchemaStore`` talking to the broker's own advertised listener through
-odradek.client, the replay of ``_schemas``, then the HTTP server on the broker's event loop. It
+odradek.client, the replay of ``_schemas``, the HTTP server on the broker's event loop, then
+the ``WriterElection`` (writes on a node that is not the writer are forwarded to it). It
 logs ``schema registry listening on <url>`` once serving; if it cannot start, the broker runs
 without it (logged as an error).
 """
@@ -40,6 +41,7 @@ class BrokerSchemaRegistry:
         self._task: asyncio.Task[None] | None = None
         self._store: Any = None
         self._server: Any = None
+        self._election: Any = None
 
     @property
     def url(self) -> str | None:
@@ -69,6 +71,7 @@ class BrokerSchemaRegistry:
         from odradek.console.http import HttpServer
 
         from .app import RegistryApp
+        from .election import WriterElection
         from .service import SchemaRegistry
         from .store import SchemaStore
 
@@ -77,16 +80,28 @@ class BrokerSchemaRegistry:
         self._store = store
         await store.start()
         info = {"cluster_id": store.cluster_id}
-        server = HttpServer(RegistryApp(SchemaRegistry(store), info))
+        app = RegistryApp(SchemaRegistry(store), info)
+        server = HttpServer(app)
         host, port = self.addresses[0]
         bound_port = await server.start(host, port)
         self._server = server
         self.bound = (host, bound_port)
+        if host in ("", "0.0.0.0", "::"):  # other nodes reach this one at the broker's host
+            host = kafka_host
+        url = f"http://{host if ':' not in host else f'[{host}]'}:{bound_port}"
+        election = WriterElection(f"{kafka_host}:{kafka_port}", url, topic=self.topic)
+        self._election = election
+        await election.start()
+        app.election = election
         log.info("schema registry listening on %s", self.url)
 
     async def _close(self) -> None:
         server, self._server = self._server, None
         store, self._store = self._store, None
+        election, self._election = self._election, None
+        if election is not None:  # first: the group moves the writer elsewhere at once
+            with contextlib.suppress(Exception):
+                await election.close()
         if server is not None:
             with contextlib.suppress(Exception):
                 await server.stop()

@@ -201,6 +201,7 @@ class SchemaRegistry:
         if not isinstance(body, Mapping):
             raise errors.invalid_schema("Invalid schema")
         async with self.store.lock:
+            await self.store.catch_up()
             mode = self.mode_in_scope(subject)
             if mode in ("READONLY", "READONLY_OVERRIDE"):
                 raise errors.operation_not_permitted(
@@ -289,6 +290,7 @@ class SchemaRegistry:
 
     async def delete_subject(self, subject: str, permanent: bool) -> list[int]:
         async with self.store.lock:
+            await self.store.catch_up()
             self._check_writable(subject)
             kept = self.state.all_versions(subject)
             if not kept:
@@ -312,6 +314,7 @@ class SchemaRegistry:
     async def delete_version(self, subject: str, version: str, permanent: bool) -> int:
         n = self.parse_version(version)
         async with self.store.lock:
+            await self.store.catch_up()
             self._check_writable(subject)
             kept = self.state.all_versions(subject)
             if not kept:
@@ -388,12 +391,14 @@ class SchemaRegistry:
         if not isinstance(level, str) or level.upper() not in LEVELS:
             raise errors.invalid_compatibility_level()
         async with self.store.lock:
+            await self.store.catch_up()
             self._check_writable(subject)
             await self.store.write(ConfigRecord(subject, level.upper()))
         return level.upper()
 
     async def delete_config(self, subject: str | None) -> str:
         async with self.store.lock:
+            await self.store.catch_up()
             self._check_writable(subject)
             if subject is None:
                 previous = self.compatibility_in_scope(None)
@@ -426,6 +431,7 @@ class SchemaRegistry:
             raise errors.invalid_mode()
         mode = mode.upper()
         async with self.store.lock:
+            await self.store.catch_up()
             if mode == "IMPORT" and not force:
                 subjects = (
                     self.list_subjects("", False, False)
@@ -441,6 +447,7 @@ class SchemaRegistry:
 
     async def delete_mode(self, subject: str | None) -> str:
         async with self.store.lock:
+            await self.store.catch_up()
             previous = (
                 self.get_mode(subject, False) if subject is not None else self.mode_in_scope(None)
             )

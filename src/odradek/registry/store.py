@@ -94,8 +94,6 @@ class SchemaStore:
         deadline = asyncio.get_running_loop().time() + self.timeout_s
         while self.state.applied < end:
             await self._read_once(0.5)
-            if self.state.applied < end and await consumer.position(self._tp) >= end:
-                break  # the end is a control record or a compacted gap
             if asyncio.get_running_loop().time() > deadline:
                 raise TimeoutError(f"{self.topic}: replay did not reach offset {end}")
         self._reader = asyncio.get_running_loop().create_task(self._read_loop())
@@ -125,8 +123,6 @@ class SchemaStore:
     async def _read_once(self, timeout: float) -> None:
         assert self._consumer is not None
         batch = await self._consumer.poll(timeout)
-        if not batch:
-            return
         for r in batch:
             try:
                 record = records.decode(r.key, r.value)
@@ -135,8 +131,12 @@ class SchemaStore:
             else:
                 self.state.apply(record)
             self.state.applied = r.offset + 1
-        async with self._applied:
-            self._applied.notify_all()
+        # past offsets without a record (control batches, compacted away) count as applied
+        position = await self._consumer.position(self._tp)
+        if batch or position > self.state.applied:
+            self.state.applied = max(self.state.applied, position)
+            async with self._applied:
+                self._applied.notify_all()
 
     async def write(self, record: Record) -> int:
         """Produce ``record`` and wait until this node's state has applied it; returns its offset."""
@@ -148,6 +148,14 @@ class SchemaStore:
         )
         await self.wait_applied(md.offset + 1)
         return int(md.offset)
+
+    async def catch_up(self) -> None:
+        """Wait until every record written to ``_schemas`` so far (by any node) is applied: a
+        writer decides on the latest state, and a node that forwarded a write sees it."""
+        assert self._consumer is not None
+        end = (await self._consumer.end_offsets([self._tp]))[self._tp]
+        if self.state.applied < end:
+            await self.wait_applied(end)
 
     async def wait_applied(self, offset: int) -> None:
         """Return once every record before ``offset`` has been applied (TimeoutError after
