@@ -10,6 +10,7 @@ with error_code 50001... never an HTML page.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 from typing import Any
@@ -67,6 +68,8 @@ WRITES = frozenset(
 )
 """The handlers that write ``_schemas``: forwarded to the writer when this node is not it."""
 FORWARD_TIMEOUT_S = 30.0
+WRITER_WAIT_S = 25.0
+"""How long a write waits for a writer (a session timeout and a rebalance) before 50004."""
 
 
 class RegistryApp:
@@ -86,27 +89,37 @@ class RegistryApp:
         self.election = election
 
     async def _forward(self, request: Request) -> Response | None:
-        """The writer's answer to ``request``, or None when this node is the writer."""
+        """The writer's answer to ``request``, or None when this node is the writer. A writer
+        that refuses the connection (it died; the group has not noticed yet) is asked for again
+        until ``WRITER_WAIT_S``: nothing was sent to it, so trying again is safe."""
         election = self.election
         if election is None or election.is_writer:
             return None
-        url = await election.wait_writer(FORWARD_TIMEOUT_S / 3)
-        if url is None:
-            return self._error(500, 50004, "Leader not known.")
-        if url == election.url:
-            return None
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + WRITER_WAIT_S
         target = request.path + (f"?{urlencode(request.query)}" if request.query else "")
-        try:
-            status, ctype, body = await forward(
-                url, request.method, target, request.body, CONTENT_TYPE, FORWARD_TIMEOUT_S
-            )
-        except (OSError, TimeoutError) as exc:
-            return self._error(
-                500, 50003, f"Error while forwarding the request to the leader {url}: {exc}"
-            )
-        if 200 <= status < 300:
-            await self.registry.store.catch_up()
-        return Response(status, body, ctype or CONTENT_TYPE)
+        while True:
+            url = await election.wait_writer(max(0.0, deadline - loop.time()))
+            if url is None:
+                return self._error(500, 50004, "Leader not known.")
+            if url == election.url:
+                return None
+            try:
+                status, ctype, body = await forward(
+                    url, request.method, target, request.body, CONTENT_TYPE, FORWARD_TIMEOUT_S
+                )
+            except ConnectionRefusedError:
+                if loop.time() > deadline:
+                    return self._error(500, 50004, "Leader not known.")
+                await asyncio.sleep(0.2)
+                continue
+            except (OSError, TimeoutError) as exc:
+                return self._error(
+                    500, 50003, f"Error while forwarding the request to the leader {url}: {exc}"
+                )
+            if 200 <= status < 300:
+                await self.registry.store.catch_up()
+            return Response(status, body, ctype or CONTENT_TYPE)
 
     @staticmethod
     def _error(status: int, code: int, message: str) -> Response:

@@ -76,7 +76,10 @@ class BrokerSchemaRegistry:
         from .store import SchemaStore
 
         kafka_host, kafka_port = self.broker.advertised_address
-        store = SchemaStore(f"{kafka_host}:{kafka_port}", topic=self.topic)
+        # Confluent's kafkastore.topic.replication.factor is 3; never more than the cluster's
+        # default, so that a single broker (default 1) needs no other
+        rf = min(3, int(self.broker.config.default_replication_factor))
+        store = SchemaStore(f"{kafka_host}:{kafka_port}", topic=self.topic, replication_factor=rf)
         self._store = store
         await store.start()
         info = {"cluster_id": store.cluster_id}

@@ -40,7 +40,7 @@ class WriterElection:
         *,
         topic: str = "_schemas",
         group_id: str = GROUP_ID,
-        session_timeout_ms: int = 10000,
+        session_timeout_ms: int = 6000,
     ) -> None:
         self.url = url
         self.topic = topic

@@ -6,7 +6,8 @@ inside a broker (pointed at the broker's own listener), in a cluster, and agains
 Kafka-compatible cluster.
 
 * ``start()`` creates ``_schemas`` if missing (one partition, ``cleanup.policy=compact``,
-  replication factor min(3, brokers)), replays it from the start into ``state`` up to its end
+  ``replication_factor`` replicas, by default min(3, brokers), waiting for that many brokers),
+  replays it from the start into ``state`` up to its end
   offset, then keeps reading in the background.
 * ``write(record)`` produces one record (acks=all, idempotent) and returns once the reader has
   applied it: a read on this node after a write sees the write (read-your-writes). Writes are
@@ -46,8 +47,10 @@ class SchemaStore:
         topic: str = DEFAULT_TOPIC,
         client_config: dict[str, Any] | None = None,
         timeout_s: float = WRITE_TIMEOUT_S,
+        replication_factor: int | None = None,
     ) -> None:
         self.topic = topic
+        self.replication_factor = replication_factor
         self.timeout_s = timeout_s
         self.state = RegistryState()
         self.lock = asyncio.Lock()
@@ -67,12 +70,7 @@ class SchemaStore:
         admin = AsyncAdmin(dict(self._config))
         await admin.start()
         try:
-            cluster = await admin.describe_cluster()
-            self.cluster_id = cluster.get("cluster_id")
-            rf = max(1, min(3, len(cluster["brokers"])))
-            await admin.create_topics(
-                [NewTopic(self.topic, 1, rf, {"cleanup.policy": "compact"})], raise_on_exists=False
-            )
+            await self._create_topic(admin)
         finally:
             await admin.close()
         producer = AsyncProducer({**self._config, "acks": "all", "linger.ms": 0})
@@ -97,6 +95,34 @@ class SchemaStore:
             if asyncio.get_running_loop().time() > deadline:
                 raise TimeoutError(f"{self.topic}: replay did not reach offset {end}")
         self._reader = asyncio.get_running_loop().create_task(self._read_loop())
+
+    async def _create_topic(self, admin: AsyncAdmin) -> None:
+        """Create ``_schemas`` unless it exists, with ``replication_factor`` replicas once that
+        many brokers are up (waiting up to ``timeout_s``; then with the brokers there are, as
+        Confluent does, logged as a warning)."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + self.timeout_s
+        while True:
+            cluster = await admin.describe_cluster()
+            self.cluster_id = cluster.get("cluster_id")
+            if self.topic in await admin.list_topics(include_internal=True):
+                return
+            live = len(cluster["brokers"])
+            wanted = self.replication_factor or min(3, live)
+            if live >= wanted or loop.time() > deadline:
+                break
+            await asyncio.sleep(0.2)
+        rf = max(1, min(wanted, live))
+        if rf < wanted:
+            log.warning(
+                "creating %s with %d replicas, fewer than %d: brokers missing",
+                self.topic,
+                rf,
+                wanted,
+            )
+        await admin.create_topics(
+            [NewTopic(self.topic, 1, rf, {"cleanup.policy": "compact"})], raise_on_exists=False
+        )
 
     async def close(self) -> None:
         reader, self._reader = self._reader, None
@@ -153,7 +179,9 @@ class SchemaStore:
         """Wait until every record written to ``_schemas`` so far (by any node) is applied: a
         writer decides on the latest state, and a node that forwarded a write sees it."""
         assert self._consumer is not None
-        end = (await self._consumer.end_offsets([self._tp]))[self._tp]
+        end = (await asyncio.wait_for(self._consumer.end_offsets([self._tp]), self.timeout_s))[
+            self._tp
+        ]
         if self.state.applied < end:
             await self.wait_applied(end)
 
