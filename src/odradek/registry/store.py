@@ -62,6 +62,7 @@ class SchemaStore:
         self._tp = TopicPartition(topic, 0)
         self._producer: AsyncProducer | None = None
         self._consumer: AsyncConsumer | None = None
+        self._admin: AsyncAdmin | None = None
         self._reader: asyncio.Task[None] | None = None
         self._applied = asyncio.Condition()
         self.cluster_id: str | None = None
@@ -69,10 +70,8 @@ class SchemaStore:
     async def start(self) -> None:
         admin = AsyncAdmin(dict(self._config))
         await admin.start()
-        try:
-            await self._create_topic(admin)
-        finally:
-            await admin.close()
+        self._admin = admin
+        await self._create_topic(admin)
         producer = AsyncProducer({**self._config, "acks": "all", "linger.ms": 0})
         await producer.start()
         self._producer = producer
@@ -130,11 +129,11 @@ class SchemaStore:
             reader.cancel()
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await reader
-        for client in (self._producer, self._consumer):
+        for client in (self._producer, self._consumer, self._admin):
             if client is not None:
                 with contextlib.suppress(Exception):
                     await client.close()
-        self._producer = self._consumer = None
+        self._producer = self._consumer = self._admin = None
 
     async def _read_loop(self) -> None:
         while True:
@@ -178,10 +177,12 @@ class SchemaStore:
     async def catch_up(self) -> None:
         """Wait until every record written to ``_schemas`` so far (by any node) is applied: a
         writer decides on the latest state, and a node that forwarded a write sees it."""
-        assert self._consumer is not None
-        end = (await asyncio.wait_for(self._consumer.end_offsets([self._tp]), self.timeout_s))[
-            self._tp
-        ]
+        # the admin's own connection: the reader's may be waiting in a long-polling Fetch
+        assert self._admin is not None
+        ends = await asyncio.wait_for(
+            self._admin.list_offsets({self._tp: "latest"}), self.timeout_s
+        )
+        end = ends[self._tp][0]
         if self.state.applied < end:
             await self.wait_applied(end)
 
