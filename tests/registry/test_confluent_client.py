@@ -195,3 +195,30 @@ def test_avro_serializer_round_trip(registry: RegistryBroker, client: SchemaRegi
         consumer.close()
     assert got == [{"name": "ann"}, {"name": "bob", "age": 7}]
     assert client.get_versions(f"{topic}-value") == [1, 2]
+
+
+def test_json_schema_serializer_round_trip(client: SchemaRegistryClient) -> None:
+    from confluent_kafka.schema_registry.json_schema import JSONDeserializer, JSONSerializer
+
+    topic = f"j-{uuid.uuid4().hex[:8]}"
+    schema = {
+        "$schema": "http://json-schema.org/draft-07/schema#",
+        "title": "Order",
+        "type": "object",
+        "properties": {"id": {"type": "integer"}, "item": {"type": "string"}},
+        "required": ["id"],
+    }
+    ctx = SerializationContext(topic, MessageField.VALUE)
+    data = JSONSerializer(json.dumps(schema), client)({"id": 7, "item": "pen"}, ctx)
+    assert data[:1] == b"\x00"
+    assert JSONDeserializer(None, schema_registry_client=client)(data, ctx) == {
+        "id": 7,
+        "item": "pen",
+    }
+    registered = client.get_latest_version(f"{topic}-value")
+    assert registered.schema.schema_type == "JSON"
+    # a narrowing change is refused by the default BACKWARD level
+    narrowed = {**schema, "required": ["id", "item"]}
+    with pytest.raises(SchemaRegistryError) as exc:
+        client.register_schema(f"{topic}-value", Schema(json.dumps(narrowed), "JSON"))
+    assert exc.value.error_code == 40901
