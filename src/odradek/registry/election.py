@@ -20,7 +20,7 @@ import contextlib
 import logging
 from typing import Any
 
-from odradek.client import TopicPartition
+from odradek.client import KafkaError, TopicPartition
 from odradek.client.aio import AsyncAdmin, AsyncConsumer
 
 __all__ = ["CLIENT_ID_PREFIX", "GROUP_ID", "WriterElection"]
@@ -98,7 +98,19 @@ class WriterElection:
             return self.url
         if self._admin is None:
             return None
-        described = await self._admin.describe_groups([self.group_id])
+        try:
+            described = await self._admin.describe_groups([self.group_id])
+        except KafkaError as exc:  # the coordinator moves (a broker died): ask again later
+            log.debug("schema registry: describing group %s: %s", self.group_id, exc)
+            # a new admin: the old one may keep asking the dead coordinator it cached
+            old, self._admin = (
+                self._admin,
+                AsyncAdmin({"bootstrap.servers": self._config["bootstrap.servers"]}),
+            )
+            with contextlib.suppress(Exception):
+                await old.close()
+            await self._admin.start()
+            return None
         group = described.get(self.group_id)
         if group is None:
             return None

@@ -23,7 +23,7 @@ import contextlib
 import logging
 from typing import Any
 
-from odradek.client import NewTopic, TopicPartition
+from odradek.client import KafkaError, NewTopic, TopicPartition
 from odradek.client.aio import AsyncAdmin, AsyncConsumer, AsyncProducer
 
 from . import records
@@ -174,15 +174,32 @@ class SchemaStore:
         await self.wait_applied(md.offset + 1)
         return int(md.offset)
 
+    async def end_offset(self) -> int:
+        """The log end offset of ``_schemas``, asked on the admin's own connection (the
+        reader's may be waiting in a long-polling Fetch). While the partition changes leader
+        (a broker died) the answer is an error: asked again, 0.1 s apart, for up to
+        ``timeout_s``."""
+        assert self._admin is not None
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + self.timeout_s
+        while True:
+            try:
+                ends = await asyncio.wait_for(
+                    self._admin.list_offsets({self._tp: "latest"}), self.timeout_s
+                )
+                return int(ends[self._tp][0])
+            except KafkaError as exc:
+                if loop.time() > deadline:
+                    raise
+                log.debug("schema registry: end offset of %s: %s", self.topic, exc)
+                await asyncio.sleep(0.1)
+                with contextlib.suppress(KafkaError):  # learn the partition's new leader
+                    await self._admin.describe_topics([self.topic])
+
     async def catch_up(self) -> None:
         """Wait until every record written to ``_schemas`` so far (by any node) is applied: a
         writer decides on the latest state, and a node that forwarded a write sees it."""
-        # the admin's own connection: the reader's may be waiting in a long-polling Fetch
-        assert self._admin is not None
-        ends = await asyncio.wait_for(
-            self._admin.list_offsets({self._tp: "latest"}), self.timeout_s
-        )
-        end = ends[self._tp][0]
+        end = await self.end_offset()
         if self.state.applied < end:
             await self.wait_applied(end)
 
