@@ -272,3 +272,36 @@ def test_schemas_topic_in_confluents_format(registry: RegistryBroker) -> None:
         "schema": REC_STORED,
         "deleted": False,
     }
+
+
+def test_read_only_modes(registry: RegistryBroker) -> None:
+    subject = _s()
+    _register(registry, subject, REC)
+    assert registry.call("PUT", f"/mode/{subject}", {"mode": "READWRITE"})[2] == {
+        "mode": "READWRITE"
+    }
+    assert registry.call("PUT", "/mode", {"mode": "READONLY_OVERRIDE"})[2] == {
+        "mode": "READONLY_OVERRIDE"
+    }
+    try:
+        # READONLY_OVERRIDE wins over the subject's READWRITE
+        body = {"schema": json.dumps({**REC, "name": "Other"})}
+        status, _ct, answer = registry.call("POST", f"/subjects/{subject}/versions", body)
+        assert (status, answer) == (
+            422,
+            {
+                "error_code": 42205,
+                "message": f"Subject {subject} in context . is in read-only mode",
+            },
+        )
+        assert registry.call("PUT", "/config", {"compatibility": "NONE"})[2] == {
+            "error_code": 42205,
+            "message": "Subject null in context . is in read-only mode",
+        }
+        # a missing version is reported before the mode, as Confluent orders its checks
+        assert registry.call("DELETE", f"/subjects/{subject}/versions/9")[2]["error_code"] == 40402
+        assert registry.call("GET", f"/subjects/{subject}/versions/1")[0] == 200  # reads go on
+    finally:
+        assert registry.call("PUT", "/mode", {"mode": "READWRITE"})[0] == 200
+        registry.call("DELETE", f"/mode/{subject}")
+    assert registry.call("GET", "/mode")[2] == {"mode": "READWRITE"}

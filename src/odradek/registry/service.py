@@ -277,9 +277,10 @@ class SchemaRegistry:
         raise errors.schema_not_found()
 
     def _check_writable(self, subject: str | None) -> None:
+        """42205 in READONLY mode (the global subject prints as ``null``, as in Java)."""
         if self.mode_in_scope(subject) in ("READONLY", "READONLY_OVERRIDE"):
             raise errors.operation_not_permitted(
-                f"Subject {subject} in context . is in read-only mode"
+                f"Subject {'null' if subject is None else subject} in context . is in read-only mode"
             )
 
     def _check_not_referenced(self, rec: SchemaRecord) -> None:
@@ -315,7 +316,6 @@ class SchemaRegistry:
         n = self.parse_version(version)
         async with self.store.lock:
             await self.store.catch_up()
-            self._check_writable(subject)
             kept = self.state.all_versions(subject)
             if not kept:
                 raise errors.subject_not_found(subject)
@@ -327,6 +327,7 @@ class SchemaRegistry:
             rec = next((r for r in kept if r.version == n), None)
             if rec is None:
                 raise errors.version_not_found(n)
+            self._check_writable(subject)  # after the checks of the version, as Confluent
             if permanent:
                 if not rec.deleted:
                     raise errors.version_not_soft_deleted(subject, n)
@@ -410,7 +411,11 @@ class SchemaRegistry:
             return previous
 
     def mode_in_scope(self, subject: str | None) -> str:
+        """The subject's mode, else the global one; a global READONLY_OVERRIDE wins over
+        subject modes."""
         modes = self.state.modes
+        if modes.get(None) == "READONLY_OVERRIDE":
+            return "READONLY_OVERRIDE"
         if subject is not None and subject in modes:
             return modes[subject]
         return modes.get(None, DEFAULT_MODE)
