@@ -305,3 +305,13 @@ def test_read_only_modes(registry: RegistryBroker) -> None:
         assert registry.call("PUT", "/mode", {"mode": "READWRITE"})[0] == 200
         registry.call("DELETE", f"/mode/{subject}")
     assert registry.call("GET", "/mode")[2] == {"mode": "READWRITE"}
+
+
+def test_body_over_the_limit(registry: RegistryBroker) -> None:
+    huge = json.dumps({"schema": json.dumps({**REC, "doc": "x" * (2 << 20)})}).encode()
+    status, ctype, body = registry.call("POST", f"/subjects/{_s()}/versions", raw=huge)
+    assert (status, ctype, body) == (
+        413,
+        CT,
+        {"error_code": 413, "message": "request body too large"},
+    )

@@ -16,7 +16,7 @@ import logging
 from typing import Any
 from urllib.parse import unquote, urlencode
 
-from odradek.console.http import Request, Response
+from odradek.console.http import HttpServer, Request, Response
 
 from .election import WriterElection
 from .errors import RegistryError, error_body
@@ -24,7 +24,7 @@ from .forward import forward
 from .routers import Call, Raw, Route, compatibility, config, dumps, mode, root, schemas, subjects
 from .service import SchemaRegistry
 
-__all__ = ["CONTENT_TYPE", "RegistryApp"]
+__all__ = ["CONTENT_TYPE", "RegistryApp", "RegistryHttpServer"]
 
 log = logging.getLogger("odradek.registry")
 
@@ -162,3 +162,14 @@ class RegistryApp:
         if known_path:
             return self._error(405, 405, "HTTP 405 Method Not Allowed")
         return self._error(404, 404, "HTTP 404 Not Found")
+
+
+class RegistryHttpServer(HttpServer):
+    """The project's HTTP server, its own plain-text answers (a malformed request, a body over
+    ``console.http.MAX_BODY``, a handler crash) written as Confluent error bodies."""
+
+    async def _send(self, conn: Any, writer: Any, response: Response, close: bool = False) -> None:
+        if response.content_type.startswith("text/plain"):
+            text = response.body.decode("utf-8", "replace").strip() or "error"
+            response = Response(response.status, error_body(response.status, text), CONTENT_TYPE)
+        await super()._send(conn, writer, response, close)

@@ -68,9 +68,7 @@ class BrokerSchemaRegistry:
             await self._close()
 
     async def _listen(self) -> None:
-        from odradek.console.http import HttpServer
-
-        from .app import RegistryApp
+        from .app import RegistryApp, RegistryHttpServer
         from .election import WriterElection
         from .service import SchemaRegistry
         from .store import SchemaStore
@@ -84,7 +82,7 @@ class BrokerSchemaRegistry:
         await store.start()
         info = {"cluster_id": store.cluster_id}
         app = RegistryApp(SchemaRegistry(store), info)
-        server = HttpServer(app)
+        server = RegistryHttpServer(app)
         host, port = self.addresses[0]
         bound_port = await server.start(host, port)
         self._server = server
