@@ -315,3 +315,27 @@ def test_body_over_the_limit(registry: RegistryBroker) -> None:
         CT,
         {"error_code": 413, "message": "request body too large"},
     )
+
+
+def test_normalize_config(registry: RegistryBroker) -> None:
+    subject = _s()
+    assert registry.call("PUT", f"/config/{subject}", {"normalize": True})[2] == {"normalize": True}
+    assert registry.call("PUT", f"/config/{subject}", {"compatibility": "FULL"})[2] == {
+        "compatibility": "FULL",
+        "normalize": True,
+    }  # merged over what was there
+    assert registry.call("GET", f"/config/{subject}")[2] == {
+        "normalize": True,
+        "compatibilityLevel": "FULL",
+    }
+    a = '{"type":"record","name":"q.Q","fields":[{"name":"a","type":"int"}]}'
+    b = '{"type":"record","name":"Q","namespace":"q","fields":[{"name":"a","type":"int","doc":"x"}]}'
+    first = registry.call("POST", f"/subjects/{subject}/versions", {"schema": a})[2]["id"]
+    # no ?normalize=true: the subject's config normalizes
+    assert registry.call("POST", f"/subjects/{subject}/versions", {"schema": b})[2] == {"id": first}
+    assert registry.call("GET", f"/subjects/{subject}/versions")[2] == [1]
+    assert registry.call("DELETE", f"/config/{subject}")[2] == {
+        "normalize": True,
+        "compatibilityLevel": "FULL",
+    }
+    assert registry.call("GET", f"/config/{subject}")[2]["error_code"] == 40408

@@ -8,7 +8,7 @@ is null or empty is left out (Jackson's ``NON_EMPTY``):
 keytype         key                                                    value
 =============== ====================================================== ==================================================
 SCHEMA          ``{"keytype":"SCHEMA","subject":s,"version":v,"magic":1}`` ``{"subject","version","id","schemaType"?,"references"?,"schema","deleted"}``; null = permanently deleted
-CONFIG          ``{"keytype":"CONFIG","subject":s?,"magic":0}``          ``{"subject"?,"compatibilityLevel":L}``; null = config removed
+CONFIG          ``{"keytype":"CONFIG","subject":s?,"magic":0}``          ``{"subject"?,"normalize"?,"compatibilityLevel"?}``; null = config removed
 MODE            ``{"keytype":"MODE","subject":s?,"magic":0}``            ``{"subject"?,"mode":M}``; null = mode removed
 DELETE_SUBJECT  ``{"keytype":"DELETE_SUBJECT","subject":s,"magic":0}``  ``{"subject":s,"version":v}``: versions <= v soft-deleted
 NOOP            ``{"keytype":"NOOP","magic":0}``                        none (a marker written to learn the end offset)
@@ -86,18 +86,20 @@ class SchemaRecord:
 @dataclass(frozen=True, slots=True)
 class ConfigRecord:
     subject: str | None
-    compatibility_level: str | None  # None: removed (a tombstone)
+    compatibility_level: str | None
     extra: dict[str, Any] = field(default_factory=dict)
+    """Other fields of the value (``normalize`` ...); no level and no extra: a tombstone."""
 
     def key(self) -> bytes:
         return dumps(_subject_key("CONFIG", self.subject))
 
     def value(self) -> bytes | None:
-        if self.compatibility_level is None:
+        if self.compatibility_level is None and not self.extra:
             return None
         v: dict[str, Any] = {} if self.subject is None else {"subject": self.subject}
         v.update(self.extra)
-        v["compatibilityLevel"] = self.compatibility_level
+        if self.compatibility_level is not None:
+            v["compatibilityLevel"] = self.compatibility_level
         return dumps(v)
 
 

@@ -200,6 +200,7 @@ class SchemaRegistry:
     async def register(self, subject: str, body: Mapping[str, Any], normalize: bool) -> int:
         if not isinstance(body, Mapping):
             raise errors.invalid_schema("Invalid schema")
+        normalize = normalize or self.normalize_in_scope(subject)
         async with self.store.lock:
             await self.store.catch_up()
             mode = self.mode_in_scope(subject)
@@ -261,6 +262,7 @@ class SchemaRegistry:
     ) -> SchemaRecord:
         if not isinstance(body, Mapping):
             raise errors.invalid_schema("Invalid schema")
+        normalize = normalize or self.normalize_in_scope(subject)
         versions = (
             self.state.all_versions(subject) if deleted else self.state.live_versions(subject)
         )
@@ -377,32 +379,67 @@ class SchemaRegistry:
             return configs[subject]
         return configs.get(None, DEFAULT_LEVEL)
 
-    def get_config(self, subject: str | None, default_to_global: bool) -> str:
-        if subject is None:
-            return self.compatibility_in_scope(None)
-        level = self.state.configs.get(subject)
-        if level is None:
-            if default_to_global:
-                return self.compatibility_in_scope(None)
-            raise errors.subject_compatibility_not_configured(subject)
-        return level
+    def normalize_in_scope(self, subject: str | None) -> bool:
+        """The ``normalize`` config (Confluent's): registrations and lookups normalize as if
+        ``?normalize=true`` were given."""
+        extras = self.state.config_extras
+        for scope in (subject, None):
+            if scope in extras and "normalize" in extras[scope]:
+                return bool(extras[scope]["normalize"])
+        return False
 
-    async def set_config(self, subject: str | None, body: Mapping[str, Any]) -> str:
-        level = body.get("compatibility") if isinstance(body, Mapping) else None
-        if not isinstance(level, str) or level.upper() not in LEVELS:
+    def _config_json(self, subject: str | None) -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        extra = self.state.config_extras.get(subject, {})
+        if "normalize" in extra:
+            out["normalize"] = extra["normalize"]
+        level = self.state.configs.get(subject)
+        if level is not None:
+            out["compatibilityLevel"] = level
+        return out
+
+    def get_config(self, subject: str | None, default_to_global: bool) -> dict[str, Any]:
+        """Confluent's ``Config``: ``{"compatibilityLevel": L}`` (and ``normalize`` when set)."""
+        if subject is None or (subject not in self.state.configs and default_to_global):
+            out = self._config_json(None)
+            out.setdefault("compatibilityLevel", DEFAULT_LEVEL)
+            return out
+        if subject not in self.state.configs and subject not in self.state.config_extras:
+            raise errors.subject_compatibility_not_configured(subject)
+        return self._config_json(subject)
+
+    async def set_config(self, subject: str | None, body: Mapping[str, Any]) -> dict[str, Any]:
+        """PUT: ``compatibility`` and/or ``normalize``; merged over the config there is (as
+        Confluent's ConfigValue.update); answers the new config as ``{"compatibility", ...}``."""
+        if not isinstance(body, Mapping):
+            raise errors.invalid_compatibility_level()
+        level = body.get("compatibility")
+        normalize = body.get("normalize")
+        if level is None and normalize is None:
+            raise errors.invalid_compatibility_level()
+        if level is not None and (not isinstance(level, str) or level.upper() not in LEVELS):
             raise errors.invalid_compatibility_level()
         async with self.store.lock:
             await self.store.catch_up()
             self._check_writable(subject)
-            await self.store.write(ConfigRecord(subject, level.upper()))
-        return level.upper()
+            new_level = level.upper() if isinstance(level, str) else self.state.configs.get(subject)
+            extra = dict(self.state.config_extras.get(subject, {}))
+            if normalize is not None:
+                extra["normalize"] = bool(normalize)
+            await self.store.write(ConfigRecord(subject, new_level, extra))
+        out: dict[str, Any] = {}
+        if new_level is not None:
+            out["compatibility"] = new_level
+        if "normalize" in extra:
+            out["normalize"] = extra["normalize"]
+        return out
 
-    async def delete_config(self, subject: str | None) -> str:
+    async def delete_config(self, subject: str | None) -> dict[str, Any]:
         async with self.store.lock:
             await self.store.catch_up()
             self._check_writable(subject)
             if subject is None:
-                previous = self.compatibility_in_scope(None)
+                previous = self.get_config(None, True)
             else:
                 if subject not in self.state.subjects:
                     raise errors.subject_not_found(subject)

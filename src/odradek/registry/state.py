@@ -18,6 +18,7 @@ Invariants:
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
+from typing import Any
 
 from .records import (
     ConfigRecord,
@@ -45,6 +46,9 @@ class RegistryState:
     schemas: dict[int, StoredSchema] = field(default_factory=dict)
     users: dict[int, set[tuple[str, int]]] = field(default_factory=dict)
     configs: dict[str | None, str] = field(default_factory=dict)
+    """Compatibility level per subject (None: the global one)."""
+    config_extras: dict[str | None, dict[str, Any]] = field(default_factory=dict)
+    """Other config fields kept per subject (``normalize``, and whatever Confluent wrote)."""
     modes: dict[str | None, str] = field(default_factory=dict)
     by_content: dict[StoredSchema, int] = field(default_factory=dict)
     """The inverse of ``schemas`` (the lowest id when an import gave one text several ids)."""
@@ -65,6 +69,10 @@ class RegistryState:
                 self.configs.pop(record.subject, None)
             else:
                 self.configs[record.subject] = record.compatibility_level
+            if record.extra:
+                self.config_extras[record.subject] = dict(record.extra)
+            else:
+                self.config_extras.pop(record.subject, None)
         elif isinstance(record, ModeRecord):
             if record.mode is None:
                 self.modes.pop(record.subject, None)

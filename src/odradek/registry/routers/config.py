@@ -1,4 +1,4 @@
-"""``/config``: the global and per-subject compatibility level."""
+"""``/config``: the global and per-subject compatibility level (and ``normalize``)."""
 
 from __future__ import annotations
 
@@ -8,28 +8,27 @@ from . import Call, Route, flag
 
 
 async def get_global(call: Call) -> Any:
-    return {"compatibilityLevel": call.registry.get_config(None, True)}
+    return call.registry.get_config(None, True)
 
 
 async def put_global(call: Call) -> Any:
-    return {"compatibility": await call.registry.set_config(None, call.body)}
+    return await call.registry.set_config(None, call.body)
 
 
 async def delete_global(call: Call) -> Any:
-    return {"compatibilityLevel": await call.registry.delete_config(None)}
+    return await call.registry.delete_config(None)
 
 
 async def get_subject(call: Call) -> Any:
-    level = call.registry.get_config(call.params["subject"], flag(call, "defaultToGlobal"))
-    return {"compatibilityLevel": level}
+    return call.registry.get_config(call.params["subject"], flag(call, "defaultToGlobal"))
 
 
 async def put_subject(call: Call) -> Any:
-    return {"compatibility": await call.registry.set_config(call.params["subject"], call.body)}
+    return await call.registry.set_config(call.params["subject"], call.body)
 
 
 async def delete_subject(call: Call) -> Any:
-    return {"compatibilityLevel": await call.registry.delete_config(call.params["subject"])}
+    return await call.registry.delete_config(call.params["subject"])
 
 
 ROUTES: list[Route] = [
