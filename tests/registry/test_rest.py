@@ -41,6 +41,8 @@ def test_root_types_and_unknown_paths(registry: RegistryBroker) -> None:
     )
     status, _ct, body = registry.call("GET", "/v1/metadata/id")
     assert status == 200 and body["scope"]["clusters"]["kafka-cluster"]
+    assert registry.call("GET", "/contexts") == (200, CT, ["."])
+    assert set(registry.call("GET", "/v1/metadata/version")[2]) == {"version", "commitId"}
 
 
 def test_register_get_and_raw_schema(registry: RegistryBroker) -> None:

@@ -1,4 +1,4 @@
-"""``/`` and ``/v1/metadata/id``."""
+"""``/``, ``/contexts`` (only the default context ``.``) and ``/v1/metadata/{id,version}``."""
 
 from __future__ import annotations
 
@@ -23,7 +23,23 @@ async def metadata_id(call: Call) -> Any:
     }
 
 
+async def contexts(call: Call) -> Any:
+    return ["."]
+
+
+async def metadata_version(call: Call) -> Any:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        v = version("odradek")
+    except PackageNotFoundError:
+        v = "unknown"
+    return {"version": v, "commitId": ""}
+
+
 ROUTES: list[Route] = [
+    ("GET", ("contexts",), contexts),
+    ("GET", ("v1", "metadata", "version"), metadata_version),
     ("GET", (), root),
     ("POST", (), root),
     ("GET", ("v1", "metadata", "id"), metadata_id),
