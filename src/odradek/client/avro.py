@@ -147,6 +147,13 @@ class SchemaRegistryClient:
             self._ids[key] = schema_id
         return schema_id
 
+    def latest(self, subject: str) -> tuple[int, str]:
+        """(id, schema text) of the subject's latest version (not cached: it changes)."""
+        quoted = urllib.parse.quote(subject, safe="")
+        answer = self._call("GET", f"/subjects/{quoted}/versions/latest")
+        self._schemas.setdefault(int(answer["id"]), str(answer["schema"]))
+        return int(answer["id"]), str(answer["schema"])
+
     def get_schema(self, schema_id: int) -> str:
         """The schema text of ``schema_id`` (cached: ids never change meaning)."""
         text = self._schemas.get(schema_id)
