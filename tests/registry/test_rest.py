@@ -28,7 +28,7 @@ def _register(r: RegistryBroker, subject: str, schema: object, **extra: object) 
 
 def test_root_types_and_unknown_paths(registry: RegistryBroker) -> None:
     assert registry.call("GET", "/") == (200, CT, {})
-    assert registry.call("GET", "/schemas/types") == (200, CT, ["JSON", "AVRO"])
+    assert registry.call("GET", "/schemas/types") == (200, CT, ["JSON", "PROTOBUF", "AVRO"])
     assert registry.call("GET", "/nope") == (
         404,
         CT,

@@ -1,4 +1,5 @@
-"""Schema types the registry parses: ``AVRO`` (``avro``) and ``JSON`` (``jsonschema``).
+"""Schema types the registry parses: ``AVRO`` (``avro``), ``JSON`` (``jsonschema``) and
+``PROTOBUF`` (``proto-schema-parser``, ``protobuf``).
 
 ``parse(schema_type, text, references)`` returns a ``ParsedSchema`` (see ``compatibility``) or
 raises ``ValueError`` with the parser's reason; ``references`` are the referenced schemas' texts,
@@ -13,8 +14,8 @@ from .compatibility import ParsedSchema
 
 __all__ = ["SCHEMA_TYPES", "parse"]
 
-SCHEMA_TYPES = ("JSON", "AVRO")
-"""What ``GET /schemas/types`` answers (Confluent lists JSON, PROTOBUF, AVRO)."""
+SCHEMA_TYPES = ("JSON", "PROTOBUF", "AVRO")
+"""What ``GET /schemas/types`` answers, in Confluent's order."""
 
 
 def parse(schema_type: str, text: str, references: Sequence[str] = ()) -> ParsedSchema:
@@ -26,4 +27,8 @@ def parse(schema_type: str, text: str, references: Sequence[str] = ()) -> Parsed
         from .json_format import parse_json
 
         return parse_json(text, references)
+    if schema_type == "PROTOBUF":
+        from .protobuf_format import parse_protobuf
+
+        return parse_protobuf(text, references)
     raise ValueError(f"Invalid schema type {schema_type}")
