@@ -169,3 +169,26 @@ def test_cli_produce_and_consume_avro(registry: RegistryBroker, tmp_path: Path) 
     )
     out = _cli("consume", topic, "--from-beginning", "-n", "3", "--value-format", "avro", *common)
     assert out.returncode == 1 and f"at {topic}/0/2" in out.stderr
+
+
+def test_schema_id_translation_between_registries(registry: RegistryBroker) -> None:
+    from odradek.client.avro import SchemaIdTranslator
+
+    from .conftest import start_registry_broker
+
+    process, target_url = start_registry_broker()
+    try:
+        # the target has other schemas first, so the same schema gets another id there
+        for i in range(3):
+            AvroSerializer(target_url, {**V1, "name": f"Filler{i}"}, topic=f"filler{i}").schema_id  # noqa: B018
+        topic = _topic()
+        ser = AvroSerializer(registry.url, V2, topic=topic)
+        data = ser({"n": 9, "tag": "m"})
+        translate = SchemaIdTranslator(registry.url, target_url)
+        moved = translate(data, f"{topic}-value")
+        target_id = int.from_bytes(moved[1:5], "big")
+        assert target_id != ser.schema_id and moved[5:] == data[5:]
+        assert AvroDeserializer(target_url)(moved) == {"n": 9, "tag": "m"}
+        assert translate(data, f"{topic}-value") == moved  # cached: same answer
+    finally:
+        process.close()

@@ -43,6 +43,7 @@ __all__ = [
     "MAGIC_BYTE",
     "AvroDeserializer",
     "AvroSerializer",
+    "SchemaIdTranslator",
     "SchemaRegistryClient",
     "SchemaRegistryError",
     "SerializationError",
@@ -154,6 +155,16 @@ class SchemaRegistryClient:
         self._schemas.setdefault(int(answer["id"]), str(answer["schema"]))
         return int(answer["id"]), str(answer["schema"])
 
+    def get_schema_full(self, schema_id: int) -> dict[str, Any]:
+        """``GET /schemas/ids/{id}``: ``{"schema", "schemaType"?, "references"?}`` (not cached)."""
+        return dict(self._call("GET", f"/schemas/ids/{schema_id}"))
+
+    def register_full(self, subject: str, body: dict[str, Any]) -> int:
+        """``POST /subjects/{subject}/versions`` with a whole body (schema, schemaType,
+        references); the id."""
+        quoted = urllib.parse.quote(subject, safe="")
+        return int(self._call("POST", f"/subjects/{quoted}/versions", body)["id"])
+
     def get_schema(self, schema_id: int) -> str:
         """The schema text of ``schema_id`` (cached: ids never change meaning)."""
         text = self._schemas.get(schema_id)
@@ -164,7 +175,9 @@ class SchemaRegistryClient:
 
 
 def _client(registry: str | SchemaRegistryClient) -> SchemaRegistryClient:
-    return registry if isinstance(registry, SchemaRegistryClient) else SchemaRegistryClient(registry)
+    return (
+        registry if isinstance(registry, SchemaRegistryClient) else SchemaRegistryClient(registry)
+    )
 
 
 def _schema_text(schema: str | Mapping[str, Any] | list[Any]) -> str:
@@ -277,7 +290,9 @@ class AvroDeserializer:
         try:
             return self._read(io.BytesIO(payload), writer, self._reader)
         except Exception as exc:  # fastavro raises many types on corrupt input
-            raise SerializationError(f"cannot decode with schema id {schema_id}{where}: {exc}") from None
+            raise SerializationError(
+                f"cannot decode with schema id {schema_id}{where}: {exc}"
+            ) from None
 
     def __call__(self, data: bytes) -> Any:
         return self.decode(data)
@@ -296,3 +311,38 @@ class AvroDeserializer:
                     raise SerializationError(f"header {name}: {exc}{where}") from None
                 return self.decode(data, schema_id, where)
         return self.decode(data, None, where)
+
+
+class SchemaIdTranslator:
+    """Rewrites the schema id in Confluent-framed values from a ``source`` registry's id to the
+    ``target`` registry's id of the same schema, registering it there (under ``subject``) on
+    first sight: what mirroring needs so that consumers of the target decode with the target's
+    registry. Any schema type (the value after the 5 bytes is copied as is; Protobuf's message
+    indexes follow the id and are copied too). Ids are cached per (source id, subject). Schemas
+    with references are not translated (``SerializationError``)."""
+
+    def __init__(
+        self, source: str | SchemaRegistryClient, target: str | SchemaRegistryClient
+    ) -> None:
+        self.source = _client(source)
+        self.target = _client(target)
+        self._ids: dict[tuple[int, str], int] = {}
+
+    def target_id(self, source_id: int, subject: str) -> int:
+        key = (source_id, subject)
+        found = self._ids.get(key)
+        if found is None:
+            schema = self.source.get_schema_full(source_id)
+            if schema.get("references"):
+                raise SerializationError(
+                    f"schema id {source_id} has references: not translated to {self.target.url}"
+                )
+            body = {"schema": schema["schema"]}
+            if schema.get("schemaType", "AVRO") != "AVRO":
+                body["schemaType"] = schema["schemaType"]
+            found = self._ids[key] = self.target.register_full(subject, body)
+        return found
+
+    def __call__(self, data: bytes, subject: str) -> bytes:
+        source_id, payload = unframe(data)
+        return frame(self.target_id(source_id, subject), bytes(payload))
