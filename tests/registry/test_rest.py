@@ -341,3 +341,12 @@ def test_normalize_config(registry: RegistryBroker) -> None:
         "compatibilityLevel": "FULL",
     }
     assert registry.call("GET", f"/config/{subject}")[2]["error_code"] == 40408
+
+
+def test_delete_latest(registry: RegistryBroker) -> None:
+    subject = _s()
+    _register(registry, subject, REC)
+    assert registry.call("DELETE", f"/subjects/{subject}/versions/latest")[2] == 1
+    # permanent: "latest" counts the soft-deleted version
+    assert registry.call("DELETE", f"/subjects/{subject}/versions/latest?permanent=true")[2] == 1
+    assert registry.call("GET", f"/subjects/{subject}/versions?deleted=true")[2]["error_code"] == 40401

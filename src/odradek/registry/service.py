@@ -321,11 +321,11 @@ class SchemaRegistry:
             kept = self.state.all_versions(subject)
             if not kept:
                 raise errors.subject_not_found(subject)
-            if n == -1:
-                live = [r for r in kept if not r.deleted]
-                if not live:
+            if n == -1:  # the latest live version; with permanent, soft-deleted ones count
+                pool = kept if permanent else [r for r in kept if not r.deleted]
+                if not pool:
                     raise errors.subject_not_found(subject)
-                n = live[-1].version
+                n = pool[-1].version
             rec = next((r for r in kept if r.version == n), None)
             if rec is None:
                 raise errors.version_not_found(n)
