@@ -350,3 +350,15 @@ def test_delete_latest(registry: RegistryBroker) -> None:
     # permanent: "latest" counts the soft-deleted version
     assert registry.call("DELETE", f"/subjects/{subject}/versions/latest?permanent=true")[2] == 1
     assert registry.call("GET", f"/subjects/{subject}/versions?deleted=true")[2]["error_code"] == 40401
+
+
+def test_permanent_subject_delete_takes_config_and_mode(registry: RegistryBroker) -> None:
+    subject = _s()
+    _register(registry, subject, REC)
+    registry.call("PUT", f"/config/{subject}", {"compatibility": "NONE"})
+    registry.call("PUT", f"/mode/{subject}", {"mode": "READWRITE"})
+    assert registry.call("DELETE", f"/subjects/{subject}")[2] == [1]
+    assert registry.call("GET", f"/config/{subject}")[2] == {"compatibilityLevel": "NONE"}  # soft: kept
+    assert registry.call("DELETE", f"/subjects/{subject}?permanent=true")[2] == [1]
+    assert registry.call("GET", f"/config/{subject}")[2]["error_code"] == 40408
+    assert registry.call("GET", f"/mode/{subject}")[2]["error_code"] == 40409

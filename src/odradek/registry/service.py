@@ -285,8 +285,8 @@ class SchemaRegistry:
                 f"Subject {'null' if subject is None else subject} in context . is in read-only mode"
             )
 
-    def _check_not_referenced(self, rec: SchemaRecord) -> None:
-        if self.state.referenced_by(rec.subject, rec.version):
+    def _check_not_referenced(self, rec: SchemaRecord, other_subjects: bool = False) -> None:
+        if self.state.referenced_by(rec.subject, rec.version, other_subjects=other_subjects):
             raise errors.reference_exists(
                 f"{{magic=1,keytype=SCHEMA,subject={rec.subject},version={rec.version}}}"
             )
@@ -303,14 +303,20 @@ class SchemaRegistry:
                 if live:
                     raise errors.subject_not_soft_deleted(subject)
                 for rec in kept:
-                    self._check_not_referenced(rec)
-                for rec in kept:
+                    self._check_not_referenced(rec, other_subjects=True)
+                # newest first, as Confluent (references within the subject point backwards)
+                for rec in reversed(kept):
                     await self.store.write(SchemaRecord(subject, rec.version, tombstone=True))
+                # the subject's own mode and config go with it
+                if subject in self.state.modes:
+                    await self.store.write(ModeRecord(subject, None))
+                if subject in self.state.configs or subject in self.state.config_extras:
+                    await self.store.write(ConfigRecord(subject, None))
                 return [r.version for r in kept]
             if not live:
                 raise errors.subject_soft_deleted(subject)
             for rec in live:
-                self._check_not_referenced(rec)
+                self._check_not_referenced(rec, other_subjects=True)
             await self.store.write(DeleteSubjectRecord(subject, live[-1].version))
             return [r.version for r in live]
 

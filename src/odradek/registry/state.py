@@ -126,10 +126,15 @@ class RegistryState:
         """The id of this exact schema (text, type, references) in any subject, else None."""
         return self.by_content.get(StoredSchema(schema, schema_type, references))
 
-    def referenced_by(self, subject: str, version: int) -> list[int]:
-        """Ids of live schemas whose references name (subject, version)."""
+    def referenced_by(
+        self, subject: str, version: int, *, other_subjects: bool = False
+    ) -> list[int]:
+        """Ids of live schemas whose references name (subject, version); with
+        ``other_subjects`` only those in other subjects."""
         out: set[int] = set()
-        for versions in self.subjects.values():
+        for name, versions in self.subjects.items():
+            if other_subjects and name == subject:
+                continue
             for rec in versions.values():
                 if not rec.deleted and any(
                     r.subject == subject and r.version == version for r in rec.references
