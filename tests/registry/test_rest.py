@@ -362,3 +362,18 @@ def test_permanent_subject_delete_takes_config_and_mode(registry: RegistryBroker
     assert registry.call("DELETE", f"/subjects/{subject}?permanent=true")[2] == [1]
     assert registry.call("GET", f"/config/{subject}")[2]["error_code"] == 40408
     assert registry.call("GET", f"/mode/{subject}")[2]["error_code"] == 40409
+
+
+def test_import_mode(registry: RegistryBroker) -> None:
+    subject = _s()
+    body = {"schema": json.dumps({**REC, "name": "Imported"}), "id": 50_000, "version": 3}
+    status, _ct, answer = registry.call("POST", f"/subjects/{subject}/versions", body)
+    assert (status, answer["error_code"]) == (422, 42205)  # an id outside IMPORT mode
+    assert registry.call("PUT", f"/mode/{subject}", {"mode": "IMPORT"})[2] == {"mode": "IMPORT"}
+    assert registry.call("POST", f"/subjects/{subject}/versions", body)[2] == {"id": 50_000}
+    assert registry.call("GET", f"/subjects/{subject}/versions")[2] == [3]
+    # the same id with another schema is refused
+    other = {**body, "schema": json.dumps({**REC, "name": "Else"}), "version": 4}
+    assert registry.call("POST", f"/subjects/{subject}/versions", other)[2]["error_code"] == 42207
+    registry.call("DELETE", f"/mode/{subject}")
+    assert _register(registry, _s(), {**REC, "name": "AfterImport"}) > 50_000  # ids continue above
