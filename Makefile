@@ -8,7 +8,7 @@ PYTEST_ARGS ?=
 .PHONY: run test check package-check stress spark-kill test-cluster-slow venv install install-test system-deps lint typecheck bench clean console-assets
 
 run: install ## create .venv, install odradek, start one broker on 127.0.0.1:9092
-	$(BIN)/odradek broker
+	$(BIN)/odradek broker --set schema.registry.listeners=http://127.0.0.1:8081
 
 test: install-test system-deps ## install what the tests need, then run the whole suite
 	$(BIN)/ruff check src tests bench tools

@@ -68,6 +68,7 @@ if TYPE_CHECKING:
     from odradek.broker.zk_cluster import ZkCluster
     from odradek.broker.zk_config_store import ZkConfigEntityStore
     from odradek.console.broker import BrokerConsole
+    from odradek.registry.broker import BrokerSchemaRegistry
 
 __all__ = [
     "Broker",
@@ -128,6 +129,7 @@ class Broker:
         # the console (http.listeners) sets .metrics when it starts; connections feed it
         self.metrics: RequestMetrics | None = None
         self._console: BrokerConsole | None = None
+        self.schema_registry: BrokerSchemaRegistry | None = None  # schema.registry.listeners
         self.cluster: ZkCluster | None = None
         """With zookeeper.connect: the controller, AlterPartition, controlled shutdown."""
         self._zk_config_store: ZkConfigEntityStore | None = None
@@ -287,6 +289,15 @@ class Broker:
             )
             self._console.start_soon()
             await self._console.started()
+        if cfg.schema_registry_listeners:  # the schema registry, started in the background
+            from odradek.registry.broker import BrokerSchemaRegistry
+
+            self.schema_registry = BrokerSchemaRegistry(
+                self.advertised_address,
+                min(3, cfg.default_replication_factor),
+                cfg.schema_registry_listeners,
+            )
+            self.schema_registry.start_soon()
         log.info("broker %s listening on %s:%s", self.node_id, self.host, self.bound_port)
 
     async def _join_cluster(self) -> MetadataStore:
@@ -344,6 +355,10 @@ class Broker:
             except Exception:
                 log.exception("controlled shutdown failed")
         self.stopping = True
+        if self.schema_registry is not None:  # its client talks to this broker too
+            registry, self.schema_registry = self.schema_registry, None
+            with contextlib.suppress(Exception):
+                await registry.stop()
         if self._console is not None:  # first: its client talks to this broker
             console, self._console = self._console, None
             with contextlib.suppress(Exception):

@@ -5,6 +5,12 @@ at the end, at the beginning with ``--from-beginning``, or at ``--offset N`` (ne
 ``--partition``). With ``--group`` it joins that consumer group and commits. The value is
 printed as text; ``--print-key`` / ``--print-offset`` / ``--print-timestamp`` /
 ``--print-partition`` / ``--print-headers`` prepend those fields, tab-separated.
+
+With ``--value-format avro`` each value is decoded by its schema id (Confluent's framing, or a
+``__value_schema_id`` header) with schemas from ``--schema-registry`` (default
+http://127.0.0.1:8081) and printed as one line of JSON; ``--schema-file`` gives a reader schema
+to resolve to. A value that cannot be decoded stops the command with an error naming the schema
+id and the topic/partition/offset.
 """
 
 from __future__ import annotations
@@ -13,7 +19,8 @@ from __future__ import annotations
 # the broker, storage, rich, pyspark), so that `odradek --help` and `odradek broker` start fast.
 import sys
 import time
-from typing import Annotated
+from collections.abc import Callable
+from typing import Annotated, Any
 
 import typer
 
@@ -46,9 +53,14 @@ def consume(
     print_headers: Annotated[bool, typer.Option("--print-headers")] = False,
     prop: Annotated[list[str] | None, typer.Option("--property", "-X", help="Consumer config key=value, repeatable.")] = None,
     bootstrap_server: Annotated[str, typer.Option("--bootstrap-server", "-b", help=BOOTSTRAP_HELP)] = DEFAULT_BOOTSTRAP,
+    value_format: Annotated[str, typer.Option("--value-format", help="raw (default) or avro: print values decoded as JSON.")] = "raw",
+    schema_file: Annotated[str | None, typer.Option("--schema-file", help="Avro reader schema (.avsc) to resolve values to.")] = None,
+    schema_registry: Annotated[str, typer.Option("--schema-registry", help="Schema registry URL.")] = "http://127.0.0.1:8081",
 ) -> None:
     """Consume records from a topic and print them."""
     from odradek.client import Consumer, KafkaError, TopicPartition
+
+    value_text = _value_decoder(value_format, schema_file, schema_registry)
 
     if offset is not None and partition is None:
         fail("--offset needs --partition", 2)
@@ -98,12 +110,51 @@ def consume(
                         fields.append(",".join(f"{k}:{_text(v)}" for k, v in r.headers) or "NO_HEADERS")
                     if print_key:
                         fields.append(_text(r.key))
-                    fields.append(_text(r.value))
+                    fields.append(value_text(r))
                     out.write("\t".join(fields) + "\n")
                 out.flush()
                 count += len(records)
-    except KafkaError as exc:
+    except (KafkaError, ValueError) as exc:  # ValueError: a value that does not decode
         fail(str(exc))
     except KeyboardInterrupt:
         pass
     typer.echo(f"Processed a total of {count} messages", err=True)
+
+
+def _json_default(v: Any) -> Any:
+    if isinstance(v, bytes):
+        return v.decode("latin-1")  # Avro's JSON encoding of bytes: one code point per byte
+    if hasattr(v, "isoformat"):
+        return v.isoformat()
+    return str(v)  # Decimal, UUID
+
+
+def _value_decoder(value_format: str, schema_file: str | None, registry: str) -> Callable[[Any], str]:
+    """ConsumerRecord -> the printed value: text (raw) or decoded Avro as one line of JSON."""
+    if value_format == "raw":
+        return lambda r: _text(r.value)
+    if value_format != "avro":
+        fail(f"--value-format must be raw or avro, not {value_format!r}", 2)
+    import json
+
+    from odradek.client.avro import AvroDeserializer, SchemaRegistryError, SerializationError
+
+    reader = None
+    if schema_file is not None:
+        try:
+            with open(schema_file, encoding="utf-8") as f:
+                reader = f.read()
+        except OSError as exc:
+            fail(f"{schema_file}: {exc}")
+    deserializer = AvroDeserializer(registry, reader)
+
+    def decode(r: Any) -> str:
+        if r.value is None:
+            return "null"
+        try:
+            value = deserializer.decode_record(r)
+        except (SerializationError, SchemaRegistryError) as exc:
+            raise ValueError(str(exc)) from None
+        return json.dumps(value, default=_json_default, ensure_ascii=False)
+
+    return decode

@@ -17,6 +17,7 @@ class BrokerConfig:
     listeners: str
     advertised_listeners: str
     http_listeners: str
+    schema_registry_listeners: str
     broker_id: int
     node_id: int
     log_dirs: str

@@ -58,6 +58,12 @@ BROKER_KEYS: dict[str, ConfigKey] = {
             "http://127.0.0.1:9644",
             "The console, /metrics and /health (http://host:port); empty turns it off.",
         ),
+        _k(
+            "schema.registry.listeners",
+            _http_listeners_value,
+            "",
+            "The Confluent-compatible schema registry (http://host:port); empty turns it off.",
+        ),
         _k("broker.id", _int(-1), 0, "This broker's id (node id)."),
         _k("node.id", _int(-1), -1, "Alias of broker.id when set."),
         _k("log.dirs", _dirs, "./odradek-data", "Data directories, comma separated."),

@@ -61,7 +61,7 @@ KAFKA_DIFFERENT: dict[str, tuple[str, str]] = {
 }
 """Broker keys whose default is not Kafka 3.9's: (Kafka's default, why odradek differs)."""
 
-ODRADEK_ONLY = frozenset({"http.listeners", "storage.engine"})
+ODRADEK_ONLY = frozenset({"http.listeners", "schema.registry.listeners", "storage.engine"})
 """Keys Kafka does not have."""
 
 UNUSED: dict[str, str] = {
@@ -97,6 +97,7 @@ MEANINGS: dict[str, str] = {
     "listeners": "Where the broker listens: NAME://host:port (PLAINTEXT only).",
     "advertised.listeners": "The address clients are told; defaults to listeners.",
     "http.listeners": "The console, /metrics and /health (http://host:port); empty turns it off.",
+    "schema.registry.listeners": "The Confluent-compatible schema registry (http://host:port); empty turns it off.",
     "broker.id": "This broker's id; unique in a cluster.",
     "node.id": "Alias of broker.id when set.",
     "log.dirs": "Data directories, comma separated.",

@@ -1,0 +1,348 @@
+"""Avro by schema id: serializers in Confluent's wire format and a small registry client.
+
+Wire format (Confluent's, read by every Confluent-compatible deserializer)::
+
+    byte 0      magic 0
+    bytes 1-4   schema id, big-endian signed int32
+    bytes 5-    the Avro binary encoding of the value (no container, no schema)
+
+A record may instead carry the id in a header (``__value_schema_id`` / ``__key_schema_id``:
+magic 0 + the 4-byte id), its value then being the bare Avro encoding: ``AvroDeserializer.
+decode_record`` reads both.
+
+    from odradek.client import Producer
+    from odradek.client.avro import AvroSerializer
+    ser = AvroSerializer("http://127.0.0.1:8081", schema_text, topic="users")
+    with Producer({"bootstrap.servers": "127.0.0.1:9092", "value.serializer": ser}) as p:
+        p.send("users", {"name": "ann"}).result(10)
+
+``AvroSerializer`` registers its schema under the subject on first use (``TopicNameStrategy``:
+``<topic>-value`` or ``<topic>-key`` unless ``subject`` is given) and caches the id.
+``AvroDeserializer`` fetches each writer schema by id once (ids are immutable, so the cache never
+expires) and resolves it against ``reader_schema`` when given (Avro schema resolution: records
+written with an older compatible schema read with the newer one). Encoding and decoding are
+``fastavro``'s.
+
+``SchemaRegistryClient`` speaks Confluent's REST API with ``urllib``; a connection failure or a
+5xx answer is retried (``retries`` times, 0.2 s doubling); then ``SchemaRegistryError`` names
+the URL.
+"""
+
+from __future__ import annotations
+
+import json
+import struct
+import time
+import urllib.error
+import urllib.parse
+import urllib.request
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+__all__ = [
+    "MAGIC_BYTE",
+    "AvroDeserializer",
+    "AvroSerializer",
+    "SchemaIdTranslator",
+    "SchemaRegistryClient",
+    "SchemaRegistryError",
+    "SerializationError",
+    "frame",
+    "unframe",
+]
+
+MAGIC_BYTE = 0
+_HEADER = struct.Struct(">bI")
+CONTENT_TYPE = "application/vnd.schemaregistry.v1+json"
+
+
+class SchemaRegistryError(Exception):
+    """An error answer (``status``, Confluent ``error_code``) or an unreachable registry."""
+
+    def __init__(self, message: str, status: int = -1, error_code: int = -1) -> None:
+        super().__init__(message)
+        self.status = status
+        self.error_code = error_code
+
+
+class SerializationError(Exception):
+    """A value that cannot be encoded, or bytes that cannot be decoded (names the schema id)."""
+
+
+def frame(schema_id: int, payload: bytes) -> bytes:
+    """magic 0 + big-endian id + payload."""
+    return _HEADER.pack(MAGIC_BYTE, schema_id) + payload
+
+
+def unframe(data: bytes) -> tuple[int, memoryview]:
+    """(schema id, payload) of Confluent-framed bytes; ``SerializationError`` otherwise."""
+    if len(data) < 5 or data[0] != MAGIC_BYTE:
+        raise SerializationError(
+            "not Confluent-framed Avro: expected magic byte 0 and a 4-byte schema id, got "
+            f"{bytes(data[:5])!r}"
+        )
+    return int.from_bytes(data[1:5], "big", signed=True), memoryview(data)[5:]
+
+
+class SchemaRegistryClient:
+    def __init__(self, url: str, *, timeout: float = 10.0, retries: int = 3) -> None:
+        self.url = url.rstrip("/")
+        self.timeout = timeout
+        self.retries = retries
+        self._ids: dict[tuple[str, str], int] = {}
+        self._schemas: dict[int, str] = {}
+
+    def _call(self, method: str, path: str, body: Any = None) -> Any:
+        data = None if body is None else json.dumps(body).encode()
+        delay = 0.2
+        for attempt in range(self.retries + 1):
+            req = urllib.request.Request(
+                self.url + path,
+                data=data,
+                method=method,
+                headers={"Content-Type": CONTENT_TYPE, "Accept": CONTENT_TYPE},
+            )
+            try:
+                with urllib.request.urlopen(req, timeout=self.timeout) as r:
+                    return json.loads(r.read())
+            except urllib.error.HTTPError as exc:
+                text = exc.read()
+                try:
+                    err = json.loads(text)
+                    message, code = str(err.get("message")), int(err.get("error_code", -1))
+                except (ValueError, AttributeError):
+                    message, code = text.decode("utf-8", "replace"), -1
+                if exc.code < 500 or attempt == self.retries:
+                    raise SchemaRegistryError(
+                        f"{method} {self.url}{path}: {message}", exc.code, code
+                    ) from None
+            except (urllib.error.URLError, OSError) as exc:
+                if attempt == self.retries:
+                    raise SchemaRegistryError(
+                        f"schema registry {self.url} unreachable: {exc}"
+                    ) from None
+            time.sleep(delay)
+            delay *= 2
+        raise AssertionError("unreachable")
+
+    def register(self, subject: str, schema: str, schema_type: str = "AVRO") -> int:
+        """The id of ``schema`` under ``subject``, registering it if needed (cached)."""
+        key = (subject, schema)
+        schema_id = self._ids.get(key)
+        if schema_id is None:
+            body: dict[str, Any] = {"schema": schema}
+            if schema_type != "AVRO":
+                body["schemaType"] = schema_type
+            quoted = urllib.parse.quote(subject, safe="")
+            schema_id = int(self._call("POST", f"/subjects/{quoted}/versions", body)["id"])
+            self._ids[key] = schema_id
+        return schema_id
+
+    def lookup(self, subject: str, schema: str) -> int:
+        """The id of an already registered ``schema`` (cached); 40401/40403 when it is not."""
+        key = (subject, schema)
+        schema_id = self._ids.get(key)
+        if schema_id is None:
+            quoted = urllib.parse.quote(subject, safe="")
+            schema_id = int(self._call("POST", f"/subjects/{quoted}", {"schema": schema})["id"])
+            self._ids[key] = schema_id
+        return schema_id
+
+    def latest(self, subject: str) -> tuple[int, str]:
+        """(id, schema text) of the subject's latest version (not cached: it changes)."""
+        quoted = urllib.parse.quote(subject, safe="")
+        answer = self._call("GET", f"/subjects/{quoted}/versions/latest")
+        self._schemas.setdefault(int(answer["id"]), str(answer["schema"]))
+        return int(answer["id"]), str(answer["schema"])
+
+    def get_schema_full(self, schema_id: int) -> dict[str, Any]:
+        """``GET /schemas/ids/{id}``: ``{"schema", "schemaType"?, "references"?}`` (not cached)."""
+        return dict(self._call("GET", f"/schemas/ids/{schema_id}"))
+
+    def register_full(self, subject: str, body: dict[str, Any]) -> int:
+        """``POST /subjects/{subject}/versions`` with a whole body (schema, schemaType,
+        references); the id."""
+        quoted = urllib.parse.quote(subject, safe="")
+        return int(self._call("POST", f"/subjects/{quoted}/versions", body)["id"])
+
+    def get_schema(self, schema_id: int) -> str:
+        """The schema text of ``schema_id`` (cached: ids never change meaning)."""
+        text = self._schemas.get(schema_id)
+        if text is None:
+            text = str(self._call("GET", f"/schemas/ids/{schema_id}")["schema"])
+            self._schemas[schema_id] = text
+        return text
+
+
+def _client(registry: str | SchemaRegistryClient) -> SchemaRegistryClient:
+    return (
+        registry if isinstance(registry, SchemaRegistryClient) else SchemaRegistryClient(registry)
+    )
+
+
+def _schema_text(schema: str | Mapping[str, Any] | list[Any]) -> str:
+    return schema if isinstance(schema, str) else json.dumps(schema)
+
+
+class AvroSerializer:
+    """``ser(value) -> bytes``: ``value`` (dicts, lists, scalars as fastavro takes them)
+    encoded with ``schema`` and framed with its id."""
+
+    def __init__(
+        self,
+        registry: str | SchemaRegistryClient,
+        schema: str | Mapping[str, Any] | list[Any],
+        *,
+        topic: str | None = None,
+        subject: str | None = None,
+        is_key: bool = False,
+        auto_register: bool = True,
+    ) -> None:
+        import fastavro
+
+        if subject is None:
+            if topic is None:
+                raise ValueError("AvroSerializer needs a topic (TopicNameStrategy) or a subject")
+            subject = f"{topic}-{'key' if is_key else 'value'}"
+        self.registry = _client(registry)
+        self.subject = subject
+        self.schema = _schema_text(schema)
+        self.auto_register = auto_register
+        self._parsed = fastavro.parse_schema(json.loads(self.schema))
+        self._writer = fastavro.schemaless_writer
+        self._id: int | None = None
+
+    @property
+    def schema_id(self) -> int:
+        if self._id is None:
+            if self.auto_register:
+                self._id = self.registry.register(self.subject, self.schema)
+            else:
+                self._id = self.registry.lookup(self.subject, self.schema)
+        return self._id
+
+    def __call__(self, value: Any) -> bytes:
+        import io
+
+        schema_id = self.schema_id
+        buf = io.BytesIO()
+        buf.write(_HEADER.pack(MAGIC_BYTE, schema_id))
+        try:
+            self._writer(buf, self._parsed, value)
+        except (ValueError, TypeError, KeyError, AttributeError) as exc:
+            raise SerializationError(
+                f"value does not match schema id {schema_id} ({self.subject}): {exc}"
+            ) from None
+        return buf.getvalue()
+
+
+class AvroDeserializer:
+    """``de(data) -> value``: reads the id from the frame, fetches that writer schema once and
+    decodes, resolving to ``reader_schema`` when given."""
+
+    def __init__(
+        self,
+        registry: str | SchemaRegistryClient,
+        reader_schema: str | Mapping[str, Any] | list[Any] | None = None,
+        *,
+        is_key: bool = False,
+    ) -> None:
+        import fastavro
+
+        self.registry = _client(registry)
+        self.header = "__key_schema_id" if is_key else "__value_schema_id"
+        self._reader = (
+            None
+            if reader_schema is None
+            else fastavro.parse_schema(json.loads(_schema_text(reader_schema)))
+        )
+        self._writers: dict[int, Any] = {}
+        self._read = fastavro.schemaless_reader
+        self._parse = fastavro.parse_schema
+
+    def _writer(self, schema_id: int, where: str) -> Any:
+        parsed = self._writers.get(schema_id)
+        if parsed is None:
+            try:
+                text = self.registry.get_schema(schema_id)
+            except SchemaRegistryError as exc:
+                if exc.error_code == 40403:
+                    raise SerializationError(
+                        f"unknown schema id {schema_id}{where}: {self.registry.url} does not know it"
+                    ) from None
+                raise
+            parsed = self._writers[schema_id] = self._parse(json.loads(text))
+        return parsed
+
+    def decode(self, data: bytes, schema_id: int | None = None, where: str = "") -> Any:
+        """The value of ``data``: framed, or bare when ``schema_id`` (from a header) is given.
+        ``where`` (e.g. " at topic/partition/offset") is added to error messages."""
+        import io
+
+        if schema_id is None:
+            try:
+                schema_id, payload = unframe(data)
+            except SerializationError as exc:
+                raise SerializationError(f"{exc}{where}") from None
+        else:
+            payload = memoryview(data)
+        writer = self._writer(schema_id, where)
+        try:
+            return self._read(io.BytesIO(payload), writer, self._reader)
+        except Exception as exc:  # fastavro raises many types on corrupt input
+            raise SerializationError(
+                f"cannot decode with schema id {schema_id}{where}: {exc}"
+            ) from None
+
+    def __call__(self, data: bytes) -> Any:
+        return self.decode(data)
+
+    def decode_record(self, record: Any) -> Any:
+        """The value of a ``ConsumerRecord``, the id taken from its ``__value_schema_id`` header
+        (``__key_schema_id`` for a key deserializer) when present, else from the frame."""
+        where = f" at {record.topic}/{record.partition}/{record.offset}"
+        data = record.key if self.header == "__key_schema_id" else record.value
+        headers: Iterable[tuple[str, bytes | None]] = record.headers or ()
+        for name, value in headers:
+            if name == self.header and value is not None:
+                try:
+                    schema_id, _rest = unframe(value)
+                except SerializationError as exc:
+                    raise SerializationError(f"header {name}: {exc}{where}") from None
+                return self.decode(data, schema_id, where)
+        return self.decode(data, None, where)
+
+
+class SchemaIdTranslator:
+    """Rewrites the schema id in Confluent-framed values from a ``source`` registry's id to the
+    ``target`` registry's id of the same schema, registering it there (under ``subject``) on
+    first sight: what mirroring needs so that consumers of the target decode with the target's
+    registry. Any schema type (the value after the 5 bytes is copied as is; Protobuf's message
+    indexes follow the id and are copied too). Ids are cached per (source id, subject). Schemas
+    with references are not translated (``SerializationError``)."""
+
+    def __init__(
+        self, source: str | SchemaRegistryClient, target: str | SchemaRegistryClient
+    ) -> None:
+        self.source = _client(source)
+        self.target = _client(target)
+        self._ids: dict[tuple[int, str], int] = {}
+
+    def target_id(self, source_id: int, subject: str) -> int:
+        key = (source_id, subject)
+        found = self._ids.get(key)
+        if found is None:
+            schema = self.source.get_schema_full(source_id)
+            if schema.get("references"):
+                raise SerializationError(
+                    f"schema id {source_id} has references: not translated to {self.target.url}"
+                )
+            body = {"schema": schema["schema"]}
+            if schema.get("schemaType", "AVRO") != "AVRO":
+                body["schemaType"] = schema["schemaType"]
+            found = self._ids[key] = self.target.register_full(subject, body)
+        return found
+
+    def __call__(self, data: bytes, subject: str) -> bytes:
+        source_id, payload = unframe(data)
+        return frame(self.target_id(source_id, subject), bytes(payload))

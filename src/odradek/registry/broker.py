@@ -1,0 +1,131 @@
+"""The schema registry inside a broker: ``schema.registry.listeners`` and the start/stop the
+broker calls.
+
+``schema.registry.listeners`` is ``http://host:port`` (comma-separated; only the first is served;
+empty, the default, turns the registry off; port 0 picks a free port). ``BrokerSchemaRegistry(
+kafka_address, replication_factor, listeners).start_soon()``, called once the broker serves
+Kafka requests (``kafka_address`` is its advertised listener), starts in the
+background: a ``SchemaStore`` talking to the broker's own advertised listener through
+odradek.client, the replay of ``_schemas``, the HTTP server on the broker's event loop, then
+the ``WriterElection`` (writes on a node that is not the writer are forwarded to it). It
+logs ``schema registry listening on <url>`` once serving; if it cannot start, the broker runs
+without it (logged as an error).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from typing import Any
+
+from odradek.console.listeners import parse_http_listeners
+
+__all__ = ["BrokerSchemaRegistry", "parse_registry_listeners"]
+
+log = logging.getLogger("odradek.registry")
+
+
+def parse_registry_listeners(text: str) -> list[tuple[str, int]]:
+    """``"http://127.0.0.1:8081"`` -> [(host, port)]; "" -> []; ValueError when malformed."""
+    return parse_http_listeners(text)
+
+
+class BrokerSchemaRegistry:
+    """``bound`` is (host, port) once listening, else None."""
+
+    def __init__(
+        self,
+        kafka_address: tuple[str, int],
+        replication_factor: int,
+        listeners: str,
+        topic: str = "_schemas",
+    ) -> None:
+        """``replication_factor`` of ``_schemas`` when this node creates it (Confluent's
+        kafkastore.topic.replication.factor is 3; the broker passes at most its default)."""
+        self.kafka_address = kafka_address
+        self.replication_factor = replication_factor
+        self.addresses = parse_registry_listeners(listeners)
+        self.topic = topic
+        self.bound: tuple[str, int] | None = None
+        self._task: asyncio.Task[None] | None = None
+        self._store: Any = None
+        self._server: Any = None
+        self._election: Any = None
+
+    @property
+    def url(self) -> str | None:
+        if self.bound is None:
+            return None
+        host, port = self.bound
+        return f"http://{host if ':' not in host else f'[{host}]'}:{port}"
+
+    def start_soon(self) -> None:
+        if self.addresses and self._task is None:
+            self._task = asyncio.get_running_loop().create_task(self._start())
+
+    async def started(self) -> None:
+        if self._task is not None:
+            await asyncio.shield(self._task)
+
+    async def _start(self) -> None:
+        try:
+            await self._listen()
+        except asyncio.CancelledError:
+            raise
+        except Exception:
+            log.exception("schema registry failed to start (the broker runs without it)")
+            await self._close()
+
+    async def _listen(self) -> None:
+        from .app import RegistryApp, RegistryHttpServer
+        from .election import WriterElection
+        from .service import SchemaRegistry
+        from .store import SchemaStore
+
+        kafka_host, kafka_port = self.kafka_address
+        store = SchemaStore(
+            f"{kafka_host}:{kafka_port}",
+            topic=self.topic,
+            replication_factor=self.replication_factor,
+        )
+        self._store = store
+        await store.start()
+        info = {"cluster_id": store.cluster_id}
+        app = RegistryApp(SchemaRegistry(store), info)
+        server = RegistryHttpServer(app)
+        host, port = self.addresses[0]
+        bound_port = await server.start(host, port)
+        self._server = server
+        self.bound = (host, bound_port)
+        if host in ("", "0.0.0.0", "::"):  # other nodes reach this one at the broker's host
+            host = kafka_host
+        url = f"http://{host if ':' not in host else f'[{host}]'}:{bound_port}"
+        election = WriterElection(f"{kafka_host}:{kafka_port}", url, topic=self.topic)
+        self._election = election
+        await election.start()
+        app.election = election
+        log.info("schema registry listening on %s", self.url)
+
+    async def _close(self) -> None:
+        server, self._server = self._server, None
+        store, self._store = self._store, None
+        election, self._election = self._election, None
+        if election is not None:  # first: the group moves the writer elsewhere at once
+            with contextlib.suppress(Exception):
+                await election.close()
+        if server is not None:
+            with contextlib.suppress(Exception):
+                await server.stop()
+        if store is not None:
+            with contextlib.suppress(Exception):
+                await store.close()
+        self.bound = None
+
+    async def stop(self) -> None:
+        task, self._task = self._task, None
+        if task is not None and not task.done():
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await task
+        await self._close()

@@ -1,0 +1,103 @@
+"""The registry on a three-broker cluster (ZooKeeper): one writer elected through the group
+``schema-registry``, writes through any broker, reads from every broker; the writer killed, a
+new one takes over with nothing lost and no id handed out twice."""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from confluent_kafka.schema_registry import Schema, SchemaRegistryClient
+from confluent_kafka.schema_registry.error import SchemaRegistryError
+
+from cluster.conftest import Cluster, running_zookeeper
+from odradek.cluster.zookeeper import ZooKeeperServer
+
+from .conftest import registry_url
+
+pytestmark = pytest.mark.timeout(110)
+
+
+@pytest.fixture(scope="module")
+def zookeeper(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ZooKeeperServer]:
+    yield from running_zookeeper(tmp_path_factory, "registry-zookeeper")
+
+
+def _schema(name: str, *extra: str) -> Schema:
+    fields = [{"name": "a", "type": "int"}] + [
+        {"name": f, "type": "int", "default": 0} for f in extra
+    ]
+    return Schema(json.dumps({"type": "record", "name": name, "fields": fields}), "AVRO")
+
+
+def _writer(cluster: Cluster, urls: dict[int, str], timeout: float = 30.0) -> int:
+    """The broker whose registry logged that it is the writer last (bounded wait)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        latest: tuple[str, int] | None = None
+        for i, b in cluster.brokers.items():
+            if not b.running:
+                continue
+            for line in b.stderr_tail(1 << 20).splitlines():
+                if f"schema registry {urls[i]} is the writer" in line:
+                    stamp = line[:23]
+                    if latest is None or stamp > latest[0]:
+                        latest = (stamp, i)
+        if latest is not None:
+            return latest[1]
+        if time.monotonic() > deadline:
+            raise AssertionError(f"no writer elected:\n{cluster.logs()}")
+        time.sleep(0.1)
+
+
+def _eventually(fn, timeout: float = 20.0):  # type: ignore[no-untyped-def]
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            return fn()
+        except (SchemaRegistryError, AssertionError):
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.1)
+
+
+def test_writer_election_forwarding_and_failover(
+    zookeeper: ZooKeeperServer, tmp_path: Path
+) -> None:
+    cluster = Cluster(zookeeper, tmp_path, 3, {"schema.registry.listeners": "http://127.0.0.1:0"})
+    try:
+        cluster.start()
+        urls = {i: registry_url(b, 60) for i, b in cluster.brokers.items()}
+        writer = _writer(cluster, urls)
+        others = [i for i in urls if i != writer]
+        # a write through a broker that does not write: forwarded, and visible there at once
+        via = SchemaRegistryClient({"url": urls[others[0]]})
+        first = via.register_schema("c-value", _schema("A"))
+        assert SchemaRegistryClient({"url": urls[others[0]]}).get_versions("c-value") == [1]
+        # every broker serves it from its own copy of _schemas
+        for i in urls:
+            client = SchemaRegistryClient({"url": urls[i]})
+            _eventually(lambda client=client: client.get_schema(first))
+        second = SchemaRegistryClient({"url": urls[writer]}).register_schema(
+            "c-value", _schema("A", "b")
+        )
+        assert second == first + 1
+
+        cluster.brokers[writer].kill()
+        survivor = SchemaRegistryClient({"url": urls[others[1]], "timeout": 45, "max.retries": 0})
+        try:
+            third = survivor.register_schema("d-value", _schema("B"))  # waits for the new writer
+        except SchemaRegistryError as exc:
+            raise AssertionError(
+                f"no write after the writer {writer} died: {exc}\n{cluster.logs()}"
+            ) from exc
+        assert third == second + 1  # nothing lost, no id handed out twice
+        assert _writer(cluster, urls) in others
+        assert survivor.get_versions("c-value") == [1, 2]
+        other = SchemaRegistryClient({"url": urls[others[0]]})
+        _eventually(lambda: other.get_schema(third))
+    finally:
+        cluster.close()
