@@ -59,7 +59,7 @@ def test_idempotent_keyed_produce_matches_kafka_python_placement(broker: Any) ->
     name = _create(broker, 5)
     keys = [b"key-%d" % i for i in range(200)]
     with Producer(_cfg(broker)) as p:  # enable.idempotence and acks=all are the defaults
-        assert p._aio._producer_id >= 0
+        assert p._aio.producer_id_and_epoch()[0] >= 0
         futs = [p.send(name, b"v", key=k) for k in keys]
         p.flush()
         mds = [f.result(10) for f in futs]
