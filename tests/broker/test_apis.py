@@ -6,7 +6,6 @@ import select
 import struct
 import time
 import uuid
-from collections.abc import Iterator
 
 import pytest
 
@@ -55,12 +54,6 @@ def topic_name(prefix: str = "t") -> str:
     global _n
     _n += 1
     return f"{prefix}-{_n}-{uuid.uuid4().hex[:6]}"
-
-
-@pytest.fixture
-def wire(broker: BrokerProcess) -> Iterator[Wire]:
-    with Wire(broker.bootstrap_servers) as w:
-        yield w
 
 
 def batch(*values: bytes, ts: int = 1_700_000_000_000, **kw: object) -> bytes:

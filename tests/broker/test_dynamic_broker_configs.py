@@ -13,7 +13,7 @@ import pytest
 from odradek.protocol.records import build_batch
 from odradek.testing.process import BrokerProcess
 
-from .test_admin_apis import (
+from .admin_helpers import (
     APPEND,
     BROKER,
     DEFAULT,
@@ -50,13 +50,17 @@ BROKER_SETTINGS = {
 }
 
 
-@pytest.fixture
-def wire(broker: BrokerProcess) -> Iterator[Wire]:
-    with Wire(broker.bootstrap_servers) as w:
-        yield w
-        # leave no dynamic config behind for the next test
-        assert alter(w, BROKER, "0", {})[0] == NONE
-        assert alter(w, BROKER, "", {})[0] == NONE
+@pytest.fixture(autouse=True)
+def _no_dynamic_config_left_behind(request: pytest.FixtureRequest) -> Iterator[None]:
+    """A test on the module's broker (``wire``) leaves no dynamic broker config behind for
+    the next one; cleared on the test's own connection, which closes after this."""
+    if "wire" not in request.fixturenames:
+        yield
+        return
+    wire: Wire = request.getfixturevalue("wire")
+    yield
+    assert alter(wire, BROKER, "0", {})[0] == NONE
+    assert alter(wire, BROKER, "", {})[0] == NONE
 
 
 def synonyms(entry: object) -> list[tuple[str, str | None, int]]:

@@ -8,7 +8,6 @@ and, in process, a coordinator that restarts with a transaction in PrepareCommit
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -26,8 +25,9 @@ BROKER_SETTINGS = {"offsets.topic.num.partitions": 3, "transaction.max.timeout.m
 TOPIC = "txn-wire"
 
 
-@pytest.fixture(scope="module")
-def wire(broker: BrokerProcess) -> Iterator[Wire]:
+@pytest.fixture(scope="module", autouse=True)
+def _txn_topic(broker: BrokerProcess) -> None:
+    """The module's topic (2 partitions), created once on the module's broker."""
     with Wire(broker.bootstrap_servers) as w:
         t = req(
             19,
@@ -41,7 +41,6 @@ def wire(broker: BrokerProcess) -> Iterator[Wire]:
         )
         r = w.call(req(19, 4, topics=(t,), timeout=ms(10000), validate_only=False))
         assert int(r.topics[0].error_code) == 0
-        yield w
 
 
 def _init(

@@ -21,7 +21,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-import odradek.client.aio.producer as producer_mod
+import odradek.client.aio._accumulator as accumulator_mod
+import odradek.client.aio._sender as sender_mod
 from odradek.client import Admin, Consumer, KafkaError, NewTopic, Producer, TopicPartition
 from odradek.client.aio import AsyncProducer
 
@@ -32,7 +33,7 @@ NPARTS = 5
 
 def _offline(**config: Any) -> AsyncProducer:
     p = AsyncProducer({"bootstrap.servers": "127.0.0.1:1", **config})
-    p._producer_id, p._producer_epoch = 4242, 3
+    p._idem.set_producer_id(4242, 3)
     return p
 
 
@@ -79,7 +80,7 @@ def _state(p: AsyncProducer) -> dict[int, list[tuple[list[Any], bytes]]]:
     out: dict[int, list[tuple[list[Any], bytes]]] = {}
     for tp, q in sorted(p._acc.queues.items()):
         for b in q:
-            p._encode(b)
+            p._sender.encode(b)
             assert b.encoded is not None
             out.setdefault(tp.partition, []).append((list(b.records), bytes(b.encoded)))
     return out
@@ -96,7 +97,7 @@ def _assert_same(
     assert a._acc.used == b._acc.used
     sa, sb = _state(a), _state(b)
     assert sa == sb
-    assert a._sticky == b._sticky
+    assert a._acc.sticky == b._acc.sticky
     return sa
 
 
@@ -143,10 +144,11 @@ def test_same_batches_as_send_other_configs(config: dict[str, Any]) -> None:
 
 def test_pure_python_encoder_gives_identical_bytes(monkeypatch: pytest.MonkeyPatch) -> None:
     cols = _cols(2000, keys=True, parts=True, headers=True, ts=True)
-    if producer_mod._speedups is None:
+    if sender_mod._speedups is None:
         pytest.skip("compiled twin not built")
     compiled = _assert_same(cols, **{"batch.size": 8192})
-    monkeypatch.setattr(producer_mod, "_speedups", None)
+    monkeypatch.setattr(sender_mod, "_speedups", None)
+    monkeypatch.setattr(accumulator_mod, "_speedups", None)
     python = _assert_same(cols, **{"batch.size": 8192})
     assert compiled == python
 

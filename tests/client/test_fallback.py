@@ -7,8 +7,9 @@ from typing import Any
 
 import pytest
 
+import odradek.client.aio._accumulator as accumulator_mod
+import odradek.client.aio._sender as sender_mod
 import odradek.client.aio.consumer as consumer_mod
-import odradek.client.aio.producer as producer_mod
 import odradek.client.columnar as columnar_mod
 from odradek.client import Consumer, Producer, TopicPartition, read_range_arrow
 
@@ -18,7 +19,7 @@ pytestmark = pytest.mark.timeout(60)
 @pytest.fixture(params=["compiled", "python"])
 def twin(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
     if request.param == "python":
-        for mod in (consumer_mod, producer_mod, columnar_mod):
+        for mod in (consumer_mod, accumulator_mod, sender_mod, columnar_mod):
             monkeypatch.setattr(mod, "_speedups", None)
     elif consumer_mod._speedups is None:
         pytest.skip("compiled twin not built")

@@ -23,6 +23,7 @@ from odradek.client import (
     read_range_arrow,
 )
 from odradek.client.aio import AsyncAdmin, AsyncConsumer, AsyncProducer
+from odradek.testing.helpers import wait_until
 
 pytestmark = pytest.mark.timeout(90)
 
@@ -59,7 +60,7 @@ def test_idempotent_keyed_produce_matches_kafka_python_placement(broker: Any) ->
     name = _create(broker, 5)
     keys = [b"key-%d" % i for i in range(200)]
     with Producer(_cfg(broker)) as p:  # enable.idempotence and acks=all are the defaults
-        assert p._aio._producer_id >= 0
+        assert p._aio.producer_id_and_epoch()[0] >= 0
         futs = [p.send(name, b"v", key=k) for k in keys]
         p.flush()
         mds = [f.result(10) for f in futs]
@@ -247,14 +248,6 @@ class _Listener(ConsumerRebalanceListener):
         self.revoked.append(revoked)
 
 
-def _wait(cond: Any, timeout: float = 30) -> None:
-    deadline = time.monotonic() + timeout
-    while not cond():
-        if time.monotonic() > deadline:
-            raise AssertionError("condition not met in time")
-        time.sleep(0.05)
-
-
 @pytest.mark.parametrize("strategy", ["range", "roundrobin", "cooperative-sticky"])
 def test_group_rebalance_and_commits(broker: Any, strategy: str) -> None:
     name = _create(broker, 4)
@@ -276,7 +269,7 @@ def test_group_rebalance_and_commits(broker: Any, strategy: str) -> None:
         assert c1.committed([TopicPartition(name, 0)])[TopicPartition(name, 0)].offset == 10
         c2 = Consumer(cfg)
         c2.subscribe([name], listener=l2)
-        _wait(lambda: len(c1.assignment()) == 2 and len(c2.assignment()) == 2)  # type: ignore[union-attr]
+        wait_until(lambda: len(c1.assignment()) == 2 and len(c2.assignment()) == 2, 30)  # type: ignore[union-attr]
         c1.poll(0.1)
         assert c1.assignment().isdisjoint(c2.assignment())
         assert l1.revoked and l2.assigned
@@ -295,7 +288,7 @@ def test_group_rebalance_and_commits(broker: Any, strategy: str) -> None:
             assert sorted(tp for m in desc.members for tp in m.assignment) == [TopicPartition(name, p) for p in range(4)]
         c2.close()
         c2 = None
-        _wait(lambda: len(c1.assignment()) == 4 or (bool(c1.poll(0.05)) and len(c1.assignment()) == 4))
+        wait_until(lambda: len(c1.assignment()) == 4 or (bool(c1.poll(0.05)) and len(c1.assignment()) == 4), 30)
     finally:
         c1.close()
         if c2 is not None:
@@ -311,7 +304,7 @@ def test_auto_commit(broker: Any) -> None:
     cfg = _cfg(broker, **{"group.id": group, "auto.offset.reset": "earliest", "auto.commit.interval.ms": 100})
     with Consumer(cfg, name) as c:
         assert len(_consume_all(c, 10)) == 10
-        _wait(lambda: (c.committed([TopicPartition(name, 0)])[TopicPartition(name, 0)] or OffsetAndMetadata(-1)).offset == 10, 10)
+        wait_until(lambda: (c.committed([TopicPartition(name, 0)])[TopicPartition(name, 0)] or OffsetAndMetadata(-1)).offset == 10, 10)
     with Consumer(cfg, name) as c:
         with Producer(_cfg(broker)) as p:
             p.send(name, b"after")

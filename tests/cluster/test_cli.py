@@ -14,7 +14,7 @@ import pytest
 from odradek.cli.cluster import status_lines
 from odradek.cluster.zookeeper import zookeeper_available
 
-from .conftest import SLOW
+from .harness import SLOW
 
 
 def _p(index: int, leader: int, replicas: tuple[int, ...], isr: tuple[int, ...]) -> SimpleNamespace:

@@ -11,7 +11,7 @@ import subprocess
 import pytest
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from .conftest import Cluster
+from .harness import Cluster
 
 pytestmark = pytest.mark.interop
 

@@ -16,7 +16,7 @@ from confluent_kafka.admin import AdminClient, NewPartitions, NewTopic
 from odradek.cli.cluster import status_lines
 from odradek.cluster.zk import KafkaZkClient
 
-from .conftest import Cluster
+from .harness import Cluster
 
 pytestmark = pytest.mark.interop
 

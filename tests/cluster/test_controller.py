@@ -15,8 +15,9 @@ from odradek.cluster.znodes import BrokerInfo, LeaderAndIsr, TopicAssignment
 from odradek.controller.controller import Controller, RecordingChannel
 from odradek.controller.decisions import AlterPartitionItem
 from odradek.protocol.inter_broker import LeaderAndIsrRequest
+from odradek.testing.helpers import wait_until
 
-from .test_zk import expire_session, wait_until
+from .harness import expire_session
 
 _chroots = itertools.count()
 T0 = ("t", 0)

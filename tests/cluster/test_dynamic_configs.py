@@ -26,7 +26,7 @@ from kazoo.client import KazooClient
 
 from broker.wire import Wire, req
 
-from .conftest import Cluster
+from .harness import Cluster
 
 pytestmark = [pytest.mark.interop, pytest.mark.timeout(120)]
 

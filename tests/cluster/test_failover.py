@@ -7,38 +7,17 @@ reports the loss."""
 
 from __future__ import annotations
 
-import os
 import time
 from typing import Any
 
 import pytest
-from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
+from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from .checker import Ack, check
-from .conftest import Cluster
+from .harness import PARTITIONS, TOPIC, Cluster, acks_all_producer, read_back
 
 pytestmark = pytest.mark.interop
-
-TOPIC = "replicated"
-PARTITIONS = 3
-
-
-def acks_all_producer(bootstrap: str) -> Producer:
-    """An idempotent acks=all confluent-kafka producer that retries for a minute and refreshes
-    its metadata every second (it finds a new leader soon after a failover)."""
-    return Producer(
-        {
-            "bootstrap.servers": bootstrap,
-            "acks": "all",
-            "enable.idempotence": True,
-            "linger.ms": 5,
-            "message.timeout.ms": 60_000,
-            "retry.backoff.ms": 100,
-            "topic.metadata.refresh.interval.ms": 1000,
-        }
-    )
-
 
 class AckingProducer:
     """A confluent-kafka producer (acks=all, idempotent) that records every acknowledgement."""
@@ -69,71 +48,6 @@ class AckingProducer:
         assert left == 0, (
             f"{left} records not acknowledged within {timeout} s; errors {self.errors[:5]}"
         )
-
-
-_LEADERSHIP_MOVING = frozenset(
-    {
-        KafkaError.OFFSET_NOT_AVAILABLE,
-        KafkaError.NOT_LEADER_FOR_PARTITION,
-        KafkaError.LEADER_NOT_AVAILABLE,
-        KafkaError.FENCED_LEADER_EPOCH,
-        KafkaError.UNKNOWN_LEADER_EPOCH,
-    }
-)
-
-
-def latest_offset(consumer: Consumer, tp: TopicPartition, timeout: float = 30.0) -> int:
-    """The partition's latest offset (read_committed: the last stable offset), asked again
-    (bounded) while leadership moves: librdkafka's get_watermark_offsets hands these retriable
-    errors to the caller (after refreshing its metadata), among them OFFSET_NOT_AVAILABLE from
-    a leader just elected whose high watermark is still below the start of its epoch."""
-    deadline = time.monotonic() + timeout
-    while True:
-        try:
-            return int(consumer.get_watermark_offsets(tp, timeout=timeout)[1])
-        except KafkaException as exc:
-            if exc.args[0].code() not in _LEADERSHIP_MOVING or time.monotonic() > deadline:
-                raise
-        time.sleep(0.1)
-
-
-def read_back(
-    bootstrap: str, topic: str = TOPIC, partitions: int = PARTITIONS, timeout: float = 60.0
-) -> dict[int, list[tuple[int, bytes]]]:
-    """Every partition from its beginning to its high watermark, with confluent-kafka."""
-    consumer = Consumer(
-        {
-            "bootstrap.servers": bootstrap,
-            "group.id": f"checker-{os.getpid()}",
-            "enable.auto.commit": False,
-            "enable.partition.eof": True,
-            "topic.metadata.refresh.interval.ms": 1000,
-        }
-    )
-    try:
-        ends = {p: latest_offset(consumer, TopicPartition(topic, p)) for p in range(partitions)}
-        consumer.assign([TopicPartition(topic, p, 0) for p in range(partitions)])
-        out: dict[int, list[tuple[int, bytes]]] = {p: [] for p in range(partitions)}
-        deadline = time.monotonic() + timeout
-        done: set[int] = {p for p, end in ends.items() if end == 0}
-        while len(done) < partitions:
-            assert time.monotonic() < deadline, (
-                f"read back stuck: {[len(v) for v in out.values()]} of {ends}"
-            )
-            msg = consumer.poll(0.5)
-            if msg is None:
-                continue
-            if msg.error() is not None:
-                eof = msg.error().code() == -191  # _PARTITION_EOF
-                if eof and msg.offset() >= ends[msg.partition()]:
-                    done.add(msg.partition())
-                continue
-            out[msg.partition()].append((msg.offset(), msg.value()))
-            if msg.offset() + 1 >= ends[msg.partition()]:
-                done.add(msg.partition())
-        return out
-    finally:
-        consumer.close()
 
 
 def test_leader_sigkill_keeps_every_acknowledged_record(cluster3: Cluster) -> None:

@@ -14,20 +14,19 @@ from __future__ import annotations
 import time
 
 import pytest
-from confluent_kafka.admin import NewTopic
 
-from faults.harness import Workload, check_workload, create_topic, wait_full_isr
+from faults.harness import Workload, check_workload, wait_full_isr
+from odradek.testing.helpers import create_topic
 
 from .checker import check
-from .conftest import SLOW, Cluster
-from .test_failover import read_back
+from .harness import SLOW, Cluster, read_back
 
 pytestmark = [pytest.mark.interop, pytest.mark.slow, SLOW]
 
 
 def test_f3_repeated_leader_sigkill(cluster3: Cluster) -> None:
     topic = "f3"
-    create_topic(cluster3, NewTopic(topic, 3, 3, config={"min.insync.replicas": "2"}))
+    create_topic(cluster3, topic, 3, {"min.insync.replicas": "2"}, replication_factor=3, timeout=30)
     cluster3.wait_metadata(lambda md: len(cluster3.partitions(md, topic)) == 3)
     rec = Workload(cluster3.bootstrap_servers, topic, 3)
     for round_ in range(4):
@@ -50,12 +49,10 @@ def test_f7_unclean_election_loses_records_and_the_checker_says_so(cluster3: Clu
     topic = "f7"
     create_topic(
         cluster3,
-        NewTopic(
-            topic,
-            num_partitions=1,  # confluent-kafka's spelling for "as the assignment says"
-            replica_assignment=[[1, 2]],
-            config={"unclean.leader.election.enable": "true", "min.insync.replicas": "1"},
-        ),
+        topic,
+        configs={"unclean.leader.election.enable": "true", "min.insync.replicas": "1"},
+        assignments=[[1, 2]],
+        timeout=30,
     )
     cluster3.wait_metadata(lambda md: sorted(cluster3.partitions(md, topic)[0].isr_nodes) == [1, 2])
     rec = Workload(cluster3.bootstrap_servers, topic, 1, **{"enable.idempotence": False})
@@ -81,7 +78,7 @@ def test_f7_unclean_election_loses_records_and_the_checker_says_so(cluster3: Clu
 
 def test_controlled_shutdown_of_each_broker_under_load(cluster3: Cluster) -> None:
     topic = "rolling"
-    create_topic(cluster3, NewTopic(topic, 3, 3, config={"min.insync.replicas": "2"}))
+    create_topic(cluster3, topic, 3, {"min.insync.replicas": "2"}, replication_factor=3, timeout=30)
     cluster3.wait_metadata(lambda md: len(cluster3.partitions(md, topic)) == 3)
     rec = Workload(cluster3.bootstrap_servers, topic, 3)
     for broker_id in sorted(cluster3.brokers):

@@ -14,7 +14,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 
 from odradek.cluster.zk import KafkaZkClient
 
-from .conftest import Cluster
+from .harness import Cluster
 
 pytestmark = [pytest.mark.interop, pytest.mark.timeout(120)]
 

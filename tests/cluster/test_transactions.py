@@ -13,7 +13,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 
 from odradek.coordinator.transaction.records import TRANSACTION_STATE_TOPIC, partition_for
 
-from .conftest import Cluster
+from .harness import Cluster
 
 pytestmark = [pytest.mark.interop, pytest.mark.timeout(180)]
 

@@ -19,17 +19,11 @@ from odradek.cluster.znodes import (
     TopicAssignment,
     parse_connect,
 )
+from odradek.testing.helpers import wait_until
+
+from .harness import expire_session
 
 _chroots = itertools.count()
-
-
-def wait_until(condition: Callable[[], bool], timeout: float = 10.0) -> bool:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if condition():
-            return True
-        time.sleep(0.02)
-    return condition()
 
 
 @pytest.fixture
@@ -51,16 +45,6 @@ def clients(chroot: str) -> Iterator[Callable[..., KafkaZkClient]]:
     yield make
     for c in made:
         c.close()
-
-
-def expire_session(client: KafkaZkClient, connect: str) -> None:
-    """Expire ``client``'s session the classic way: a second connection with the same id closes it."""
-    hosts, _ = parse_connect(connect)
-    sid, password = client.zk.client_id
-    other = KazooClient(hosts=hosts, client_id=(sid, password))
-    other.start(timeout=5)
-    other.stop()
-    other.close()
 
 
 def test_parse_connect() -> None:

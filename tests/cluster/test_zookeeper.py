@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from odradek.cluster.zookeeper import ZooKeeperServer, four_letter_word
+from odradek.testing.helpers import wait_until
 
 
 def _answers(port: int) -> bool:
@@ -19,15 +20,6 @@ def _answers(port: int) -> bool:
         return four_letter_word(port, "ruok", timeout=0.3) == "imok"
     except OSError:
         return False
-
-
-def _wait_until(condition, timeout: float) -> bool:  # type: ignore[no-untyped-def]
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if condition():
-            return True
-        time.sleep(0.05)
-    return condition()
 
 
 def test_answers_four_letter_words(zookeeper: ZooKeeperServer) -> None:
@@ -71,7 +63,7 @@ def test_dies_with_its_parent_process(tmp_path: Path) -> None:
     finally:
         os.kill(owner.pid, signal.SIGKILL)
         owner.wait()
-    assert _wait_until(lambda: not _answers(port), 15)
+    assert wait_until(lambda: not _answers(port), 15)
 
 
 @pytest.mark.timeout(60)

@@ -36,8 +36,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 from odradek.cluster.zk import KafkaZkClient
 
 from .checker import Ack, check
-from .conftest import SLOW, Cluster
-from .test_failover import acks_all_producer, read_back
+from .harness import SLOW, Cluster, acks_all_producer, read_back
 
 pytestmark = pytest.mark.interop
 

@@ -15,7 +15,7 @@ import pytest
 
 from odradek.client import Admin, Producer, TopicPartition
 
-from .conftest import ConsoleBroker
+from .harness import ConsoleBroker
 
 webdriver = pytest.importorskip("selenium.webdriver")
 from selenium.webdriver.common.by import By  # noqa: E402

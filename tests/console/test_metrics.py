@@ -10,7 +10,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from odradek.client import Admin, Producer, TopicPartition
 
-from .conftest import ConsoleBroker
+from .harness import ConsoleBroker
 
 pytestmark = pytest.mark.timeout(90)
 

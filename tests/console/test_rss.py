@@ -14,7 +14,7 @@ import pytest
 from odradek.client import Admin, Producer, TopicPartition
 from odradek.testing.process import BrokerProcess
 
-from .conftest import ConsoleBroker
+from .harness import ConsoleBroker
 
 pytestmark = pytest.mark.timeout(120)
 

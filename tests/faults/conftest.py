@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from cluster.conftest import Cluster
+from cluster.harness import Cluster
 from odradek.cluster.zookeeper import ZooKeeperServer, zookeeper_available
 from odradek.testing.process import BrokerStartError
 

@@ -26,11 +26,9 @@ from pathlib import Path
 from typing import Any
 
 from confluent_kafka import Producer
-from confluent_kafka.admin import AdminClient, NewTopic
 
 from cluster.checker import Ack, CheckResult, check
-from cluster.conftest import Cluster
-from cluster.test_failover import read_back
+from cluster.harness import Cluster, read_back
 from odradek.protocol.records import RecordBatch
 
 _BATCH_HEADER = 61
@@ -143,20 +141,6 @@ def check_workload(
     assert result.acked == work.sent
     wait_replicas_agree(c, topic, partitions, sorted(c.brokers))
     return result
-
-
-def wait_until(what: str, pred: Callable[[], bool], timeout: float, interval: float = 0.1) -> None:
-    """Ask ``pred`` again (bounded) until it holds."""
-    deadline = time.monotonic() + timeout
-    while not pred():
-        assert time.monotonic() < deadline, f"{what}: not so after {timeout} s"
-        time.sleep(interval)
-
-
-def create_topic(c: Cluster, topic: NewTopic) -> None:
-    admin = AdminClient({"bootstrap.servers": c.bootstrap_servers})
-    for f in admin.create_topics([topic], request_timeout=30).values():
-        f.result(timeout=30)
 
 
 def leader(c: Cluster, topic: str, partition: int, ask: int | None = None) -> int:

@@ -12,18 +12,16 @@ from __future__ import annotations
 import time
 
 import pytest
-from confluent_kafka.admin import NewTopic
 
-from cluster.conftest import SLOW, Cluster
+from cluster.harness import SLOW, Cluster
+from odradek.testing.helpers import create_topic, wait_until
 
 from .harness import (
     Workload,
     check_workload,
-    create_topic,
     fault_seconds,
     leader,
     wait_full_isr,
-    wait_until,
 )
 
 pytestmark = pytest.mark.interop
@@ -31,7 +29,7 @@ pytestmark = pytest.mark.interop
 
 def run_f3(c: Cluster, topic: str, seconds: float, max_rounds: int) -> tuple[int, int]:
     """-> (rounds, acknowledged records)."""
-    create_topic(c, NewTopic(topic, 3, 3, config={"min.insync.replicas": "2"}))
+    create_topic(c, topic, 3, {"min.insync.replicas": "2"}, replication_factor=3, timeout=30)
     wait_full_isr(c, topic, 3)
     work = Workload(c.bootstrap_servers, topic, 3).start()
     started = time.monotonic()
@@ -41,9 +39,9 @@ def run_f3(c: Cluster, topic: str, seconds: float, max_rounds: int) -> tuple[int
             partition = rounds % 3
             victim = leader(c, topic, partition)
             wait_until(
-                "acknowledgements before the kill",
                 lambda p=partition: work.acks_since(time.monotonic() - 1.0, p) > 0,
                 timeout=30,
+                what="acknowledgements before the kill",
             )
             c.brokers[victim].kill()
             rounds += 1
@@ -57,10 +55,10 @@ def run_f3(c: Cluster, topic: str, seconds: float, max_rounds: int) -> tuple[int
             # an acknowledgement is handed to the producer's callback some time after it came,
             # so only one after the election is surely the new leader's
             wait_until(
-                f"round {rounds}: an acknowledgement on partition {partition} from the leader "
-                f"after broker {victim}",
                 lambda t=elected, p=partition: work.acks_since(t, p) > 0,
                 timeout=60,
+                what=f"round {rounds}: an acknowledgement on partition {partition} from the leader "
+                f"after broker {victim}",
             )
             c.brokers[victim].start()
             wait_full_isr(c, topic, 3, timeout=60)

@@ -20,17 +20,15 @@ from typing import Any
 
 import pytest
 from confluent_kafka import Producer
-from confluent_kafka.admin import NewTopic
 
 from broker.wire import Wire, produce_request
 from cluster.checker import Ack, check
-from cluster.conftest import SLOW, Cluster
-from cluster.test_failover import read_back
+from cluster.harness import SLOW, Cluster, read_back
 from odradek.protocol.records import build_batch
+from odradek.testing.helpers import create_topic, wait_until
 
 from .harness import (
     Workload,
-    create_topic,
     fault_seconds,
     leader,
     sigcont,
@@ -38,14 +36,13 @@ from .harness import (
     wait_every_broker_sees,
     wait_full_isr,
     wait_replicas_agree,
-    wait_until,
 )
 
 pytestmark = pytest.mark.interop
 
 
 def run_f5(c: Cluster, topic: str, rounds: int) -> None:
-    create_topic(c, NewTopic(topic, 1, 3, config={"min.insync.replicas": "2"}))
+    create_topic(c, topic, 1, {"min.insync.replicas": "2"}, replication_factor=3, timeout=30)
     wait_full_isr(c, topic, 3)
     work = Workload(c.bootstrap_servers, topic, 1).start()
     pinned_acks: list[Ack] = []
@@ -127,9 +124,9 @@ def run_f5(c: Cluster, topic: str, rounds: int) -> None:
             # leader (the checker's read-back too)
             wait_every_broker_sees(c, topic, 3, {0: new_epoch}, timeout=60)
             wait_until(
-                "the workload acknowledged after the thaw",
                 lambda t=thawed: work.acks_since(t, 0) > 0,
                 timeout=30,
+                what="the workload acknowledged after the thaw",
             )
     finally:
         work.stop()

@@ -28,24 +28,22 @@ import time
 from collections.abc import Iterator
 
 import pytest
-from confluent_kafka.admin import NewTopic
 
 from broker.wire import Wire, produce_request
-from cluster.conftest import SLOW, Cluster
+from cluster.harness import SLOW, Cluster
 from odradek.protocol.records import build_batch
+from odradek.testing.helpers import create_topic, wait_until
 from odradek.testing.process import BrokerProcess
 
 from .harness import (
     Workload,
     broker_cgroup,
     check_workload,
-    create_topic,
     fault_seconds,
     leader,
     network_faults_missing,
     wait_every_broker_sees,
     wait_full_isr,
-    wait_until,
 )
 
 pytestmark = pytest.mark.interop
@@ -65,7 +63,7 @@ def cut_off(broker: BrokerProcess) -> Iterator[None]:
 
 
 def run_f6(c: Cluster, topic: str, seconds: float, max_rounds: int) -> int:
-    create_topic(c, NewTopic(topic, 1, 3, config={"min.insync.replicas": "2"}))
+    create_topic(c, topic, 1, {"min.insync.replicas": "2"}, replication_factor=3, timeout=30)
     wait_full_isr(c, topic, 3)
     work = Workload(c.bootstrap_servers, topic, 1).start()
     answers: list[tuple[int, int]] = []
@@ -98,9 +96,9 @@ def run_f6(c: Cluster, topic: str, seconds: float, max_rounds: int) -> int:
                 new_epoch = c.partitions(md, topic)[0].leader_epoch
                 elected = time.monotonic()
                 wait_until(
-                    "the workload acknowledged through the new leader",
                     lambda t=elected: work.acks_since(t, 0) > 0,
                     timeout=60,
+                    what="the workload acknowledged through the new leader",
                 )
             r = wire.receive(produce_request(topic, 0, None, acks=-1), correlation_id)
             wire.close()

@@ -13,13 +13,12 @@ Default run: one round of 20 + 20 records. ``@pytest.mark.slow`` with ODRADEK_SL
 from __future__ import annotations
 
 import pytest
-from confluent_kafka.admin import NewTopic
 
 from cluster.checker import Ack, check
-from cluster.conftest import SLOW, Cluster
-from cluster.test_failover import read_back
+from cluster.harness import SLOW, Cluster, read_back
+from odradek.testing.helpers import create_topic
 
-from .harness import Workload, create_topic, wait_replicas_agree
+from .harness import Workload, wait_replicas_agree
 
 pytestmark = pytest.mark.interop
 
@@ -27,12 +26,10 @@ pytestmark = pytest.mark.interop
 def run_f7(c: Cluster, topic: str, n: int) -> None:
     create_topic(
         c,
-        NewTopic(
-            topic,
-            num_partitions=1,
-            replica_assignment=[[1, 2]],
-            config={"unclean.leader.election.enable": "true", "min.insync.replicas": "1"},
-        ),
+        topic,
+        configs={"unclean.leader.election.enable": "true", "min.insync.replicas": "1"},
+        assignments=[[1, 2]],
+        timeout=30,
     )
     c.wait_metadata(lambda md: sorted(c.partitions(md, topic)[0].isr_nodes) == [1, 2])
     work = Workload(c.bootstrap_servers, topic, 1, **{"enable.idempotence": False, "acks": "1"})

@@ -13,7 +13,7 @@ from collections.abc import Callable
 
 from prometheus_client.parser import text_string_to_metric_families
 
-from console.conftest import ConsoleBroker, running_console_broker
+from console.harness import ConsoleBroker, running_console_broker
 
 __all__ = ["ConsoleBroker", "request_counts", "running_console_broker", "wait_for_counts"]
 

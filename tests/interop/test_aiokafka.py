@@ -9,8 +9,9 @@ from typing import Any
 
 import pytest
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
-from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 from aiokafka.errors import MessageSizeTooLargeError
+
+from odradek.testing.helpers import create_topic
 
 from .conftest import Target
 from .support import (
@@ -28,17 +29,6 @@ from .support import (
 pytestmark = [pytest.mark.interop, pytest.mark.timeout(60)]
 
 PARTITIONS = 4
-
-
-async def create_topic(bootstrap: str, topic: str, partitions: int) -> None:
-    admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap, request_timeout_ms=15000)
-    await admin.start()
-    try:
-        await admin.create_topics(
-            [NewTopic(topic, num_partitions=partitions, replication_factor=1)]
-        )
-    finally:
-        await admin.close()
 
 
 async def produce(
@@ -119,7 +109,7 @@ async def consume(
 @pytest.mark.parametrize("codec", CODECS)
 async def test_roundtrip_keyed_records_with_headers(kafka: Target, codec: str) -> None:
     topic = unique_topic(f"ak-{codec}")
-    await create_topic(kafka.bootstrap_servers, topic, PARTITIONS)
+    create_topic(kafka.bootstrap_servers, topic, PARTITIONS)
     records = make_records(2000, tag=f"ak-{codec}")
     reports = await produce(
         kafka.bootstrap_servers, topic, records, compression_type=None if codec == "none" else codec
@@ -158,7 +148,7 @@ def _by_partition(records: Sequence[Rec], partitions: int) -> dict[int, list[Rec
 async def test_list_offsets_earliest_latest_by_timestamp(kafka: Target) -> None:
     kafka.require("latest_offset")
     topic = unique_topic("ak-offsets")
-    await create_topic(kafka.bootstrap_servers, topic, 3)
+    create_topic(kafka.bootstrap_servers, topic, 3)
     records = make_records(600, tag="ak-offsets")
     reports = await produce(kafka.bootstrap_servers, topic, records, partition_of=lambda i: i % 3)
     assert reports == [(i % 3, i // 3) for i in range(len(records))]
@@ -168,7 +158,7 @@ async def test_list_offsets_earliest_latest_by_timestamp(kafka: Target) -> None:
 async def test_restart_keeps_everything(kafka: Target) -> None:
     kafka.require("restart")
     topic = unique_topic("ak-restart")
-    await create_topic(kafka.bootstrap_servers, topic, 3)
+    create_topic(kafka.bootstrap_servers, topic, 3)
     records = make_records(1500, tag="ak-restart")
     await produce(
         kafka.bootstrap_servers,
@@ -190,7 +180,7 @@ async def test_restart_keeps_everything(kafka: Target) -> None:
 async def test_message_too_large_then_still_usable(kafka: Target) -> None:
     kafka.require("message_max_bytes")
     topic = unique_topic("ak-large")
-    await create_topic(kafka.bootstrap_servers, topic, 1)
+    create_topic(kafka.bootstrap_servers, topic, 1)
     # The client's own limit is raised so that the broker (message.max.bytes = 1048588) decides.
     producer = AIOKafkaProducer(
         bootstrap_servers=kafka.bootstrap_servers,

@@ -27,7 +27,7 @@ from typing import Any
 
 import pytest
 
-from cluster.conftest import running_zookeeper
+from cluster.harness import running_zookeeper
 from odradek.client import Admin, NewTopic, Producer, TopicPartition
 from odradek.cluster.zookeeper import ZooKeeperServer
 

@@ -14,7 +14,9 @@ from confluent_kafka import (
     Producer,
     TopicPartition,
 )
-from confluent_kafka.admin import AdminClient, NewTopic, OffsetSpec
+from confluent_kafka.admin import AdminClient, OffsetSpec
+
+from odradek.testing.helpers import create_topic
 
 from .conftest import Target
 from .support import (
@@ -26,27 +28,11 @@ from .support import (
     librdkafka_partition,
     make_records,
     unique_topic,
-    wait_for,
 )
 
 pytestmark = [pytest.mark.interop, pytest.mark.timeout(60)]
 
 PARTITIONS = 4
-
-
-def create_topic(bootstrap: str, topic: str, partitions: int) -> None:
-    admin = AdminClient({"bootstrap.servers": bootstrap})
-    futures = admin.create_topics(
-        [NewTopic(topic, num_partitions=partitions, replication_factor=1)]
-    )
-    futures[topic].result(15)
-
-    def ready() -> bool:
-        md = admin.list_topics(topic, timeout=5)
-        t = md.topics.get(topic)
-        return t is not None and t.error is None and len(t.partitions) == partitions
-
-    wait_for(ready, 15, f"metadata of {topic}")
 
 
 def produce(

@@ -12,10 +12,11 @@ from __future__ import annotations
 import pytest
 
 from odradek.protocol.records import Compression, RecordBatch, build_batch
+from odradek.testing.helpers import create_topic
 
 from .conftest import Target
 from .support import KafkaWire, Rec, assert_exactly, make_records, recent_ms, unique_topic
-from .test_confluent_kafka import consume, create_topic
+from .test_confluent_kafka import consume
 
 pytestmark = [pytest.mark.interop, pytest.mark.timeout(60)]
 

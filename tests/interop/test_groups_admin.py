@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 
 from .support import unique_topic, wait_for
-from .test_groups_scenarios import Member, create_topic, produce, settled
+from .test_groups_scenarios import Member, new_topic, produce, settled
 
 pytestmark = [pytest.mark.interop, pytest.mark.timeout(90)]
 
@@ -31,7 +31,7 @@ BROKER_SETTINGS = {
 def live_group(kafka: Any) -> Any:
     """Two static confluent-kafka members of a group on a two-partition topic, 10 records read."""
     bs = kafka.bootstrap_servers
-    topic = create_topic(bs, 2)
+    topic = new_topic(bs, 2)
     group = unique_topic("live")
     produce(bs, topic, 2, 10)
     members = [
@@ -191,7 +191,7 @@ def test_static_member_restart_keeps_partitions_without_rebalance(kafka: Any) ->
     """librdkafka static members: a restart with the same group.instance.id within the session
     timeout gets the same partitions back and the other member never sees a rebalance."""
     bs = kafka.bootstrap_servers
-    topic = create_topic(bs, 4)
+    topic = new_topic(bs, 4)
     group = unique_topic("static")
     session = 6000
     a = Member("confluent", bs, group, topic, instance_id="a", session_ms=session)

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from .test_groups_scenarios import GroupScenarios, _unstick_kafka_python, create_topic
+from .test_groups_scenarios import GroupScenarios, _unstick_kafka_python, new_topic
 
 pytestmark = pytest.mark.interop
 
@@ -102,7 +102,7 @@ def _leader_rejoin_parked(bootstrap: str, unstick: bool) -> tuple[Any, Any, Any,
     from kafka.admin import KafkaAdminClient, NewPartitions
     from kafka.coordinator.base import MemberState
 
-    topic = create_topic(bootstrap, 2, prefix="kp-race")
+    topic = new_topic(bootstrap, 2, prefix="kp-race")
     group = f"kp-race-{uuid.uuid4().hex[:8]}"
     kw = dict(bootstrap_servers=bootstrap, group_id=group, **_KP_CONFIG)
     a = KafkaConsumer(topic, client_id="A", **kw)

@@ -285,6 +285,7 @@ if __name__ == "__main__":
 
 import pytest  # noqa: E402
 
+from odradek.testing.helpers import create_topic  # noqa: E402
 from odradek.testing.process import set_parent_death_signal  # noqa: E402
 
 from .support import unique_topic, wait_for  # noqa: E402
@@ -490,12 +491,10 @@ def _kcat() -> str:
 # -- cluster helpers (confluent-kafka's AdminClient and Producer) ------------------------------
 
 
-def create_topic(bootstrap: str, partitions: int, prefix: str = "groups") -> str:
-    from confluent_kafka.admin import AdminClient, NewTopic
-
+def new_topic(bootstrap: str, partitions: int, prefix: str = "groups") -> str:
+    """A topic of a fresh name (``prefix``-...) with ``partitions`` partitions, every one led."""
     topic = unique_topic(prefix)
-    admin = AdminClient({"bootstrap.servers": bootstrap})
-    admin.create_topics([NewTopic(topic, partitions, 1)])[topic].result(15)
+    create_topic(bootstrap, topic, partitions, timeout=15)
     return topic
 
 
@@ -574,7 +573,7 @@ class GroupScenarios:
     @pytest.mark.timeout(90)
     def test_three_members_split_partitions_and_consume_each_record_once(self, kafka: Any) -> None:
         bs = kafka.bootstrap_servers
-        topic = create_topic(bs, 6)
+        topic = new_topic(bs, 6)
         group = unique_topic("g3")
         members = [self.member(kafka, group, topic) for _ in range(3)]
         try:
@@ -604,7 +603,7 @@ class GroupScenarios:
         self, kafka: Any
     ) -> None:
         bs = kafka.bootstrap_servers
-        topic = create_topic(bs, 6)
+        topic = new_topic(bs, 6)
         group = unique_topic("gkill")
         members = [self.member(kafka, group, topic, commit_every=7) for _ in range(3)]
         victim, survivors = members[0], members[1:]
@@ -656,7 +655,7 @@ class GroupScenarios:
     @pytest.mark.timeout(100)
     def test_committed_offsets_survive_a_broker_restart(self, kafka: Any) -> None:
         bs = kafka.bootstrap_servers
-        topic = create_topic(bs, 3)
+        topic = new_topic(bs, 3)
         group = unique_topic("grestart")
         first_batch = produce(bs, topic, 3, 90)
         m = self.member(kafka, group, topic)
@@ -691,7 +690,7 @@ class GroupScenarios:
     @pytest.mark.timeout(90)
     def test_two_groups_each_see_every_record(self, kafka: Any) -> None:
         bs = kafka.bootstrap_servers
-        topic = create_topic(bs, 4)
+        topic = new_topic(bs, 4)
         expected = produce(bs, topic, 4, 200)
         a = self.member(kafka, unique_topic("ga"), topic)
         b = self.member(kafka, unique_topic("gb"), topic)
@@ -711,7 +710,7 @@ class GroupScenarios:
     @pytest.mark.timeout(90)
     def test_auto_offset_reset_earliest_and_latest(self, kafka: Any) -> None:
         bs = kafka.bootstrap_servers
-        topic = create_topic(bs, 2)
+        topic = new_topic(bs, 2)
         old = produce(bs, topic, 2, 20)
         early = self.member(kafka, unique_topic("gearliest"), topic, offset_reset="earliest")
         late = self.member(kafka, unique_topic("glatest"), topic, offset_reset="latest")
@@ -750,7 +749,7 @@ class GroupScenarios:
 
         runner = CliRunner()
         bs = kafka.bootstrap_servers
-        topic = create_topic(bs, 2)
+        topic = new_topic(bs, 2)
         group = unique_topic("greset")
         produce(bs, topic, 2, 40)
         m = self.member(kafka, group, topic)

@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 
 from .support import unique_topic, wait_for
-from .test_groups_scenarios import Member, create_topic, produce, settled
+from .test_groups_scenarios import Member, new_topic, produce, settled
 
 pytestmark = [pytest.mark.interop, pytest.mark.timeout(120)]
 
@@ -37,7 +37,7 @@ def _describe(bootstrap: str, group: str) -> Any:
 
 def test_every_static_member_restarts_without_a_rebalance(kafka: Any) -> None:
     bs = kafka.bootstrap_servers
-    topic = create_topic(bs, 4)
+    topic = new_topic(bs, 4)
     group = unique_topic("static-restart")
     session = 6000
     members = {
@@ -73,7 +73,7 @@ def test_every_static_member_restarts_without_a_rebalance(kafka: Any) -> None:
 
 def test_a_second_process_with_the_same_instance_id_fences_the_first(kafka: Any) -> None:
     bs = kafka.bootstrap_servers
-    topic = create_topic(bs, 2)
+    topic = new_topic(bs, 2)
     group = unique_topic("static-fenced")
     first = Member("confluent", bs, group, topic, instance_id="x", session_ms=6000)
     second = None
@@ -95,7 +95,7 @@ def test_a_second_process_with_the_same_instance_id_fences_the_first(kafka: Any)
 
 def test_cooperative_sticky_members_keep_their_partitions_across_rebalances(kafka: Any) -> None:
     bs = kafka.bootstrap_servers
-    topic = create_topic(bs, 6)
+    topic = new_topic(bs, 6)
     group = unique_topic("coop")
     expected = produce(bs, topic, 6, 60)
     coop = "cooperative-sticky"

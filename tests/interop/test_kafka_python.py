@@ -8,9 +8,10 @@ from collections.abc import Sequence
 from typing import Any
 
 import pytest
-from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer, TopicPartition
-from kafka.admin import NewTopic
+from kafka import KafkaConsumer, KafkaProducer, TopicPartition
 from kafka.errors import MessageSizeTooLargeError
+
+from odradek.testing.helpers import create_topic
 
 from .conftest import Target
 from .support import (
@@ -36,14 +37,6 @@ def producer_config(kafka: Target) -> dict[str, Any]:
     if kafka.name == "tansu":
         return {"enable_idempotence": False, "acks": 1}
     return {}
-
-
-def create_topic(bootstrap: str, topic: str, partitions: int) -> None:
-    admin = KafkaAdminClient(bootstrap_servers=bootstrap, request_timeout_ms=15000)
-    try:
-        admin.create_topics([NewTopic(topic, num_partitions=partitions, replication_factor=1)])
-    finally:
-        admin.close()
 
 
 def produce(

@@ -19,6 +19,8 @@ from collections.abc import Sequence
 
 import pytest
 
+from odradek.testing.helpers import create_topic
+
 from .conftest import Target
 from .support import (
     CODECS,
@@ -29,7 +31,6 @@ from .support import (
     recent_ms,
     unique_topic,
 )
-from .test_confluent_kafka import create_topic
 from .test_confluent_kafka import produce as ck_produce
 
 pytestmark = [pytest.mark.interop, pytest.mark.timeout(60)]

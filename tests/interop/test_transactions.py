@@ -21,10 +21,10 @@ from typing import Any
 import pytest
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 
+from odradek.testing.helpers import create_topic
 from odradek.testing.process import BrokerProcess
 
 from .support import unique_topic, wait_for
-from .test_confluent_kafka import create_topic
 
 pytestmark = [pytest.mark.interop, pytest.mark.timeout(90)]
 

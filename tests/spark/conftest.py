@@ -8,8 +8,7 @@ client, so that the data source is checked against records it did not write itse
 from __future__ import annotations
 
 import os
-import time
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -46,25 +45,6 @@ def spark(faults_dir: Path) -> Iterator[Any]:
         yield session
     finally:
         session.stop()
-
-
-def wait_until(cond: Callable[[], Any], timeout: float = 20.0, what: str = "condition") -> Any:
-    deadline = time.monotonic() + timeout
-    while True:
-        value = cond()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        time.sleep(0.05)
-
-
-def create_topic(bs: str, name: str, partitions: int, config: dict[str, str] | None = None) -> None:
-    from confluent_kafka.admin import AdminClient, NewTopic
-
-    admin = AdminClient({"bootstrap.servers": bs})
-    fut = admin.create_topics([NewTopic(name, partitions, 1, config=config or {})])[name]
-    fut.result(timeout=10)
 
 
 Rec = tuple[int, bytes | None, bytes | None, list[tuple[str, bytes]] | None, int | None]

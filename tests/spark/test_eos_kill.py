@@ -27,8 +27,10 @@ from typing import Any
 
 import pytest
 
+from odradek.testing.helpers import create_topic
+
 from .conftest import BROKER_SETTINGS as _SPARK_SETTINGS
-from .conftest import create_topic, produce
+from .conftest import produce
 
 BROKER_SETTINGS = {**_SPARK_SETTINGS, "transaction.state.log.num.partitions": 3}
 

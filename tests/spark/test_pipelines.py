@@ -12,8 +12,10 @@ from typing import Any
 
 import pytest
 
+from odradek.testing.helpers import create_topic, wait_until
+
 from .conftest import BROKER_SETTINGS as BROKER_SETTINGS
-from .conftest import create_topic, produce, wait_until
+from .conftest import produce
 
 pytestmark = [pytest.mark.spark, pytest.mark.timeout(120)]
 

@@ -12,8 +12,7 @@ import pytest
 from odradek.client import Consumer, TopicPartition
 from odradek.spark.options import SinkOptions
 from odradek.spark.sink import produce_batches
-
-from .conftest import create_topic
+from odradek.testing.helpers import create_topic
 
 pytestmark = pytest.mark.timeout(60)
 

@@ -13,8 +13,10 @@ from typing import Any
 
 import pytest
 
+from odradek.testing.helpers import create_topic, wait_until
+
 from .conftest import BROKER_SETTINGS as BROKER_SETTINGS
-from .conftest import create_topic, latest_offsets, produce, wait_until
+from .conftest import latest_offsets, produce
 
 pytestmark = [pytest.mark.spark, pytest.mark.timeout(600)]
 

@@ -24,14 +24,16 @@ from __future__ import annotations
 
 import asyncio
 import time
+from bisect import bisect_right
 from collections.abc import Callable, Generator, Sequence
+from itertools import accumulate
 from typing import Any
 
 from ._futures import BatchResult
-from .errors import KafkaTimeoutError
+from .errors import KafkaError, KafkaTimeoutError
 from .types import RecordMetadata
 
-__all__ = ["BulkFuture", "Segment", "column_bytes", "column_headers", "column_ints"]
+__all__ = ["BulkFuture", "Segment", "column_bytes", "column_headers", "column_ints", "prepare_rows", "slices"]
 
 Segment = tuple[BatchResult, int, int, Sequence[int]]
 """(batch result, index of the first row in the batch, partition, input row numbers in batch order)."""
@@ -96,6 +98,95 @@ def column_ints(col: Any) -> list[Any]:
             col = col.cast(pa.timestamp("ms", tz=col.type.tz)).cast(pa.int64())
         return col.to_pylist()
     return list(col)
+
+
+def slices(sizes: list[int], limit: int) -> list[tuple[int, int]]:
+    """Cut rows of ``sizes`` bytes into ranges ``(lo, hi)`` of at most ``limit`` bytes each
+    (at least one row per range), appended one range at a time."""
+    cum = list(accumulate(sizes, initial=0))
+    out: list[tuple[int, int]] = []
+    lo, n = 0, len(sizes)
+    while lo < n:
+        hi = max(lo + 1, bisect_right(cum, cum[lo] + limit) - 1)
+        out.append((lo, hi))
+        lo = hi
+    return out
+
+
+def prepare_rows(
+    topic: str,
+    values: Any,
+    keys: Any,
+    partitions: Any,
+    headers: Any,
+    timestamps: Any,
+    num_partitions: int,
+    *,
+    key_serializer: Callable[[Any], bytes] | None,
+    value_serializer: Callable[[Any], bytes] | None,
+    to_bytes: Callable[[Any, Any], bytes | None],
+    record_overhead: int,
+    max_request_size: int,
+    strategy: str,
+    ignore_keys: bool,
+    choose: Callable[[str, bytes | None, int], int],
+    key_partition: Callable[[bytes, int], int],
+) -> tuple[list[Any], list[int], list[int] | None, list[bool] | None, list[int]]:
+    """Rows of a ``send_batch`` call: (record tuples, sizes, partition per row or None when
+    every row goes to the sticky partition, null key per row, timestamps).
+
+    Partition -1: chosen by the sticky partitioner at append time (as ``send`` does for a
+    null key, or any key under ``sticky``/``partitioner.ignore.keys``); ``choose`` places
+    round-robin rows, ``key_partition`` keyed ones. Validates sizes and explicit partitions
+    before anything is appended."""
+    vals = column_bytes(values, value_serializer, to_bytes)
+    n = len(vals)
+    ks = None if keys is None else column_bytes(keys, key_serializer, to_bytes)
+    hs = None if headers is None else column_headers(headers, to_bytes)
+    ps = None if partitions is None else column_ints(partitions)
+    ts_in = None if timestamps is None else column_ints(timestamps)
+    for name, col in (("keys", ks), ("partitions", ps), ("headers", hs), ("timestamps", ts_in)):
+        if col is not None and len(col) != n:
+            raise ValueError(f"send_batch: {name} has {len(col)} rows, values has {n}")
+    now = time.time_ns() // 1_000_000
+    tss = [now] * n if ts_in is None else [now if t is None else t for t in ts_in]
+    o = record_overhead
+    if ks is None:
+        sizes = [o if v is None else o + len(v) for v in vals]
+    else:
+        sizes = [o + (0 if k is None else len(k)) + (0 if v is None else len(v)) for k, v in zip(ks, vals, strict=True)]
+    if hs is not None:
+        for i, h in enumerate(hs):
+            if h:
+                sizes[i] += sum(len(k) + (len(v) if v else 0) + 4 for k, v in h)
+    if n and max(sizes) > max_request_size:
+        raise KafkaError(f"record of {max(sizes)} bytes exceeds max.request.size", 10)
+    # (a comprehension: list(zip(...)) of fresh tuples costs ~2x, mostly in the cyclic GC)
+    recs: list[Any]
+    if ks is None and hs is None and ts_in is None:
+        recs = [(None, v, None, now) for v in vals]
+    else:
+        none_col = [None] * n
+        kcol = none_col if ks is None else ks
+        hcol = none_col if hs is None else hs
+        recs = [(k, v, h, t) for k, v, h, t in zip(kcol, vals, hcol, tss, strict=True)]
+    nokeys = ks is None or all(k is None for k in ks)
+    if ps is None and nokeys and strategy != "round_robin":
+        return recs, sizes, None, None, tss
+    parts = [-1] * n if ps is None else [-1 if p is None else int(p) for p in ps]
+    for p in parts:
+        if not -1 <= p < num_partitions:
+            raise KafkaError(f"partition {p} of topic {topic!r} does not exist", 3)
+    null_key = [True] * n if ks is None else [k is None for k in ks]
+    use_keys = not ignore_keys and strategy not in ("sticky", "round_robin")
+    for i in range(n):
+        if parts[i] >= 0:
+            continue
+        if strategy == "round_robin":
+            parts[i] = choose(topic, None, num_partitions)
+        elif use_keys and not null_key[i]:
+            parts[i] = key_partition(recs[i][0], num_partitions)
+    return recs, sizes, parts, null_key, tss
 
 
 class BulkFuture:

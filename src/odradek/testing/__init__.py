@@ -3,7 +3,7 @@
 * ``EmbeddedBroker`` — the broker on a background thread of the test process
   (``odradek.testing.embedded``).
 * ``create_topic``, ``delete_topic``, ``list_topics``, ``read_all``, ``api_versions``,
-  ``ConsumedRecord``, ``ResourceSnapshot`` — blocking helpers (``odradek.testing.helpers``).
+  ``wait_until``, ``ConsumedRecord``, ``ResourceSnapshot`` — blocking helpers (``odradek.testing.helpers``).
 * The pytest plugin (``odradek.testing.pytest_plugin``, loaded automatically through the
   ``pytest11`` entry point): fixtures ``odradek_broker``, ``odradek_broker_session``,
   ``odradek_bootstrap`` and the ``odradek_broker`` marker.
@@ -29,6 +29,7 @@ if TYPE_CHECKING:
         delete_topic,
         list_topics,
         read_all,
+        wait_until,
     )
 
 __all__ = [
@@ -42,6 +43,7 @@ __all__ = [
     "delete_topic",
     "list_topics",
     "read_all",
+    "wait_until",
 ]
 
 _LAZY = {
@@ -55,6 +57,7 @@ _LAZY = {
     "delete_topic": "odradek.testing.helpers",
     "list_topics": "odradek.testing.helpers",
     "read_all": "odradek.testing.helpers",
+    "wait_until": "odradek.testing.helpers",
 }
 
 

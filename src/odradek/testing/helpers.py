@@ -13,25 +13,27 @@ with a ``bootstrap_servers`` attribute (``EmbeddedBroker``, ``BrokerProcess``, `
 Requests are framed and responses decoded by ``odradek.protocol.messages``; record batches are
 read by ``odradek.protocol.records`` (all five codecs; control batches are skipped).
 
-Also here: ``ResourceSnapshot``, a count of this process's open file descriptors, threads and
+Also here: ``wait_until``, polling a condition with a deadline, and ``ResourceSnapshot``, a count of this process's open file descriptors, threads and
 listening TCP sockets, for tests that check that nothing leaks.
 """
 
 from __future__ import annotations
 
 import gc
+import inspect
 import os
 import socket
 import struct
 import threading
 import time
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import timedelta
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeVar
 
 from kio.schema.api_versions.v0.request import ApiVersionsRequest
 from kio.schema.create_topics.v3.request import (
+    CreatableReplicaAssignment,
     CreatableTopic,
     CreatableTopicConfig,
     CreateTopicsRequest,
@@ -39,7 +41,7 @@ from kio.schema.create_topics.v3.request import (
 from kio.schema.delete_topics.v3.request import DeleteTopicsRequest
 from kio.schema.fetch.v11.request import FetchPartition, FetchRequest, FetchTopic
 from kio.schema.metadata.v5.request import MetadataRequest, MetadataRequestTopic
-from kio.schema.types import TopicName
+from kio.schema.types import BrokerId, TopicName
 from kio.static.primitive import i16, i32, i32Timedelta, i64
 
 from odradek.protocol.messages import decode_response, encode_request, read_correlation_id
@@ -55,9 +57,12 @@ __all__ = [
     "delete_topic",
     "list_topics",
     "read_all",
+    "wait_until",
 ]
 
 CLIENT_ID = "odradek-testing"
+
+T = TypeVar("T")
 
 
 class HasBootstrap(Protocol):
@@ -116,6 +121,64 @@ def _split_hosts(bootstrap: str) -> list[tuple[str, int]]:
     if not out:
         raise ValueError(f"empty bootstrap servers: {bootstrap!r}")
     return out
+
+
+# --------------------------------------------------------------------------- waiting
+
+
+def wait_until(
+    condition: Callable[[], T],
+    timeout: float = 10.0,
+    what: str | None = None,
+    *,
+    interval: float = 0.005,
+    max_interval: float = 0.1,
+    event: threading.Event | None = None,
+) -> T:
+    """Ask ``condition()`` until it returns something true, and return that; raise
+    ``AssertionError`` naming ``what`` (default: the condition's source) if it is still false
+    ``timeout`` seconds from now.
+
+    The condition is asked once more at the deadline, so a wait never fails for lack of a last
+    look. Between two looks the wait starts at ``interval`` seconds and doubles up to
+    ``max_interval``; with ``event`` (a ``threading.Event`` that whoever changes the awaited
+    state sets) each wait ends as soon as the event is set, which is then cleared: the next look
+    comes right after the change rather than after a sleep.
+    """
+    deadline = time.monotonic() + timeout
+    step = interval
+    while True:
+        value = condition()
+        if value:
+            return value
+        left = deadline - time.monotonic()
+        if left <= 0:
+            value = condition()
+            if value:
+                return value
+            raise AssertionError(f"timed out after {timeout:g} s waiting for {what or _describe(condition)}")
+        pause = min(step, left)
+        if event is None:
+            time.sleep(pause)
+        elif event.wait(pause):
+            event.clear()
+        step = min(step * 2, max_interval)
+
+
+def _describe(condition: Callable[[], Any]) -> str:
+    """The source of a lambda condition (``lambda: x == 1`` -> ``x == 1``), else its name."""
+    name = getattr(condition, "__qualname__", None) or repr(condition)
+    if getattr(condition, "__name__", "") != "<lambda>":
+        return name
+    try:
+        source = inspect.getsource(condition).strip()
+    except (OSError, TypeError):
+        return name
+    _, found, rest = source.partition("lambda")
+    if not found:
+        return source
+    body = rest.partition(":")[2].strip()
+    return body.rstrip(",)").strip() or source
 
 
 # --------------------------------------------------------------------------- wire
@@ -212,6 +275,7 @@ def create_topic(
     configs: Mapping[str, object] | None = None,
     *,
     replication_factor: int = 1,
+    assignments: Sequence[Sequence[int]] | None = None,
     exist_ok: bool = False,
     timeout: float = 10.0,
 ) -> None:
@@ -219,19 +283,29 @@ def create_topic(
     e.g. ``{"cleanup.policy": "compact"}``; values are turned into strings, booleans into
     ``true``/``false``), then wait until every partition has a leader.
 
+    ``assignments``: the replicas (broker ids, the preferred leader first) of partition 0, 1,
+    ...; given, they replace ``partitions`` and ``replication_factor`` (sent as -1, as Kafka's
+    admin client does).
+
     Raises ``KafkaProtocolError`` (error_code 36, TOPIC_ALREADY_EXISTS) if the topic exists
     and ``exist_ok`` is false.
     """
     config_entries = tuple(
         CreatableTopicConfig(name=k, value=_config_value(v)) for k, v in (configs or {}).items()
     )
+    replicas = tuple(
+        CreatableReplicaAssignment(
+            partition_index=i32(p), broker_ids=tuple(BrokerId(b) for b in brokers)
+        )
+        for p, brokers in enumerate(assignments or ())
+    )
     request = CreateTopicsRequest(
         topics=(
             CreatableTopic(
                 name=TopicName(name),
-                num_partitions=i32(partitions),
-                replication_factor=i16(replication_factor),
-                assignments=(),
+                num_partitions=i32(-1 if replicas else partitions),
+                replication_factor=i16(-1 if replicas else replication_factor),
+                assignments=replicas,
                 configs=config_entries,
             ),
         ),

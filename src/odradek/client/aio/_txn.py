@@ -41,7 +41,7 @@ from ..errors import (
 )
 from ..types import OffsetAndMetadata, TopicPartition
 
-__all__ = ["ConsumerGroupMetadata", "TransactionManager", "TxnRequests", "TxnState"]
+__all__ = ["ConsumerGroupMetadata", "TransactionManager", "TxnRequests", "TxnState", "group_metadata", "offsets_map"]
 
 # Kafka error codes met by the transactional producer
 NONE = 0
@@ -338,3 +338,30 @@ class TxnRequests:
                                     producer_id=pid, producer_epoch=epoch, committed=commit),
             lambda r: [int(r.error_code)],
         )
+
+
+def group_metadata(g: Any) -> ConsumerGroupMetadata:
+    """``send_offsets_to_transaction``'s group: a ConsumerGroupMetadata, a group id, or an
+    object with ``group_id`` (and KIP-447's ``generation_id``, ``member_id``, ``group_instance_id``)."""
+    if isinstance(g, ConsumerGroupMetadata):
+        return g
+    if isinstance(g, str):
+        return ConsumerGroupMetadata(g)
+    group_id = getattr(g, "group_id", None)
+    if not isinstance(group_id, str):
+        raise TypeError("group_metadata must be consumer.consumer_group_metadata() or a group id")
+    return ConsumerGroupMetadata(group_id, int(getattr(g, "generation_id", -1)), str(getattr(g, "member_id", "")),
+                                 getattr(g, "group_instance_id", None))
+
+
+def offsets_map(offsets: Any) -> dict[TopicPartition, OffsetAndMetadata]:
+    """Offsets to commit as {TopicPartition: OffsetAndMetadata}, from such a dict (values may
+    be plain ints) or a list of objects with ``topic``, ``partition``, ``offset``."""
+    out: dict[TopicPartition, OffsetAndMetadata] = {}
+    if isinstance(offsets, dict):
+        for tp, o in offsets.items():
+            out[TopicPartition(*tp)] = o if isinstance(o, OffsetAndMetadata) else OffsetAndMetadata(int(o))
+        return out
+    for item in offsets:
+        out[TopicPartition(item.topic, item.partition)] = OffsetAndMetadata(int(item.offset), getattr(item, "metadata", None) or "")
+    return out
