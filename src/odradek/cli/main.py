@@ -31,6 +31,7 @@ SUBCOMMANDS: list[tuple[str, str, str]] = [
     ("pipeline", "pipeline", "Run a Spark pipeline (warehouse, audit, derived feed)."),
     ("cluster", "cluster", "A local development cluster on ZooKeeper: up, status, down."),
     ("console", "console", "Serve the web console and /metrics for any Kafka-compatible cluster."),
+    ("mirror", "mirror", "Mirror topics between clusters, configured as MirrorMaker 2."),
 ]
 
 

@@ -1,0 +1,559 @@
+"""One replication flow ``source->target``, on ``odradek.client.aio``.
+
+A ``Flow`` runs these tasks on one event loop until ``stop()``:
+
+* **copy** — a consumer assigned to every partition of every replicated source topic copies
+  batches of records (key, value, headers, timestamp, partition) to the remote topics with
+  ``send_batch`` (per-partition order is the consumer's order; the same partition number).
+* **topics** — every ``refresh.topics.interval.seconds``: new source topics and partitions are
+  created on the target (the source's partition count, ``replication.factor``, the source's
+  non-default configs minus ``config.properties.exclude``) and assigned to the consumer; every
+  ``sync.topic.configs.interval.seconds`` config changes are copied.
+* **offset syncs** — written to ``mm2-offset-syncs.<target>.internal`` on the source
+  (``offset-syncs.topic.location = target``: on the target) as ``SyncEmitter`` decides.
+* **checkpoints** — every ``emit.checkpoints.interval.seconds``, each selected source group's
+  committed offsets, translated by the ``OffsetSyncStore`` (which reads the sync topic back),
+  become ``Checkpoint`` records in ``<source>.checkpoints.internal`` on the target; with
+  ``sync.group.offsets.enabled`` the translated offsets are also committed to the target's
+  group when it has no active member, never moving it backwards.
+* **heartbeats** — ``Heartbeat(source, target, now)`` in ``heartbeats`` on the target every
+  ``emit.heartbeats.interval.seconds``.
+* **progress** — one log line every ``log.progress.interval.seconds`` (records/s, lag, age of the
+  newest record copied).
+
+Source positions: the next source offset to copy for each partition is kept on the *target*, as
+the committed offset of group ``__mirror.<source>-><target>`` for the remote topic's partition
+(same number). With ``exactly.once.source.support = enabled`` each batch and its positions are
+one transaction on the target (``transactional.id`` ``__mirror.<source>-><target>.0``;
+``send_offsets_to_transaction``), so on restart (after ``init_transactions`` fenced the
+previous instance and aborted its open transaction) the positions read back are exactly those
+of the records that are visible. Without it, positions are committed after the records are
+acknowledged, so a crash repeats at most the records copied since the last commit.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections import defaultdict
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+from odradek.client import KafkaError, OffsetAndMetadata, TopicPartition
+from odradek.client.aio import AsyncAdmin, AsyncConsumer, AsyncProducer, NewTopic
+from odradek.client.errors import ProducerFencedError
+
+from .config import FlowConfig
+from .offsets import OffsetSyncStore, SyncEmitter
+from .records import Checkpoint, Heartbeat, OffsetSync, RecordFormatError
+
+__all__ = ["Flow", "FlowStats", "positions_group", "transactional_id"]
+
+log = logging.getLogger("odradek.mirror")
+
+TXN_MAX_RECORDS = 20_000  # records per transaction (or per positions commit without EOS) at most
+TXN_MAX_SECONDS = 0.2  # how long a transaction gathers records at most
+ALO_COMMIT_SECONDS = 1.0  # how often positions are committed without EOS
+RETRY_BACKOFF_MAX = 30.0
+
+
+def positions_group(flow: FlowConfig) -> str:
+    """The target group whose committed offsets are the flow's source positions."""
+    return f"__mirror.{flow.source}->{flow.target}"
+
+
+def transactional_id(flow: FlowConfig, task: int = 0) -> str:
+    return f"__mirror.{flow.source}->{flow.target}.{task}"
+
+
+@dataclass
+class FlowStats:
+    """Counters of one flow (read by the progress line and /metrics)."""
+
+    records: int = 0
+    bytes: int = 0
+    transactions: int = 0
+    aborted: int = 0
+    errors: int = 0
+    offset_syncs: int = 0
+    checkpoints: int = 0
+    heartbeats: int = 0
+    group_offsets_synced: int = 0
+    newest_timestamp: int = -1
+    last_checkpoint_ms: int = -1
+    per_partition: dict[TopicPartition, int] = field(default_factory=lambda: defaultdict(int))
+
+
+def _client(cfg: Any, kind: str, extra: dict[str, Any]) -> dict[str, Any]:
+    out = dict(extra)
+    out.update(cfg[kind])
+    return out
+
+
+class Flow:
+    """One ``source->target`` flow. ``await run()`` until ``stop()``."""
+
+    def __init__(self, cfg: FlowConfig, *, progress_interval: float = 5.0) -> None:
+        self.cfg = cfg
+        self.policy = cfg.policy
+        self.stats = FlowStats()
+        self.progress_interval = progress_interval
+        self._stop = asyncio.Event()
+        self._group = positions_group(cfg)
+        self._eos = cfg.exactly_once
+        self._topics: dict[str, int] = {}  # replicated source topic -> partition count
+        self._remote: dict[str, str] = {}  # source topic -> remote topic
+        self._emitters: dict[TopicPartition, SyncEmitter] = {}
+        self._store = OffsetSyncStore()
+        self._sync_topic = self.policy.offset_syncs_topic(cfg.target)
+        self._checkpoints_topic = self.policy.checkpoints_topic(cfg.source)
+        self._last_checkpoints: dict[tuple[str, TopicPartition], tuple[int, int]] = {}
+        self._tasks: list[asyncio.Task[None]] = []
+        self.ready = asyncio.Event()  # set once copying has started
+
+    @property
+    def name(self) -> str:
+        return self.cfg.name
+
+    def stop(self) -> None:
+        self._stop.set()
+
+    # -- lifecycle ------------------------------------------------------------------------------
+    async def run(self) -> None:
+        """Connect (retrying with backoff, one line per failure naming the cluster), then copy
+        until ``stop()``; a failure after that starts the flow again from its recorded positions."""
+        backoff = 0.5
+        while not self._stop.is_set():
+            try:
+                await self._run_once()
+                return
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:  # any failure: log one line, back off, start again
+                self.stats.errors += 1
+                log.error("flow %s: %s; retrying in %.1f s", self.name, _describe(exc), backoff)
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(self._stop.wait(), backoff)
+                backoff = min(RETRY_BACKOFF_MAX, backoff * 2)
+
+    async def _run_once(self) -> None:
+        cfg = self.cfg
+        src_bootstrap = cfg.source_client["admin"]["bootstrap.servers"]
+        dst_bootstrap = cfg.target_client["admin"]["bootstrap.servers"]
+        self.src_admin = AsyncAdmin(_client(cfg.source_client, "admin", {"client.id": f"mirror-{self.name}-admin"}))
+        self.dst_admin = AsyncAdmin(_client(cfg.target_client, "admin", {"client.id": f"mirror-{self.name}-admin"}))
+        self.consumer = AsyncConsumer(_client(cfg.source_client, "consumer", {
+            "client.id": f"mirror-{self.name}", "enable.auto.commit": "false", "auto.offset.reset": "earliest",
+            "max.poll.records": "10000", "fetch.max.wait.ms": "100",
+        }))
+        producer_extra: dict[str, Any] = {"client.id": f"mirror-{self.name}", "acks": "all", "linger.ms": "0",
+                                          "batch.size": "262144", "max.request.size": "10485760"}
+        if self._eos:
+            producer_extra["transactional.id"] = transactional_id(cfg)
+        self.producer = AsyncProducer(_client(cfg.target_client, "producer", producer_extra))
+        # internal records: never in the copy transactions
+        self.dst_internal = AsyncProducer(_client(cfg.target_client, "producer", {"client.id": f"mirror-{self.name}-internal", "linger.ms": "5"}))
+        sync_side = cfg.source_client if cfg["offset-syncs.topic.location"] == "source" else cfg.target_client
+        self.sync_producer = AsyncProducer(_client(sync_side, "producer", {"client.id": f"mirror-{self.name}-offset-syncs", "linger.ms": "5"}))
+        self.sync_reader = AsyncConsumer(_client(sync_side, "consumer", {
+            "client.id": f"mirror-{self.name}-offset-syncs-reader", "enable.auto.commit": "false",
+            "auto.offset.reset": "earliest", "isolation.level": "read_uncommitted"}))
+        self.sync_admin = self.src_admin if sync_side is cfg.source_client else self.dst_admin
+        clients: list[Any] = [self.src_admin, self.dst_admin, self.consumer, self.producer, self.dst_internal,
+                              self.sync_producer, self.sync_reader]
+        try:
+            await _start(self.src_admin, cfg.source, src_bootstrap)
+            await _start(self.dst_admin, cfg.target, dst_bootstrap)
+            for c in clients[2:]:
+                await c.start()
+            await self._create_internal_topics()
+            if self._eos:
+                await self.producer.init_transactions()
+            await self._refresh_topics(initial=True)
+            self.sync_reader.assign([TopicPartition(self._sync_topic, 0)])
+            self._tasks = [asyncio.ensure_future(t) for t in (
+                self._periodic(cfg["refresh.topics.interval.seconds"], self._refresh_topics, cfg["refresh.topics.enabled"]),
+                self._periodic(cfg["sync.topic.configs.interval.seconds"], self._sync_configs, cfg["sync.topic.configs.enabled"]),
+                self._periodic(cfg["emit.heartbeats.interval.seconds"], self._heartbeat, cfg["emit.heartbeats.enabled"]),
+                self._periodic(cfg["emit.checkpoints.interval.seconds"], self._checkpoint, cfg["emit.checkpoints.enabled"]),
+                self._periodic(1.0, self._promote_syncs, True),
+                self._periodic(self.progress_interval, self._progress, True),
+                self._read_syncs(),
+            )]
+            self.ready.set()
+            await self._copy()
+        finally:
+            for t in self._tasks:
+                t.cancel()
+            for t in self._tasks:
+                with contextlib.suppress(asyncio.CancelledError, Exception):
+                    await t
+            self._tasks = []
+            for c in reversed(clients):
+                with contextlib.suppress(Exception):
+                    await asyncio.wait_for(c.close(), 10)
+
+    async def _periodic(self, interval: float, fn: Any, enabled: bool) -> None:
+        if not enabled:
+            return
+        while not self._stop.is_set():
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._stop.wait(), interval)
+            if self._stop.is_set():
+                return
+            try:
+                await fn()
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:
+                self.stats.errors += 1
+                log.warning("flow %s: %s failed: %s", self.name, getattr(fn, "__name__", fn), _describe(exc))
+
+    # -- topics -----------------------------------------------------------------------------------
+    async def _create_internal_topics(self) -> None:
+        cfg = self.cfg
+        compact = {"cleanup.policy": "compact"}
+        await self.sync_admin.create_topics(
+            [NewTopic(self._sync_topic, 1, cfg["offset-syncs.topic.replication.factor"], compact)], raise_on_exists=False)
+        wanted = []
+        if cfg["emit.heartbeats.enabled"]:
+            wanted.append(NewTopic(self.policy.heartbeats_topic(), 1, cfg["heartbeats.topic.replication.factor"], compact))
+        if cfg["emit.checkpoints.enabled"]:
+            wanted.append(NewTopic(self._checkpoints_topic, 1, cfg["checkpoints.topic.replication.factor"], compact))
+        if wanted:
+            await self.dst_admin.create_topics(wanted, raise_on_exists=False)
+
+    async def _refresh_topics(self, initial: bool = False) -> None:
+        """Find new replicated topics and partitions; create them on the target; assign them."""
+        topics = await self.src_admin.list_topics()
+        selected = {n: d.partition_count for n, d in topics.items() if self.cfg.should_replicate_topic(n) and d.partition_count}
+        new = {n: c for n, c in selected.items() if self._topics.get(n) != c}
+        if not new:
+            return
+        remote_existing = await self.dst_admin.list_topics()
+        creates, grows = [], {}
+        configs = await self._source_configs(list(new))
+        for topic, count in sorted(new.items()):
+            remote = self.policy.format_remote_topic(self.cfg.source, topic)
+            have = remote_existing.get(remote)
+            if have is None:
+                creates.append(NewTopic(remote, count, self.cfg["replication.factor"], configs.get(topic)))
+            elif have.partition_count < count:
+                grows[remote] = count
+        if creates:
+            await self.dst_admin.create_topics(creates, raise_on_exists=False)
+        if grows:
+            await self.dst_admin.create_partitions(grows)
+        for topic, count in new.items():
+            remote = self.policy.format_remote_topic(self.cfg.source, topic)
+            self._remote[topic] = remote
+            old = self._topics.get(topic, 0)
+            self._topics[topic] = count
+            if not initial:
+                log.info("flow %s: replicating %s -> %s (%d partitions%s)", self.name, topic, remote, count,
+                         f", was {old}" if old else "")
+        await self._assign(new)
+
+    async def _source_configs(self, topics: list[str]) -> dict[str, dict[str, str]]:
+        if not self.cfg["sync.topic.configs.enabled"] or not topics:
+            return {}
+        described = await self.src_admin.describe_configs(topics)
+        out: dict[str, dict[str, str]] = {}
+        for topic, entries in described.items():
+            out[topic] = {
+                k: e.value for k, e in entries.items()
+                if e.value is not None and not e.is_default and not e.read_only and not e.is_sensitive
+                and e.source in (-1, 1) and self.cfg.config_selected(k)
+            }
+        return out
+
+    async def _sync_configs(self) -> None:
+        topics = list(self._topics)
+        if not topics:
+            return
+        wanted = await self._source_configs(topics)
+        remote_names = {self._remote[t]: t for t in topics}
+        have = await self.dst_admin.describe_configs(list(remote_names))
+        changes: dict[str, dict[str, str | None]] = {}
+        for remote, entries in have.items():
+            want = wanted.get(remote_names[remote], {})
+            diff: dict[str, str | None] = {k: v for k, v in want.items() if entries.get(k) is None or entries[k].value != v}
+            if diff:
+                changes[remote] = diff
+        if changes:
+            await self.dst_admin.alter_configs(changes)
+            log.info("flow %s: topic configs synced: %s", self.name, ", ".join(sorted(changes)))
+
+    async def _assign(self, changed: dict[str, int]) -> None:
+        """Assign the new partitions; start each at its recorded position, else the earliest."""
+        new_tps = [TopicPartition(t, p) for t, c in changed.items() for p in range(c)
+                   if TopicPartition(t, p) not in self.consumer.assignment()]
+        if not new_tps:
+            return
+        remote_tps = {TopicPartition(self._remote[tp.topic], tp.partition): tp for tp in new_tps}
+        committed = await self.dst_admin.list_group_offsets(self._group, list(remote_tps))
+        self.consumer.assign(self.consumer.assignment() | set(new_tps))
+        for rtp, tp in remote_tps.items():
+            c = committed.get(rtp)
+            if c is not None and c.offset >= 0:
+                self.consumer.seek(tp, c.offset)
+            self._emitters[tp] = SyncEmitter(self.cfg["offset.lag.max"])
+
+    # -- copying ----------------------------------------------------------------------------------
+    async def _copy(self) -> None:
+        last_commit = time.monotonic()
+        pending_positions: dict[TopicPartition, int] = {}
+        while not self._stop.is_set():
+            batch = await self._gather()
+            if not batch:
+                if pending_positions and not self._eos:
+                    await self._commit_positions(pending_positions)
+                    pending_positions = {}
+                continue
+            positions = {TopicPartition(self._remote[tp.topic], tp.partition): recs[-1].offset + 1 for tp, recs in batch.items()}
+            if self._eos:
+                await self._copy_transaction(batch, positions)
+            else:
+                futures = await self._send(batch)
+                await self.producer.flush()
+                pending_positions.update(positions)
+                self._after_copy(batch, [await f for f in futures])
+                if time.monotonic() - last_commit >= ALO_COMMIT_SECONDS:
+                    await self._commit_positions(pending_positions)
+                    pending_positions, last_commit = {}, time.monotonic()
+        if pending_positions:
+            await self._commit_positions(pending_positions)
+
+    async def _gather(self) -> dict[TopicPartition, list[Any]]:
+        """Records for one transaction: up to TXN_MAX_RECORDS or TXN_MAX_SECONDS."""
+        out: dict[TopicPartition, list[Any]] = {}
+        n = 0
+        deadline = time.monotonic() + TXN_MAX_SECONDS
+        while n < TXN_MAX_RECORDS and not self._stop.is_set():
+            left = deadline - time.monotonic()
+            if left <= 0:
+                break
+            recs = await self.consumer.poll(min(left, 0.5) if n else 0.5, max_records=TXN_MAX_RECORDS - n)
+            if not recs:
+                if n:
+                    break
+                return out
+            for r in recs:
+                out.setdefault(TopicPartition(r.topic, r.partition), []).append(r)
+            n += len(recs)
+        return out
+
+    async def _send(self, batch: dict[TopicPartition, list[Any]]) -> list[Any]:
+        by_topic: dict[str, list[Any]] = defaultdict(list)
+        for tp, recs in batch.items():
+            by_topic[tp.topic].extend(recs)
+        futures = []
+        for topic, recs in by_topic.items():
+            futures.append(await self.producer.send_batch(
+                self._remote[topic],
+                [r.value for r in recs],
+                keys=[r.key for r in recs],
+                partitions=[r.partition for r in recs],
+                headers=[r.headers or None for r in recs],
+                timestamps=[r.timestamp for r in recs],
+            ))
+        return futures
+
+    async def _copy_transaction(self, batch: dict[TopicPartition, list[Any]], positions: dict[TopicPartition, int]) -> None:
+        """Copy ``batch`` and record ``positions`` in one transaction; on an abortable failure,
+        abort and rewind the consumer to the recorded positions (the batch is copied again)."""
+        self.producer.begin_transaction()
+        try:
+            futures = await self._send(batch)
+            await self.producer.send_offsets_to_transaction(
+                {tp: OffsetAndMetadata(o) for tp, o in positions.items()}, self._group)
+            await self.producer.commit_transaction()
+        except ProducerFencedError:
+            raise  # another instance took over: this one stops (run() logs and retries)
+        except KafkaError as exc:
+            self.stats.aborted += 1
+            self.stats.errors += 1
+            log.error("flow %s: transaction aborted (%s) for %s; copying again", self.name, _describe(exc),
+                      ", ".join(f"{tp.topic}-{tp.partition}" for tp in batch))
+            with contextlib.suppress(KafkaError):
+                await self.producer.abort_transaction()
+            await self._rewind(batch)
+            return
+        self.stats.transactions += 1
+        self._after_copy(batch, [await f for f in futures])
+
+    async def _rewind(self, batch: dict[TopicPartition, list[Any]]) -> None:
+        for tp, recs in batch.items():
+            self.consumer.seek(tp, recs[0].offset)
+
+    async def _commit_positions(self, positions: dict[TopicPartition, int]) -> None:
+        await self.dst_admin.alter_group_offsets(self._group, {tp: OffsetAndMetadata(o) for tp, o in positions.items()})
+
+    def _after_copy(self, batch: dict[TopicPartition, list[Any]], metadata: list[list[Any]]) -> None:
+        """Count the copied records and emit offset syncs for them."""
+        downstream: dict[TopicPartition, list[int]] = defaultdict(list)
+        for mds in metadata:
+            for md in mds:
+                downstream[TopicPartition(md.topic, md.partition)].append(md.offset)
+        # rows of one remote partition come back in the order they were sent: the batch's order
+        stats = self.stats
+        for tp, recs in batch.items():
+            rtp = TopicPartition(self._remote[tp.topic], tp.partition)
+            offs = downstream[rtp]
+            emitter = self._emitters[tp]
+            for r, down in zip(recs, offs, strict=True):
+                if emitter.update(r.offset, down):
+                    self._emit_sync(tp, r.offset, down)
+            stats.records += len(recs)
+            stats.per_partition[tp] += len(recs)
+            stats.bytes += sum(len(r.value or b"") + len(r.key or b"") for r in recs)
+            stats.newest_timestamp = max(stats.newest_timestamp, recs[-1].timestamp)
+
+    def _emit_sync(self, tp: TopicPartition, upstream: int, downstream: int) -> None:
+        sync = OffsetSync(tp.topic, tp.partition, upstream, downstream)
+        self.stats.offset_syncs += 1
+        fut = asyncio.ensure_future(self.sync_producer.send(self._sync_topic, sync.value(), key=sync.key(), partition=0))
+        fut.add_done_callback(_log_failure(self.name, "offset sync"))
+
+    async def _promote_syncs(self) -> None:
+        for tp, emitter in self._emitters.items():
+            pair = emitter.promote()
+            if pair is not None:
+                self._emit_sync(tp, *pair)
+
+    async def _read_syncs(self) -> None:
+        """Read the offset-syncs topic into the store, forever; ``read_to_end`` once caught up."""
+        tp = TopicPartition(self._sync_topic, 0)
+        end = (await self.sync_reader.end_offsets([tp]))[tp]
+        if end == 0:
+            self._store.read_to_end = True
+        while True:
+            for r in await self.sync_reader.poll(1.0):
+                try:
+                    s = OffsetSync.decode(r.key, r.value)
+                except RecordFormatError as exc:
+                    log.warning("flow %s: %s offset %d is not an offset sync: %s", self.name, self._sync_topic, r.offset, exc)
+                    continue
+                self._store.add(TopicPartition(s.topic, s.partition), s.upstream_offset, s.downstream_offset)
+            if not self._store.read_to_end and await self.sync_reader.position(tp) >= end:
+                self._store.read_to_end = True
+
+    # -- heartbeats and checkpoints ----------------------------------------------------------------
+    async def _heartbeat(self) -> None:
+        hb = Heartbeat(self.cfg.source, self.cfg.target, int(time.time() * 1000))
+        await self.dst_internal.send(self.policy.heartbeats_topic(), hb.value(), key=hb.key(), partition=0)
+        self.stats.heartbeats += 1
+
+    async def _checkpoint(self) -> None:
+        """Translate every selected source group's offsets; emit changed checkpoints; sync groups."""
+        if not self._store.read_to_end:
+            return
+        started = time.monotonic()
+        groups = [g for g, ptype, _state in await self.src_admin.list_groups()
+                  if ptype in ("consumer", "") and self.cfg.group_selected(g) and not g.startswith("__mirror.")]
+        floor: dict[TopicPartition, int] = {}
+        emitted: list[Checkpoint] = []
+        for group in groups:
+            committed = await self.src_admin.list_group_offsets(group)
+            for tp, om in committed.items():
+                if om is None or om.offset < 0 or tp.topic not in self._remote:
+                    continue
+                floor[tp] = min(floor.get(tp, om.offset), om.offset)
+                down = self._store.translate(tp, om.offset)
+                if down is None:
+                    continue
+                rtp = TopicPartition(self._remote[tp.topic], tp.partition)
+                key = (group, rtp)
+                if self._last_checkpoints.get(key) == (om.offset, down):
+                    continue
+                cp = Checkpoint(group, rtp.topic, rtp.partition, om.offset, down, om.metadata or "")
+                await self.dst_internal.send(self._checkpoints_topic, cp.value(), key=cp.key(), partition=0)
+                self._last_checkpoints[key] = (om.offset, down)
+                emitted.append(cp)
+        for tp, lowest in floor.items():
+            self._store.retain_from(tp, lowest)
+        if emitted:
+            await self.dst_internal.flush()
+            self.stats.checkpoints += len(emitted)
+            self.stats.last_checkpoint_ms = int(time.time() * 1000)
+            self.checkpoint_latency_ms = (time.monotonic() - started) * 1000
+        if self.cfg["sync.group.offsets.enabled"]:
+            await self._sync_group_offsets()
+
+    async def _sync_group_offsets(self) -> None:
+        """Commit the latest checkpoints into the target's groups that have no active member,
+        never moving a partition backwards."""
+        by_group: dict[str, dict[TopicPartition, int]] = defaultdict(dict)
+        for (group, rtp), (_up, down) in self._last_checkpoints.items():
+            by_group[group][rtp] = down
+        if not by_group:
+            return
+        described = await self.dst_admin.describe_groups(list(by_group))
+        for group, offsets in by_group.items():
+            d = described.get(group)
+            if d is not None and d.members:
+                continue  # active consumers own their offsets
+            current = await self.dst_admin.list_group_offsets(group, list(offsets))
+            move: dict[TopicPartition, int | OffsetAndMetadata] = {}
+            for rtp, down in offsets.items():
+                c = current.get(rtp)
+                if c is None or c.offset < down:
+                    move[rtp] = down
+            if move:
+                await self.dst_admin.alter_group_offsets(group, move)
+                self.stats.group_offsets_synced += len(move)
+
+    # -- progress ---------------------------------------------------------------------------------
+    async def _progress(self) -> None:
+        now = time.monotonic()
+        last_t, last_n = getattr(self, "_last_progress", (now - self.progress_interval, 0))
+        rate = (self.stats.records - last_n) / max(1e-6, now - last_t)
+        self._last_progress = (now, self.stats.records)
+        lag = 0
+        for tp in self.consumer.assignment():
+            with contextlib.suppress(Exception):
+                hw = self.consumer.highwater(tp)
+                pos = await self.consumer.position(tp)
+                if hw >= 0:
+                    lag += max(0, hw - pos)
+        age = "-" if self.stats.newest_timestamp < 0 else f"{max(0, int(time.time() * 1000) - self.stats.newest_timestamp)} ms"
+        log.info("flow %s: %.0f records/s, %d copied, lag %d, newest record age %s, %d partitions%s",
+                 self.name, rate, self.stats.records, lag, age, len(self.consumer.assignment()),
+                 f", {self.stats.errors} errors" if self.stats.errors else "")
+
+
+async def _start(admin: AsyncAdmin, alias: str, bootstrap: str) -> None:
+    try:
+        await admin.start()
+        await admin.describe_cluster()
+    except Exception as exc:
+        raise ConnectionError(f"cluster {alias} ({bootstrap}) unreachable: {_describe(exc)}") from exc
+
+
+def _describe(exc: BaseException) -> str:
+    text = str(exc) or type(exc).__name__
+    return text if isinstance(exc, (KafkaError, ConnectionError)) else f"{type(exc).__name__}: {text}"
+
+
+def _log_failure(flow: str, what: str) -> Any:
+    def done(fut: asyncio.Future[Any]) -> None:
+        if fut.cancelled():
+            return
+        exc = fut.exception()
+        if exc is not None:
+            log.warning("flow %s: %s not sent: %s", flow, what, _describe(exc))
+
+    return done
+
+
+async def run_flows(flows: Iterable[Flow], stop: asyncio.Event) -> None:
+    """Run ``flows`` until ``stop`` is set, then stop them and wait for them to finish."""
+    flows = list(flows)
+    tasks = [asyncio.ensure_future(f.run()) for f in flows]
+    await stop.wait()
+    for f in flows:
+        f.stop()
+    await asyncio.gather(*tasks, return_exceptions=True)
