@@ -1,0 +1,69 @@
+"""Exactly once across a SIGKILL of the mirror: each batch and its source positions are one
+transaction on the target, and a restarted mirror resumes from the positions read back there."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+
+import pytest
+
+from odradek.client import Admin, NewTopic, Producer
+from odradek.testing.process import BrokerProcess
+
+from .conftest import MirrorProcess, base_properties, end_offsets, read_topic, wait_until
+
+TOTAL = 50_000
+PARTITIONS = 4
+
+
+def _produce_paced(bootstrap: str, topic: str, total: int, seconds: float, done: threading.Event) -> None:
+    """``total`` keyed records with headers in slices spread over about ``seconds``."""
+    slices = 50
+    per = total // slices
+    with Producer({"bootstrap.servers": bootstrap, "linger.ms": 5, "batch.size": 65536}) as p:
+        start = time.monotonic()
+        for s in range(slices):
+            rows = range(s * per, (s + 1) * per)
+            p.send_batch(topic, [b"value-%d" % i for i in rows], keys=[b"key-%d" % (i % 1013) for i in rows],
+                         headers=[[("seq", b"%d" % i)] for i in rows]).result(30)
+            pause = start + seconds * (s + 1) / slices - time.monotonic()
+            if pause > 0:
+                time.sleep(pause)
+    done.set()
+
+
+@pytest.mark.parametrize("source_isolation", ["read_uncommitted"])
+def test_sigkill_mid_stream_then_restart_copies_every_record_once(
+    clusters: tuple[BrokerProcess, BrokerProcess], mirrors: Callable[..., MirrorProcess], source_isolation: str
+) -> None:
+    a, b = clusters
+    with Admin({"bootstrap.servers": a.bootstrap_servers}) as admin:
+        admin.create_topics([NewTopic("eos.events", PARTITIONS, 1)])
+    m = mirrors(base_properties(a, b, **{
+        "A->B.topics": r"eos\..*", "B.exactly.once.source.support": "enabled",
+        "A.consumer.isolation.level": source_isolation, "emit.checkpoints.enabled": "false"}))
+    m.start()
+    done = threading.Event()
+    producer = threading.Thread(target=_produce_paced, args=(a.bootstrap_servers, "eos.events", TOTAL, 6.0, done), daemon=True)
+    producer.start()
+    try:
+        # kill once part of the stream is on B (uncommitted records count: a transaction may be open)
+        wait_until(lambda: sum(end_offsets(b.bootstrap_servers, "A.eos.events").values()) >= 8000, 60, "8000 records on B", m.log)
+        m.kill()
+        killed_at = sum(end_offsets(b.bootstrap_servers, "A.eos.events").values())
+        assert not done.is_set() or killed_at < TOTAL, "the mirror was killed after the stream had been copied"
+        m.start()
+    finally:
+        producer.join(60)
+    assert done.is_set()
+    wait_until(lambda: sum(end_offsets(b.bootstrap_servers, "A.eos.events", read_committed=True).values()) >= TOTAL
+               and sum(len(v) for v in read_topic(b.bootstrap_servers, "A.eos.events", read_committed=True).values()) >= TOTAL,
+               90, f"{TOTAL} committed records on B", m.log)
+    src = read_topic(a.bootstrap_servers, "eos.events")
+    dst = read_topic(b.bootstrap_servers, "A.eos.events", read_committed=True)
+    assert sum(len(v) for v in src.values()) == TOTAL
+    for p in range(PARTITIONS):
+        assert [(r.key, r.value, r.headers) for r in dst[p]] == [(r.key, r.value, r.headers) for r in src[p]], p
+    assert m.terminate() == 0
