@@ -44,7 +44,7 @@ from typing import Any
 
 from odradek.client import KafkaError, OffsetAndMetadata, TopicPartition
 from odradek.client.aio import AsyncAdmin, AsyncConsumer, AsyncProducer, NewTopic
-from odradek.client.errors import ProducerFencedError
+from odradek.client.errors import KafkaTimeoutError, ProducerFencedError
 
 from .config import FlowConfig
 from .offsets import OffsetSyncStore, SyncEmitter
@@ -192,9 +192,7 @@ class Flow:
                 with contextlib.suppress(asyncio.CancelledError, Exception):
                     await t
             self._tasks = []
-            for c in reversed(clients):
-                with contextlib.suppress(Exception):
-                    await asyncio.wait_for(c.close(), 10)
+            await _close_all(clients)
 
     async def _periodic(self, interval: float, fn: Any, enabled: bool) -> None:
         if not enabled:
@@ -352,6 +350,7 @@ class Flow:
             by_topic[tp.topic].extend(recs)
         futures = []
         for topic, recs in by_topic.items():
+            await self._known_partitions(self._remote[topic], self._topics[topic])
             futures.append(await self.producer.send_batch(
                 self._remote[topic],
                 [r.value for r in recs],
@@ -361,6 +360,17 @@ class Flow:
                 timestamps=[r.timestamp for r in recs],
             ))
         return futures
+
+    async def _known_partitions(self, remote: str, count: int) -> None:
+        """Wait until the producer's metadata has ``count`` partitions of ``remote`` (they were
+        just added); KafkaTimeoutError after 30 s."""
+        deadline = time.monotonic() + 30
+        while len(self.producer.partitions_for(remote) or ()) < count:
+            if time.monotonic() > deadline:
+                raise KafkaTimeoutError(f"{remote}: {count} partitions not in the target's metadata after 30 s")
+            await self.producer.refresh_metadata([remote])
+            if len(self.producer.partitions_for(remote) or ()) < count:
+                await asyncio.sleep(0.1)
 
     async def _copy_transaction(self, batch: dict[TopicPartition, list[Any]], positions: dict[TopicPartition, int]) -> None:
         """Copy ``batch`` and record ``positions`` in one transaction; on an abortable failure,
@@ -425,12 +435,25 @@ class Flow:
                 self._emit_sync(tp, *pair)
 
     async def _read_syncs(self) -> None:
-        """Read the offset-syncs topic into the store, forever; ``read_to_end`` once caught up."""
+        """Read the offset-syncs topic into the store, forever; ``read_to_end`` once caught up
+        with the end offset seen at start. A failure is logged and reading starts over."""
+        while not self._stop.is_set():
+            try:
+                await self._read_syncs_once()
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:
+                self.stats.errors += 1
+                log.warning("flow %s: reading %s failed: %s", self.name, self._sync_topic, _describe(exc))
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(self._stop.wait(), 1.0)
+
+    async def _read_syncs_once(self) -> None:
         tp = TopicPartition(self._sync_topic, 0)
         end = (await self.sync_reader.end_offsets([tp]))[tp]
-        if end == 0:
-            self._store.read_to_end = True
         while True:
+            if not self._store.read_to_end and await self.sync_reader.position(tp) >= end:
+                self._store.read_to_end = True
             for r in await self.sync_reader.poll(1.0):
                 try:
                     s = OffsetSync.decode(r.key, r.value)
@@ -438,8 +461,6 @@ class Flow:
                     log.warning("flow %s: %s offset %d is not an offset sync: %s", self.name, self._sync_topic, r.offset, exc)
                     continue
                 self._store.add(TopicPartition(s.topic, s.partition), s.upstream_offset, s.downstream_offset)
-            if not self._store.read_to_end and await self.sync_reader.position(tp) >= end:
-                self._store.read_to_end = True
 
     # -- heartbeats and checkpoints ----------------------------------------------------------------
     async def _heartbeat(self) -> None:
@@ -523,6 +544,26 @@ class Flow:
         log.info("flow %s: %.0f records/s, %d copied, lag %d, newest record age %s, %d partitions%s",
                  self.name, rate, self.stats.records, lag, age, len(self.consumer.assignment()),
                  f", {self.stats.errors} errors" if self.stats.errors else "")
+
+
+async def _close_all(clients: list[Any], timeout: float = 5.0) -> None:
+    """Close every client at once, within ``timeout`` in all (producers drop what they still hold:
+    the positions recorded on the target say what was copied)."""
+    async def close(c: Any) -> None:
+        if isinstance(c, AsyncProducer):
+            await c.close(timeout)
+        elif isinstance(c, AsyncConsumer):
+            await c.close(autocommit=False)
+        else:
+            await c.close()
+
+    tasks = [asyncio.ensure_future(close(c)) for c in clients]
+    _done, pending = await asyncio.wait(tasks, timeout=timeout + 1)
+    for t in pending:
+        t.cancel()
+    for t in tasks:
+        with contextlib.suppress(asyncio.CancelledError, Exception):
+            await t
 
 
 async def _start(admin: AsyncAdmin, alias: str, bootstrap: str) -> None:

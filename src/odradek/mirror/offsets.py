@@ -17,8 +17,9 @@ g``) as ``s.downstream + (0 if g == s.upstream else 1)``: never ahead of the gro
 consumer that moves to the target skips nothing; nothing is translated before the sync topic
 has been read to its end. Unlike MM2, which thins old syncs exponentially (so a group far behind
 is translated thousands of records back), the store keeps every sync at or above the lowest
-offset a known group still needs (``retain_from``), so translation is always within
-``offset.lag.max`` of the group.
+offset a known group still needs (``retain_from``: only syncs below it are thinned when a
+partition holds ``max_per_partition``, up to twice that), so translation is always within ``offset.lag.max`` of
+the group.
 """
 
 from __future__ import annotations
@@ -76,6 +77,7 @@ class OffsetSyncStore:
         self._down: dict[TopicPartition, list[int]] = {}
         self.read_to_end = False
         self.max_per_partition = max_per_partition
+        self._floor: dict[TopicPartition, int] = {}
 
     def add(self, tp: TopicPartition, upstream: int, downstream: int) -> None:
         ups = self._up.setdefault(tp, [])
@@ -88,19 +90,22 @@ class OffsetSyncStore:
             del ups[k:], downs[k:]
         ups.append(upstream)
         downs.append(downstream)
-        if len(ups) > self.max_per_partition:  # bound memory: halve the older half
-            half = len(ups) // 2
-            ups[:half] = ups[:half:2]
-            downs[:half] = downs[:half:2]
+        if len(ups) > self.max_per_partition:
+            # bound memory: thin every other sync no known group needs (those before the last
+            # one at or below the floor); past twice the bound, thin the older half regardless
+            floor = self._floor.get(tp)
+            cut = bisect.bisect_right(ups, floor) - 1 if floor is not None else 0
+            if cut < 2 and len(ups) > 2 * self.max_per_partition:
+                cut = len(ups) // 2
+            if cut >= 2:
+                ups[:cut] = ups[:cut:2]
+                downs[:cut] = downs[:cut:2]
 
     def retain_from(self, tp: TopicPartition, upstream: int) -> None:
-        """Forget syncs no group needs: those before the last sync at or below ``upstream``."""
-        ups = self._up.get(tp)
-        if not ups:
-            return
-        i = bisect.bisect_right(ups, upstream) - 1
-        if i > 0:
-            del ups[:i], self._down[tp][:i]
+        """Known groups need no sync before the last one at or below ``upstream`` in ``tp``:
+        those are the first thinned when the partition holds ``max_per_partition`` syncs
+        (a group that moves back is still translated, from a sync further back)."""
+        self._floor[tp] = upstream
 
     def translate(self, tp: TopicPartition, upstream: int) -> int | None:
         """The downstream offset for committed upstream offset ``upstream``; None when it cannot
