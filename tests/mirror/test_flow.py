@@ -7,7 +7,10 @@ from __future__ import annotations
 
 import itertools
 import struct
+import subprocess
+import sys
 from collections.abc import Callable
+from pathlib import Path
 
 from odradek.client import Admin, NewTopic, Producer
 from odradek.testing.process import BrokerProcess
@@ -112,3 +115,27 @@ def test_records_topics_configs_and_internal_topics(clusters: tuple[BrokerProces
     assert m.terminate() == 0
     log = m.log()
     assert "flow A->B:" in log and "records/s" in log and "mirror: stopped" in log
+
+
+def test_unreachable_cluster_is_named_and_retried(clusters: tuple[BrokerProcess, BrokerProcess],
+                                                  mirrors: Callable[..., MirrorProcess]) -> None:
+    import socket
+
+    _a, b = clusters
+    with socket.socket() as s:  # a port nobody listens on
+        s.bind(("127.0.0.1", 0))
+        dead = f"127.0.0.1:{s.getsockname()[1]}"
+    text = base_properties(_a, b).replace(f"A.bootstrap.servers = {_a.bootstrap_servers}", f"A.bootstrap.servers = {dead}")
+    m = mirrors(text).start()
+    wait_until(lambda: m.log().count(f"cluster A ({dead}) unreachable") >= 2, 30, "two attempts naming cluster A", m.log)
+    line = next(ln for ln in m.log().splitlines() if "unreachable" in ln)
+    assert "retrying in" in line
+    assert m.terminate() == 0
+
+
+def test_malformed_file_fails_at_start_naming_key_and_line(tmp_path: Path) -> None:
+    path = tmp_path / "mm2.properties"
+    path.write_text("clusters = A, B\nA.bootstrap.servers = h:1\nB.bootstrap.servers = h:2\nA->B.enabled = yes please\n")
+    r = subprocess.run([sys.executable, "-m", "odradek", "mirror", str(path)], capture_output=True, text=True, timeout=60)
+    assert r.returncode == 2
+    assert f"{path}:4: A->B.enabled: invalid value 'yes please'" in r.stderr
