@@ -6,9 +6,11 @@ Heartbeat classes (KIP-382), not with odradek.mirror's codec."""
 from __future__ import annotations
 
 import itertools
+import re
 import struct
 import subprocess
 import sys
+import urllib.request
 from collections.abc import Callable
 from pathlib import Path
 
@@ -42,7 +44,7 @@ def test_records_topics_configs_and_internal_topics(clusters: tuple[BrokerProces
     m = mirrors(base_properties(a, b, **{
         "A->B.topics": r"flow\..*, B\.flow\..*", "refresh.topics.interval.seconds": 1,
         "sync.topic.configs.interval.seconds": 1, "offset.lag.max": 50}))
-    m.start()
+    m.start("--metrics", "127.0.0.1:0")
     wait_until(lambda: sum(end_offsets(b.bootstrap_servers, "A.flow.orders").values()) >= 3000, 40, "3000 records on B", m.log)
 
     # records: key, value, headers, timestamp, partition, per-partition order
@@ -111,6 +113,16 @@ def test_records_topics_configs_and_internal_topics(clusters: tuple[BrokerProces
 
     wait_until(retention, 20, "the config change on B", m.log)
     assert read_topic(b.bootstrap_servers, "A.flow.orders")[3][0].value == b"in-new-partition"
+
+    # MM2's metric names on /metrics
+    url = re.search(r"metrics on (http://\S+/metrics)", m.log())
+    assert url is not None
+    text = urllib.request.urlopen(url.group(1), timeout=10).read().decode()
+    for p in (0, 1, 2):
+        assert f'kafka_connect_mirror_mirrorsourceconnector_record_count{{partition="{p}",target="B",topic="A.flow.orders"}} {len(dst[p])}.0' in text
+    for name in ("byte_count", "record_age_ms", "record_age_ms_avg", "record_age_ms_min", "record_age_ms_max",
+                 "replication_latency_ms", "replication_latency_ms_avg", "replication_latency_ms_max"):
+        assert f"kafka_connect_mirror_mirrorsourceconnector_{name}{{" in text, name
 
     assert m.terminate() == 0
     log = m.log()

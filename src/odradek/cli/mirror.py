@@ -16,9 +16,14 @@ import asyncio
 import logging
 import signal
 import sys
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
+
+if TYPE_CHECKING:
+    from odradek.console.http import HttpServer
+    from odradek.mirror.config import MirrorConfig
+    from odradek.mirror.flow import Flow
 
 from ._clientopts import fail
 
@@ -36,6 +41,7 @@ def mirror(
     source: Annotated[str | None, typer.Option("--source", help="translate: the source cluster alias.")] = None,
     target: Annotated[str | None, typer.Option("--target", help="translate: the target cluster alias.")] = None,
     progress_interval: Annotated[float, typer.Option("--progress-interval", help="Seconds between progress lines.")] = 5.0,
+    metrics: Annotated[str | None, typer.Option("--metrics", help="Serve /metrics (MM2's metric names) on HOST:PORT.")] = None,
 ) -> None:
     """Mirror topics between Kafka-compatible clusters, configured as MirrorMaker 2."""
     from odradek.mirror.config import MirrorConfigError, load_config, parse_properties
@@ -66,30 +72,60 @@ def mirror(
     logging.basicConfig(level=logging.INFO, stream=sys.stderr, format="%(asctime)s %(levelname)s %(message)s")
     for key in cfg.ignored:
         logging.getLogger("odradek.mirror").info("%s: %s is not used by odradek mirror", props.where(key), key)
-    asyncio.run(_run(cfg, progress_interval))
+    asyncio.run(_run(cfg, progress_interval, metrics))
 
 
-async def _run(cfg: object, progress_interval: float) -> None:
+async def _run(cfg: MirrorConfig, progress_interval: float, metrics: str | None) -> None:
     from odradek.mirror.flow import Flow, run_flows
 
-    flows = [Flow(f, progress_interval=progress_interval) for f in cfg.flows]  # type: ignore[attr-defined]
+    flows = [Flow(f, progress_interval=progress_interval) for f in cfg.flows]
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
     log = logging.getLogger("odradek.mirror")
+    server = None
+    if metrics is not None:
+        server = await _serve_metrics(flows, metrics)
     log.info("mirror: running %s", ", ".join(f.name for f in flows))
-    await run_flows(flows, stop)
+    try:
+        await run_flows(flows, stop)
+    finally:
+        if server is not None:
+            await server.stop()
     log.info("mirror: stopped")
 
 
-def _translate(cfg: object, group: str, source: str, target: str) -> None:
+async def _serve_metrics(flows: list[Flow], listener: str) -> HttpServer:
+    """/metrics in Prometheus' text format on ``listener`` (host:port; port 0 picks one)."""
+    from prometheus_client import CollectorRegistry, generate_latest
+    from prometheus_client.exposition import CONTENT_TYPE_LATEST
+
+    from odradek.console.http import HttpServer, Request, Response
+    from odradek.mirror.metrics import MirrorCollector
+
+    registry = CollectorRegistry()
+    registry.register(MirrorCollector(flows))
+
+    async def handle(request: Request) -> Response:
+        if request.path != "/metrics":
+            return Response(404, b"not found\n", "text/plain")
+        return Response(200, generate_latest(registry), CONTENT_TYPE_LATEST)
+
+    host, _, port = listener.rpartition(":")
+    server = HttpServer(handle)
+    bound = await server.start(host or "127.0.0.1", int(port))
+    logging.getLogger("odradek.mirror").info("mirror: metrics on http://%s:%d/metrics", host or "127.0.0.1", bound)
+    return server
+
+
+def _translate(cfg: MirrorConfig, group: str, source: str, target: str) -> None:
     from odradek.mirror.translate import translate_offsets
 
-    clusters = cfg.cluster_clients  # type: ignore[attr-defined]
+    clusters = cfg.cluster_clients
     if source not in clusters or target not in clusters:
         fail(f"--source/--target must be among clusters = {', '.join(clusters)}", 2)
-    policy = next((f.policy for f in cfg.flows if f.source == source and f.target == target), None)  # type: ignore[attr-defined]
+    policy = next((f.policy for f in cfg.flows if f.source == source and f.target == target), None)
     try:
         offsets = asyncio.run(translate_offsets(dict(clusters[target]["consumer"]), source, group, policy))
     except Exception as exc:

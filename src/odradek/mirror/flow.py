@@ -50,7 +50,7 @@ from .config import FlowConfig
 from .offsets import OffsetSyncStore, SyncEmitter
 from .records import Checkpoint, Heartbeat, OffsetSync, RecordFormatError
 
-__all__ = ["Flow", "FlowStats", "positions_group", "transactional_id"]
+__all__ = ["Flow", "FlowStats", "PartitionMetrics", "Window", "positions_group", "run_flows", "transactional_id"]
 
 log = logging.getLogger("odradek.mirror")
 
@@ -84,7 +84,42 @@ class FlowStats:
     group_offsets_synced: int = 0
     newest_timestamp: int = -1
     last_checkpoint_ms: int = -1
-    per_partition: dict[TopicPartition, int] = field(default_factory=lambda: defaultdict(int))
+    partitions: dict[TopicPartition, PartitionMetrics] = field(default_factory=dict)  # by remote partition
+    checkpoint_latency_ms: dict[tuple[str, TopicPartition], float] = field(default_factory=dict)
+
+
+@dataclass
+class Window:
+    """last / min / max / sum / count of a millisecond measure (MM2's -ms, -avg, -min, -max)."""
+
+    last: float = 0.0
+    min: float = float("inf")
+    max: float = 0.0
+    sum: float = 0.0
+    count: int = 0
+
+    def add(self, lo: float, hi: float, total: float, n: int, last: float) -> None:
+        self.last = last
+        self.min = min(self.min, lo)
+        self.max = max(self.max, hi)
+        self.sum += total
+        self.count += n
+
+    @property
+    def avg(self) -> float:
+        return self.sum / self.count if self.count else 0.0
+
+
+@dataclass
+class PartitionMetrics:
+    """MM2's MirrorSourceConnector metrics of one remote partition: record-count, byte-count,
+    record-age-ms (record timestamp to poll), replication-latency-ms (record timestamp to the
+    target's acknowledgement)."""
+
+    record_count: int = 0
+    byte_count: int = 0
+    record_age_ms: Window = field(default_factory=Window)
+    replication_latency_ms: Window = field(default_factory=Window)
 
 
 def _client(cfg: Any, kind: str, extra: dict[str, Any]) -> dict[str, Any]:
@@ -113,6 +148,7 @@ class Flow:
         self._last_checkpoints: dict[tuple[str, TopicPartition], tuple[int, int]] = {}
         self._tasks: list[asyncio.Task[None]] = []
         self.ready = asyncio.Event()  # set once copying has started
+        self._polled_ms = 0.0
 
     @property
     def name(self) -> str:
@@ -339,6 +375,8 @@ class Flow:
                 if n:
                     break
                 return out
+            if not n:
+                self._polled_ms = time.time() * 1000
             for r in recs:
                 out.setdefault(TopicPartition(r.topic, r.partition), []).append(r)
             n += len(recs)
@@ -404,6 +442,8 @@ class Flow:
 
     def _after_copy(self, batch: dict[TopicPartition, list[Any]], metadata: list[list[Any]]) -> None:
         """Count the copied records and emit offset syncs for them."""
+        acked_ms = time.time() * 1000
+        polled_ms = self._polled_ms
         downstream: dict[TopicPartition, list[int]] = defaultdict(list)
         for mds in metadata:
             for md in mds:
@@ -417,10 +457,20 @@ class Flow:
             for r, down in zip(recs, offs, strict=True):
                 if emitter.update(r.offset, down):
                     self._emit_sync(tp, r.offset, down)
-            stats.records += len(recs)
-            stats.per_partition[tp] += len(recs)
-            stats.bytes += sum(len(r.value or b"") + len(r.key or b"") for r in recs)
+            n = len(recs)
+            nbytes = sum(len(r.value or b"") + len(r.key or b"") for r in recs)
+            stats.records += n
+            stats.bytes += nbytes
             stats.newest_timestamp = max(stats.newest_timestamp, recs[-1].timestamp)
+            pm = stats.partitions.get(rtp)
+            if pm is None:
+                pm = stats.partitions[rtp] = PartitionMetrics()
+            pm.record_count += n
+            pm.byte_count += nbytes
+            stamps = [r.timestamp for r in recs]
+            lo, hi, total = min(stamps), max(stamps), sum(stamps)
+            for window, at in ((pm.record_age_ms, polled_ms), (pm.replication_latency_ms, acked_ms)):
+                window.add(at - hi, at - lo, at * n - total, n, at - stamps[-1])
 
     def _emit_sync(self, tp: TopicPartition, upstream: int, downstream: int) -> None:
         sync = OffsetSync(tp.topic, tp.partition, upstream, downstream)
@@ -493,6 +543,7 @@ class Flow:
                 cp = Checkpoint(group, rtp.topic, rtp.partition, om.offset, down, om.metadata or "")
                 await self.dst_internal.send(self._checkpoints_topic, cp.value(), key=cp.key(), partition=0)
                 self._last_checkpoints[key] = (om.offset, down)
+                self.stats.checkpoint_latency_ms[key] = (time.monotonic() - started) * 1000
                 emitted.append(cp)
         for tp, lowest in floor.items():
             self._store.retain_from(tp, lowest)
@@ -500,7 +551,6 @@ class Flow:
             await self.dst_internal.flush()
             self.stats.checkpoints += len(emitted)
             self.stats.last_checkpoint_ms = int(time.time() * 1000)
-            self.checkpoint_latency_ms = (time.monotonic() - started) * 1000
         if self.cfg["sync.group.offsets.enabled"]:
             await self._sync_group_offsets()
 
