@@ -294,7 +294,13 @@ class Flow:
     async def _source_configs(self, topics: list[str]) -> dict[str, dict[str, str]]:
         if not self.cfg["sync.topic.configs.enabled"] or not topics:
             return {}
-        described = await self.src_admin.describe_configs(topics)
+        try:
+            described = await self.src_admin.describe_configs(topics)
+        except KafkaError as exc:  # a source without DescribeConfigs: topics are created with defaults
+            if not getattr(self, "_configs_warned", False):
+                log.warning("flow %s: topic configs of %s not readable (%s): not copied", self.name, self.cfg.source, _describe(exc))
+                self._configs_warned = True
+            return {}
         out: dict[str, dict[str, str]] = {}
         for topic, entries in described.items():
             out[topic] = {
