@@ -3,6 +3,7 @@ transaction on the target, and a restarted mirror resumes from the positions rea
 
 from __future__ import annotations
 
+import re
 import threading
 import time
 from collections.abc import Callable
@@ -67,3 +68,38 @@ def test_sigkill_mid_stream_then_restart_copies_every_record_once(
     for p in range(PARTITIONS):
         assert [(r.key, r.value, r.headers) for r in dst[p]] == [(r.key, r.value, r.headers) for r in src[p]], p
     assert m.terminate() == 0
+
+
+def test_two_processes_share_a_flow_and_one_is_killed(clusters: tuple[BrokerProcess, BrokerProcess],
+                                                      mirrors: Callable[..., MirrorProcess]) -> None:
+    """Two mirror processes split the partitions (the positions group on the target); one is
+    SIGKILLed mid-stream, the other takes its partitions over: still every record once."""
+    a, b = clusters
+    with Admin({"bootstrap.servers": a.bootstrap_servers}) as admin:
+        admin.create_topics([NewTopic("share.events", PARTITIONS, 1)])
+    text = base_properties(a, b, **{
+        "A->B.topics": r"share\..*", "exactly.once.source.support": "enabled", "emit.checkpoints.enabled": "false"})
+    m0, m1 = mirrors(text, "mirror0"), mirrors(text, "mirror1")
+    m0.start("--instance", "0")
+    m1.start("--instance", "1")
+    # both take part before the stream starts: each copies some of the partitions
+    for m in (m0, m1):
+        wait_until(lambda m=m: re.search(rf"copying [1-{PARTITIONS - 1}] partitions", m.log()), 60, "a share of the partitions", m.log)
+    done = threading.Event()
+    producer = threading.Thread(target=_produce_paced, args=(a.bootstrap_servers, "share.events", TOTAL, 6.0, done), daemon=True)
+    producer.start()
+    try:
+        wait_until(lambda: sum(end_offsets(b.bootstrap_servers, "A.share.events").values()) >= 8000, 60, "8000 records on B", m1.log)
+        m1.kill()
+        assert not done.is_set()
+    finally:
+        producer.join(60)
+    assert done.is_set()
+    wait_until(lambda: re.search(rf"copying {PARTITIONS} partitions", m0.log()), 60, "m0 takes every partition", m0.log)
+    wait_until(lambda: sum(len(v) for v in read_topic(b.bootstrap_servers, "A.share.events", read_committed=True).values()) >= TOTAL,
+               90, f"{TOTAL} committed records on B", m0.log)
+    src = read_topic(a.bootstrap_servers, "share.events")
+    dst = read_topic(b.bootstrap_servers, "A.share.events", read_committed=True)
+    for p in range(PARTITIONS):
+        assert [(r.key, r.value, r.headers) for r in dst[p]] == [(r.key, r.value, r.headers) for r in src[p]], p
+    assert m0.terminate() == 0

@@ -1,11 +1,12 @@
 """`odradek mirror mm2.properties`: run MirrorMaker 2 flows; `odradek mirror translate`.
 
-    odradek mirror mm2.properties [--clusters B]
+    odradek mirror mm2.properties [--clusters B] [--instance N] [--metrics HOST:PORT]
     odradek mirror translate mm2.properties --group G --source A --target B
 
 The first runs every enabled flow of the MM2 properties file (only those into the ``--clusters``
 given, as MM2's dedicated mode), logs one progress line per flow every few seconds, and exits
-cleanly on SIGTERM or Ctrl-C. The second prints the offsets group G would resume at on B,
+cleanly on SIGTERM or Ctrl-C. Processes started with the same file share the flows' partitions
+(each with its own ``--instance``: it names the process's transactional id). The second prints the offsets group G would resume at on B,
 translated from A's checkpoints (``A.checkpoints.internal`` on B), one ``topic partition offset``
 line per partition.
 """
@@ -42,6 +43,7 @@ def mirror(
     target: Annotated[str | None, typer.Option("--target", help="translate: the target cluster alias.")] = None,
     progress_interval: Annotated[float, typer.Option("--progress-interval", help="Seconds between progress lines.")] = 5.0,
     metrics: Annotated[str | None, typer.Option("--metrics", help="Serve /metrics (MM2's metric names) on HOST:PORT.")] = None,
+    instance: Annotated[int, typer.Option("--instance", help="This process's number among those sharing the flows (0, 1, ...).")] = 0,
 ) -> None:
     """Mirror topics between Kafka-compatible clusters, configured as MirrorMaker 2."""
     from odradek.mirror.config import MirrorConfigError, load_config, parse_properties
@@ -72,13 +74,13 @@ def mirror(
     logging.basicConfig(level=logging.INFO, stream=sys.stderr, format="%(asctime)s %(levelname)s %(message)s")
     for key in cfg.ignored:
         logging.getLogger("odradek.mirror").info("%s: %s is not used by odradek mirror", props.where(key), key)
-    asyncio.run(_run(cfg, progress_interval, metrics))
+    asyncio.run(_run(cfg, progress_interval, metrics, instance))
 
 
-async def _run(cfg: MirrorConfig, progress_interval: float, metrics: str | None) -> None:
+async def _run(cfg: MirrorConfig, progress_interval: float, metrics: str | None, instance: int) -> None:
     from odradek.mirror.flow import Flow, run_flows
 
-    flows = [Flow(f, progress_interval=progress_interval) for f in cfg.flows]
+    flows = [Flow(f, progress_interval=progress_interval, instance=instance) for f in cfg.flows]
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):

@@ -43,7 +43,13 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from odradek.client import KafkaError, OffsetAndMetadata, TopicPartition
-from odradek.client.aio import AsyncAdmin, AsyncConsumer, AsyncProducer, NewTopic
+from odradek.client.aio import (
+    AsyncAdmin,
+    AsyncConsumer,
+    AsyncProducer,
+    ConsumerRebalanceListener,
+    NewTopic,
+)
 from odradek.client.errors import KafkaTimeoutError, ProducerFencedError
 
 from .config import FlowConfig
@@ -131,8 +137,9 @@ def _client(cfg: Any, kind: str, extra: dict[str, Any]) -> dict[str, Any]:
 class Flow:
     """One ``source->target`` flow. ``await run()`` until ``stop()``."""
 
-    def __init__(self, cfg: FlowConfig, *, progress_interval: float = 5.0) -> None:
+    def __init__(self, cfg: FlowConfig, *, progress_interval: float = 5.0, instance: int = 0) -> None:
         self.cfg = cfg
+        self.instance = instance
         self.policy = cfg.policy
         self.stats = FlowStats()
         self.progress_interval = progress_interval
@@ -149,6 +156,8 @@ class Flow:
         self._tasks: list[asyncio.Task[None]] = []
         self.ready = asyncio.Event()  # set once copying has started
         self._polled_ms = 0.0
+        self._lock = asyncio.Lock()  # held for a whole batch (gather + copy + positions) and by rebalances
+        self._pending: dict[TopicPartition, int] = {}  # at least once: positions not yet committed
 
     @property
     def name(self) -> str:
@@ -188,7 +197,7 @@ class Flow:
         producer_extra: dict[str, Any] = {"client.id": f"mirror-{self.name}", "acks": "all", "linger.ms": "0",
                                           "batch.size": "262144", "max.request.size": "10485760"}
         if self._eos:
-            producer_extra["transactional.id"] = transactional_id(cfg)
+            producer_extra["transactional.id"] = transactional_id(cfg, self.instance)
         self.producer = AsyncProducer(_client(cfg.target_client, "producer", producer_extra))
         # internal records: never in the copy transactions
         self.dst_internal = AsyncProducer(_client(cfg.target_client, "producer", {"client.id": f"mirror-{self.name}-internal", "linger.ms": "5"}))
@@ -198,8 +207,16 @@ class Flow:
             "client.id": f"mirror-{self.name}-offset-syncs-reader", "enable.auto.commit": "false",
             "auto.offset.reset": "earliest", "isolation.level": "read_uncommitted"}))
         self.sync_admin = self.src_admin if sync_side is cfg.source_client else self.dst_admin
-        clients: list[Any] = [self.src_admin, self.dst_admin, self.consumer, self.producer, self.dst_internal,
-                              self.sync_producer, self.sync_reader]
+        # membership of the positions group on the target: which partitions this process copies
+        self.members = AsyncConsumer(_client(cfg.target_client, "consumer", {
+            "client.id": f"mirror-{self.name}-{self.instance}", "group.id": self._group, "enable.auto.commit": "false",
+            "auto.offset.reset": "earliest", "partition.assignment.strategy": "range",
+            # a crashed process's partitions move on after 6 s (Kafka's group.min.session.timeout.ms)
+            "session.timeout.ms": "6000", "heartbeat.interval.ms": "2000"}))
+        self._pending = {}
+        self._emitters = {}
+        clients: list[Any] = [self.src_admin, self.dst_admin, self.members, self.consumer, self.producer,
+                              self.dst_internal, self.sync_producer, self.sync_reader]
         try:
             await _start(self.src_admin, cfg.source, src_bootstrap)
             await _start(self.dst_admin, cfg.target, dst_bootstrap)
@@ -221,6 +238,7 @@ class Flow:
             )]
             self.ready.set()
             await self._copy()
+            await self._leave()
         finally:
             for t in self._tasks:
                 t.cancel()
@@ -289,7 +307,9 @@ class Flow:
             if not initial:
                 log.info("flow %s: replicating %s -> %s (%d partitions%s)", self.name, topic, remote, count,
                          f", was {old}" if old else "")
-        await self._assign(new)
+        for topic, count in new.items():  # the group's assignment is computed from this metadata
+            await self._members_see(self._remote[topic], count)
+        self.members.subscribe(set(self._remote.values()), _Rebalance(self))
 
     async def _source_configs(self, topics: list[str]) -> dict[str, dict[str, str]]:
         if not self.cfg["sync.topic.configs.enabled"] or not topics:
@@ -327,45 +347,78 @@ class Flow:
             await self.dst_admin.alter_configs(changes)
             log.info("flow %s: topic configs synced: %s", self.name, ", ".join(sorted(changes)))
 
-    async def _assign(self, changed: dict[str, int]) -> None:
-        """Assign the new partitions; start each at its recorded position, else the earliest."""
-        new_tps = [TopicPartition(t, p) for t, c in changed.items() for p in range(c)
-                   if TopicPartition(t, p) not in self.consumer.assignment()]
-        if not new_tps:
-            return
-        remote_tps = {TopicPartition(self._remote[tp.topic], tp.partition): tp for tp in new_tps}
-        committed = await self.dst_admin.list_group_offsets(self._group, list(remote_tps))
-        self.consumer.assign(self.consumer.assignment() | set(new_tps))
-        for rtp, tp in remote_tps.items():
-            c = committed.get(rtp)
-            if c is not None and c.offset >= 0:
-                self.consumer.seek(tp, c.offset)
-            self._emitters[tp] = SyncEmitter(self.cfg["offset.lag.max"])
+    async def _members_see(self, remote: str, count: int) -> None:
+        deadline = time.monotonic() + 30
+        while (await self.members.topics()).get(remote, 0) < count:  # topics() refreshes the metadata
+            if time.monotonic() > deadline:
+                raise KafkaTimeoutError(f"{remote}: {count} partitions not in the target's metadata after 30 s")
+            await asyncio.sleep(0.1)
+
+    # -- sharing the flow: the positions group on the target ---------------------------------------
+    async def assigned(self, remote_tps: set[TopicPartition]) -> None:
+        """Partitions this process now copies: each starts at its position recorded on the target
+        (waiting until no open transaction still records positions for it), else the earliest."""
+        async with self._lock:
+            self.members.pause(*remote_tps)  # the membership consumer never fetches
+            by_remote = {r: s for s, r in self._remote.items()}
+            pairs = {rtp: TopicPartition(by_remote[rtp.topic], rtp.partition) for rtp in remote_tps if rtp.topic in by_remote}
+            committed = await self.dst_admin.list_group_offsets(self._group, list(pairs), require_stable=True)
+            self.consumer.assign(self.consumer.assignment() | set(pairs.values()))
+            for rtp, tp in pairs.items():
+                c = committed.get(rtp)
+                if c is not None and c.offset >= 0:
+                    self.consumer.seek(tp, c.offset)
+                else:
+                    self.consumer.seek_to_beginning(tp)
+                self._emitters[tp] = SyncEmitter(self.cfg["offset.lag.max"])
+            if pairs:
+                log.info("flow %s: copying %d partitions (%s)", self.name, len(self.consumer.assignment()),
+                         _ranges(self.consumer.assignment()))
+
+    async def revoked(self, remote_tps: set[TopicPartition], *, lost: bool = False) -> None:
+        """Partitions handed to another process: the batch in flight is finished first (the lock),
+        at-least-once positions are committed (unless ``lost``), then copying them stops."""
+        async with self._lock:
+            if not lost and not self._eos:
+                mine = {rtp: o for rtp, o in self._pending.items() if rtp in remote_tps}
+                if mine:
+                    with contextlib.suppress(KafkaError):
+                        await self.members.commit({rtp: OffsetAndMetadata(o) for rtp, o in mine.items()})
+            for rtp in remote_tps:
+                self._pending.pop(rtp, None)
+            by_remote = {r: s for s, r in self._remote.items()}
+            gone = {TopicPartition(by_remote[r.topic], r.partition) for r in remote_tps if r.topic in by_remote}
+            self.consumer.assign(self.consumer.assignment() - gone)
+            for tp in gone:
+                self._emitters.pop(tp, None)
+
+    async def _leave(self) -> None:
+        """On stop: commit at-least-once positions, then leave the group (the others take over)."""
+        async with self._lock:
+            if self._pending:
+                await self.members.commit({rtp: OffsetAndMetadata(o) for rtp, o in self._pending.items()})
+                self._pending = {}
 
     # -- copying ----------------------------------------------------------------------------------
     async def _copy(self) -> None:
         last_commit = time.monotonic()
-        pending_positions: dict[TopicPartition, int] = {}
         while not self._stop.is_set():
-            batch = await self._gather()
+            async with self._lock:
+                batch = await self._gather()
+                if batch:
+                    positions = {TopicPartition(self._remote[tp.topic], tp.partition): recs[-1].offset + 1 for tp, recs in batch.items()}
+                    if self._eos:
+                        await self._copy_transaction(batch, positions)
+                    else:
+                        futures = await self._send(batch)
+                        await self.producer.flush()
+                        self._pending.update(positions)
+                        self._after_copy(batch, [await f for f in futures])
+                if self._pending and (not batch or time.monotonic() - last_commit >= ALO_COMMIT_SECONDS):
+                    await self._commit_positions()
+                    last_commit = time.monotonic()
             if not batch:
-                if pending_positions and not self._eos:
-                    await self._commit_positions(pending_positions)
-                    pending_positions = {}
-                continue
-            positions = {TopicPartition(self._remote[tp.topic], tp.partition): recs[-1].offset + 1 for tp, recs in batch.items()}
-            if self._eos:
-                await self._copy_transaction(batch, positions)
-            else:
-                futures = await self._send(batch)
-                await self.producer.flush()
-                pending_positions.update(positions)
-                self._after_copy(batch, [await f for f in futures])
-                if time.monotonic() - last_commit >= ALO_COMMIT_SECONDS:
-                    await self._commit_positions(pending_positions)
-                    pending_positions, last_commit = {}, time.monotonic()
-        if pending_positions:
-            await self._commit_positions(pending_positions)
+                await asyncio.sleep(0)  # let a waiting rebalance take the lock
 
     async def _gather(self) -> dict[TopicPartition, list[Any]]:
         """Records for one transaction: up to TXN_MAX_RECORDS or TXN_MAX_SECONDS."""
@@ -376,7 +429,11 @@ class Flow:
             left = deadline - time.monotonic()
             if left <= 0:
                 break
-            recs = await self.consumer.poll(min(left, 0.5) if n else 0.5, max_records=TXN_MAX_RECORDS - n)
+            if not self.consumer.assignment():
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(self._stop.wait(), 0.2)
+                return out
+            recs = await self.consumer.poll(min(left, 0.5) if n else 0.2, max_records=TXN_MAX_RECORDS - n)
             if not recs:
                 if n:
                     break
@@ -422,11 +479,14 @@ class Flow:
         self.producer.begin_transaction()
         try:
             futures = await self._send(batch)
+            # with the member's generation: a process that lost these partitions is refused (KIP-447)
             await self.producer.send_offsets_to_transaction(
-                {tp: OffsetAndMetadata(o) for tp, o in positions.items()}, self._group)
+                {tp: OffsetAndMetadata(o) for tp, o in positions.items()}, self.members.consumer_group_metadata())
             await self.producer.commit_transaction()
         except ProducerFencedError:
-            raise  # another instance took over: this one stops (run() logs and retries)
+            raise ProducerFencedError(
+                f"transactional.id {transactional_id(self.cfg, self.instance)} is used by another mirror process: "
+                "start each process with its own --instance") from None
         except KafkaError as exc:
             self.stats.aborted += 1
             self.stats.errors += 1
@@ -440,11 +500,15 @@ class Flow:
         self._after_copy(batch, [await f for f in futures])
 
     async def _rewind(self, batch: dict[TopicPartition, list[Any]]) -> None:
+        mine = self.consumer.assignment()
         for tp, recs in batch.items():
-            self.consumer.seek(tp, recs[0].offset)
+            if tp in mine:
+                self.consumer.seek(tp, recs[0].offset)
 
-    async def _commit_positions(self, positions: dict[TopicPartition, int]) -> None:
-        await self.dst_admin.alter_group_offsets(self._group, {tp: OffsetAndMetadata(o) for tp, o in positions.items()})
+    async def _commit_positions(self) -> None:
+        """At least once: commit the positions of acknowledged records, as this member."""
+        await self.members.commit({rtp: OffsetAndMetadata(o) for rtp, o in self._pending.items()})
+        self._pending = {}
 
     def _after_copy(self, batch: dict[TopicPartition, list[Any]], metadata: list[list[Any]]) -> None:
         """Count the copied records and emit offset syncs for them."""
@@ -600,6 +664,27 @@ class Flow:
         log.info("flow %s: %.0f records/s, %d copied, lag %d, newest record age %s, %d partitions%s",
                  self.name, rate, self.stats.records, lag, age, len(self.consumer.assignment()),
                  f", {self.stats.errors} errors" if self.stats.errors else "")
+
+
+class _Rebalance(ConsumerRebalanceListener):
+    def __init__(self, flow: Flow) -> None:
+        self.flow = flow
+
+    async def on_partitions_assigned(self, assigned: set[TopicPartition]) -> None:
+        await self.flow.assigned(assigned)
+
+    async def on_partitions_revoked(self, revoked: set[TopicPartition]) -> None:
+        await self.flow.revoked(revoked)
+
+    async def on_partitions_lost(self, lost: set[TopicPartition]) -> None:
+        await self.flow.revoked(lost, lost=True)
+
+
+def _ranges(tps: Iterable[TopicPartition]) -> str:
+    by_topic: dict[str, list[int]] = defaultdict(list)
+    for tp in tps:
+        by_topic[tp.topic].append(tp.partition)
+    return ", ".join(f"{t} {','.join(map(str, sorted(ps)))}" for t, ps in sorted(by_topic.items()))
 
 
 async def _close_all(clients: list[Any], timeout: float = 5.0) -> None:
