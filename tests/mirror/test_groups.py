@@ -80,6 +80,11 @@ def test_checkpoints_translate_and_sync_group_offsets(clusters: tuple[BrokerProc
     with Admin({"bootstrap.servers": a.bootstrap_servers}) as admin:
         admin.alter_group_offsets("app", {TopicPartition("grp.orders", 0): 10})
     wait_until(lambda: _checkpoints(b.bootstrap_servers)[("app", "A.grp.orders", 0)][0] == 10, 20, "checkpoint at 10", m.log)
+    # a group committed after that checkpoint is synced in a later round: by then the round that
+    # emitted the checkpoint at 10 has done its group sync
+    with Admin({"bootstrap.servers": a.bootstrap_servers}) as admin:
+        admin.alter_group_offsets("later", {TopicPartition("grp.orders", 0): 500})
+    wait_until(lambda: "group later: offsets of 1 partitions synced" in m.log(), 20, "group later synced", m.log)
     assert target_offsets() == {0: down, 1: 1000}
 
     out = subprocess.run([sys.executable, "-m", "odradek", "mirror", "translate", str(m.path), "--group", "app",

@@ -646,6 +646,7 @@ class Flow:
             if move:
                 await self.dst_admin.alter_group_offsets(group, move)
                 self.stats.group_offsets_synced += len(move)
+                log.info("flow %s: group %s: offsets of %d partitions synced to %s", self.name, group, len(move), self.cfg.target)
 
     # -- progress ---------------------------------------------------------------------------------
     async def _progress(self) -> None:
