@@ -11,7 +11,7 @@ import subprocess
 import sys
 from collections.abc import Callable
 
-from odradek.client import Admin, NewTopic, Producer, TopicPartition
+from odradek.client import Admin, Consumer, NewTopic, Producer, TopicPartition
 from odradek.testing.process import BrokerProcess
 
 from .conftest import MirrorProcess, base_properties, read_topic, wait_until
@@ -86,6 +86,21 @@ def test_checkpoints_translate_and_sync_group_offsets(clusters: tuple[BrokerProc
         admin.alter_group_offsets("later", {TopicPartition("grp.orders", 0): 500})
     wait_until(lambda: "group later: offsets of 1 partitions synced" in m.log(), 20, "group later synced", m.log)
     assert target_offsets() == {0: down, 1: 1000}
+
+    # a group with an active member on B is left alone: its consumers own their offsets
+    with Consumer({"bootstrap.servers": b.bootstrap_servers, "group.id": "busy", "enable.auto.commit": "false",
+                   "auto.offset.reset": "latest"}) as busy:
+        busy.subscribe(["A.grp.orders"])
+        wait_until(lambda: busy.poll(0.2) is not None and busy.assignment(), 30, "busy has joined on B")
+        with Admin({"bootstrap.servers": a.bootstrap_servers}) as admin:
+            admin.alter_group_offsets("busy", {TopicPartition("grp.orders", 0): 300})
+        wait_until(lambda: ("busy", "A.grp.orders", 0) in _checkpoints(b.bootstrap_servers), 20, "checkpoint of busy", m.log)
+        with Admin({"bootstrap.servers": a.bootstrap_servers}) as admin:
+            admin.alter_group_offsets("later2", {TopicPartition("grp.orders", 0): 500})
+        wait_until(lambda: "group later2: offsets of 1 partitions synced" in m.log(), 20, "group later2 synced", m.log)
+        assert "group busy:" not in m.log()
+        with Admin({"bootstrap.servers": b.bootstrap_servers}) as admin:
+            assert all(om is None for om in admin.list_group_offsets("busy", [TopicPartition("A.grp.orders", 0)]).values())
 
     out = subprocess.run([sys.executable, "-m", "odradek", "mirror", "translate", str(m.path), "--group", "app",
                           "--source", "A", "--target", "B"], capture_output=True, text=True, timeout=60, check=True).stdout

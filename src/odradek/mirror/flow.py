@@ -644,7 +644,12 @@ class Flow:
                 if c is None or c.offset < down:
                     move[rtp] = down
             if move:
-                await self.dst_admin.alter_group_offsets(group, move)
+                try:  # a member may have joined since: the commit is refused, the next round skips it
+                    await self.dst_admin.alter_group_offsets(group, move)
+                except KafkaError as exc:
+                    self.stats.errors += 1
+                    log.warning("flow %s: group %s: offsets not synced to %s: %s", self.name, group, self.cfg.target, _describe(exc))
+                    continue
                 self.stats.group_offsets_synced += len(move)
                 log.info("flow %s: group %s: offsets of %d partitions synced to %s", self.name, group, len(move), self.cfg.target)
 
