@@ -114,6 +114,18 @@ def test_records_topics_configs_and_internal_topics(clusters: tuple[BrokerProces
     wait_until(retention, 20, "the config change on B", m.log)
     assert read_topic(b.bootstrap_servers, "A.flow.orders")[3][0].value == b"in-new-partition"
 
+    # a topic deleted on the source: no longer copied, the others go on
+    with Admin({"bootstrap.servers": a.bootstrap_servers}) as admin:
+        admin.delete_topics(["flow.late"])
+    wait_until(lambda: "topic flow.late was deleted on A" in m.log(), 20, "the deletion noticed", m.log)
+    before = end_offsets(b.bootstrap_servers, "A.flow.orders")[0]
+    with Producer({"bootstrap.servers": a.bootstrap_servers}) as p:
+        p.send("flow.orders", b"after-the-deletion", partition=0).result(10)
+    wait_until(lambda: end_offsets(b.bootstrap_servers, "A.flow.orders")[0] == before + 1, 20, "a record after the deletion", m.log)
+    with Admin({"bootstrap.servers": b.bootstrap_servers}) as admin:
+        assert "A.flow.late" in admin.list_topics()  # the remote topic is kept
+    dst = read_topic(b.bootstrap_servers, "A.flow.orders")
+
     # MM2's metric names on /metrics
     url = re.search(r"metrics on (http://\S+/metrics)", m.log())
     assert url is not None

@@ -64,6 +64,7 @@ TXN_MAX_RECORDS = 20_000  # records per transaction (or per positions commit wit
 TXN_MAX_SECONDS = 0.2  # how long a transaction gathers records at most
 ALO_COMMIT_SECONDS = 1.0  # how often positions are committed without EOS
 RETRY_BACKOFF_MAX = 30.0
+DELETION_CHECK_SECONDS = 5.0
 
 
 def positions_group(flow: FlowConfig) -> str:
@@ -193,6 +194,7 @@ class Flow:
         self.consumer = AsyncConsumer(_client(cfg.source_client, "consumer", {
             "client.id": f"mirror-{self.name}", "enable.auto.commit": "false", "auto.offset.reset": "earliest",
             "max.poll.records": "10000", "fetch.max.wait.ms": "100",
+            "allow.auto.create.topics": "false",  # a topic deleted on the source stays deleted
         }))
         producer_extra: dict[str, Any] = {"client.id": f"mirror-{self.name}", "acks": "all", "linger.ms": "0",
                                           "batch.size": "262144", "max.request.size": "10485760"}
@@ -205,12 +207,12 @@ class Flow:
         self.sync_producer = AsyncProducer(_client(sync_side, "producer", {"client.id": f"mirror-{self.name}-offset-syncs", "linger.ms": "5"}))
         self.sync_reader = AsyncConsumer(_client(sync_side, "consumer", {
             "client.id": f"mirror-{self.name}-offset-syncs-reader", "enable.auto.commit": "false",
-            "auto.offset.reset": "earliest", "isolation.level": "read_uncommitted"}))
+            "auto.offset.reset": "earliest", "isolation.level": "read_uncommitted", "allow.auto.create.topics": "false"}))
         self.sync_admin = self.src_admin if sync_side is cfg.source_client else self.dst_admin
         # membership of the positions group on the target: which partitions this process copies
         self.members = AsyncConsumer(_client(cfg.target_client, "consumer", {
             "client.id": f"mirror-{self.name}-{self.instance}", "group.id": self._group, "enable.auto.commit": "false",
-            "auto.offset.reset": "earliest", "partition.assignment.strategy": "range",
+            "auto.offset.reset": "earliest", "partition.assignment.strategy": "range", "allow.auto.create.topics": "false",
             # a crashed process's partitions move on after 6 s (Kafka's group.min.session.timeout.ms)
             "session.timeout.ms": "6000", "heartbeat.interval.ms": "2000"}))
         self._pending = {}
@@ -229,6 +231,7 @@ class Flow:
             self.sync_reader.assign([TopicPartition(self._sync_topic, 0)])
             self._tasks = [asyncio.ensure_future(t) for t in (
                 self._periodic(cfg["refresh.topics.interval.seconds"], self._refresh_topics, cfg["refresh.topics.enabled"]),
+                self._periodic(DELETION_CHECK_SECONDS, self._check_deleted, True),
                 self._periodic(cfg["sync.topic.configs.interval.seconds"], self._sync_configs, cfg["sync.topic.configs.enabled"]),
                 self._periodic(cfg["emit.heartbeats.interval.seconds"], self._heartbeat, cfg["emit.heartbeats.enabled"]),
                 self._periodic(cfg["emit.checkpoints.interval.seconds"], self._checkpoint, cfg["emit.checkpoints.enabled"]),
@@ -279,10 +282,19 @@ class Flow:
             await self.dst_admin.create_topics(wanted, raise_on_exists=False)
 
     async def _refresh_topics(self, initial: bool = False) -> None:
-        """Find new replicated topics and partitions; create them on the target; assign them."""
+        """Find new replicated topics and partitions; create them on the target; assign them.
+        A topic deleted on the source stops being copied (its remote topic is kept)."""
         topics = await self.src_admin.list_topics()
         selected = {n: d.partition_count for n, d in topics.items() if self.cfg.should_replicate_topic(n) and d.partition_count}
-        new = {n: c for n, c in selected.items() if self._topics.get(n) != c}
+        # (a partition count never goes down: a smaller one is a topic being deleted)
+        new = {n: c for n, c in selected.items() if c > self._topics.get(n, 0)}
+        gone = [t for t in self._topics if t not in topics]
+        for topic in gone:
+            del self._topics[topic]
+            log.warning("flow %s: topic %s was deleted on %s: no longer copied (%s kept on %s)", self.name, topic,
+                        self.cfg.source, self._remote[topic], self.cfg.target)
+        if gone and not new:
+            self.members.subscribe({self._remote[t] for t in self._topics}, _Rebalance(self))
         if not new:
             return
         remote_existing = await self.dst_admin.list_topics()
@@ -309,7 +321,14 @@ class Flow:
                          f", was {old}" if old else "")
         for topic, count in new.items():  # the group's assignment is computed from this metadata
             await self._members_see(self._remote[topic], count)
-        self.members.subscribe(set(self._remote.values()), _Rebalance(self))
+        self.members.subscribe({self._remote[t] for t in self._topics}, _Rebalance(self))
+
+    async def _check_deleted(self) -> None:
+        """A copied topic deleted on the source stalls the source consumer (it waits for the
+        topic's metadata): look for one every few seconds, not only every refresh interval."""
+        topics = await self.src_admin.list_topics()
+        if any(t not in topics for t in self._topics):
+            await self._refresh_topics()
 
     async def _source_configs(self, topics: list[str]) -> dict[str, dict[str, str]]:
         if not self.cfg["sync.topic.configs.enabled"] or not topics:
@@ -451,7 +470,7 @@ class Flow:
             by_topic[tp.topic].extend(recs)
         futures = []
         for topic, recs in by_topic.items():
-            await self._known_partitions(self._remote[topic], self._topics[topic])
+            await self._known_partitions(self._remote[topic], self._topics.get(topic, 0))
             futures.append(await self.producer.send_batch(
                 self._remote[topic],
                 [r.value for r in recs],
@@ -663,7 +682,7 @@ class Flow:
         for tp in self.consumer.assignment():
             with contextlib.suppress(Exception):
                 hw = self.consumer.highwater(tp)
-                pos = await self.consumer.position(tp)
+                pos = await asyncio.wait_for(self.consumer.position(tp), 0.5)
                 if hw >= 0:
                     lag += max(0, hw - pos)
         age = "-" if self.stats.newest_timestamp < 0 else f"{max(0, int(time.time() * 1000) - self.stats.newest_timestamp)} ms"
