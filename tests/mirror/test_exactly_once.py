@@ -103,3 +103,32 @@ def test_two_processes_share_a_flow_and_one_is_killed(clusters: tuple[BrokerProc
     for p in range(PARTITIONS):
         assert [(r.key, r.value, r.headers) for r in dst[p]] == [(r.key, r.value, r.headers) for r in src[p]], p
     assert m0.terminate() == 0
+
+
+def test_a_refused_record_is_logged_retried_and_never_dropped(clusters: tuple[BrokerProcess, BrokerProcess],
+                                                               mirrors: Callable[..., MirrorProcess]) -> None:
+    """The remote topic refuses a record (max.message.bytes): each attempt is aborted and logged
+    with the partition, nothing after it is copied; once the target accepts it, all arrive once."""
+    a, b = clusters
+    with Admin({"bootstrap.servers": a.bootstrap_servers}) as admin:
+        admin.create_topics([NewTopic("big.events", 1, 1)])
+    with Admin({"bootstrap.servers": b.bootstrap_servers}) as admin:
+        admin.create_topics([NewTopic("A.big.events", 1, 1, {"max.message.bytes": "2000"})])
+    with Producer({"bootstrap.servers": a.bootstrap_servers}) as p:
+        p.send("big.events", b"small-1").result(10)
+        p.send("big.events", b"x" * 5000).result(10)
+        p.send("big.events", b"small-2").result(10)
+    m = mirrors(base_properties(a, b, **{"A->B.topics": r"big\..*", "exactly.once.source.support": "enabled",
+                                         "emit.checkpoints.enabled": "false"}))
+    m.start()
+    wait_until(lambda: m.log().count("transaction aborted") >= 2, 60, "two refused attempts", m.log)
+    line = next(ln for ln in m.log().splitlines() if "transaction aborted" in ln)
+    assert "big.events-0" in line
+    assert sum(len(v) for v in read_topic(b.bootstrap_servers, "A.big.events", read_committed=True).values()) == 0
+    with Admin({"bootstrap.servers": b.bootstrap_servers}) as admin:
+        admin.alter_configs({"A.big.events": {"max.message.bytes": "100000"}})
+    wait_until(lambda: len(read_topic(b.bootstrap_servers, "A.big.events", read_committed=True).get(0, [])) >= 3, 60,
+               "every record once the target accepts them", m.log)
+    assert [r.value for r in read_topic(b.bootstrap_servers, "A.big.events", read_committed=True)[0]] == [
+        b"small-1", b"x" * 5000, b"small-2"]
+    assert m.terminate() == 0

@@ -159,6 +159,7 @@ class Flow:
         self._polled_ms = 0.0
         self._lock = asyncio.Lock()  # held for a whole batch (gather + copy + positions) and by rebalances
         self._pending: dict[TopicPartition, int] = {}  # at least once: positions not yet committed
+        self._abort_backoff = 0.0
 
     @property
     def name(self) -> str:
@@ -422,6 +423,9 @@ class Flow:
     async def _copy(self) -> None:
         last_commit = time.monotonic()
         while not self._stop.is_set():
+            if self._abort_backoff:  # outside the lock: rebalances go on meanwhile
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(self._stop.wait(), self._abort_backoff)
             async with self._lock:
                 batch = await self._gather()
                 if batch:
@@ -514,7 +518,10 @@ class Flow:
             with contextlib.suppress(KafkaError):
                 await self.producer.abort_transaction()
             await self._rewind(batch)
+            # the target may refuse for a while (authorization, record too large): back off
+            self._abort_backoff = min(RETRY_BACKOFF_MAX, max(0.1, self._abort_backoff * 2))
             return
+        self._abort_backoff = 0.0
         self.stats.transactions += 1
         self._after_copy(batch, [await f for f in futures])
 
