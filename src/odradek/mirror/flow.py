@@ -444,13 +444,14 @@ class Flow:
                 await asyncio.sleep(0)  # let a waiting rebalance take the lock
 
     async def _gather(self) -> dict[TopicPartition, list[Any]]:
-        """Records for one transaction: up to TXN_MAX_RECORDS or TXN_MAX_SECONDS."""
+        """Records for one transaction: up to TXN_MAX_RECORDS or TXN_MAX_SECONDS (exactly once:
+        fewer, larger transactions); without transactions, what one poll returns."""
         out: dict[TopicPartition, list[Any]] = {}
         n = 0
-        deadline = time.monotonic() + TXN_MAX_SECONDS
+        deadline = time.monotonic() + (TXN_MAX_SECONDS if self._eos else 0.0)
         while n < TXN_MAX_RECORDS and not self._stop.is_set():
             left = deadline - time.monotonic()
-            if left <= 0:
+            if n and left <= 0:
                 break
             if not self.consumer.assignment():
                 with contextlib.suppress(TimeoutError):
