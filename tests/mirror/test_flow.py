@@ -163,3 +163,30 @@ def test_malformed_file_fails_at_start_naming_key_and_line(tmp_path: Path) -> No
     r = subprocess.run([sys.executable, "-m", "odradek", "mirror", str(path)], capture_output=True, text=True, timeout=60)
     assert r.returncode == 2
     assert f"{path}:4: A->B.enabled: invalid value 'yes please'" in r.stderr
+
+
+def test_both_directions_in_one_process_without_cycles(clusters: tuple[BrokerProcess, BrokerProcess],
+                                                       mirrors: Callable[..., MirrorProcess]) -> None:
+    a, b = clusters
+    with Admin({"bootstrap.servers": a.bootstrap_servers}) as admin:
+        admin.create_topics([NewTopic("bi.a", 1, 1)])
+    with Admin({"bootstrap.servers": b.bootstrap_servers}) as admin:
+        admin.create_topics([NewTopic("bi.b", 1, 1)])
+    _produce(a.bootstrap_servers, "bi.a", 10)
+    _produce(b.bootstrap_servers, "bi.b", 10)
+    text = base_properties(a, b, **{"B->A.enabled": "true", "topics": r"bi\..*, A\.bi\..*, B\.bi\..*",
+                                    "refresh.topics.interval.seconds": 1})
+    m = mirrors(text).start()
+    wait_until(lambda: sum(end_offsets(b.bootstrap_servers, "A.bi.a").values()) == 10, 30, "A.bi.a on B", m.log)
+    wait_until(lambda: sum(end_offsets(a.bootstrap_servers, "B.bi.b").values()) == 10, 30, "B.bi.b on A", m.log)
+    # B's heartbeats (written by A->B) come back to A as B.heartbeats, and no further
+    wait_until(lambda: sum(end_offsets(a.bootstrap_servers, "B.heartbeats").values()) > 0, 30, "B.heartbeats on A", m.log)
+    # two more topic refreshes: the remote topics are never mirrored back
+    n = m.log().count("flow A->B:")
+    wait_until(lambda: m.log().count("flow A->B:") >= n + 3, 20, "more progress", m.log)
+    with Admin({"bootstrap.servers": a.bootstrap_servers}) as admin:
+        on_a = set(admin.list_topics())
+    with Admin({"bootstrap.servers": b.bootstrap_servers}) as admin:
+        on_b = set(admin.list_topics())
+    assert not {"A.B.bi.b", "A.B.heartbeats"} & on_b and not {"B.A.bi.a", "B.A.heartbeats"} & on_a
+    assert m.terminate() == 0
