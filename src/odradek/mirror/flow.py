@@ -23,12 +23,19 @@ A ``Flow`` runs these tasks on one event loop until ``stop()``:
 
 Source positions: the next source offset to copy for each partition is kept on the *target*, as
 the committed offset of group ``__mirror.<source>-><target>`` for the remote topic's partition
-(same number). With ``exactly.once.source.support = enabled`` each batch and its positions are
-one transaction on the target (``transactional.id`` ``__mirror.<source>-><target>.0``;
-``send_offsets_to_transaction``), so on restart (after ``init_transactions`` fenced the
-previous instance and aborted its open transaction) the positions read back are exactly those
-of the records that are visible. Without it, positions are committed after the records are
+(same number). Every process of the flow is a member of that group (subscribed to the remote
+topics, never fetching): its assignment is the set of partitions the process copies, and a
+process given a partition starts at the offset recorded for it (read with ``require_stable``).
+With ``exactly.once.source.support = enabled`` each batch and its positions are one transaction
+on the target (``transactional.id`` ``__mirror.<source>-><target>.<instance>``;
+``send_offsets_to_transaction`` with the member's generation, so a process that lost the
+partitions is refused, KIP-447), so on restart (after ``init_transactions`` fenced the previous
+incarnation and aborted its open transaction) the positions read back are exactly those of the
+records that are visible. Without it, positions are committed after the records are
 acknowledged, so a crash repeats at most the records copied since the last commit.
+
+Invariant: ``_lock`` is held from the first poll of a batch to its positions being recorded, and
+by every rebalance callback, so partitions never change hands in the middle of a batch.
 """
 
 from __future__ import annotations
@@ -283,7 +290,8 @@ class Flow:
             await self.dst_admin.create_topics(wanted, raise_on_exists=False)
 
     async def _refresh_topics(self, initial: bool = False) -> None:
-        """Find new replicated topics and partitions; create them on the target; assign them.
+        """Find new replicated topics and partitions; create them on the target; subscribe the
+        membership consumer to the remote topics (the group assigns the partitions).
         A topic deleted on the source stops being copied (its remote topic is kept)."""
         topics = await self.src_admin.list_topics()
         selected = {n: d.partition_count for n, d in topics.items() if self.cfg.should_replicate_topic(n) and d.partition_count}
