@@ -35,6 +35,7 @@ SUBCOMMANDS: list[tuple[str, str, str]] = [
     ("cluster", "cluster", "A local development cluster on ZooKeeper: up, status, down."),
     ("console", "console", "Serve the web console and /metrics for any Kafka-compatible cluster."),
     ("config", "config", "The configuration reference: every broker and topic key."),
+    ("mirror", "mirror", "Mirror topics between clusters, configured as MirrorMaker 2."),
 ]
 
 

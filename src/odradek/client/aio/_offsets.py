@@ -12,7 +12,7 @@ from typing import Any
 
 from .. import _protocol as proto
 from .._cluster import Cluster
-from ..errors import KafkaConnectionError, KafkaError
+from ..errors import KafkaConnectionError, KafkaError, KafkaTimeoutError
 from ..types import OffsetAndMetadata, TopicPartition
 
 __all__ = ["commit_group_offsets", "fetch_group_offsets", "list_offsets"]
@@ -127,9 +127,32 @@ async def _coordinator_request(cluster: Cluster, group_id: str, api_key: int, ma
 
 
 async def fetch_group_offsets(
-    cluster: Cluster, group_id: str, partitions: list[TopicPartition] | None
+    cluster: Cluster, group_id: str, partitions: list[TopicPartition] | None, *, require_stable: bool = False,
+    timeout: float = 120.0,
 ) -> dict[TopicPartition, OffsetAndMetadata | None]:
-    """OffsetFetch: committed offsets of ``group_id`` (all partitions when ``partitions`` is None)."""
+    """OffsetFetch: committed offsets of ``group_id`` (all partitions when ``partitions`` is None).
+
+    ``require_stable`` (KIP-447): while a transaction that commits offsets of the group is open,
+    the broker answers UNSTABLE_OFFSET_COMMIT; asked again every 100 ms until it has ended
+    (KafkaTimeoutError after ``timeout`` seconds)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            return await _fetch_group_offsets(cluster, group_id, partitions, require_stable)
+        except KafkaError as exc:
+            if not require_stable or exc.code != _UNSTABLE_OFFSET_COMMIT:
+                raise
+            if time.monotonic() > deadline:
+                raise KafkaTimeoutError(f"group {group_id!r}: offsets still pending in a transaction after {timeout:g} s") from None
+            await asyncio.sleep(0.1)
+
+
+_UNSTABLE_OFFSET_COMMIT = 88
+
+
+async def _fetch_group_offsets(
+    cluster: Cluster, group_id: str, partitions: list[TopicPartition] | None, require_stable: bool
+) -> dict[TopicPartition, OffsetAndMetadata | None]:
 
     def make(mod: Any, version: int) -> Any:
         topics = None
@@ -138,7 +161,7 @@ async def fetch_group_offsets(
             for tp in partitions:
                 by_topic.setdefault(tp.topic, []).append(tp.partition)
             topics = [proto.nested(mod, "OffsetFetchRequestTopic", name=t, partition_indexes=ps) for t, ps in by_topic.items()]
-        return proto.build(mod.OffsetFetchRequest, group_id=group_id, topics=topics, require_stable=False)
+        return proto.build(mod.OffsetFetchRequest, group_id=group_id, topics=topics, require_stable=require_stable)
 
     resp = await _coordinator_request(cluster, group_id, 9, make)
     err = int(getattr(resp, "error_code", 0) or 0)

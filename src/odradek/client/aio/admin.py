@@ -279,8 +279,13 @@ class AsyncAdmin:
                     raise KafkaError(f"DeleteGroups {r.group_id!r}", err)
         return out
 
-    async def list_group_offsets(self, group_id: str, partitions: Iterable[TopicPartition] | None = None) -> dict[TopicPartition, OffsetAndMetadata | None]:
-        return await fetch_group_offsets(self._cluster, group_id, None if partitions is None else [TopicPartition(*tp) for tp in partitions])
+    async def list_group_offsets(
+        self, group_id: str, partitions: Iterable[TopicPartition] | None = None, *, require_stable: bool = False
+    ) -> dict[TopicPartition, OffsetAndMetadata | None]:
+        """Committed offsets; ``require_stable``: wait until no open transaction still commits
+        offsets of the group (KIP-447)."""
+        return await fetch_group_offsets(self._cluster, group_id, None if partitions is None else [TopicPartition(*tp) for tp in partitions],
+                                         require_stable=require_stable)
 
     list_consumer_group_offsets = list_group_offsets
 

@@ -469,19 +469,27 @@ class AsyncConsumer:
 
     async def _fetch(self, node: int, tps: list[TopicPartition], in_flight_nodes: set[int]) -> None:
         c = self.config
-        epochs = {tp: self._states[tp].epoch for tp in tps}
         try:
+            # the assignment may have changed since this fetch was planned (assign(), a rebalance)
+            live = [tp for tp in tps if tp in self._states]
+            if not live:
+                return
+            epochs = {tp: self._states[tp].epoch for tp in live}
             conn = await self._cluster.connection(node)
             version = conn.version(1)
             mod = proto.request_module(1, version)
             topics: dict[str, list[Any]] = {}
-            for tp in tps:
-                st = self._states[tp]
+            for tp in live:
+                st = self._states.get(tp)
+                if st is None or st.fetch_position is None:
+                    continue
                 topics.setdefault(tp.topic, []).append(
                     proto.nested(mod, "FetchPartition", partition=tp.partition, fetch_offset=st.fetch_position,
                                  partition_max_bytes=c["max.partition.fetch.bytes"], log_start_offset=-1,
                                  current_leader_epoch=-1)
                 )
+            if not topics:
+                return
             req = proto.build(
                 mod.FetchRequest,
                 replica_id=-1,

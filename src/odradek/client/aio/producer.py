@@ -25,7 +25,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 from .. import _bulk
@@ -131,6 +131,11 @@ class AsyncProducer:
     def partitions_for(self, topic: str) -> list[int] | None:
         parts = self._cluster.partitions_for(topic)
         return None if parts is None else [p.partition for p in parts]
+
+    async def refresh_metadata(self, topics: Iterable[str]) -> None:
+        """Fetch metadata for ``topics`` now (e.g. after their partitions were added), so that
+        ``partitions_for`` and explicit partitions see the new count."""
+        await self._cluster.refresh(list(topics))
 
     async def _ensure_topic(self, topic: str) -> int:
         parts = self._cluster.partitions_for(topic)
