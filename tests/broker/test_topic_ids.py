@@ -10,6 +10,7 @@ from collections.abc import Iterator
 
 import pytest
 
+from odradek.storage.partition_metadata import read_partition_metadata
 from odradek.testing.process import BrokerProcess
 
 from .test_apis import batch, produce, topic_name
@@ -91,6 +92,14 @@ def test_fetch_by_topic_id(wire: Wire, version: int) -> None:
     assert int(topic.partitions[0].high_watermark) == 2
 
 
+def test_each_partition_directory_holds_its_topic_id(wire: Wire, broker: BrokerProcess) -> None:
+    t = topic_name("pm")
+    create(wire, t, 3)
+    tid = topic_id(wire, t)
+    for p in range(3):
+        assert read_partition_metadata(broker.data_dir / f"{t}-{p}") == tid
+
+
 @pytest.mark.parametrize("version", [13, 16, 17])
 def test_fetch_unknown_topic_id(wire: Wire, version: int) -> None:
     stranger = uuid.uuid4()
@@ -103,11 +112,14 @@ def test_fetch_unknown_topic_id(wire: Wire, version: int) -> None:
     ]
 
 
-def test_recreated_topic_gets_a_new_id_and_the_old_one_is_unknown(wire: Wire) -> None:
+def test_recreated_topic_gets_a_new_id_and_the_old_one_is_unknown(
+    wire: Wire, broker: BrokerProcess
+) -> None:
     t = topic_name("again")
     create(wire, t)
     produce(wire, t, batch(b"first"))
     old = topic_id(wire, t)
+    assert read_partition_metadata(broker.data_dir / f"{t}-0") == old
     r = wire.call(
         req(
             20,
@@ -121,6 +133,7 @@ def test_recreated_topic_gets_a_new_id_and_the_old_one_is_unknown(wire: Wire) ->
     produce(wire, t, batch(b"second"))
     new = topic_id(wire, t)
     assert new != old
+    assert read_partition_metadata(broker.data_dir / f"{t}-0") == new
     r = wire.call(fetch_by_id(old, {0: 0}, version=16))
     assert int(r.responses[0].partitions[0].error_code) == UNKNOWN_TOPIC_ID
     r = wire.call(fetch_by_id(new, {0: 0}, version=16))

@@ -233,7 +233,9 @@ def _inconsistent(
     """True when a local replica of ``name`` was created under another topic id."""
     for info in partitions:
         handle = services.replica_manager.get_partition(name, info.partition, create=False)
-        if handle is not None and handle.topic_id is not None and handle.topic_id != topic_id:
+        if handle is None or handle.topic_id is None or not handle.topic_id.int:
+            continue  # no replica here, or one whose topic id is not known
+        if handle.topic_id != topic_id:
             return True
     return False
 
