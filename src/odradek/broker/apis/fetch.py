@@ -114,6 +114,19 @@ ByIdFetchRequest = (
 )
 """The versions that name topics by id."""
 
+ByNameFetchRequest = (
+    FetchRequestV4
+    | FetchRequestV5
+    | FetchRequestV6
+    | FetchRequestV7
+    | FetchRequestV8
+    | FetchRequestV9
+    | FetchRequestV10
+    | FetchRequestV11
+    | FetchRequestV12
+)
+"""The versions that name topics by name."""
+
 _UNSUPPORTED_VERSION = ErrorCode.unsupported_version
 _UNKNOWN_TOPIC_ID = ErrorCode.unknown_topic_id
 _INCONSISTENT_TOPIC_ID = ErrorCode.inconsistent_topic_id
@@ -124,6 +137,11 @@ _ZERO_UUID = uuid.UUID(int=0)
 def _by_id(request: AnyFetchRequest) -> TypeGuard[ByIdFetchRequest]:
     """v13+ names topics by id (KIP-516)."""
     return request.__version__ >= 13
+
+
+def _by_name(request: AnyFetchRequest) -> TypeGuard[ByNameFetchRequest]:
+    """v4-v12 name topics by name."""
+    return request.__version__ < 13
 
 
 def replica_id(request: AnyFetchRequest) -> int:
@@ -153,6 +171,8 @@ def fetch_infos(request: AnyFetchRequest) -> list[tuple[str, list[FetchPartition
             )
             for ft in request.topics
         ]
+    if not _by_name(request):  # pragma: no cover - every version is one or the other
+        raise AssertionError(request.__version__)
     if isinstance(request, FetchRequestV12):
         return [
             (
@@ -333,10 +353,10 @@ def _encode_with_leaders(
     leaders' endpoints (KIP-951), from the metadata image."""
     store = services.metadata
     id_to_name = {}
-    for name, _ in names:
-        meta = store.topic(name)
+    for read_name, _ in names:
+        meta = store.topic(read_name)
         if meta is not None:
-            id_to_name[meta.topic_id] = name
+            id_to_name[meta.topic_id] = read_name
     endpoints: dict[int, NodeEndpoint] = {}
     responses: list[tuple[str | uuid.UUID, list[FetchPartitionResponse]]] = []
     for topic, partitions in results:
@@ -373,11 +393,13 @@ def error_response(request: AnyFetchRequest, code: ErrorCode) -> EncodedResponse
             )
             for ft in request.topics
         ]
-    else:
+    elif _by_name(request):
         results = [
             (ft.topic, [FetchPartitionData(fp.partition, code) for fp in ft.partitions])
             for ft in request.topics
         ]
+    else:  # pragma: no cover - every version is one or the other
+        raise AssertionError(request.__version__)
     return encode(request, results)
 
 
