@@ -47,7 +47,12 @@ def topic_id(wire: Wire, name: str) -> uuid.UUID:
 
 
 def fetch_by_id(
-    tid: uuid.UUID, partitions: dict[int, int], *, version: int, replica_id: int = -1
+    tid: uuid.UUID,
+    partitions: dict[int, int],
+    *,
+    version: int,
+    replica_id: int = -1,
+    isolation_level: int = 0,
 ) -> object:
     parts = tuple(
         req(1, version, "FetchPartition", partition=p, fetch_offset=o, partition_max_bytes=1 << 20)
@@ -64,7 +69,7 @@ def fetch_by_id(
         max_wait=ms(0),
         min_bytes=1,
         max_bytes=50 << 20,
-        isolation_level=0,
+        isolation_level=isolation_level,
         session_id=0,
         session_epoch=-1,
         topics=(ft,),
@@ -196,3 +201,84 @@ def test_join_group_v8_v9(wire: Wire, version: int) -> None:
     assert r.protocol_name == "range" and r.protocol_type == "consumer"
     assert [m.member_id for m in r.members] == [first.member_id]
     assert version < 9 or r.skip_assignment is False
+
+
+def test_a_transaction_at_the_newest_versions(wire: Wire) -> None:
+    """InitProducerId 5, AddPartitionsToTxn 5 (the batched form), Produce 11,
+    AddOffsetsToTxn 4, TxnOffsetCommit 4, EndTxn 4, then a read_committed Fetch 17."""
+    t = topic_name("txn")
+    create(wire, t)
+    txn_id, group = topic_name("tx"), topic_name("txg")
+    r = wire.call(
+        req(
+            22,
+            5,
+            transactional_id=txn_id,
+            transaction_timeout=ms(30000),
+            producer_id=-1,
+            producer_epoch=-1,
+        )
+    )
+    assert int(r.error_code) == 0
+    pid, epoch = int(r.producer_id), int(r.producer_epoch)
+    topic = req(24, 5, "AddPartitionsToTxnTopic", name=t, partitions=(0,))
+    tx = req(
+        24,
+        5,
+        "AddPartitionsToTxnTransaction",
+        transactional_id=txn_id,
+        producer_id=pid,
+        producer_epoch=epoch,
+        verify_only=False,
+        topics=(topic,),
+    )
+    r = wire.call(req(24, 5, transactions=(tx,)))
+    (result,) = r.results_by_transaction
+    assert [
+        (p.partition_index, int(p.partition_error_code))
+        for tr in result.topic_results
+        for p in tr.results_by_partition
+    ] == [(0, 0)]
+    data = batch(
+        b"t1", b"t2", producer_id=pid, producer_epoch=epoch, base_sequence=0, is_transactional=True
+    )
+    pd = req(0, 11, "PartitionProduceData", index=0, records=data)
+    td = req(0, 11, "TopicProduceData", name=t, partition_data=(pd,))
+    r = wire.call(req(0, 11, transactional_id=txn_id, acks=-1, timeout=ms(5000), topic_data=(td,)))
+    assert int(r.responses[0].partition_responses[0].error_code) == 0
+    r = wire.call(
+        req(25, 4, transactional_id=txn_id, producer_id=pid, producer_epoch=epoch, group_id=group)
+    )
+    assert int(r.error_code) == 0
+    p = req(
+        28,
+        4,
+        "TxnOffsetCommitRequestPartition",
+        partition_index=0,
+        committed_offset=2,
+        committed_leader_epoch=-1,
+        committed_metadata="",
+    )
+    r = wire.call(
+        req(
+            28,
+            4,
+            transactional_id=txn_id,
+            group_id=group,
+            producer_id=pid,
+            producer_epoch=epoch,
+            generation_id=-1,
+            member_id="",
+            group_instance_id=None,
+            topics=(req(28, 4, "TxnOffsetCommitRequestTopic", name=t, partitions=(p,)),),
+        )
+    )
+    assert int(r.topics[0].partitions[0].error_code) == 0
+    r = wire.call(
+        req(26, 4, transactional_id=txn_id, producer_id=pid, producer_epoch=epoch, committed=True)
+    )
+    assert int(r.error_code) == 0
+    r = wire.call(fetch_by_id(topic_id(wire, t), {0: 0}, version=17, isolation_level=1))
+    (part,) = r.responses[0].partitions
+    assert int(part.last_stable_offset) == 3  # two records and the commit marker
+    assert fetched_values(part.records)[:2] == [b"t1", b"t2"]
