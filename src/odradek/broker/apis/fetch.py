@@ -293,7 +293,7 @@ async def handle(ctx: RequestContext, request: AnyFetchRequest) -> EncodedRespon
         infos_read = [(t, ps) for t, ps in infos if t not in disabled]
     else:
         infos_read = infos_by_name
-    if failed:  # answered with an error: no long poll (Kafka answers at once too)
+    if failed:  # an error answers at once, as an unknown topic by name does
         max_wait_ms = 0
     params = FetchParams(
         replica_id(request), max_wait_ms, request.min_bytes, max_bytes, request.isolation_level
