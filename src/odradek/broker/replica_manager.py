@@ -305,7 +305,7 @@ class ReplicaManager:
             high_watermark_listeners=self._hw_listeners,
         )
         if not self.controller_managed:  # alone: the store's id is the topic's (KIP-516)
-            handle.topic_id = self._assign_topic_id(handle, meta.topic_id)
+            self._assign_topic_id(handle, meta.topic_id)
         self._partitions[(topic, partition)] = handle
         return handle
 
@@ -462,7 +462,11 @@ class ReplicaManager:
                 continue
             if topic_ids and key[0] in topic_ids:
                 tid = topic_ids[key[0]]
-                if tid.int and self._assign_topic_id(handle, tid) not in (tid, None):
+                if (
+                    self.controller_managed
+                    and tid.int
+                    and self._assign_topic_id(handle, tid) not in (tid, None)
+                ):
                     result[key] = ErrorCode.inconsistent_topic_id  # another topic's log
                     continue
                 handle.topic_id = tid

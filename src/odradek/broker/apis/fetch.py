@@ -250,7 +250,10 @@ def _names_for_ids(
 def _inconsistent(
     services: BrokerServices, name: str, topic_id: uuid.UUID, partitions: list[FetchPartitionInfo]
 ) -> bool:
-    """True when a local replica of ``name`` was created under another topic id."""
+    """True when a local replica of ``name`` was created under another topic id (in a cluster:
+    alone, the metadata store's id is the only one)."""
+    if not services.replica_manager.controller_managed:
+        return False
     for info in partitions:
         handle = services.replica_manager.get_partition(name, info.partition, create=False)
         if handle is None or handle.topic_id is None or not handle.topic_id.int:
