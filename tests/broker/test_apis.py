@@ -88,7 +88,7 @@ def test_api_versions_follows_design_rules(wire: Wire) -> None:
     assert int(r.error_code) == NONE
     ranges = {int(k.api_key): (int(k.min_version), int(k.max_version)) for k in r.api_keys}
     assert ranges[0][0] == 0 and ranges[0][1] >= 7  # Produce from 0
-    assert ranges[1] == (0, 12)  # Fetch 0-12, never 13+
+    assert ranges[1] == (0, 17)  # Fetch 0-17: 13+ name topics by id (KIP-516)
     assert ranges[2][0] == 0  # ListOffsets
     assert ranges[22][0] == 0 and ranges[22][1] >= 4  # InitProducerId
     assert ranges[18][1] >= 3

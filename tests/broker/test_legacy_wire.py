@@ -78,16 +78,7 @@ KAFKA_3_9 = {
 ``validVersions`` of clients/src/main/resources/common/message/*Request.json at the 3.9.0-rc3
 tag (released as 3.9.0), read on 2026-11-26."""
 
-KNOWN_GAPS = {
-    0: "Produce v11 (KIP-951 leader hints) is not served",
-    1: "Fetch 13+ addresses topics by id (capped at 12: see docs/compatibility.md)",
-    11: "JoinGroup v8-v9 (KIP-800 reason, KIP-814 skip assignment) are not served",
-    22: "InitProducerId v5 (KIP-890) is not served",
-    24: "AddPartitionsToTxn v5 (KIP-890 part 2) is not served",
-    25: "AddOffsetsToTxn v4 (KIP-890 part 2) is not served",
-    26: "EndTxn v4 (KIP-890 part 2) is not served",
-    28: "TxnOffsetCommit v4 (KIP-890 part 2) is not served",
-}
+KNOWN_GAPS: dict[int, str] = {}
 """APIs whose newest Kafka 3.9 versions odradek does not serve (docs/internals.md lists them)."""
 
 INTER_BROKER_MINIMUM = {4: 6, 5: 3, 6: 7, 7: 3, 27: 1, 56: 2}

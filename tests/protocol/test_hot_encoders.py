@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 import datetime
 import sys
+from collections.abc import Sequence
 from typing import Any
 
 import pytest
@@ -145,10 +146,22 @@ fetch_partitions = st.builds(
     aborted_transactions=st.none() | st.lists(st.tuples(int64, int64), max_size=3).map(tuple),
     preferred_read_replica=int32,
     diverging_epoch=st.none() | st.tuples(int32, int64),
+    current_leader=st.none() | st.tuples(int32, int32),
+)
+node_endpoints = st.lists(
+    st.tuples(int32, st.text(min_size=1, max_size=20), int32, st.none() | st.text(max_size=10)),
+    max_size=3,
 )
 
 
-def _kio_fetch(version: int, responses: list, throttle: int, error: int, session: int) -> Any:
+def _kio_fetch(
+    version: int,
+    responses: list,
+    throttle: int,
+    error: int,
+    session: int,
+    nodes: Sequence[Any] = (),
+) -> Any:
     m = _kio_module(1, version)
     topics = []
     for name, partitions in responses:
@@ -179,15 +192,33 @@ def _kio_fetch(version: int, responses: list, throttle: int, error: int, session
                             )
                         }
                     ),
+                    **(
+                        {}
+                        if p.current_leader is None or version < 16
+                        else {
+                            "current_leader": m.LeaderIdAndEpoch(
+                                leader_id=p.current_leader[0], leader_epoch=p.current_leader[1]
+                            )
+                        }
+                    ),
                 )
             )
-        topics.append(m.FetchableTopicResponse(topic=name, partitions=tuple(parts)))
+        topics.append(
+            m.FetchableTopicResponse(topic_id=name, partitions=tuple(parts))
+            if version >= 13
+            else m.FetchableTopicResponse(topic=name, partitions=tuple(parts))
+        )
     return _make(
         m.FetchResponse,
         throttle_time=_ms(throttle),
         error_code=ErrorCode(error),
         session_id=session,
         responses=tuple(topics),
+        node_endpoints=tuple(
+            m.NodeEndpoint(node_id=n, host=h, port=port, rack=r) for n, h, port, r in nodes
+        )
+        if version >= 16
+        else (),
     )
 
 
@@ -198,10 +229,22 @@ def _kio_fetch(version: int, responses: list, throttle: int, error: int, session
     throttle=st.integers(min_value=0, max_value=2**31 - 1),
     error=error_codes,
     session=int32,
+    nodes=node_endpoints,
+    ids=st.lists(st.uuids(), min_size=3, max_size=3),
 )
 def test_fetch_response_matches_kio(
-    version: int, responses: list, throttle: int, error: int, session: int
+    version: int,
+    responses: list,
+    throttle: int,
+    error: int,
+    session: int,
+    nodes: list,
+    ids: list,
 ) -> None:
+    if version >= 13:  # topics by id (KIP-516)
+        responses = [(ids[i], ps) for i, (_, ps) in enumerate(responses)]
+    if version < 16:  # current_leader is written from v16 only, node_endpoints too
+        nodes = []
     if version < 11:
         responses = [
             (n, [p._replace(preferred_read_replica=-1) for p in ps]) for n, ps in responses
@@ -211,11 +254,18 @@ def test_fetch_response_matches_kio(
     if version < 5:
         responses = [(n, [p._replace(log_start_offset=-1) for p in ps]) for n, ps in responses]
     parts, size = encode_fetch_response(
-        version, responses, throttle_time_ms=throttle, error_code=error, session_id=session
+        version,
+        responses,
+        throttle_time_ms=throttle,
+        error_code=error,
+        session_id=session,
+        node_endpoints=nodes,
     )
     ours = b"".join(bytes(part) for part in parts)
     assert size == len(ours)
-    expected = _kio_fetch(version, responses, throttle, error, session)
+    if version < 16:
+        responses = [(n, [p._replace(current_leader=None) for p in ps]) for n, ps in responses]
+    expected = _kio_fetch(version, responses, throttle, error, session, nodes)
     assert ours == encode_body(expected)
     assert decode_response(1, version, ours) == expected
 

@@ -76,6 +76,7 @@ from odradek.broker.purgatory import Purgatory
 from odradek.broker.replica_fetcher import FetcherConfig, ReplicaFetcher, fetcher_id
 from odradek.clock import Clock, SystemClock
 from odradek.storage import LogConfig, LogManager
+from odradek.storage.partition_metadata import assign_topic_id
 from odradek.storage.producer_state import write_snapshot
 
 __all__ = [
@@ -303,8 +304,20 @@ class ReplicaManager:
             purgatory=self.purgatory,
             high_watermark_listeners=self._hw_listeners,
         )
+        if not self.controller_managed:  # alone: the store's id is the topic's (KIP-516)
+            self._assign_topic_id(handle, meta.topic_id)
         self._partitions[(topic, partition)] = handle
         return handle
+
+    @staticmethod
+    def _assign_topic_id(handle: Partition, topic_id: uuid.UUID) -> uuid.UUID | None:
+        """The id in the partition directory's ``partition.metadata``, ``topic_id`` written
+        there first if it has none (None: no directory, or the file cannot be read)."""
+        try:
+            return assign_topic_id(handle.log, topic_id)
+        except (OSError, ValueError) as exc:
+            log.warning("partition.metadata of %s-%d: %s", handle.topic, handle.partition, exc)
+            return None
 
     def leader_partition(
         self, topic: str, partition: int, current_leader_epoch: int = -1
@@ -448,7 +461,15 @@ class ReplicaManager:
                 result[key] = _STALE_CONTROLLER
                 continue
             if topic_ids and key[0] in topic_ids:
-                handle.topic_id = topic_ids[key[0]]
+                tid = topic_ids[key[0]]
+                if (
+                    self.controller_managed
+                    and tid.int
+                    and self._assign_topic_id(handle, tid) not in (tid, None)
+                ):
+                    result[key] = ErrorCode.inconsistent_topic_id  # another topic's log
+                    continue
+                handle.topic_id = tid
             state = PartitionState(
                 partition=s.partition_index,
                 leader=s.leader,

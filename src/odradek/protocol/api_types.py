@@ -36,6 +36,12 @@ if TYPE_CHECKING:
     from kio.schema.add_offsets_to_txn.v3.response import (
         AddOffsetsToTxnResponse as AddOffsetsToTxnResponseV3,
     )
+    from kio.schema.add_offsets_to_txn.v4.request import (
+        AddOffsetsToTxnRequest as AddOffsetsToTxnRequestV4,
+    )
+    from kio.schema.add_offsets_to_txn.v4.response import (
+        AddOffsetsToTxnResponse as AddOffsetsToTxnResponseV4,
+    )
     from kio.schema.add_partitions_to_txn.v0.request import (
         AddPartitionsToTxnRequest as AddPartitionsToTxnRequestV0,
     )
@@ -65,6 +71,12 @@ if TYPE_CHECKING:
     )
     from kio.schema.add_partitions_to_txn.v4.response import (
         AddPartitionsToTxnResponse as AddPartitionsToTxnResponseV4,
+    )
+    from kio.schema.add_partitions_to_txn.v5.request import (
+        AddPartitionsToTxnRequest as AddPartitionsToTxnRequestV5,
+    )
+    from kio.schema.add_partitions_to_txn.v5.response import (
+        AddPartitionsToTxnResponse as AddPartitionsToTxnResponseV5,
     )
     from kio.schema.alter_configs.v0.request import AlterConfigsRequest as AlterConfigsRequestV0
     from kio.schema.alter_configs.v0.response import AlterConfigsResponse as AlterConfigsResponseV0
@@ -288,6 +300,8 @@ if TYPE_CHECKING:
     from kio.schema.end_txn.v2.response import EndTxnResponse as EndTxnResponseV2
     from kio.schema.end_txn.v3.request import EndTxnRequest as EndTxnRequestV3
     from kio.schema.end_txn.v3.response import EndTxnResponse as EndTxnResponseV3
+    from kio.schema.end_txn.v4.request import EndTxnRequest as EndTxnRequestV4
+    from kio.schema.end_txn.v4.response import EndTxnResponse as EndTxnResponseV4
     from kio.schema.fetch.v4.request import FetchRequest as FetchRequestV4
     from kio.schema.fetch.v4.response import FetchResponse as FetchResponseV4
     from kio.schema.fetch.v5.request import FetchRequest as FetchRequestV5
@@ -306,6 +320,16 @@ if TYPE_CHECKING:
     from kio.schema.fetch.v11.response import FetchResponse as FetchResponseV11
     from kio.schema.fetch.v12.request import FetchRequest as FetchRequestV12
     from kio.schema.fetch.v12.response import FetchResponse as FetchResponseV12
+    from kio.schema.fetch.v13.request import FetchRequest as FetchRequestV13
+    from kio.schema.fetch.v13.response import FetchResponse as FetchResponseV13
+    from kio.schema.fetch.v14.request import FetchRequest as FetchRequestV14
+    from kio.schema.fetch.v14.response import FetchResponse as FetchResponseV14
+    from kio.schema.fetch.v15.request import FetchRequest as FetchRequestV15
+    from kio.schema.fetch.v15.response import FetchResponse as FetchResponseV15
+    from kio.schema.fetch.v16.request import FetchRequest as FetchRequestV16
+    from kio.schema.fetch.v16.response import FetchResponse as FetchResponseV16
+    from kio.schema.fetch.v17.request import FetchRequest as FetchRequestV17
+    from kio.schema.fetch.v17.response import FetchResponse as FetchResponseV17
     from kio.schema.find_coordinator.v0.request import (
         FindCoordinatorRequest as FindCoordinatorRequestV0,
     )
@@ -400,6 +424,12 @@ if TYPE_CHECKING:
     from kio.schema.init_producer_id.v4.response import (
         InitProducerIdResponse as InitProducerIdResponseV4,
     )
+    from kio.schema.init_producer_id.v5.request import (
+        InitProducerIdRequest as InitProducerIdRequestV5,
+    )
+    from kio.schema.init_producer_id.v5.response import (
+        InitProducerIdResponse as InitProducerIdResponseV5,
+    )
     from kio.schema.join_group.v0.request import JoinGroupRequest as JoinGroupRequestV0
     from kio.schema.join_group.v0.response import JoinGroupResponse as JoinGroupResponseV0
     from kio.schema.join_group.v1.request import JoinGroupRequest as JoinGroupRequestV1
@@ -416,6 +446,10 @@ if TYPE_CHECKING:
     from kio.schema.join_group.v6.response import JoinGroupResponse as JoinGroupResponseV6
     from kio.schema.join_group.v7.request import JoinGroupRequest as JoinGroupRequestV7
     from kio.schema.join_group.v7.response import JoinGroupResponse as JoinGroupResponseV7
+    from kio.schema.join_group.v8.request import JoinGroupRequest as JoinGroupRequestV8
+    from kio.schema.join_group.v8.response import JoinGroupResponse as JoinGroupResponseV8
+    from kio.schema.join_group.v9.request import JoinGroupRequest as JoinGroupRequestV9
+    from kio.schema.join_group.v9.response import JoinGroupResponse as JoinGroupResponseV9
     from kio.schema.leave_group.v0.request import LeaveGroupRequest as LeaveGroupRequestV0
     from kio.schema.leave_group.v0.response import LeaveGroupResponse as LeaveGroupResponseV0
     from kio.schema.leave_group.v1.request import LeaveGroupRequest as LeaveGroupRequestV1
@@ -592,6 +626,12 @@ if TYPE_CHECKING:
     from kio.schema.txn_offset_commit.v3.response import (
         TxnOffsetCommitResponse as TxnOffsetCommitResponseV3,
     )
+    from kio.schema.txn_offset_commit.v4.request import (
+        TxnOffsetCommitRequest as TxnOffsetCommitRequestV4,
+    )
+    from kio.schema.txn_offset_commit.v4.response import (
+        TxnOffsetCommitResponse as TxnOffsetCommitResponseV4,
+    )
     from kio.schema.write_txn_markers.v1.request import (
         WriteTxnMarkersRequest as WriteTxnMarkersRequestV1,
     )
@@ -609,6 +649,11 @@ if TYPE_CHECKING:
         | FetchRequestV10
         | FetchRequestV11
         | FetchRequestV12
+        | FetchRequestV13
+        | FetchRequestV14
+        | FetchRequestV15
+        | FetchRequestV16
+        | FetchRequestV17
     )
     FetchResponse: TypeAlias = (
         FetchResponseV4
@@ -620,6 +665,11 @@ if TYPE_CHECKING:
         | FetchResponseV10
         | FetchResponseV11
         | FetchResponseV12
+        | FetchResponseV13
+        | FetchResponseV14
+        | FetchResponseV15
+        | FetchResponseV16
+        | FetchResponseV17
     )
     ListOffsetsRequest: TypeAlias = (
         ListOffsetsRequestV1
@@ -742,6 +792,8 @@ if TYPE_CHECKING:
         | JoinGroupRequestV5
         | JoinGroupRequestV6
         | JoinGroupRequestV7
+        | JoinGroupRequestV8
+        | JoinGroupRequestV9
     )
     JoinGroupResponse: TypeAlias = (
         JoinGroupResponseV0
@@ -752,6 +804,8 @@ if TYPE_CHECKING:
         | JoinGroupResponseV5
         | JoinGroupResponseV6
         | JoinGroupResponseV7
+        | JoinGroupResponseV8
+        | JoinGroupResponseV9
     )
     HeartbeatRequest: TypeAlias = (
         HeartbeatRequestV0
@@ -889,6 +943,7 @@ if TYPE_CHECKING:
         | InitProducerIdRequestV2
         | InitProducerIdRequestV3
         | InitProducerIdRequestV4
+        | InitProducerIdRequestV5
     )
     InitProducerIdResponse: TypeAlias = (
         InitProducerIdResponseV0
@@ -896,6 +951,7 @@ if TYPE_CHECKING:
         | InitProducerIdResponseV2
         | InitProducerIdResponseV3
         | InitProducerIdResponseV4
+        | InitProducerIdResponseV5
     )
     OffsetForLeaderEpochRequest: TypeAlias = (
         OffsetForLeaderEpochRequestV2
@@ -913,6 +969,7 @@ if TYPE_CHECKING:
         | AddPartitionsToTxnRequestV2
         | AddPartitionsToTxnRequestV3
         | AddPartitionsToTxnRequestV4
+        | AddPartitionsToTxnRequestV5
     )
     AddPartitionsToTxnResponse: TypeAlias = (
         AddPartitionsToTxnResponseV0
@@ -920,22 +977,27 @@ if TYPE_CHECKING:
         | AddPartitionsToTxnResponseV2
         | AddPartitionsToTxnResponseV3
         | AddPartitionsToTxnResponseV4
+        | AddPartitionsToTxnResponseV5
     )
     AddOffsetsToTxnRequest: TypeAlias = (
         AddOffsetsToTxnRequestV0
         | AddOffsetsToTxnRequestV1
         | AddOffsetsToTxnRequestV2
         | AddOffsetsToTxnRequestV3
+        | AddOffsetsToTxnRequestV4
     )
     AddOffsetsToTxnResponse: TypeAlias = (
         AddOffsetsToTxnResponseV0
         | AddOffsetsToTxnResponseV1
         | AddOffsetsToTxnResponseV2
         | AddOffsetsToTxnResponseV3
+        | AddOffsetsToTxnResponseV4
     )
-    EndTxnRequest: TypeAlias = EndTxnRequestV0 | EndTxnRequestV1 | EndTxnRequestV2 | EndTxnRequestV3
+    EndTxnRequest: TypeAlias = (
+        EndTxnRequestV0 | EndTxnRequestV1 | EndTxnRequestV2 | EndTxnRequestV3 | EndTxnRequestV4
+    )
     EndTxnResponse: TypeAlias = (
-        EndTxnResponseV0 | EndTxnResponseV1 | EndTxnResponseV2 | EndTxnResponseV3
+        EndTxnResponseV0 | EndTxnResponseV1 | EndTxnResponseV2 | EndTxnResponseV3 | EndTxnResponseV4
     )
     WriteTxnMarkersRequest: TypeAlias = WriteTxnMarkersRequestV1
     WriteTxnMarkersResponse: TypeAlias = WriteTxnMarkersResponseV1
@@ -944,12 +1006,14 @@ if TYPE_CHECKING:
         | TxnOffsetCommitRequestV1
         | TxnOffsetCommitRequestV2
         | TxnOffsetCommitRequestV3
+        | TxnOffsetCommitRequestV4
     )
     TxnOffsetCommitResponse: TypeAlias = (
         TxnOffsetCommitResponseV0
         | TxnOffsetCommitResponseV1
         | TxnOffsetCommitResponseV2
         | TxnOffsetCommitResponseV3
+        | TxnOffsetCommitResponseV4
     )
     DescribeConfigsRequest: TypeAlias = (
         DescribeConfigsRequestV1

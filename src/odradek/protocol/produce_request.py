@@ -1,4 +1,4 @@
-"""Hand-written Produce request decoder (v3..v10) that does not copy record bytes.
+"""Hand-written Produce request decoder (v3..v11) that does not copy record bytes.
 
 kio's decoder copies every partition's ``records`` into a new ``bytes``; for a 1 MB Produce
 request that copy (into freshly faulted memory) costs more than the rest of the request. This
@@ -43,7 +43,7 @@ __all__ = [
     "decode_produce_request_zero_copy",
 ]
 
-PRODUCE_REQUEST_VERSIONS = range(3, 11)
+PRODUCE_REQUEST_VERSIONS = range(3, 12)
 ZERO_COPY_MIN = 16384
 """Bodies at least this large are decoded here; smaller ones by kio (see the module docstring)."""
 

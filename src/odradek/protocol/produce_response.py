@@ -1,4 +1,5 @@
-"""Hand-written Produce response encoder (v3..v10).
+"""Hand-written Produce response encoder (v3..v11; v11 is v10 with KIP-890's
+TRANSACTION_ABORTABLE allowed, which this broker never returns).
 
 Produce response body (big-endian; "flexible" = v9+: compact strings/arrays with uvarint
 length+1 and an empty tagged-field section after every struct)::
@@ -11,7 +12,7 @@ length+1 and an empty tagged-field section after every struct)::
                                     error_message nullable string (v8+)]]
     throttle_time_ms int32
 
-Tagged fields (current_leader, node_endpoints in v10) are never written.
+Tagged fields (current_leader, node_endpoints in v10+) are never written.
 
 The usual answer (one topic, one partition, no record errors or message, no throttle, v5+) takes
 a fast path: the bytes before and after the partition's fixed fields are cached per (topic,
@@ -35,7 +36,7 @@ __all__ = [
     "encode_produce_response",
 ]
 
-PRODUCE_VERSIONS = range(3, 11)
+PRODUCE_VERSIONS = range(3, 12)
 """Versions this encoder writes."""
 
 _I32 = struct.Struct(">i")

@@ -20,4 +20,4 @@ async def handle(ctx: RequestContext, request: AddOffsetsToTxnRequest) -> AddOff
     )
 
 
-API = ApiSpec(key=25, name="AddOffsetsToTxn", min_version=0, max_version=3, handler=handle)
+API = ApiSpec(key=25, name="AddOffsetsToTxn", min_version=0, max_version=4, handler=handle)

@@ -35,4 +35,4 @@ async def handle(
     )
 
 
-API = ApiSpec(key=24, name="AddPartitionsToTxn", min_version=0, max_version=4, handler=handle)
+API = ApiSpec(key=24, name="AddPartitionsToTxn", min_version=0, max_version=5, handler=handle)

@@ -24,4 +24,4 @@ async def handle(ctx: RequestContext, request: EndTxnRequest) -> EndTxnResponse:
     )
 
 
-API = ApiSpec(key=26, name="EndTxn", min_version=0, max_version=3, handler=handle)
+API = ApiSpec(key=26, name="EndTxn", min_version=0, max_version=4, handler=handle)

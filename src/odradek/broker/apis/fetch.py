@@ -1,7 +1,18 @@
 """Fetch (1): read record batches, long polling with min_bytes / max_wait_ms.
 
-Advertised v0-v12 (never 13+: those address topics by UUID), served from v4. A consumer
-(replica_id < 0) reads below the high watermark; a follower (replica_id ≥ 0) to the log end.
+Advertised v0-v17, served from v4. A consumer (replica_id < 0) reads below the high
+watermark; a follower (replica_id ≥ 0) to the log end.
+
+Topic ids (v13+, KIP-516): the request names each topic by its id and the response answers
+by id. The handler maps ids to names through the metadata image before asking the replica
+manager: an id the image does not know (the topic was deleted, or deleted and created again
+under the same name) → UNKNOWN_TOPIC_ID for each of its partitions; an id the image knows
+but a local replica was created under another id (a LeaderAndIsr named it, and the image has
+not caught up) → INCONSISTENT_TOPIC_ID, as in Kafka. v15 moves replica_id into the tagged
+``replica_state`` (KIP-903); v17 adds the follower's directory id (KIP-853), which is read
+and ignored. From v16 a partition answered NOT_LEADER_OR_FOLLOWER or FENCED_LEADER_EPOCH
+carries ``current_leader`` (the leader and epoch the metadata image knows) and the response
+the leaders' ``node_endpoints`` (KIP-951), so a client moves without a Metadata round trip.
 
 Per partition: unknown → UNKNOWN_TOPIC_OR_PARTITION; fetch_offset below the log start offset or
 above the log end offset → OFFSET_OUT_OF_RANGE; otherwise whole batches from the batch holding
@@ -44,7 +55,9 @@ replication traffic).
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Sequence
+from typing import TypeGuard
 
 from kio.schema.errors import ErrorCode
 from kio.schema.fetch.v4.request import FetchRequest as FetchRequestV4
@@ -56,6 +69,11 @@ from kio.schema.fetch.v9.request import FetchRequest as FetchRequestV9
 from kio.schema.fetch.v10.request import FetchRequest as FetchRequestV10
 from kio.schema.fetch.v11.request import FetchRequest as FetchRequestV11
 from kio.schema.fetch.v12.request import FetchRequest as FetchRequestV12
+from kio.schema.fetch.v13.request import FetchRequest as FetchRequestV13
+from kio.schema.fetch.v14.request import FetchRequest as FetchRequestV14
+from kio.schema.fetch.v15.request import FetchRequest as FetchRequestV15
+from kio.schema.fetch.v16.request import FetchRequest as FetchRequestV16
+from kio.schema.fetch.v17.request import FetchRequest as FetchRequestV17
 
 from odradek.broker.api import ApiSpec, EncodedResponse, RequestContext, TopicMetrics
 from odradek.broker.replica_manager import (
@@ -65,7 +83,11 @@ from odradek.broker.replica_manager import (
     FetchResults,
 )
 from odradek.broker.services import BrokerServices
-from odradek.protocol.fetch_response import FetchPartitionResponse, encode_fetch_response
+from odradek.protocol.fetch_response import (
+    FetchPartitionResponse,
+    NodeEndpoint,
+    encode_fetch_response,
+)
 
 __all__ = ["API", "handle"]
 
@@ -79,14 +101,78 @@ AnyFetchRequest = (
     | FetchRequestV10
     | FetchRequestV11
     | FetchRequestV12
+    | FetchRequestV13
+    | FetchRequestV14
+    | FetchRequestV15
+    | FetchRequestV16
+    | FetchRequestV17
 )
 """The versions decoded here (older ones arrive upgraded by ``protocol.legacy_versions``)."""
 
+ByIdFetchRequest = (
+    FetchRequestV13 | FetchRequestV14 | FetchRequestV15 | FetchRequestV16 | FetchRequestV17
+)
+"""The versions that name topics by id."""
+
+ByNameFetchRequest = (
+    FetchRequestV4
+    | FetchRequestV5
+    | FetchRequestV6
+    | FetchRequestV7
+    | FetchRequestV8
+    | FetchRequestV9
+    | FetchRequestV10
+    | FetchRequestV11
+    | FetchRequestV12
+)
+"""The versions that name topics by name."""
+
 _UNSUPPORTED_VERSION = ErrorCode.unsupported_version
+_UNKNOWN_TOPIC_ID = ErrorCode.unknown_topic_id
+_INCONSISTENT_TOPIC_ID = ErrorCode.inconsistent_topic_id
+_LEADER_MOVED = frozenset({ErrorCode.not_leader_or_follower, ErrorCode.fenced_leader_epoch})
+_ZERO_UUID = uuid.UUID(int=0)
+
+
+def _by_id(request: AnyFetchRequest) -> TypeGuard[ByIdFetchRequest]:
+    """v13+ names topics by id (KIP-516)."""
+    return request.__version__ >= 13
+
+
+def _by_name(request: AnyFetchRequest) -> TypeGuard[ByNameFetchRequest]:
+    """v4-v12 name topics by name."""
+    return request.__version__ < 13
+
+
+def replica_id(request: AnyFetchRequest) -> int:
+    """The fetching replica's broker id, -1 for a consumer (v15+: in ``replica_state``)."""
+    if isinstance(request, (FetchRequestV15, FetchRequestV16, FetchRequestV17)):
+        return int(request.replica_state.replica_id)
+    return int(request.replica_id)
 
 
 def fetch_infos(request: AnyFetchRequest) -> list[tuple[str, list[FetchPartitionInfo]]]:
-    """The request's partitions as ``ReplicaManager.fetch_messages`` takes them."""
+    """The request's partitions as ``ReplicaManager.fetch_messages`` takes them; from v13 the
+    topic is the id's text (``str(uuid)``) until ``handle`` maps it to a name."""
+    if _by_id(request):
+        return [
+            (
+                str(ft.topic_id),
+                [
+                    FetchPartitionInfo(
+                        fp.partition,
+                        fp.fetch_offset,
+                        fp.partition_max_bytes,
+                        fp.current_leader_epoch,
+                        fp.last_fetched_epoch,
+                    )
+                    for fp in ft.partitions
+                ],
+            )
+            for ft in request.topics
+        ]
+    if not _by_name(request):  # pragma: no cover - every version is one or the other
+        raise AssertionError(request.__version__)
     if isinstance(request, FetchRequestV12):
         return [
             (
@@ -146,10 +232,58 @@ def _down_conversion_disabled(services: BrokerServices, topics: list[str]) -> fr
     return frozenset(out)
 
 
+def _topic_ids(request: ByIdFetchRequest) -> list[uuid.UUID]:
+    return [ft.topic_id or _ZERO_UUID for ft in request.topics]
+
+
+def _names_for_ids(
+    services: BrokerServices, ids: Sequence[uuid.UUID]
+) -> list[tuple[str | None, ErrorCode | None]]:
+    """Per requested id: the topic's name, or None and the error its partitions get."""
+    out: list[tuple[str | None, ErrorCode | None]] = []
+    for topic_id in ids:
+        meta = services.metadata.topic_by_id(topic_id)
+        out.append((None, _UNKNOWN_TOPIC_ID) if meta is None else (meta.name, None))
+    return out
+
+
+def _inconsistent(
+    services: BrokerServices, name: str, topic_id: uuid.UUID, partitions: list[FetchPartitionInfo]
+) -> bool:
+    """True when a local replica of ``name`` was created under another topic id (in a cluster:
+    alone, the metadata store's id is the only one)."""
+    if not services.replica_manager.controller_managed:
+        return False
+    for info in partitions:
+        handle = services.replica_manager.get_partition(name, info.partition, create=False)
+        if handle is None or handle.topic_id is None or not handle.topic_id.int:
+            continue  # no replica here, or one whose topic id is not known
+        if handle.topic_id != topic_id:
+            return True
+    return False
+
+
 async def handle(ctx: RequestContext, request: AnyFetchRequest) -> EncodedResponse:
     services = ctx.services
-    follower = request.replica_id >= 0
+    follower = replica_id(request) >= 0
     infos = fetch_infos(request)
+    ids: list[uuid.UUID] | None = None
+    failed: dict[int, ErrorCode] = {}
+    if _by_id(request):
+        ids = _topic_ids(request)
+        named: list[tuple[str, list[FetchPartitionInfo]]] = []
+        for i, ((name, error), (_, partitions)) in enumerate(
+            zip(_names_for_ids(services, ids), infos, strict=True)
+        ):
+            if name is not None and _inconsistent(services, name, ids[i], partitions):
+                error = _INCONSISTENT_TOPIC_ID
+            if error is not None or name is None:
+                failed[i] = error or _UNKNOWN_TOPIC_ID
+            else:
+                named.append((name, partitions))
+        infos_by_name = named
+    else:
+        infos_by_name = infos
     max_bytes = request.max_bytes if request.max_bytes > 0 else 0x7FFFFFFF
     if not follower:
         max_bytes = min(max_bytes, services.config.fetch_max_bytes)  # fetch.max.bytes cap
@@ -161,9 +295,11 @@ async def handle(ctx: RequestContext, request: AnyFetchRequest) -> EncodedRespon
         max_wait_ms = 0
         infos_read = [(t, ps) for t, ps in infos if t not in disabled]
     else:
-        infos_read = infos
+        infos_read = infos_by_name
+    if failed:  # an error answers at once, as an unknown topic by name does
+        max_wait_ms = 0
     params = FetchParams(
-        request.replica_id, max_wait_ms, request.min_bytes, max_bytes, request.isolation_level
+        replica_id(request), max_wait_ms, request.min_bytes, max_bytes, request.isolation_level
     )
     results = await services.replica_manager.fetch_messages(params, infos_read)
     if disabled:
@@ -177,7 +313,19 @@ async def handle(ctx: RequestContext, request: AnyFetchRequest) -> EncodedRespon
     metrics = ctx.metrics
     if metrics is not None and not follower:
         _report_bytes_out(metrics, results)
-    return encode(request, results)
+    if ids is None:
+        return encode(request, results)
+    read = iter(results)
+    by_id: list[tuple[str | uuid.UUID, Sequence[FetchPartitionData]]] = []
+    for i, (topic_id, (_, partitions)) in enumerate(zip(ids, infos, strict=True)):
+        error = failed.get(i)
+        if error is None:
+            by_id.append((topic_id, next(read)[1]))
+        else:
+            by_id.append((topic_id, [FetchPartitionData(p.partition, error) for p in partitions]))
+    if request.__version__ >= 16:
+        return _encode_with_leaders(services, request, results, by_id)
+    return encode(request, by_id)
 
 
 def _report_bytes_out(metrics: TopicMetrics, results: FetchResults) -> None:
@@ -188,19 +336,73 @@ def _report_bytes_out(metrics: TopicMetrics, results: FetchResults) -> None:
 
 
 def encode(
-    request: AnyFetchRequest, results: Sequence[tuple[str, Sequence[FetchPartitionData]]]
+    request: AnyFetchRequest,
+    results: Sequence[tuple[str | uuid.UUID, Sequence[FetchPartitionData]]],
 ) -> EncodedResponse:
-    make = FetchPartitionResponse._make
-    responses = [(name, [make(p) for p in partitions]) for name, partitions in results]
+    """Encode ``results`` (topics by name up to v12, by id from v13)."""
+    make = FetchPartitionResponse
+    responses = [(topic, [make(*p) for p in partitions]) for topic, partitions in results]
     parts, size = encode_fetch_response(int(request.__version__), responses)
     return EncodedResponse(parts, size)
 
 
+def _encode_with_leaders(
+    services: BrokerServices,
+    request: AnyFetchRequest,
+    names: FetchResults,
+    results: Sequence[tuple[str | uuid.UUID, Sequence[FetchPartitionData]]],
+) -> EncodedResponse:
+    """v16+: a partition whose leader moved carries ``current_leader`` and the response the
+    leaders' endpoints (KIP-951), from the metadata image."""
+    store = services.metadata
+    id_to_name = {}
+    for read_name, _ in names:
+        meta = store.topic(read_name)
+        if meta is not None:
+            id_to_name[meta.topic_id] = read_name
+    endpoints: dict[int, NodeEndpoint] = {}
+    responses: list[tuple[str | uuid.UUID, list[FetchPartitionResponse]]] = []
+    for topic, partitions in results:
+        name = id_to_name.get(topic) if isinstance(topic, uuid.UUID) else None
+        out = []
+        for p in partitions:
+            leader = None
+            if name is not None and p.error in _LEADER_MOVED:
+                state = store.partition(name, p.partition)
+                broker = store.broker(state.leader) if state is not None else None
+                if state is not None and broker is not None:
+                    leader = (state.leader, state.leader_epoch)
+                    endpoints[broker.node_id] = (
+                        broker.node_id,
+                        broker.host,
+                        broker.port,
+                        broker.rack,
+                    )
+            out.append(FetchPartitionResponse(*p, current_leader=leader))
+        responses.append((topic, out))
+    parts, size = encode_fetch_response(
+        int(request.__version__), responses, node_endpoints=list(endpoints.values())
+    )
+    return EncodedResponse(parts, size)
+
+
 def error_response(request: AnyFetchRequest, code: ErrorCode) -> EncodedResponse:
-    results = [
-        (ft.topic, [FetchPartitionData(fp.partition, code) for fp in ft.partitions])
-        for ft in request.topics
-    ]
+    results: list[tuple[str | uuid.UUID, Sequence[FetchPartitionData]]]
+    if _by_id(request):
+        results = [
+            (
+                ft.topic_id or _ZERO_UUID,
+                [FetchPartitionData(fp.partition, code) for fp in ft.partitions],
+            )
+            for ft in request.topics
+        ]
+    elif _by_name(request):
+        results = [
+            (ft.topic, [FetchPartitionData(fp.partition, code) for fp in ft.partitions])
+            for ft in request.topics
+        ]
+    else:  # pragma: no cover - every version is one or the other
+        raise AssertionError(request.__version__)
     return encode(request, results)
 
 
@@ -208,7 +410,7 @@ API = ApiSpec(
     key=1,
     name="Fetch",
     min_version=0,
-    max_version=12,
+    max_version=17,
     handler=handle,
     min_request_version=4,
     error_response=error_response,

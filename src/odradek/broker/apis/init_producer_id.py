@@ -88,7 +88,7 @@ API = ApiSpec(
     key=22,
     name="InitProducerId",
     min_version=0,
-    max_version=4,
+    max_version=5,
     handler=handle,
     error_response=error_response,
 )

@@ -25,6 +25,8 @@ if TYPE_CHECKING:
         JoinGroupRequestV5,
         JoinGroupRequestV6,
         JoinGroupRequestV7,
+        JoinGroupRequestV8,
+        JoinGroupRequestV9,
         JoinGroupResponse,
     )
 
@@ -33,7 +35,13 @@ __all__ = ["API", "handle"]
 
 def _names_instance(
     request: JoinGroupRequest,
-) -> TypeGuard[JoinGroupRequestV5 | JoinGroupRequestV6 | JoinGroupRequestV7]:
+) -> TypeGuard[
+    JoinGroupRequestV5
+    | JoinGroupRequestV6
+    | JoinGroupRequestV7
+    | JoinGroupRequestV8
+    | JoinGroupRequestV9
+]:
     """v5+ carries the member's group.instance.id (KIP-345)."""
     return request.__version__ >= 5
 
@@ -48,6 +56,8 @@ def _has_rebalance_timeout(
     | JoinGroupRequestV5
     | JoinGroupRequestV6
     | JoinGroupRequestV7
+    | JoinGroupRequestV8
+    | JoinGroupRequestV9
 ]:
     """v1+ carries a rebalance timeout (v0's is the session timeout)."""
     return request.__version__ >= 1
@@ -99,4 +109,4 @@ async def handle(ctx: RequestContext, request: JoinGroupRequest) -> JoinGroupRes
     )
 
 
-API = ApiSpec(key=11, name="JoinGroup", min_version=0, max_version=7, handler=handle)
+API = ApiSpec(key=11, name="JoinGroup", min_version=0, max_version=9, handler=handle)

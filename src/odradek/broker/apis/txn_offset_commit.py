@@ -91,4 +91,4 @@ async def handle(ctx: RequestContext, request: TxnOffsetCommitRequest) -> TxnOff
     )
 
 
-API = ApiSpec(key=28, name="TxnOffsetCommit", min_version=0, max_version=3, handler=handle)
+API = ApiSpec(key=28, name="TxnOffsetCommit", min_version=0, max_version=4, handler=handle)
