@@ -58,6 +58,7 @@ from odradek.coordinator.transaction.coordinator import (
 )
 from odradek.coordinator.transaction.records import TRANSACTION_STATE_TOPIC
 from odradek.coordinator.transaction.state import TransactionConfig
+from odradek.security.acl_store import open_acl_store
 from odradek.storage import LogConfig, LogManager
 from odradek.storage.cleaner import CleanerConfig, LogCleaner
 
@@ -354,7 +355,11 @@ class Broker:
             follow_leadership(
                 self.replica_manager, TRANSACTION_STATE_TOPIC, txn.on_leadership_change
             )
+        self.acls = await open_acl_store(
+            cfg, self.data_dir, None if self._zk_config_store is None else self._zk_config_store.zk
+        )
         self._services = BrokerServices(
+            acls=self.acls,
             config=cfg,
             clock=self.clock,
             metadata=metadata,
