@@ -15,7 +15,7 @@ runs: ``allowed`` returns True at the cost of one attribute test.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 from kio.schema.errors import ErrorCode
@@ -31,7 +31,9 @@ __all__ = [
     "authorized_operations",
     "cluster",
     "cluster_allowed",
+    "denied",
     "enabled",
+    "may_create_topic",
 ]
 
 
@@ -83,3 +85,22 @@ def cluster(op: AclOperation, refusal: Callable[[Any, ErrorCode], Any]) -> Autho
         return refusal(request, ErrorCode.cluster_authorization_failed)
 
     return authorize
+
+
+def denied(
+    ctx: RequestContext, op: AclOperation, rtype: ResourceType, names: Iterable[str]
+) -> frozenset[str]:
+    """The names among ``names`` the principal may not ``op`` (empty without an authorizer)."""
+    store = ctx.services.acls
+    if store is None:
+        return frozenset()
+    authorize = store.authorizer.authorize
+    principal, host = ctx.principal, ctx.client_host
+    return frozenset(n for n in set(names) if not authorize(principal, host, op, rtype, n))
+
+
+def may_create_topic(ctx: RequestContext, name: str) -> bool:
+    """CREATE on the cluster or on the topic (Kafka's check for CreateTopics and auto-creation)."""
+    return cluster_allowed(ctx, AclOperation.CREATE) or allowed(
+        ctx, AclOperation.CREATE, ResourceType.TOPIC, name
+    )

@@ -45,6 +45,7 @@ replication traffic).
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 from kio.schema.errors import ErrorCode
 from kio.schema.fetch.v4.request import FetchRequest as FetchRequestV4
@@ -58,6 +59,7 @@ from kio.schema.fetch.v11.request import FetchRequest as FetchRequestV11
 from kio.schema.fetch.v12.request import FetchRequest as FetchRequestV12
 
 from odradek.broker.api import ApiSpec, EncodedResponse, RequestContext, TopicMetrics
+from odradek.broker.apis import _authz
 from odradek.broker.replica_manager import (
     FetchParams,
     FetchPartitionData,
@@ -83,6 +85,7 @@ AnyFetchRequest = (
 """The versions decoded here (older ones arrive upgraded by ``protocol.legacy_versions``)."""
 
 _UNSUPPORTED_VERSION = ErrorCode.unsupported_version
+_TOPIC_DENIED = ErrorCode.topic_authorization_failed
 
 
 def fetch_infos(request: AnyFetchRequest) -> list[tuple[str, list[FetchPartitionInfo]]]:
@@ -157,20 +160,23 @@ async def handle(ctx: RequestContext, request: AnyFetchRequest) -> EncodedRespon
     disabled: frozenset[str] = frozenset()
     if not follower and ctx.header.api_version <= 3:
         disabled = _down_conversion_disabled(services, [t for t, _ in infos])
-    if disabled:  # answered UNSUPPORTED_VERSION, like an error: no long poll
+    denied = _denied(ctx, follower, infos)
+    if disabled or denied:  # answered with an error: no long poll
         max_wait_ms = 0
-        infos_read = [(t, ps) for t, ps in infos if t not in disabled]
+        infos_read = [(t, ps) for t, ps in infos if t not in disabled and t not in denied]
     else:
         infos_read = infos
     params = FetchParams(
         request.replica_id, max_wait_ms, request.min_bytes, max_bytes, request.isolation_level
     )
     results = await services.replica_manager.fetch_messages(params, infos_read)
-    if disabled:
+    if disabled or denied:
         read = iter(results)
         results = [
             (t, [FetchPartitionData(fp.partition, _UNSUPPORTED_VERSION) for fp in ps])
             if t in disabled
+            else (t, [FetchPartitionData(fp.partition, _TOPIC_DENIED) for fp in ps])
+            if t in denied
             else next(read)
             for t, ps in infos
         ]
@@ -178,6 +184,22 @@ async def handle(ctx: RequestContext, request: AnyFetchRequest) -> EncodedRespon
     if metrics is not None and not follower:
         _report_bytes_out(metrics, results)
     return encode(request, results)
+
+
+def _denied(
+    ctx: RequestContext, follower: bool, infos: Sequence[tuple[str, Any]]
+) -> frozenset[str]:
+    """Topics answered TOPIC_AUTHORIZATION_FAILED: a consumer needs READ on each, a follower
+    CLUSTER_ACTION on the cluster (else every topic), as Kafka checks."""
+    if not _authz.enabled(ctx):
+        return frozenset()
+    if follower:
+        if _authz.cluster_allowed(ctx, _authz.AclOperation.CLUSTER_ACTION):
+            return frozenset()
+        return frozenset(t for t, _ in infos)
+    return _authz.denied(
+        ctx, _authz.AclOperation.READ, _authz.ResourceType.TOPIC, (t for t, _ in infos)
+    )
 
 
 def _report_bytes_out(metrics: TopicMetrics, results: FetchResults) -> None:
