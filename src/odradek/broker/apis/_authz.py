@@ -15,25 +15,37 @@ runs: ``allowed`` returns True at the cost of one attribute test.
 
 from __future__ import annotations
 
+import dataclasses
+import datetime
+import typing
 from collections.abc import Callable, Iterable
 from typing import Any
 
 from kio.schema.errors import ErrorCode
 
 from odradek.broker.api import Authorize, RequestContext
+from odradek.broker.apis._util import response_types
 from odradek.security.acls import CLUSTER_NAME, AclOperation, ResourceType
 
 __all__ = [
     "AclOperation",
     "ResourceType",
+    "all_of",
     "allowed",
     "allowed_any",
     "authorized_operations",
     "cluster",
+    "cluster_action",
+    "cluster_action_at_version",
     "cluster_allowed",
     "denied",
     "enabled",
+    "group",
+    "producer",
     "may_create_topic",
+    "refusal",
+    "resource",
+    "transactional_id",
 ]
 
 
@@ -104,3 +116,138 @@ def may_create_topic(ctx: RequestContext, name: str) -> bool:
     return cluster_allowed(ctx, AclOperation.CREATE) or allowed(
         ctx, AclOperation.CREATE, ResourceType.TOPIC, name
     )
+
+
+_EMPTY: dict[str, Any] = {
+    "string": "",
+    "bytes": b"",
+    "bool": False,
+    "int8": -1,
+    "int16": -1,
+    "int32": -1,
+    "int64": -1,
+    "uint16": 0,
+    "float64": 0.0,
+    "uuid": None,
+    "records": None,
+    "timedelta_i32": datetime.timedelta(0),
+    "timedelta_i64": datetime.timedelta(0),
+    "datetime_i64": None,
+}
+
+
+def _is_tuple(t: Any) -> bool:
+    return t.startswith("tuple[") if isinstance(t, str) else typing.get_origin(t) is tuple
+
+
+def _is_optional(t: Any) -> bool:
+    if isinstance(t, str):
+        return t.endswith("| None")
+    return type(None) in typing.get_args(t)
+
+
+def refusal(request: Any, code: ErrorCode) -> Any:
+    """The response of a request refused as a whole, for an API whose response has a top-level
+    ``error_code``: that code, throttle time 0, every list empty and every other field its
+    default (or -1, "", null): what Kafka answers (``getErrorResponse``) for such APIs."""
+    cls = response_types(request).__dict__[type(request).__name__.replace("Request", "Response")]
+    values: dict[str, Any] = {}
+    for f in dataclasses.fields(cls):
+        if f.name == "error_code":
+            values[f.name] = code
+        elif f.default is not dataclasses.MISSING:
+            continue
+        elif _is_tuple(f.type):
+            values[f.name] = ()
+        elif _is_optional(f.type):
+            values[f.name] = None
+        else:
+            values[f.name] = _EMPTY.get(f.metadata.get("kafka_type", ""))
+    return cls(**values)
+
+
+def resource(
+    op: AclOperation,
+    rtype: ResourceType,
+    name_of: Callable[[Any], str | None],
+    code: ErrorCode,
+    refuse: Callable[[Any, ErrorCode], Any] = refusal,
+) -> Authorize[Any, Any]:
+    """An ``ApiSpec.authorize`` that needs ``op`` on the resource ``name_of(request)`` names (a
+    group, a transactional id) and answers ``refuse(request, code)`` otherwise; a request naming
+    none (None) is not checked here."""
+
+    def authorize(ctx: RequestContext, request: Any) -> Any:
+        name = name_of(request)
+        if name is None or allowed(ctx, op, rtype, name):
+            return None
+        return refuse(request, code)
+
+    return authorize
+
+
+def group(op: AclOperation) -> Authorize[Any, Any]:
+    """``op`` on the request's ``group_id``, else GROUP_AUTHORIZATION_FAILED."""
+    return resource(
+        op, ResourceType.GROUP, lambda r: r.group_id, ErrorCode.group_authorization_failed
+    )
+
+
+def transactional_id(op: AclOperation = AclOperation.WRITE) -> Authorize[Any, Any]:
+    """``op`` on the request's ``transactional_id``, else TRANSACTIONAL_ID_AUTHORIZATION_FAILED."""
+    return resource(
+        op,
+        ResourceType.TRANSACTIONAL_ID,
+        lambda r: r.transactional_id,
+        ErrorCode.transactional_id_authorization_failed,
+    )
+
+
+def cluster_action() -> Authorize[Any, Any]:
+    """CLUSTER_ACTION on the cluster (inter-broker APIs), else the generic refusal."""
+    return cluster(AclOperation.CLUSTER_ACTION, refusal)
+
+
+def cluster_action_at_version(refuse: Callable[[Any, int, ErrorCode], Any]) -> Authorize[Any, Any]:
+    """CLUSTER_ACTION on the cluster, answered ``refuse(request, version, code)`` otherwise (the
+    inter-broker APIs whose hand-written encoders take the request's version)."""
+
+    def authorize(ctx: RequestContext, request: Any) -> Any:
+        if cluster_allowed(ctx, AclOperation.CLUSTER_ACTION):
+            return None
+        return refuse(request, ctx.header.api_version, ErrorCode.cluster_authorization_failed)
+
+    return authorize
+
+
+def all_of(*checks: Authorize[Any, Any]) -> Authorize[Any, Any]:
+    """The first refusal of ``checks``, in order (Kafka checks a transactional id before a group)."""
+
+    def authorize(ctx: RequestContext, request: Any) -> Any:
+        for check in checks:
+            refused = check(ctx, request)
+            if refused is not None:
+                return refused
+        return None
+
+    return authorize
+
+
+def producer(refuse: Callable[[Any, ErrorCode], Any]) -> Authorize[Any, Any]:
+    """InitProducerId: WRITE on the transactional id (else TRANSACTIONAL_ID_AUTHORIZATION_FAILED);
+    without one (an idempotent producer) IDEMPOTENT_WRITE on the cluster or WRITE on some
+    topic (else CLUSTER_AUTHORIZATION_FAILED), as Kafka checks."""
+
+    def authorize(ctx: RequestContext, request: Any) -> Any:
+        txn_id = request.transactional_id
+        if txn_id is not None:
+            if allowed(ctx, AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID, txn_id):
+                return None
+            return refuse(request, ErrorCode.transactional_id_authorization_failed)
+        if cluster_allowed(ctx, AclOperation.IDEMPOTENT_WRITE) or allowed_any(
+            ctx, AclOperation.WRITE, ResourceType.TOPIC
+        ):
+            return None
+        return refuse(request, ErrorCode.cluster_authorization_failed)
+
+    return authorize
