@@ -38,6 +38,7 @@ __all__ = [
     "cluster_action",
     "cluster_action_at_version",
     "cluster_allowed",
+    "config_refusal",
     "denied",
     "enabled",
     "group",
@@ -251,3 +252,24 @@ def producer(refuse: Callable[[Any, ErrorCode], Any]) -> Authorize[Any, Any]:
         return refuse(request, ErrorCode.cluster_authorization_failed)
 
     return authorize
+
+
+# ConfigResource types (DescribeConfigs, AlterConfigs) -> the ACL resource and the refusal
+_CONFIG_RESOURCES: dict[int, tuple[ResourceType, ErrorCode]] = {
+    2: (ResourceType.TOPIC, ErrorCode.topic_authorization_failed),
+    4: (ResourceType.CLUSTER, ErrorCode.cluster_authorization_failed),  # BROKER
+    8: (ResourceType.CLUSTER, ErrorCode.cluster_authorization_failed),  # BROKER_LOGGER
+    32: (ResourceType.GROUP, ErrorCode.group_authorization_failed),
+}
+
+
+def config_refusal(
+    ctx: RequestContext, op: AclOperation, config_type: int, name: str
+) -> ErrorCode | None:
+    """The error for a config resource the principal may not ``op`` (DESCRIBE_CONFIGS or
+    ALTER_CONFIGS on the topic, the cluster for a broker or its loggers, the group), or None."""
+    if ctx.services.acls is None or config_type not in _CONFIG_RESOURCES:
+        return None
+    rtype, code = _CONFIG_RESOURCES[config_type]
+    target = CLUSTER_NAME if rtype == ResourceType.CLUSTER else name
+    return None if allowed(ctx, op, rtype, target) else code
