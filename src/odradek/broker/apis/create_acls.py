@@ -1,4 +1,5 @@
-"""CreateAcls (30): add ACL bindings (versions 1-3; v1 added the pattern type).
+"""CreateAcls (30): add ACL bindings (versions 0-3: v0, without pattern types, through
+``protocol.legacy_versions``).
 
 Needs ALTER on the cluster (CLUSTER_AUTHORIZATION_FAILED for every creation otherwise). A broker
 without an authorizer answers SECURITY_DISABLED; a binding Kafka would refuse (UNKNOWN or ANY
@@ -70,9 +71,10 @@ async def handle(ctx: RequestContext, request: CreateAclsRequest) -> CreateAclsR
 API = ApiSpec(
     key=30,
     name="CreateAcls",
-    min_version=1,
+    min_version=0,
     max_version=3,
     handler=handle,
+    min_request_version=1,
     error_response=error_response,
     authorize=_authz.cluster(_authz.AclOperation.ALTER, error_response),
 )

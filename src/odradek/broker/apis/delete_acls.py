@@ -1,5 +1,5 @@
-"""DeleteAcls (31): remove the ACL bindings each filter matches (versions 1-3) and answer, per
-filter, the bindings removed. Needs ALTER on the cluster. A broker without an authorizer
+"""DeleteAcls (31): remove the ACL bindings each filter matches (versions 0-3: v0, LITERAL
+patterns only, through ``protocol.legacy_versions``) and answer, per filter, the bindings removed. Needs ALTER on the cluster. A broker without an authorizer
 answers SECURITY_DISABLED; a filter with an UNKNOWN value INVALID_REQUEST (that filter only)."""
 
 from __future__ import annotations
@@ -84,9 +84,10 @@ async def handle(ctx: RequestContext, request: DeleteAclsRequest) -> DeleteAclsR
 API = ApiSpec(
     key=31,
     name="DeleteAcls",
-    min_version=1,
+    min_version=0,
     max_version=3,
     handler=handle,
+    min_request_version=1,
     error_response=error_response,
     authorize=_authz.cluster(_authz.AclOperation.ALTER, error_response),
 )

@@ -1,5 +1,5 @@
-"""DescribeAcls (29): the ACL bindings a filter matches (versions 1-3), grouped by resource
-pattern. Needs DESCRIBE on the cluster. A broker without an authorizer answers
+"""DescribeAcls (29): the ACL bindings a filter matches (versions 0-3: v0, LITERAL patterns only,
+through ``protocol.legacy_versions``), grouped by resource pattern. Needs DESCRIBE on the cluster. A broker without an authorizer answers
 SECURITY_DISABLED; a filter with an UNKNOWN value INVALID_REQUEST."""
 
 from __future__ import annotations
@@ -87,9 +87,10 @@ async def handle(ctx: RequestContext, request: DescribeAclsRequest) -> DescribeA
 API = ApiSpec(
     key=29,
     name="DescribeAcls",
-    min_version=1,
+    min_version=0,
     max_version=3,
     handler=handle,
+    min_request_version=1,
     error_response=error_response,
     authorize=_authz.cluster(_authz.AclOperation.DESCRIBE, error_response),
 )
