@@ -58,6 +58,9 @@ KAFKA_3_9 = {
     26: (0, 4),  # EndTxn
     27: (0, 1),  # WriteTxnMarkers
     28: (0, 4),  # TxnOffsetCommit
+    29: (0, 3),  # DescribeAcls
+    30: (0, 3),  # CreateAcls
+    31: (0, 3),  # DeleteAcls
     32: (0, 4),  # DescribeConfigs
     33: (0, 2),  # AlterConfigs
     35: (0, 4),  # DescribeLogDirs

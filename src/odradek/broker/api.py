@@ -31,9 +31,11 @@ from kio.schema.errors import ErrorCode
 
 from odradek.broker.services import BrokerServices
 from odradek.protocol.headers import RequestHeaderInfo
+from odradek.security.principal import ANONYMOUS, KafkaPrincipal
 
 __all__ = [
     "ApiSpec",
+    "Authorize",
     "Decoder",
     "EncodedResponse",
     "ErrorResponse",
@@ -60,14 +62,17 @@ class TopicMetrics(Protocol):
 @dataclass(slots=True)
 class RequestContext:
     """What a handler knows about the request besides its body: the broker's services, the
-    request header, the client's address, the connection's id, and where to report per-topic
-    traffic (None when nothing collects it: no console)."""
+    request header, the client's address, the connection's id, where to report per-topic
+    traffic (None when nothing collects it: no console), and who the connection is (its
+    authenticated principal; ANONYMOUS without authentication). The authorizer decides on
+    ``principal`` and ``client_host``."""
 
     services: BrokerServices
     header: RequestHeaderInfo
     client_host: str
     connection_id: int
     metrics: TopicMetrics | None = None
+    principal: KafkaPrincipal = ANONYMOUS
 
 
 @dataclass(frozen=True, slots=True)
@@ -92,6 +97,8 @@ Handler: TypeAlias = Callable[[RequestContext, Req], Awaitable[Resp]]
 the kio classes of the versions it serves, ``odradek.protocol.api_types``, or odradek's own
 decoded type) and returns the matching response type."""
 ErrorResponse: TypeAlias = Callable[[Req, ErrorCode], Resp]
+Authorize: TypeAlias = Callable[[RequestContext, Req], Resp | None]
+"""``authorize(ctx, request)``: the refusal to answer with, or None to run the handler."""
 Decoder = Callable[..., tuple[Any, int]]
 
 
@@ -109,6 +116,11 @@ class ApiSpec(Generic[Req, Resp]):
     through protocol.legacy_versions. Defaults to min_version."""
     error_response: ErrorResponse[Req, Resp] | None = None
     decoder: Decoder | None = None
+    authorize: Authorize[Req, Resp] | None = None
+    """The check of the whole request against the ACLs (Kafka's "Operations and Resources on
+    Protocols" for requests authorized as a whole, e.g. CLUSTER_ACTION for inter-broker APIs),
+    run before the handler when the broker has an authorizer; see
+    ``odradek.broker.apis._authz``. Per-resource checks (a Produce's topics) are the handler's."""
 
     @property
     def oldest_served(self) -> int:

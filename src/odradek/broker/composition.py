@@ -50,6 +50,7 @@ from odradek.storage.cleaner import CleanerConfig
 
 if TYPE_CHECKING:
     from odradek.broker.zk_cluster import ZkCluster
+    from odradek.security.acl_store import AclStore
 
 __all__ = [
     "BrokerComponents",
@@ -155,6 +156,7 @@ def compose(
     api_versions: tuple[tuple[int, int, int], ...],
     dynamic_config: DynamicBrokerConfig,
     group_configs: GroupConfigManager,
+    acls: AclStore | None = None,
 ) -> BrokerComponents:
     """Build the broker's parts over an open metadata store (see the module docstring)."""
     defaults = default_log_config(cfg)
@@ -221,6 +223,7 @@ def compose(
         txn.follow_partition_leadership()
         follow_leadership(replica_manager, TRANSACTION_STATE_TOPIC, txn.on_leadership_change)
     services = BrokerServices(
+        acls=acls,
         config=cfg,
         clock=clock,
         metadata=metadata,

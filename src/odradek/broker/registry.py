@@ -7,6 +7,7 @@ served cannot drift apart. Every module is imported directly: a missing one fail
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Iterable
 from typing import Any
 
@@ -25,11 +26,14 @@ from odradek.broker.apis import (
     alter_partition_reassignments,
     api_versions,
     controlled_shutdown,
+    create_acls,
     create_partitions,
     create_topics,
+    delete_acls,
     delete_groups,
     delete_records,
     delete_topics,
+    describe_acls,
     describe_cluster,
     describe_configs,
     describe_groups,
@@ -121,13 +125,35 @@ API_SPECS: tuple[ApiSpec[Any, Any], ...] = (
     elect_leaders.API,
     alter_partition_reassignments.API,
     list_partition_reassignments.API,
+    # ACLs
+    describe_acls.API,
+    create_acls.API,
+    delete_acls.API,
 )
 
 
+def _guarded(spec: ApiSpec[Any, Any]) -> ApiSpec[Any, Any]:
+    """``spec`` whose handler first runs its ``authorize`` check when the broker has an
+    authorizer (and answers the refusal it returns instead of running the handler)."""
+    check, handler = spec.authorize, spec.handler
+    if check is None:
+        return spec
+
+    async def handle(ctx: RequestContext, request: Any) -> Any:
+        if ctx.services.acls is not None:
+            refusal = check(ctx, request)
+            if refusal is not None:
+                return refusal
+        return await handler(ctx, request)
+
+    return dataclasses.replace(spec, handler=handle)
+
+
 def load_registry(specs: Iterable[ApiSpec[Any, Any]] = API_SPECS) -> dict[int, ApiSpec[Any, Any]]:
-    """Index ``specs`` by api key (two specs for one key are an error)."""
+    """Index ``specs`` by api key (two specs for one key are an error); a spec that declares an
+    ``authorize`` check gets a handler that runs it first."""
     registry: dict[int, ApiSpec[Any, Any]] = {}
-    for spec in specs:
+    for spec in map(_guarded, specs):
         if spec.key in registry:
             raise RuntimeError(
                 f"two modules serve api key {spec.key}: {registry[spec.key].name}, {spec.name}"

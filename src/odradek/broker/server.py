@@ -61,6 +61,7 @@ from odradek.broker.txn_markers import TxnMarkerAppender, TxnMarkerChannel
 from odradek.clock import Clock, SystemClock
 from odradek.coordinator import GroupCoordinator
 from odradek.coordinator.transaction.coordinator import TransactionCoordinator
+from odradek.security.acl_store import open_acl_store
 from odradek.storage import LogManager
 from odradek.storage.cleaner import LogCleaner
 
@@ -212,6 +213,9 @@ class Broker:
         self.dynamic_config = DynamicBrokerConfig(cfg, self.config_store)
         self.dynamic_config.initialize()
         self.group_configs = GroupConfigManager(cfg, self.config_store)
+        self.acls = await open_acl_store(
+            cfg, self.data_dir, None if self._zk_config_store is None else self._zk_config_store.zk
+        )
         parts = compose(
             cfg,
             self.clock,
@@ -225,6 +229,7 @@ class Broker:
             ),
             dynamic_config=self.dynamic_config,
             group_configs=self.group_configs,
+            acls=self.acls,
         )
         self.log_manager, self.replica_manager = parts.log_manager, parts.replica_manager
         self.topic_admin, self.producer_ids = parts.topic_admin, parts.producer_ids

@@ -27,6 +27,7 @@ from odradek.coordinator.transaction.coordinator import TransactionCoordinator
 
 if TYPE_CHECKING:  # imports kazoo: only a broker in a cluster loads it
     from odradek.broker.zk_cluster import ZkCluster
+    from odradek.security.acl_store import AclStore
 
 __all__ = ["BrokerServices"]
 
@@ -54,6 +55,8 @@ class BrokerServices:
     """Requests to the other brokers of the cluster (None alone)."""
     cluster: ZkCluster | None = None
     """This broker's part in a cluster on ZooKeeper (None alone, without zookeeper.connect)."""
+    acls: AclStore | None = None
+    """The ACLs and the authorizer (None without ``authorizer.class.name``: all allowed)."""
 
     @property
     def node_id(self) -> int:

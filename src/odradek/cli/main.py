@@ -36,6 +36,7 @@ SUBCOMMANDS: list[tuple[str, str, str]] = [
     ("console", "console", "Serve the web console and /metrics for any Kafka-compatible cluster."),
     ("config", "config", "The configuration reference: every broker and topic key."),
     ("mirror", "mirror", "Mirror topics between clusters, configured as MirrorMaker 2."),
+    ("acls", "acls", "Add, list and remove ACLs."),
 ]
 
 

@@ -112,6 +112,12 @@ if TYPE_CHECKING:
     from kio.schema.api_versions.v3.response import ApiVersionsResponse as ApiVersionsResponseV3
     from kio.schema.api_versions.v4.request import ApiVersionsRequest as ApiVersionsRequestV4
     from kio.schema.api_versions.v4.response import ApiVersionsResponse as ApiVersionsResponseV4
+    from kio.schema.create_acls.v1.request import CreateAclsRequest as CreateAclsRequestV1
+    from kio.schema.create_acls.v1.response import CreateAclsResponse as CreateAclsResponseV1
+    from kio.schema.create_acls.v2.request import CreateAclsRequest as CreateAclsRequestV2
+    from kio.schema.create_acls.v2.response import CreateAclsResponse as CreateAclsResponseV2
+    from kio.schema.create_acls.v3.request import CreateAclsRequest as CreateAclsRequestV3
+    from kio.schema.create_acls.v3.response import CreateAclsResponse as CreateAclsResponseV3
     from kio.schema.create_partitions.v0.request import (
         CreatePartitionsRequest as CreatePartitionsRequestV0,
     )
@@ -148,6 +154,12 @@ if TYPE_CHECKING:
     from kio.schema.create_topics.v6.response import CreateTopicsResponse as CreateTopicsResponseV6
     from kio.schema.create_topics.v7.request import CreateTopicsRequest as CreateTopicsRequestV7
     from kio.schema.create_topics.v7.response import CreateTopicsResponse as CreateTopicsResponseV7
+    from kio.schema.delete_acls.v1.request import DeleteAclsRequest as DeleteAclsRequestV1
+    from kio.schema.delete_acls.v1.response import DeleteAclsResponse as DeleteAclsResponseV1
+    from kio.schema.delete_acls.v2.request import DeleteAclsRequest as DeleteAclsRequestV2
+    from kio.schema.delete_acls.v2.response import DeleteAclsResponse as DeleteAclsResponseV2
+    from kio.schema.delete_acls.v3.request import DeleteAclsRequest as DeleteAclsRequestV3
+    from kio.schema.delete_acls.v3.response import DeleteAclsResponse as DeleteAclsResponseV3
     from kio.schema.delete_groups.v0.request import DeleteGroupsRequest as DeleteGroupsRequestV0
     from kio.schema.delete_groups.v0.response import DeleteGroupsResponse as DeleteGroupsResponseV0
     from kio.schema.delete_groups.v1.request import DeleteGroupsRequest as DeleteGroupsRequestV1
@@ -178,6 +190,12 @@ if TYPE_CHECKING:
     from kio.schema.delete_topics.v5.response import DeleteTopicsResponse as DeleteTopicsResponseV5
     from kio.schema.delete_topics.v6.request import DeleteTopicsRequest as DeleteTopicsRequestV6
     from kio.schema.delete_topics.v6.response import DeleteTopicsResponse as DeleteTopicsResponseV6
+    from kio.schema.describe_acls.v1.request import DescribeAclsRequest as DescribeAclsRequestV1
+    from kio.schema.describe_acls.v1.response import DescribeAclsResponse as DescribeAclsResponseV1
+    from kio.schema.describe_acls.v2.request import DescribeAclsRequest as DescribeAclsRequestV2
+    from kio.schema.describe_acls.v2.response import DescribeAclsResponse as DescribeAclsResponseV2
+    from kio.schema.describe_acls.v3.request import DescribeAclsRequest as DescribeAclsRequestV3
+    from kio.schema.describe_acls.v3.response import DescribeAclsResponse as DescribeAclsResponseV3
     from kio.schema.describe_cluster.v0.request import (
         DescribeClusterRequest as DescribeClusterRequestV0,
     )
@@ -1014,6 +1032,20 @@ if TYPE_CHECKING:
         | TxnOffsetCommitResponseV2
         | TxnOffsetCommitResponseV3
         | TxnOffsetCommitResponseV4
+    )
+    DescribeAclsRequest: TypeAlias = (
+        DescribeAclsRequestV1 | DescribeAclsRequestV2 | DescribeAclsRequestV3
+    )
+    DescribeAclsResponse: TypeAlias = (
+        DescribeAclsResponseV1 | DescribeAclsResponseV2 | DescribeAclsResponseV3
+    )
+    CreateAclsRequest: TypeAlias = CreateAclsRequestV1 | CreateAclsRequestV2 | CreateAclsRequestV3
+    CreateAclsResponse: TypeAlias = (
+        CreateAclsResponseV1 | CreateAclsResponseV2 | CreateAclsResponseV3
+    )
+    DeleteAclsRequest: TypeAlias = DeleteAclsRequestV1 | DeleteAclsRequestV2 | DeleteAclsRequestV3
+    DeleteAclsResponse: TypeAlias = (
+        DeleteAclsResponseV1 | DeleteAclsResponseV2 | DeleteAclsResponseV3
     )
     DescribeConfigsRequest: TypeAlias = (
         DescribeConfigsRequestV1

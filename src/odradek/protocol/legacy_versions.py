@@ -414,6 +414,13 @@ class LegacyEntry(NamedTuple):
 
 _THROTTLE = ("throttle_time", "int32")
 
+_ACL_ENTRY_V0: Layout = (
+    ("principal", "string"),
+    ("host", "string"),
+    ("operation", "int8"),
+    ("permission_type", "int8"),
+)
+
 _PRODUCE_REQUEST: Layout = (
     ("acks", "int16"),
     ("timeout", "int32"),
@@ -785,6 +792,91 @@ LEGACY: dict[tuple[int, int], LegacyEntry] = {
         )
         for v in range(2)
     },
+    # the ACL APIs' v0: v1 without pattern types (LITERAL; a v0 answer names no other)
+    (29, 0): LegacyEntry(
+        1,
+        (
+            ("resource_type_filter", "int8"),
+            ("resource_name_filter", "nullable_string"),
+            ("principal_filter", "nullable_string"),
+            ("host_filter", "nullable_string"),
+            ("operation", "int8"),
+            ("permission_type", "int8"),
+        ),
+        (
+            _THROTTLE,
+            ("error_code", "int16"),
+            ("error_message", "nullable_string"),
+            (
+                "resources",
+                Array(
+                    (
+                        ("resource_type", "int8"),
+                        ("resource_name", "string"),
+                        ("acls", Array(_ACL_ENTRY_V0)),
+                    )
+                ),
+            ),
+        ),
+    ),
+    (30, 0): LegacyEntry(
+        1,
+        (
+            (
+                "creations",
+                Array((("resource_type", "int8"), ("resource_name", "string"), *_ACL_ENTRY_V0)),
+            ),
+        ),
+        (
+            _THROTTLE,
+            (
+                "results",
+                Array((("error_code", "int16"), ("error_message", "nullable_string"))),
+            ),
+        ),
+    ),
+    (31, 0): LegacyEntry(
+        1,
+        (
+            (
+                "filters",
+                Array(
+                    (
+                        ("resource_type_filter", "int8"),
+                        ("resource_name_filter", "nullable_string"),
+                        ("principal_filter", "nullable_string"),
+                        ("host_filter", "nullable_string"),
+                        ("operation", "int8"),
+                        ("permission_type", "int8"),
+                    )
+                ),
+            ),
+        ),
+        (
+            _THROTTLE,
+            (
+                "filter_results",
+                Array(
+                    (
+                        ("error_code", "int16"),
+                        ("error_message", "nullable_string"),
+                        (
+                            "matching_acls",
+                            Array(
+                                (
+                                    ("error_code", "int16"),
+                                    ("error_message", "nullable_string"),
+                                    ("resource_type", "int8"),
+                                    ("resource_name", "string"),
+                                    *_ACL_ENTRY_V0,
+                                )
+                            ),
+                        ),
+                    )
+                ),
+            ),
+        ),
+    ),
 }
 """(api key, old version) -> how to serve it through the target version's handler."""
 

@@ -12,6 +12,7 @@ from kio.schema.errors import ErrorCode
 
 from odradek.broker.api import (
     ApiSpec,
+    Authorize,
     Decoder,
     EncodedResponse,
     ErrorResponse,
@@ -46,6 +47,7 @@ def api_spec(
     *,
     decode: Callable[[bytes, int], Any] | None = None,
     error_response: ErrorResponse[Req, Resp] | None = None,
+    authorize: Authorize[Req, Resp] | None = None,
 ) -> ApiSpec[Req, Resp]:
     """The ``ApiSpec`` of inter-broker API ``key``: the versions ``ib.SUPPORTED_VERSIONS`` lists,
     with ``decode`` (a whole-body decoder) as its ``decoder`` when given."""
@@ -58,6 +60,7 @@ def api_spec(
         handler=handler,
         error_response=error_response,
         decoder=None if decode is None else decoder(decode),
+        authorize=authorize,
     )
 
 

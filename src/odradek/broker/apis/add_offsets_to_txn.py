@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from odradek.broker.api import ApiSpec, RequestContext
+from odradek.broker.apis import _authz
 from odradek.broker.apis import _transactions as glue
 
 if TYPE_CHECKING:
@@ -20,4 +21,11 @@ async def handle(ctx: RequestContext, request: AddOffsetsToTxnRequest) -> AddOff
     )
 
 
-API = ApiSpec(key=25, name="AddOffsetsToTxn", min_version=0, max_version=4, handler=handle)
+API = ApiSpec(
+    key=25,
+    name="AddOffsetsToTxn",
+    min_version=0,
+    max_version=4,
+    handler=handle,
+    authorize=_authz.all_of(_authz.transactional_id(), _authz.group(_authz.AclOperation.READ)),
+)

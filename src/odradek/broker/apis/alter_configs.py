@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any, cast
 from kio.schema.errors import ErrorCode
 
 from odradek.broker.api import ApiSpec, RequestContext
+from odradek.broker.apis import _authz
 from odradek.broker.apis._configs import (
     BROKER,
     TOPIC,
@@ -30,6 +31,9 @@ async def handle(ctx: RequestContext, request: AlterConfigsRequest) -> AlterConf
     services = ctx.services
 
     async def alter(rtype: int, name: str, configs: Any) -> tuple[ErrorCode, str | None]:
+        refused = _authz.config_refusal(ctx, _authz.AclOperation.ALTER_CONFIGS, rtype, name)
+        if refused is not None:
+            return refused, None
         values = {c.name: c.value for c in configs}
         if rtype == TOPIC:
             return await alter_topic(services, name, values, request.validate_only)

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, cast
 from kio.schema.errors import ErrorCode
 
 from odradek.broker.api import ApiSpec, RequestContext
+from odradek.broker.apis import _authz
 from odradek.broker.apis._util import NO_THROTTLE, make, response_types
 
 if TYPE_CHECKING:
@@ -39,4 +40,11 @@ async def handle(ctx: RequestContext, request: AlterPartitionRequest) -> AlterPa
     )
 
 
-API = ApiSpec(key=56, name="AlterPartition", min_version=2, max_version=3, handler=handle)
+API = ApiSpec(
+    key=56,
+    name="AlterPartition",
+    min_version=2,
+    max_version=3,
+    handler=handle,
+    authorize=_authz.cluster_action(),
+)

@@ -13,6 +13,7 @@ import asyncio
 from kio.schema.errors import ErrorCode
 
 from odradek.broker.api import EncodedResponse, RequestContext
+from odradek.broker.apis import _authz
 from odradek.broker.apis._inter_broker import api_spec, encoded
 from odradek.protocol import inter_broker as ib
 
@@ -32,9 +33,17 @@ async def handle(ctx: RequestContext, request: ib.ControlledShutdownRequest) -> 
     return encoded(ib.encode_controlled_shutdown_response(resp, ctx.header.api_version))
 
 
+def _refuse(
+    request: ib.ControlledShutdownRequest, version: int, code: ErrorCode
+) -> EncodedResponse:
+    response = ib.ControlledShutdownResponse(code.value, ())
+    return encoded(ib.encode_controlled_shutdown_response(response, version))
+
+
 API = api_spec(
     ib.CONTROLLED_SHUTDOWN,
     "ControlledShutdown",
     handle,
     decode=ib.decode_controlled_shutdown_request,
+    authorize=_authz.cluster_action_at_version(_refuse),
 )

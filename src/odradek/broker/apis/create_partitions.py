@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, cast
 from kio.schema.errors import ErrorCode
 
 from odradek.broker.api import ApiSpec, RequestContext
+from odradek.broker.apis import _authz
 from odradek.broker.apis._util import NO_THROTTLE, make, response_types
 from odradek.broker.metadata_store import MetadataUnavailableError
 
@@ -31,6 +32,8 @@ async def handle(ctx: RequestContext, request: CreatePartitionsRequest) -> Creat
         message: str | None = None
         if t.name in seen:
             code, message = ErrorCode.invalid_request, "duplicate topic in request"
+        elif not _authz.allowed(ctx, _authz.AclOperation.ALTER, _authz.ResourceType.TOPIC, t.name):
+            code = ErrorCode.topic_authorization_failed  # Kafka: ALTER on the topic
         elif meta is None:
             code = ErrorCode.unknown_topic_or_partition
         elif t.count <= meta.num_partitions:

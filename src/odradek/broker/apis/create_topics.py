@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any, cast
 from kio.schema.errors import ErrorCode
 
 from odradek.broker.api import ApiSpec, RequestContext
+from odradek.broker.apis import _authz
 from odradek.broker.apis._configs import topic_entries_from
 from odradek.broker.apis._util import NO_THROTTLE, make, response_types, topic_name_error
 from odradek.broker.config import ConfigError, ignored_topic_configs, validate_topic_configs
@@ -147,6 +148,9 @@ async def handle(ctx: RequestContext, request: CreateTopicsRequest) -> CreateTop
     for topic in request.topics:
         code, message, partitions, rf, configs = _check(services, topic, seen)
         seen.add(topic.name)
+        if code == ErrorCode.none and not _authz.may_create_topic(ctx, topic.name):
+            # Kafka: CREATE on the cluster or the topic
+            code, message = ErrorCode.topic_authorization_failed, "Authorization failed."
         topic_id = None
         if code == ErrorCode.none and not request.validate_only:
             try:

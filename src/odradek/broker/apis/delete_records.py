@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, cast
 from kio.schema.errors import ErrorCode
 
 from odradek.broker.api import ApiSpec, RequestContext
+from odradek.broker.apis import _authz
 from odradek.broker.apis._util import NO_THROTTLE, make, response_types
 from odradek.broker.services import BrokerServices
 from odradek.storage import OffsetOutOfRangeError
@@ -78,12 +79,19 @@ async def handle(ctx: RequestContext, request: DeleteRecordsRequest) -> DeleteRe
     now_ms = services.clock.now_ms()
     any_moved = False
     topics = []
+    # with an authorizer: DELETE on each topic, else TOPIC_AUTHORIZATION_FAILED
+    denied = _authz.denied(
+        ctx, _authz.AclOperation.DELETE, _authz.ResourceType.TOPIC, (t.name for t in request.topics)
+    )
     for t in request.topics:
         partitions = []
         for p in t.partitions:
-            code, low, moved = _delete(
-                services, t.name, int(p.partition_index), int(p.offset), now_ms
-            )
+            if t.name in denied:
+                code, low, moved = ErrorCode.topic_authorization_failed, -1, False
+            else:
+                code, low, moved = _delete(
+                    services, t.name, int(p.partition_index), int(p.offset), now_ms
+                )
             any_moved |= moved
             partitions.append(
                 make(

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, TypeGuard, cast
 from kio.schema.errors import ErrorCode
 
 from odradek.broker.api import ApiSpec, RequestContext
+from odradek.broker.apis import _authz
 from odradek.broker.apis._util import NO_THROTTLE, make, response_types
 from odradek.broker.metadata_store import MetadataUnavailableError
 
@@ -47,6 +48,10 @@ def _by_name_or_id(request: DeleteTopicsRequest) -> TypeGuard[DeleteTopicsReques
     return request.__version__ >= 6
 
 
+_DELETE = _authz.AclOperation.DELETE
+_TOPIC = _authz.ResourceType.TOPIC
+
+
 async def handle(ctx: RequestContext, request: DeleteTopicsRequest) -> DeleteTopicsResponse:
     services = ctx.services
     types = response_types(request)
@@ -61,7 +66,10 @@ async def handle(ctx: RequestContext, request: DeleteTopicsRequest) -> DeleteTop
         if meta is None and name is None and topic_id is not None:
             meta = services.metadata.topic_by_id(topic_id)
         message = None
-        if meta is None:
+        target = meta.name if meta is not None else name
+        if target is not None and not _authz.allowed(ctx, _DELETE, _TOPIC, target):
+            code = ErrorCode.topic_authorization_failed  # Kafka: DELETE on the topic, first
+        elif meta is None:
             code = (
                 ErrorCode.unknown_topic_id if name is None else ErrorCode.unknown_topic_or_partition
             )

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, cast
 from kio.schema.errors import ErrorCode
 
 from odradek.broker.api import ApiSpec, RequestContext
+from odradek.broker.apis import _authz
 from odradek.broker.apis._util import (
     AUTHORIZED_OPERATIONS_NOT_REQUESTED,
     CLUSTER_OPERATIONS,
@@ -16,6 +17,7 @@ from odradek.broker.apis._util import (
     make,
     response_types,
 )
+from odradek.security.acls import CLUSTER_NAME
 
 if TYPE_CHECKING:
     from odradek.protocol.api_types import DescribeClusterRequest, DescribeClusterResponse
@@ -46,8 +48,10 @@ async def handle(ctx: RequestContext, request: DescribeClusterRequest) -> Descri
                 )
                 for b in store.live_brokers()
             ),
-            # no authorizer: every cluster operation, when asked for
-            cluster_authorized_operations=CLUSTER_OPERATIONS
+            # when asked for: the principal's cluster operations (every one without authorizer)
+            cluster_authorized_operations=_authz.authorized_operations(
+                ctx, _authz.ResourceType.CLUSTER, CLUSTER_NAME, CLUSTER_OPERATIONS
+            )
             if request.include_cluster_authorized_operations
             else AUTHORIZED_OPERATIONS_NOT_REQUESTED,
         ),

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, cast
 from kio.schema.errors import ErrorCode
 
 from odradek.broker.api import ApiSpec, RequestContext
+from odradek.broker.apis import _authz
 from odradek.broker.apis._configs import (
     BROKER,
     BROKER_LOGGER,
@@ -40,7 +41,12 @@ async def handle(ctx: RequestContext, request: DescribeConfigsRequest) -> Descri
     for res in request.resources:
         keys = tuple(res.configuration_keys) if res.configuration_keys else None
         code, message, entries = ErrorCode.none, None, []
-        if res.resource_type == TOPIC:
+        refused = _authz.config_refusal(
+            ctx, _authz.AclOperation.DESCRIBE_CONFIGS, res.resource_type, res.resource_name
+        )
+        if refused is not None:
+            code = refused
+        elif res.resource_type == TOPIC:
             topic = services.metadata.topic(res.resource_name)
             if topic is None:
                 code, message = (

@@ -11,7 +11,10 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, TypeGuard, cast
 
+from kio.schema.errors import ErrorCode
+
 from odradek.broker.api import ApiSpec, RequestContext
+from odradek.broker.apis import _authz
 from odradek.broker.apis._groups import (
     AUTHORIZED_OPERATIONS_NOT_REQUESTED,
     GROUP_OPERATIONS,
@@ -44,15 +47,14 @@ async def handle(ctx: RequestContext, request: DescribeGroupsRequest) -> Describ
     types = response_types(request)
     coord = coordinator(ctx)
     wanted = list(request.groups)
-    described = coord.describe_groups(wanted)
+    # with an authorizer: DESCRIBE on each group, else GROUP_AUTHORIZATION_FAILED
+    denied = _authz.denied(ctx, _authz.AclOperation.DESCRIBE, _authz.ResourceType.GROUP, wanted)
+    described = coord.describe_groups([g for g in wanted if g not in denied])
     every_op = (
         GROUP_OPERATIONS_WITH_CONFIGS if ctx.services.group_configs.enabled else GROUP_OPERATIONS
     )
-    ops = (
-        every_op
-        if _may_ask_operations(request) and request.include_authorized_operations
-        else AUTHORIZED_OPERATIONS_NOT_REQUESTED
-    )
+    asked = _may_ask_operations(request) and request.include_authorized_operations
+    ops = every_op if asked else AUTHORIZED_OPERATIONS_NOT_REQUESTED
     groups = tuple(
         make(
             types.DescribedGroup,
@@ -73,10 +75,30 @@ async def handle(ctx: RequestContext, request: DescribeGroupsRequest) -> Describ
                 )
                 for m in s.members
             ),
-            authorized_operations=ops,
+            authorized_operations=(
+                _authz.authorized_operations(ctx, _authz.ResourceType.GROUP, s.group_id, ops)
+                if asked
+                else ops
+            ),
         )
         for error, s in described
     )
+    if denied:
+        refused = {
+            g: make(
+                types.DescribedGroup,
+                error_code=ErrorCode.group_authorization_failed,
+                group_id=g,
+                group_state="",
+                protocol_type="",
+                protocol_data="",
+                members=(),
+                authorized_operations=AUTHORIZED_OPERATIONS_NOT_REQUESTED,
+            )
+            for g in denied
+        }
+        allowed = iter(groups)
+        groups = tuple(refused[g] if g in refused else next(allowed) for g in wanted)
     return cast(
         "DescribeGroupsResponse",
         make(types.DescribeGroupsResponse, throttle_time=NO_THROTTLE, groups=groups),

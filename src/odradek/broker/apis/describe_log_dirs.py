@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any, cast
 from kio.schema.errors import ErrorCode
 
 from odradek.broker.api import ApiSpec, RequestContext
+from odradek.broker.apis import _authz
 from odradek.broker.apis._util import NO_THROTTLE, make, response_types
 
 if TYPE_CHECKING:
@@ -94,4 +95,5 @@ API = ApiSpec(
     max_version=4,
     handler=handle,
     min_request_version=1,
+    authorize=_authz.cluster(_authz.AclOperation.DESCRIBE, _authz.refusal),
 )

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any, cast
 from kio.schema.errors import ErrorCode
 
 from odradek.broker.api import ApiSpec, RequestContext
+from odradek.broker.apis import _authz
 from odradek.broker.apis._util import NO_THROTTLE, make, response_types
 
 if TYPE_CHECKING:
@@ -34,10 +35,17 @@ async def handle(
         (t.name, int(p)) for t in request.topics for p in t.partition_indexes
     )
     topics = []
+    # with an authorizer: READ on each topic, else TOPIC_AUTHORIZATION_FAILED (Kafka)
+    denied = _authz.denied(
+        ctx, _authz.AclOperation.READ, _authz.ResourceType.TOPIC, (t.name for t in request.topics)
+    )
     for t in request.topics:
         parts = []
         for index in t.partition_indexes:
-            partition, code = replicas.leader_partition(t.name, int(index))
+            if t.name in denied:
+                partition, code = None, ErrorCode.topic_authorization_failed
+            else:
+                partition, code = replicas.leader_partition(t.name, int(index))
             producers: tuple[Any, ...] = ()
             if partition is not None and code is ErrorCode.none:
                 producers = tuple(

@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, cast
 
 from odradek.broker.api import ApiSpec, RequestContext
+from odradek.broker.apis import _authz
 from odradek.broker.apis._controller_admin import controller_call
 
 if TYPE_CHECKING:
@@ -23,4 +24,11 @@ async def handle(ctx: RequestContext, request: ElectLeadersRequest) -> ElectLead
     )
 
 
-API = ApiSpec(key=43, name="ElectLeaders", min_version=0, max_version=2, handler=handle)
+API = ApiSpec(
+    key=43,
+    name="ElectLeaders",
+    min_version=0,
+    max_version=2,
+    handler=handle,
+    authorize=_authz.cluster(_authz.AclOperation.ALTER, _authz.refusal),
+)

@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from odradek.broker.api import ApiSpec, RequestContext
+from odradek.broker.apis import _authz
 from odradek.broker.apis import _transactions as glue
 
 if TYPE_CHECKING:
@@ -24,4 +25,11 @@ async def handle(ctx: RequestContext, request: EndTxnRequest) -> EndTxnResponse:
     )
 
 
-API = ApiSpec(key=26, name="EndTxn", min_version=0, max_version=4, handler=handle)
+API = ApiSpec(
+    key=26,
+    name="EndTxn",
+    min_version=0,
+    max_version=4,
+    handler=handle,
+    authorize=_authz.transactional_id(),
+)

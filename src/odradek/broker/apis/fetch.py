@@ -57,7 +57,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Sequence
-from typing import TypeGuard
+from typing import Any, TypeGuard
 
 from kio.schema.errors import ErrorCode
 from kio.schema.fetch.v4.request import FetchRequest as FetchRequestV4
@@ -76,6 +76,7 @@ from kio.schema.fetch.v16.request import FetchRequest as FetchRequestV16
 from kio.schema.fetch.v17.request import FetchRequest as FetchRequestV17
 
 from odradek.broker.api import ApiSpec, EncodedResponse, RequestContext, TopicMetrics
+from odradek.broker.apis import _authz
 from odradek.broker.replica_manager import (
     FetchParams,
     FetchPartitionData,
@@ -149,6 +150,9 @@ def replica_id(request: AnyFetchRequest) -> int:
     if isinstance(request, (FetchRequestV15, FetchRequestV16, FetchRequestV17)):
         return int(request.replica_state.replica_id)
     return int(request.replica_id)
+
+
+_TOPIC_DENIED = ErrorCode.topic_authorization_failed
 
 
 def fetch_infos(request: AnyFetchRequest) -> list[tuple[str, list[FetchPartitionInfo]]]:
@@ -290,10 +294,11 @@ async def handle(ctx: RequestContext, request: AnyFetchRequest) -> EncodedRespon
     max_wait_ms = int(request.max_wait.total_seconds() * 1000)
     disabled: frozenset[str] = frozenset()
     if not follower and ctx.header.api_version <= 3:
-        disabled = _down_conversion_disabled(services, [t for t, _ in infos])
-    if disabled:  # answered UNSUPPORTED_VERSION, like an error: no long poll
+        disabled = _down_conversion_disabled(services, [t for t, _ in infos_by_name])
+    denied = _denied(ctx, follower, infos_by_name)
+    if disabled or denied:  # answered with an error: no long poll
         max_wait_ms = 0
-        infos_read = [(t, ps) for t, ps in infos if t not in disabled]
+        infos_read = [(t, ps) for t, ps in infos_by_name if t not in disabled and t not in denied]
     else:
         infos_read = infos_by_name
     if failed:  # an error answers at once, as an unknown topic by name does
@@ -302,13 +307,15 @@ async def handle(ctx: RequestContext, request: AnyFetchRequest) -> EncodedRespon
         replica_id(request), max_wait_ms, request.min_bytes, max_bytes, request.isolation_level
     )
     results = await services.replica_manager.fetch_messages(params, infos_read)
-    if disabled:
+    if disabled or denied:
         read = iter(results)
         results = [
             (t, [FetchPartitionData(fp.partition, _UNSUPPORTED_VERSION) for fp in ps])
             if t in disabled
+            else (t, [FetchPartitionData(fp.partition, _TOPIC_DENIED) for fp in ps])
+            if t in denied
             else next(read)
-            for t, ps in infos
+            for t, ps in infos_by_name
         ]
     metrics = ctx.metrics
     if metrics is not None and not follower:
@@ -326,6 +333,22 @@ async def handle(ctx: RequestContext, request: AnyFetchRequest) -> EncodedRespon
     if request.__version__ >= 16:
         return _encode_with_leaders(services, request, results, by_id)
     return encode(request, by_id)
+
+
+def _denied(
+    ctx: RequestContext, follower: bool, infos: Sequence[tuple[str, Any]]
+) -> frozenset[str]:
+    """Topics answered TOPIC_AUTHORIZATION_FAILED: a consumer needs READ on each, a follower
+    CLUSTER_ACTION on the cluster (else every topic), as Kafka checks."""
+    if not _authz.enabled(ctx):
+        return frozenset()
+    if follower:
+        if _authz.cluster_allowed(ctx, _authz.AclOperation.CLUSTER_ACTION):
+            return frozenset()
+        return frozenset(t for t, _ in infos)
+    return _authz.denied(
+        ctx, _authz.AclOperation.READ, _authz.ResourceType.TOPIC, (t for t, _ in infos)
+    )
 
 
 def _report_bytes_out(metrics: TopicMetrics, results: FetchResults) -> None:

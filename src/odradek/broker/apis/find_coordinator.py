@@ -13,7 +13,10 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING, TypeGuard, cast
 
+from kio.schema.errors import ErrorCode
+
 from odradek.broker.api import ApiSpec, RequestContext
+from odradek.broker.apis import _authz
 from odradek.broker.apis._groups import code, coordinator
 from odradek.broker.apis._util import NO_THROTTLE, make, response_types
 from odradek.broker.metadata_store import MetadataError, TopicExistsError
@@ -41,8 +44,11 @@ log = logging.getLogger("odradek.broker")
 
 def _lookup(
     ctx: RequestContext, key: str, key_type: int
-) -> tuple[Errors, int, str, int, str | None]:
-
+) -> tuple[Errors | ErrorCode, int, str, int, str | None]:
+    if key_type in _KEY_RESOURCES:  # with an authorizer: DESCRIBE on the group / transactional id
+        rtype, refused = _KEY_RESOURCES[key_type]
+        if not _authz.allowed(ctx, _authz.AclOperation.DESCRIBE, rtype, key):
+            return refused, -1, "", -1, None
     if key_type == 1:
         txn_error, node_id, host, port = ctx.services.txn_coordinator.coordinator_for(key)
         error = Errors(int(txn_error))
@@ -162,5 +168,10 @@ async def handle(ctx: RequestContext, request: FindCoordinatorRequest) -> FindCo
         ),
     )
 
+
+_KEY_RESOURCES = {
+    0: (_authz.ResourceType.GROUP, ErrorCode.group_authorization_failed),
+    1: (_authz.ResourceType.TRANSACTIONAL_ID, ErrorCode.transactional_id_authorization_failed),
+}
 
 API = ApiSpec(key=10, name="FindCoordinator", min_version=0, max_version=6, handler=handle)

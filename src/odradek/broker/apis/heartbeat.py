@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, TypeGuard, cast
 
 from odradek.broker.api import ApiSpec, RequestContext
+from odradek.broker.apis import _authz
 from odradek.broker.apis._groups import code, coordinator
 from odradek.broker.apis._util import NO_THROTTLE, make, response_types
 
@@ -41,4 +42,11 @@ async def handle(ctx: RequestContext, request: HeartbeatRequest) -> HeartbeatRes
     )
 
 
-API = ApiSpec(key=12, name="Heartbeat", min_version=0, max_version=4, handler=handle)
+API = ApiSpec(
+    key=12,
+    name="Heartbeat",
+    min_version=0,
+    max_version=4,
+    handler=handle,
+    authorize=_authz.group(_authz.AclOperation.READ),
+)

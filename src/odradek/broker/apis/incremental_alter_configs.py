@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any, cast
 from kio.schema.errors import ErrorCode
 
 from odradek.broker.api import ApiSpec, RequestContext
+from odradek.broker.apis import _authz
 from odradek.broker.apis._configs import (
     BROKER,
     BROKER_LOGGER,
@@ -134,6 +135,9 @@ async def handle(
     services = ctx.services
 
     async def alter(rtype: int, name: str, ops: Any) -> tuple[ErrorCode, str | None]:
+        refused = _authz.config_refusal(ctx, _authz.AclOperation.ALTER_CONFIGS, rtype, name)
+        if refused is not None:
+            return refused, None
         if rtype == TOPIC:
             return await _topic(services, name, ops, request.validate_only)
         if rtype == BROKER:

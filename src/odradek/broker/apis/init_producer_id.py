@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, TypeGuard, cast
 from kio.schema.errors import ErrorCode
 
 from odradek.broker.api import ApiSpec, RequestContext
+from odradek.broker.apis import _authz
 from odradek.broker.apis import _transactions as glue
 from odradek.broker.apis._util import NO_THROTTLE, make, response_types
 
@@ -91,4 +92,5 @@ API = ApiSpec(
     max_version=5,
     handler=handle,
     error_response=error_response,
+    authorize=_authz.producer(error_response),
 )

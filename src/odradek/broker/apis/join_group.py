@@ -11,6 +11,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, TypeGuard, cast
 
 from odradek.broker.api import ApiSpec, RequestContext
+from odradek.broker.apis import _authz
 from odradek.broker.apis._groups import code, coordinator, ms
 from odradek.broker.apis._util import NO_THROTTLE, make, response_types
 from odradek.coordinator.group_manager import JoinParams
@@ -109,4 +110,11 @@ async def handle(ctx: RequestContext, request: JoinGroupRequest) -> JoinGroupRes
     )
 
 
-API = ApiSpec(key=11, name="JoinGroup", min_version=0, max_version=9, handler=handle)
+API = ApiSpec(
+    key=11,
+    name="JoinGroup",
+    min_version=0,
+    max_version=9,
+    handler=handle,
+    authorize=_authz.group(_authz.AclOperation.READ),
+)

@@ -22,6 +22,7 @@ from collections.abc import Mapping
 from kio.schema.errors import ErrorCode
 
 from odradek.broker.api import EncodedResponse, RequestContext
+from odradek.broker.apis import _authz
 from odradek.broker.apis._inter_broker import api_spec, encoded, every_partition, stale_request
 from odradek.protocol import inter_broker as ib
 
@@ -65,4 +66,10 @@ def error_response(request: ib.LeaderAndIsrRequest, code: ErrorCode) -> EncodedR
     return _refuse(request, 7, code)
 
 
-API = api_spec(ib.LEADER_AND_ISR, "LeaderAndIsr", handle, error_response=error_response)
+API = api_spec(
+    ib.LEADER_AND_ISR,
+    "LeaderAndIsr",
+    handle,
+    error_response=error_response,
+    authorize=_authz.cluster_action_at_version(_refuse),
+)

@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, TypeGuard, cast
 
 from odradek.broker.api import ApiSpec, RequestContext
+from odradek.broker.apis import _authz
 from odradek.broker.apis._groups import code, coordinator
 from odradek.broker.apis._util import NO_THROTTLE, make, response_types
 from odradek.coordinator.state import Errors
@@ -73,4 +74,11 @@ async def handle(ctx: RequestContext, request: LeaveGroupRequest) -> LeaveGroupR
     )
 
 
-API = ApiSpec(key=13, name="LeaveGroup", min_version=0, max_version=5, handler=handle)
+API = ApiSpec(
+    key=13,
+    name="LeaveGroup",
+    min_version=0,
+    max_version=5,
+    handler=handle,
+    authorize=_authz.group(_authz.AclOperation.READ),
+)

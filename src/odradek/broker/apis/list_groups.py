@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, TypeGuard, cast
 
 from odradek.broker.api import ApiSpec, RequestContext
+from odradek.broker.apis import _authz
 from odradek.broker.apis._groups import code, coordinator
 from odradek.broker.apis._util import NO_THROTTLE, make, response_types
 
@@ -39,6 +40,14 @@ async def handle(ctx: RequestContext, request: ListGroupsRequest) -> ListGroupsR
         tuple(request.states_filter) if _filters_states(request) else (),
         tuple(request.types_filter) if _filters_types(request) else (),
     )
+    # with an authorizer (Kafka): DESCRIBE on the cluster lists all, else the describable groups
+    everything = _authz.cluster_allowed(ctx, _authz.AclOperation.DESCRIBE)
+
+    def listable(group_id: str) -> bool:
+        return everything or _authz.allowed(
+            ctx, _authz.AclOperation.DESCRIBE, _authz.ResourceType.GROUP, group_id
+        )
+
     listed = tuple(
         make(
             types.ListedGroup,
@@ -48,6 +57,7 @@ async def handle(ctx: RequestContext, request: ListGroupsRequest) -> ListGroupsR
             group_type=gtype,
         )
         for gid, ptype, state, gtype in groups
+        if listable(gid)
     )
     return cast(
         "ListGroupsResponse",

@@ -24,6 +24,7 @@ Advertised from v0, served from v1.
 
 from __future__ import annotations
 
+from kio.schema.errors import ErrorCode
 from kio.schema.list_offsets.v1.request import ListOffsetsRequest as ListOffsetsRequestV1
 from kio.schema.list_offsets.v1.response import ListOffsetsResponse as ListOffsetsResponseV1
 from kio.schema.list_offsets.v2.request import ListOffsetsRequest as ListOffsetsRequestV2
@@ -44,6 +45,7 @@ from kio.schema.list_offsets.v9.request import ListOffsetsRequest as ListOffsets
 from kio.schema.list_offsets.v9.response import ListOffsetsResponse as ListOffsetsResponseV9
 
 from odradek.broker.api import ApiSpec, RequestContext
+from odradek.broker.apis import _authz
 from odradek.broker.apis._util import NO_THROTTLE, make, response_types
 
 __all__ = ["API", "handle"]
@@ -99,15 +101,25 @@ async def handle(ctx: RequestContext, request: AnyListOffsetsRequest) -> AnyList
             for t in request.topics
             for p in t.partitions
         ]
+    # with an authorizer: DESCRIBE on each topic, else TOPIC_AUTHORIZATION_FAILED
+    denied = _authz.denied(
+        ctx,
+        _authz.AclOperation.DESCRIBE,
+        _authz.ResourceType.TOPIC,
+        (t.name for t in request.topics),
+    )
     answers = await ctx.services.replica_manager.fetch_offsets_for_timestamps(
-        entries, replica_id=request.replica_id, isolation_level=isolation_level
+        [e for e in entries if e[0] not in denied] if denied else entries,
+        replica_id=request.replica_id,
+        isolation_level=isolation_level,
     )
     found = iter(answers)
+    refused = (ErrorCode.topic_authorization_failed, -1, -1, -1)
     topics = []
     for t in request.topics:
         parts = []
         for p in t.partitions:
-            code, ts, offset, epoch = next(found)
+            code, ts, offset, epoch = refused if t.name in denied else next(found)
             parts.append(
                 make(
                     types.ListOffsetsPartitionResponse,

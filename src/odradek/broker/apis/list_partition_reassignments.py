@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, cast
 
 from odradek.broker.api import ApiSpec, RequestContext
+from odradek.broker.apis import _authz
 from odradek.broker.apis._controller_admin import controller_call
 
 if TYPE_CHECKING:
@@ -30,5 +31,10 @@ async def handle(
 
 
 API = ApiSpec(
-    key=46, name="ListPartitionReassignments", min_version=0, max_version=0, handler=handle
+    key=46,
+    name="ListPartitionReassignments",
+    min_version=0,
+    max_version=0,
+    handler=handle,
+    authorize=_authz.cluster(_authz.AclOperation.DESCRIBE, _authz.refusal),
 )

@@ -7,6 +7,11 @@ LEADER_NOT_AVAILABLE and leader -1.
 
 Topics are auto-created when the request allows it (``allow_auto_topic_creation``, implicit
 before v4) and ``auto.create.topics.enable`` is true, with ``num.partitions`` partitions.
+
+With an authorizer (Kafka's rules): a request for all topics lists those the principal may
+DESCRIBE; a named topic it may not describe is answered TOPIC_AUTHORIZATION_FAILED, and so is
+a missing topic it may not CREATE (on the cluster or the topic) when auto-creation would
+apply; authorized operations, when asked for, are the principal's.
 """
 
 from __future__ import annotations
@@ -17,6 +22,7 @@ from typing import TYPE_CHECKING, Any, TypeAlias, TypeGuard, cast
 from kio.schema.errors import ErrorCode
 
 from odradek.broker.api import ApiSpec, RequestContext
+from odradek.broker.apis import _authz
 from odradek.broker.apis._util import (
     AUTHORIZED_OPERATIONS_NOT_REQUESTED,
     CLUSTER_OPERATIONS,
@@ -27,6 +33,7 @@ from odradek.broker.apis._util import (
     topic_name_error,
 )
 from odradek.broker.metadata_store import PartitionState
+from odradek.security.acls import CLUSTER_NAME
 
 if TYPE_CHECKING:
     from odradek.protocol.api_types import (
@@ -66,6 +73,10 @@ if TYPE_CHECKING:
 __all__ = ["API", "handle"]
 
 _NOT_REQUESTED = AUTHORIZED_OPERATIONS_NOT_REQUESTED
+_DENIED = ErrorCode.topic_authorization_failed
+_TOPIC = _authz.ResourceType.TOPIC
+_CLUSTER = _authz.ResourceType.CLUSTER
+_DESCRIBE = _authz.AclOperation.DESCRIBE
 
 
 def _partition_entry(types: Any, p: PartitionState, live: frozenset[int]) -> Any:
@@ -150,15 +161,24 @@ async def handle(ctx: RequestContext, request: MetadataRequest) -> MetadataRespo
         else _NOT_REQUESTED
     )
     cluster_ops = (
-        CLUSTER_OPERATIONS
+        _authz.authorized_operations(ctx, _CLUSTER, CLUSTER_NAME, CLUSTER_OPERATIONS)
         if _asks_cluster_operations(request) and request.include_cluster_authorized_operations
         else _NOT_REQUESTED
     )
+    secured = _authz.enabled(ctx)
+
+    def ops(name: str) -> int:  # with an authorizer: the principal's operations on the topic
+        if not secured or topic_ops == _NOT_REQUESTED:
+            return topic_ops
+        return _authz.authorized_operations(ctx, _TOPIC, name, TOPIC_OPERATIONS)
+
     entries = []
     if request.topics is None or (version == 0 and not request.topics):
-        # all topics (v0: an empty list means all)
+        # all topics (v0: an empty list means all); with an authorizer, those it may describe
         for t in sorted(store.topics(), key=lambda t: t.name):
-            entries.append(_topic_entry(ctx, types, t.name, live, topic_ops))
+            if secured and not _authz.allowed(ctx, _DESCRIBE, _TOPIC, t.name):
+                continue
+            entries.append(_topic_entry(ctx, types, t.name, live, ops(t.name)))
     else:
         wanted: list[tuple[str | None, uuid.UUID | None]]
         if _names_topic_ids(request):
@@ -174,7 +194,10 @@ async def handle(ctx: RequestContext, request: MetadataRequest) -> MetadataRespo
                     entries.append(_error_entry(types, None, ErrorCode.unknown_topic_id, topic_ops))
                     continue
                 name = found.name
-            entry = _topic_entry(ctx, types, name, live, topic_ops)
+            if secured and not _authz.allowed(ctx, _DESCRIBE, _TOPIC, name):
+                entries.append(_error_entry(types, name, _DENIED, topic_ops))
+                continue
+            entry = _topic_entry(ctx, types, name, live, ops(name))
             if entry is None:
                 if topic_name_error(name) is not None:
                     entries.append(
@@ -182,8 +205,11 @@ async def handle(ctx: RequestContext, request: MetadataRequest) -> MetadataRespo
                     )
                     continue
                 if allow_auto and services.config.auto_create_topics_enable:
+                    if not _authz.may_create_topic(ctx, name):
+                        entries.append(_error_entry(types, name, _DENIED, topic_ops))
+                        continue
                     await services.topic_admin.auto_create_topic(name)
-                    entry = _topic_entry(ctx, types, name, live, topic_ops)
+                    entry = _topic_entry(ctx, types, name, live, ops(name))
                 if entry is None:
                     entries.append(
                         _error_entry(types, name, ErrorCode.unknown_topic_or_partition, topic_ops)

@@ -14,6 +14,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, TypeGuard, cast
 
 from odradek.broker.api import ApiSpec, EncodedResponse, RequestContext
+from odradek.broker.apis import _authz
 from odradek.broker.apis._groups import code, commit_entries, coordinator
 from odradek.broker.apis._util import NO_THROTTLE, make, response_types
 from odradek.protocol._primitives import uvarint
@@ -67,9 +68,22 @@ def _names_instance(
     return request.__version__ >= 7
 
 
+_READ = _authz.AclOperation.READ
+_TOPIC = _authz.ResourceType.TOPIC
+
+
 async def handle(ctx: RequestContext, request: OffsetCommitRequest) -> EncodedResponse:
     coord = coordinator(ctx)
-    entries = commit_entries(request)
+    # with an authorizer: READ on the group (else every partition GROUP_AUTHORIZATION_FAILED)
+    # and on each topic (else its partitions TOPIC_AUTHORIZATION_FAILED, nothing committed)
+    if not _authz.allowed(ctx, _READ, _authz.ResourceType.GROUP, request.group_id):
+        denied: frozenset[str] = frozenset(t.name for t in request.topics)
+        group_denied = True
+    else:
+        denied = _authz.denied(ctx, _READ, _TOPIC, (t.name for t in request.topics))
+        group_denied = False
+    refused = 30 if group_denied else 29  # GROUP_/TOPIC_AUTHORIZATION_FAILED
+    entries = [e for e in commit_entries(request) if e.topic not in denied]
     errors = await coord.commit_offsets(
         request.group_id,
         int(request.generation_id_or_member_epoch),
@@ -81,7 +95,13 @@ async def handle(ctx: RequestContext, request: OffsetCommitRequest) -> EncodedRe
     body = encode_response(
         int(request.__version__),
         [
-            (t.name, [(int(p.partition_index), int(next(it))) for p in t.partitions])
+            (
+                t.name,
+                [
+                    (int(p.partition_index), refused if t.name in denied else int(next(it)))
+                    for p in t.partitions
+                ],
+            )
             for t in request.topics
         ],
     )

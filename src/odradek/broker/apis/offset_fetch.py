@@ -13,7 +13,10 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, TypeGuard, cast
 
+from kio.schema.errors import ErrorCode
+
 from odradek.broker.api import ApiSpec, RequestContext
+from odradek.broker.apis import _authz
 from odradek.broker.apis._groups import code, coordinator
 from odradek.broker.apis._util import NO_THROTTLE, make, response_types
 from odradek.coordinator.state import Errors
@@ -36,18 +39,35 @@ if TYPE_CHECKING:
 __all__ = ["API", "handle"]
 
 
+_DENIED = object()
+"""In place of a partition's committed offset: the principal may not DESCRIBE its topic."""
+
+
 def _fetch(
     ctx: RequestContext, group_id: str, topics: Any
-) -> tuple[Errors, list[tuple[str, list[tuple[int, Any]]]]]:
+) -> tuple[Errors | ErrorCode, list[tuple[str, list[tuple[int, Any]]]]]:
     coord = coordinator(ctx)
     wanted = (
         None
         if topics is None
         else [(t.name, [int(p) for p in t.partition_indexes]) for t in topics]
     )
-    error, result = coord.fetch_offsets(group_id, wanted)
+    if not _authz.allowed(ctx, _DESCRIBE, _authz.ResourceType.GROUP, group_id):
+        refused = [(t, [(p, None) for p in parts]) for t, parts in wanted or ()]
+        return ErrorCode.group_authorization_failed, refused
+    error, fetched = coord.fetch_offsets(group_id, wanted)
     if error is not Errors.NONE and wanted is not None:
         return error, [(t, [(p, None) for p in parts]) for t, parts in wanted]
+    result: list[tuple[str, list[tuple[int, Any]]]] = list(fetched)
+    if _authz.enabled(ctx):  # Kafka: all topics → the describable ones; named → an error each
+        denied = _authz.denied(ctx, _DESCRIBE, _authz.ResourceType.TOPIC, (t for t, _ in result))
+        if wanted is None:
+            result = [(t, parts) for t, parts in result if t not in denied]
+        else:
+            result = [
+                (t, [(p, _DENIED) for p, _ in parts] if t in denied else parts)
+                for t, parts in result
+            ]
     return error, result
 
 
@@ -56,13 +76,25 @@ def _topics(
     topic_cls: str,
     part_cls: str,
     result: Any,
-    part_error: Errors,
+    part_error: Errors | ErrorCode,
     unstable: Callable[[str, int], bool] | None = None,
 ) -> tuple[Any, ...]:
     out = []
     for topic, parts in result:
         partitions = []
         for partition, om in parts:
+            if om is _DENIED:
+                partitions.append(
+                    make(
+                        getattr(types, part_cls),
+                        partition_index=partition,
+                        committed_offset=-1,
+                        committed_leader_epoch=-1,
+                        metadata="",
+                        error_code=ErrorCode.topic_authorization_failed,
+                    )
+                )
+                continue
             if unstable is not None and unstable(topic, partition):
                 partitions.append(
                     make(
@@ -123,6 +155,9 @@ def _unstable(
         return None
     coord = coordinator(ctx)
     return lambda topic, partition: coord.has_pending_txn_offset(group_id, topic, partition)
+
+
+_DESCRIBE = _authz.AclOperation.DESCRIBE
 
 
 async def handle(ctx: RequestContext, request: OffsetFetchRequest) -> OffsetFetchResponse:

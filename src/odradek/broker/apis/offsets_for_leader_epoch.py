@@ -35,6 +35,7 @@ from kio.schema.offset_for_leader_epoch.v4.response import (
 )
 
 from odradek.broker.api import ApiSpec, RequestContext
+from odradek.broker.apis import _authz
 from odradek.broker.apis._util import NO_THROTTLE, make, response_types
 
 __all__ = ["API", "handle"]
@@ -53,12 +54,22 @@ async def handle(
     replicas = ctx.services.replica_manager
     types = response_types(request)
     topics = []
+    # with an authorizer (Kafka): a follower needs CLUSTER_ACTION, a client DESCRIBE per topic
+    names: list[str] = [t.topic for t in request.topics]
+    if getattr(request, "replica_id", -1) >= 0:
+        follower_ok = _authz.cluster_allowed(ctx, _authz.AclOperation.CLUSTER_ACTION)
+        denied: frozenset[str] = frozenset() if follower_ok else frozenset(names)
+    else:
+        denied = _authz.denied(ctx, _authz.AclOperation.DESCRIBE, _authz.ResourceType.TOPIC, names)
     for t in request.topics:
         results = []
         for p in t.partitions:
-            code, epoch, end_offset = replicas.last_offset_for_leader_epoch(
-                t.topic, p.partition, p.current_leader_epoch, p.leader_epoch
-            )
+            if t.topic in denied:
+                code, epoch, end_offset = ErrorCode.topic_authorization_failed, -1, -1
+            else:
+                code, epoch, end_offset = replicas.last_offset_for_leader_epoch(
+                    t.topic, p.partition, p.current_leader_epoch, p.leader_epoch
+                )
             results.append(
                 make(
                     types.EpochEndOffset,

@@ -4,6 +4,9 @@ Advertised from v0 (old librdkafka probes exact versions to enable features), se
 (RecordBatch v2 only). Per partition, in this order, and nothing is written from a rejected
 partition's data:
 
+0. with an authorizer: a transactional request needs WRITE on its transactional id (else
+   TRANSACTIONAL_ID_AUTHORIZATION_FAILED for every partition), each topic WRITE (else
+   TOPIC_AUTHORIZATION_FAILED for its partitions, nothing written), auto-creation CREATE;
 1. unknown topic → auto-create (auto.create.topics.enable) or UNKNOWN_TOPIC_OR_PARTITION;
    a partition index out of range → UNKNOWN_TOPIC_OR_PARTITION; a partition this broker does
    not lead → NOT_LEADER_OR_FOLLOWER;
@@ -50,6 +53,7 @@ from kio.schema.produce.v9.request import ProduceRequest as ProduceRequestV9
 from kio.schema.produce.v10.request import ProduceRequest as ProduceRequestV10
 
 from odradek.broker.api import ApiSpec, EncodedResponse, RequestContext
+from odradek.broker.apis import _authz
 from odradek.broker.apis._util import topic_name_error
 from odradek.broker.broker_channel import BrokerUnavailableError
 from odradek.broker.partition import LeaderAppendResult, TxnVerifier
@@ -78,6 +82,10 @@ AnyProduceRequest = (
 _NONE = ErrorCode.none
 _TXN_STATE = ErrorCode.invalid_txn_state
 _BAD_EPOCH = ErrorCode.invalid_producer_epoch
+_TOPIC_DENIED = ErrorCode.topic_authorization_failed
+_TXN_ID_DENIED = ErrorCode.transactional_id_authorization_failed
+_WRITE = _authz.AclOperation.WRITE
+_TOPIC = _authz.ResourceType.TOPIC
 
 
 def _failed(index: int, code: ErrorCode) -> PartitionResult:
@@ -101,18 +109,33 @@ async def handle(ctx: RequestContext, request: AnyProduceRequest) -> EncodedResp
     services = ctx.services
     acks = request.acks
     topic_data = request.topic_data
+    transactional_id = request.transactional_id
+    denied = _authz.denied(ctx, _WRITE, _TOPIC, (td.name for td in topic_data))
+    if transactional_id is not None and not _authz.allowed(
+        ctx, _WRITE, _authz.ResourceType.TRANSACTIONAL_ID, transactional_id
+    ):
+        return None if acks == 0 else error_response(request, _TXN_ID_DENIED)
     if acks in (0, 1, -1) and services.config.auto_create_topics_enable:
         metadata = services.metadata
         for td in topic_data:
             name = td.name
-            if metadata.topic(name) is None and topic_name_error(name) is None:
+            if (
+                metadata.topic(name) is None
+                and topic_name_error(name) is None
+                and name not in denied
+                and _authz.may_create_topic(ctx, name)
+            ):
                 await services.topic_admin.auto_create_topic(name)
-    transactional_id = request.transactional_id
     verify_txn = None
     if transactional_id is not None:
         remote = await _verify_at_coordinator(services, transactional_id, request)
         verify_txn = _txn_verifier(services, transactional_id, remote)
-    entries = [(td.name, pd.index, pd.records) for td in topic_data for pd in td.partition_data]
+    entries = [
+        (td.name, pd.index, pd.records)
+        for td in topic_data
+        if td.name not in denied
+        for pd in td.partition_data
+    ]
     timeout_ms = (
         request.timeout_ms
         if isinstance(request, ProduceRequest)
@@ -134,6 +157,9 @@ async def handle(ctx: RequestContext, request: AnyProduceRequest) -> EncodedResp
     for td in topic_data:
         presults = []
         for pd in td.partition_data:
+            if td.name in denied:
+                presults.append(_failed(pd.index, _TOPIC_DENIED))
+                continue
             presults.append(_partition_result(pd.index, results[i]))
             i += 1
         out.append((td.name, presults))

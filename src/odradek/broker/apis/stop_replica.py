@@ -16,6 +16,7 @@ from collections.abc import Mapping
 from kio.schema.errors import ErrorCode
 
 from odradek.broker.api import EncodedResponse, RequestContext
+from odradek.broker.apis import _authz
 from odradek.broker.apis._inter_broker import api_spec, encoded, every_partition, stale_request
 from odradek.protocol import inter_broker as ib
 
@@ -49,4 +50,10 @@ def error_response(request: ib.StopReplicaRequest, code: ErrorCode) -> EncodedRe
     return _refuse(request, 4, code)
 
 
-API = api_spec(ib.STOP_REPLICA, "StopReplica", handle, error_response=error_response)
+API = api_spec(
+    ib.STOP_REPLICA,
+    "StopReplica",
+    handle,
+    error_response=error_response,
+    authorize=_authz.cluster_action_at_version(_refuse),
+)

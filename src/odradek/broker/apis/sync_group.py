@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, TypeGuard, cast
 
 from odradek.broker.api import ApiSpec, RequestContext
+from odradek.broker.apis import _authz
 from odradek.broker.apis._groups import code, coordinator
 from odradek.broker.apis._util import NO_THROTTLE, make, response_types
 
@@ -62,4 +63,11 @@ async def handle(ctx: RequestContext, request: SyncGroupRequest) -> SyncGroupRes
     )
 
 
-API = ApiSpec(key=14, name="SyncGroup", min_version=0, max_version=5, handler=handle)
+API = ApiSpec(
+    key=14,
+    name="SyncGroup",
+    min_version=0,
+    max_version=5,
+    handler=handle,
+    authorize=_authz.group(_authz.AclOperation.READ),
+)

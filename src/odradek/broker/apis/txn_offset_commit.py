@@ -15,6 +15,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, TypeGuard, cast
 
 from odradek.broker.api import ApiSpec, RequestContext
+from odradek.broker.apis import _authz
 from odradek.broker.apis._groups import code, commit_entries, coordinator
 from odradek.broker.apis._util import NO_THROTTLE, make, response_types
 from odradek.coordinator.transaction.manager import OFFSETS_TOPIC, fenced_error
@@ -35,6 +36,24 @@ _REFUSED = frozenset(
 )
 
 
+def _refusal(ctx: RequestContext, request: TxnOffsetCommitRequest) -> list[int] | None:
+    """With an authorizer: every partition TRANSACTIONAL_ID_AUTHORIZATION_FAILED without WRITE
+    on the transactional id, GROUP_AUTHORIZATION_FAILED without READ on the group."""
+    n = sum(len(t.partitions) for t in request.topics)
+    if not _authz.allowed(
+        ctx,
+        _authz.AclOperation.WRITE,
+        _authz.ResourceType.TRANSACTIONAL_ID,
+        request.transactional_id,
+    ):
+        return [53] * n
+    if not _authz.allowed(
+        ctx, _authz.AclOperation.READ, _authz.ResourceType.GROUP, request.group_id
+    ):
+        return [30] * n
+    return None
+
+
 def _names_member(request: TxnOffsetCommitRequest) -> TypeGuard[TxnOffsetCommitRequestV3]:
     """v3+ names the group member (generation, member id, instance id: KIP-447)."""
     return request.__version__ >= 3
@@ -53,20 +72,33 @@ async def handle(ctx: RequestContext, request: TxnOffsetCommitRequest) -> TxnOff
     )
     error = verdict[(OFFSETS_TOPIC, offsets_partition)]
     entries = commit_entries(request)
+    refused = _refusal(ctx, request)
+    # with an authorizer: the topics the principal may not READ are refused (29,
+    # TOPIC_AUTHORIZATION_FAILED), the others committed, as Kafka does
+    names = (t.name for t in request.topics)
+    denied = (
+        frozenset()
+        if refused is not None
+        else _authz.denied(ctx, _authz.AclOperation.READ, _authz.ResourceType.TOPIC, names)
+    )
     errors: list[int]
-    if error in _REFUSED:
+    if refused is not None:
+        errors = refused
+    elif error in _REFUSED:
         errors = [int(fenced_error(error, 28, version))] * len(entries)
     else:
-        group_errors = await coordinator(ctx).txn_commit_offsets(
-            request.group_id,
-            pid,
-            epoch,
-            int(request.generation_id) if _names_member(request) else -1,
-            request.member_id if _names_member(request) else "",
-            request.group_instance_id if _names_member(request) else None,
-            entries,
+        group_errors = iter(
+            await coordinator(ctx).txn_commit_offsets(
+                request.group_id,
+                pid,
+                epoch,
+                int(request.generation_id) if _names_member(request) else -1,
+                request.member_id if _names_member(request) else "",
+                request.group_instance_id if _names_member(request) else None,
+                [e for e in entries if e.topic not in denied],
+            )
         )
-        errors = [int(e) for e in group_errors]
+        errors = [29 if e.topic in denied else int(next(group_errors)) for e in entries]
     types = response_types(request)
     it = iter(errors)
     topics = tuple(

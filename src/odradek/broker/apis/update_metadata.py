@@ -11,6 +11,7 @@ from __future__ import annotations
 from kio.schema.errors import ErrorCode
 
 from odradek.broker.api import EncodedResponse, RequestContext
+from odradek.broker.apis import _authz
 from odradek.broker.apis._inter_broker import api_spec, encoded
 from odradek.protocol import inter_broker as ib
 
@@ -29,6 +30,15 @@ async def handle(ctx: RequestContext, request: ib.UpdateMetadataRequest) -> Enco
     )
 
 
+def _refuse(request: ib.UpdateMetadataRequest, version: int, code: ErrorCode) -> EncodedResponse:
+    response = ib.UpdateMetadataResponse(code.value)
+    return encoded(ib.encode_update_metadata_response(response, version))
+
+
 API = api_spec(
-    ib.UPDATE_METADATA, "UpdateMetadata", handle, decode=ib.decode_update_metadata_request
+    ib.UPDATE_METADATA,
+    "UpdateMetadata",
+    handle,
+    decode=ib.decode_update_metadata_request,
+    authorize=_authz.cluster_action_at_version(_refuse),
 )

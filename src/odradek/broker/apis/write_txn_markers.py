@@ -8,7 +8,10 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from kio.schema.errors import ErrorCode
+
 from odradek.broker.api import ApiSpec, RequestContext
+from odradek.broker.apis import _authz
 from odradek.broker.apis import _transactions as glue
 
 if TYPE_CHECKING:
@@ -27,4 +30,19 @@ async def handle(ctx: RequestContext, request: WriteTxnMarkersRequest) -> WriteT
     return glue.write_txn_markers_response(request, errors)
 
 
-API = ApiSpec(key=27, name="WriteTxnMarkers", min_version=1, max_version=1, handler=handle)
+def _refuse(request: WriteTxnMarkersRequest, code: ErrorCode) -> WriteTxnMarkersResponse:
+    """Every marker's partitions answered ``code`` (Kafka: CLUSTER_AUTHORIZATION_FAILED)."""
+    return glue.write_txn_markers_response(
+        request,
+        {(m.producer_id, m.topic, m.partition): int(code) for m in glue.txn_markers_of(request)},
+    )
+
+
+API = ApiSpec(
+    key=27,
+    name="WriteTxnMarkers",
+    min_version=1,
+    max_version=1,
+    handler=handle,
+    authorize=_authz.cluster(_authz.AclOperation.CLUSTER_ACTION, _refuse),
+)

@@ -239,5 +239,9 @@ BROKER_KEYS: dict[str, ConfigKey] = {
             "Fetchers (each its own connection) per leader broker; read at start.",
         ),
         _k("request.timeout.ms", _int(1), 30000),
+        # authorization (odradek.security.authorizer)
+        _k("authorizer.class.name", _str, ""),
+        _k("super.users", _str, ""),
+        _k("allow.everyone.if.no.acl.found", _bool, False),
     ]
 }

@@ -103,6 +103,11 @@ MEANINGS: dict[str, str] = {
     "log.dirs": "Data directories, comma separated.",
     "log.dir": "The data directory when log.dirs is not set.",
     "storage.engine": "file (Kafka's on-disk format) or memory (nothing survives a stop).",
+    # authorization
+    "authorizer.class.name": "kafka.security.authorizer.AclAuthorizer or "
+    "org.apache.kafka.metadata.authorizer.StandardAuthorizer turns ACLs on; empty allows all.",
+    "super.users": "Principals allowed everything, ;-separated (User:admin;User:ops).",
+    "allow.everyone.if.no.acl.found": "Allow a resource that no ACL names (default: deny).",
     # topics
     "num.partitions": "Partitions of an automatically created topic.",
     "default.replication.factor": "Replicas of an automatically created topic.",
