@@ -24,7 +24,7 @@ zero-copy one.
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Generic, Protocol, TypeAlias, TypeVar
 
 from kio.schema.errors import ErrorCode
@@ -109,7 +109,9 @@ class ApiSpec(Generic[Req, Resp]):
     through protocol.legacy_versions. Defaults to min_version."""
     error_response: ErrorResponse[Req, Resp] | None = None
     decoder: Decoder | None = None
+    oldest_served: int = field(init=False, repr=False, compare=False)
+    """``min_request_version``, else ``min_version`` (derived once: read on every routing)."""
 
-    @property
-    def oldest_served(self) -> int:
-        return self.min_version if self.min_request_version is None else self.min_request_version
+    def __post_init__(self) -> None:
+        oldest = self.min_version if self.min_request_version is None else self.min_request_version
+        object.__setattr__(self, "oldest_served", oldest)
