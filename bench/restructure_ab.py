@@ -213,6 +213,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--new", type=Path, default=Path(__file__).resolve().parent.parent / "src")
     ap.add_argument("--records", type=int, default=1_000_000)
     ap.add_argument("--pairs", type=int, default=3)
+    ap.add_argument(
+        "--only", choices=("rf1", "rf3"), help="run one phase (the other's rows are left out)"
+    )
     ap.add_argument("--json", type=Path)
     args = ap.parse_args(argv)
     runs: dict[str, list[dict[str, float]]] = {"old": [], "new": []}
@@ -221,7 +224,12 @@ def main(argv: list[str] | None = None) -> int:
         for which in order:
             src = args.old if which == "old" else args.new
             with tree(src.resolve()):
-                row = {**rf1(args.records, f"{which}{pair}"), **rf3(args.records, f"{which}{pair}")}
+                tag = f"{which}{pair}"
+                row: dict[str, float] = {}
+                if args.only != "rf3":
+                    row.update(rf1(args.records, tag))
+                if args.only != "rf1":
+                    row.update(rf3(args.records, tag))
             runs[which].append(row)
             print(f"pair {pair + 1} {which}: " + ", ".join(f"{k} {v:.3g}" for k, v in row.items()))
             sys.stdout.flush()
@@ -232,6 +240,8 @@ def main(argv: list[str] | None = None) -> int:
     print("| measure | old | new | new/old |")
     print("|---|---|---|---|")
     for key, label in ROWS:
+        if key not in runs["old"][0]:
+            continue
         old = median(r[key] for r in runs["old"])
         new = median(r[key] for r in runs["new"])
         digits = 0 if key.endswith("rate") else 2
