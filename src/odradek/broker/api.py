@@ -24,7 +24,7 @@ zero-copy one.
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Generic, Protocol, TypeAlias, TypeVar
 
 from kio.schema.errors import ErrorCode
@@ -121,7 +121,9 @@ class ApiSpec(Generic[Req, Resp]):
     Protocols" for requests authorized as a whole, e.g. CLUSTER_ACTION for inter-broker APIs),
     run before the handler when the broker has an authorizer; see
     ``odradek.broker.apis._authz``. Per-resource checks (a Produce's topics) are the handler's."""
+    oldest_served: int = field(init=False, repr=False, compare=False)
+    """``min_request_version``, else ``min_version`` (derived once: read on every routing)."""
 
-    @property
-    def oldest_served(self) -> int:
-        return self.min_version if self.min_request_version is None else self.min_request_version
+    def __post_init__(self) -> None:
+        oldest = self.min_version if self.min_request_version is None else self.min_request_version
+        object.__setattr__(self, "oldest_served", oldest)

@@ -28,9 +28,9 @@ the metadata image neither leader nor follower until their LeaderAndIsr):
   (``is_stale_controller_epoch``); a partition is applied only when this broker is one of its
   replicas (else UNKNOWN_TOPIC_OR_PARTITION) and its leader epoch is newer than ours (or the
   same epoch with a newer partition epoch), else STALE_CONTROLLER_EPOCH. Leaders stop fetching
-  and take the epoch; followers are handed to a ``ReplicaFetcher`` of their leader
-  (``num.replica.fetchers`` per leader broker, the partition's by ``fetcher_id``;
-  ``odradek.broker.replica_fetcher``), which truncates first.
+  and take the epoch; followers are handed to a ``ReplicaFetcher`` of their leader through
+  the ``ReplicaFetcherManager`` (``odradek.broker.replica_fetcher_manager``:
+  ``num.replica.fetchers`` per leader broker), which truncates first.
 * ``stop_replicas(controller_id, controller_epoch, partitions)`` applies a StopReplica: the
   fetcher stops; with ``delete`` the partition and its log go. A leader epoch older than ours
   → FENCED_LEADER_EPOCH.
@@ -62,6 +62,7 @@ from typing import Any, NamedTuple, Protocol
 
 from kio.schema.errors import ErrorCode
 
+from odradek.broker.delayed_produce import DelayedProduce
 from odradek.broker.inter_broker_client import InterBrokerClient
 from odradek.broker.metadata_store import MetadataStore, PartitionState, TopicMetadata
 from odradek.broker.partition import (
@@ -73,7 +74,8 @@ from odradek.broker.partition import (
     TxnVerifier,
 )
 from odradek.broker.purgatory import Purgatory
-from odradek.broker.replica_fetcher import FetcherConfig, ReplicaFetcher, fetcher_id
+from odradek.broker.replica_fetcher import FetcherConfig, ReplicaFetcher
+from odradek.broker.replica_fetcher_manager import ReplicaFetcherManager
 from odradek.clock import Clock, SystemClock
 from odradek.storage import LogConfig, LogManager
 from odradek.storage.partition_metadata import assign_topic_id
@@ -253,8 +255,14 @@ class ReplicaManager:
         self._partitions: dict[tuple[str, int], Partition] = {}
         self.controller_epoch = -1
         """The newest controller epoch seen in a LeaderAndIsr/StopReplica."""
-        self._fetchers: dict[tuple[int, int], ReplicaFetcher] = {}
-        """By (leader broker id, fetcher id)."""
+        self.fetcher_manager = ReplicaFetcherManager(
+            self.node_id,
+            FetcherConfig.from_replication(self.replication),
+            self.replication.num_replica_fetchers,
+            self.clock,
+            inter_broker_client,
+        )
+        """The followers' fetchers (``odradek.broker.replica_fetcher_manager``)."""
         self._listeners: list[LeadershipListener] = []
         self._hw_listeners: list[HighWatermarkListener] = []
         self._background: asyncio.Task[None] | None = None
@@ -351,7 +359,7 @@ class ReplicaManager:
         """Drop a deleted topic's partitions, logs and producer-state snapshots."""
         name = topic.name
         for key in [k for k in self._partitions if k[0] == name]:
-            self._remove_from_fetchers([key])
+            self.fetcher_manager.remove_fetcher_for_partitions([key])
             del self._partitions[key]
             self.purgatory.notify(name, key[1])
         self.log_manager.delete_topic(name)
@@ -479,7 +487,7 @@ class ReplicaManager:
                 controller_epoch=controller_epoch,
                 version=s.partition_epoch,
             )
-            self._remove_from_fetchers([key])
+            self.fetcher_manager.remove_fetcher_for_partitions([key])
             if s.leader == self.node_id:
                 handle.make_leader(state, now_ms)
                 became_leader.append((key[0], key[1], s.leader_epoch))
@@ -487,13 +495,13 @@ class ReplicaManager:
                 handle.make_follower(state)
                 address = leaders.get(s.leader)
                 if address is not None:
-                    self._fetcher_for(s.leader, *address, key).add_partition(handle)
+                    self.fetcher_manager.add_fetcher_for_partition(s.leader, *address, handle)
                 else:
                     log.info("%s-%d: leader %d is not live; not fetching", key[0], key[1], s.leader)
                 became_follower.append((key[0], key[1], s.leader_epoch))
             self.purgatory.notify(*key)  # acks=all waiters see the new leadership
             result[key] = _NONE
-        self._stop_idle_fetchers()
+        self.fetcher_manager.shutdown_idle_fetchers()
         if became_leader or became_follower:
             self._notify_leadership(became_leader, became_follower)
         return result
@@ -532,7 +540,7 @@ class ReplicaManager:
             ):
                 result[key] = _FENCED
                 continue
-            self._remove_from_fetchers([key])
+            self.fetcher_manager.remove_fetcher_for_partitions([key])
             if p.delete_partition:
                 self._partitions.pop(key, None)
                 try:
@@ -551,61 +559,14 @@ class ReplicaManager:
                 stopped.append((key[0], key[1], epoch))
             self.purgatory.notify(*key)
             result[key] = _NONE
-        self._stop_idle_fetchers()
+        self.fetcher_manager.shutdown_idle_fetchers()
         if stopped:  # no longer led here (Kafka's coordinators resign on StopReplica too)
             self._notify_leadership([], stopped)
         return result
 
-    # -- replication: fetchers -----------------------------------------------------------------
-
-    def _fetcher_for(
-        self, leader_id: int, host: str, port: int, key: tuple[str, int]
-    ) -> ReplicaFetcher:
-        """The fetcher towards ``leader_id`` at host:port that copies ``key``. A leader that
-        moved to another address takes its partitions along (to new fetchers)."""
-        moved: list[Partition] = []
-        for k in [k for k, f in self._fetchers.items() if k[0] == leader_id]:
-            if self._fetchers[k].address != (host, port):
-                old = self._fetchers.pop(k)
-                moved.extend(old.partitions())
-                old.close()
-        for handle in moved:
-            self._fetcher(leader_id, host, port, (handle.topic, handle.partition)).add_partition(
-                handle
-            )
-        return self._fetcher(leader_id, host, port, key)
-
-    def _fetcher(
-        self, leader_id: int, host: str, port: int, key: tuple[str, int]
-    ) -> ReplicaFetcher:
-        fid = fetcher_id(key[0], key[1], self.replication.num_replica_fetchers)
-        fetcher = self._fetchers.get((leader_id, fid))
-        if fetcher is None:
-            fetcher = ReplicaFetcher(
-                self.node_id,
-                leader_id,
-                host,
-                port,
-                FetcherConfig.from_replication(self.replication),
-                self.clock,
-                fid,
-                self.inter_broker_client,
-            )
-            self._fetchers[(leader_id, fid)] = fetcher
-        return fetcher
-
-    def _remove_from_fetchers(self, keys: Iterable[tuple[str, int]]) -> None:
-        keys = list(keys)
-        for fetcher in self._fetchers.values():
-            fetcher.remove_partitions(keys)
-
-    def _stop_idle_fetchers(self) -> None:
-        for key in [k for k, f in self._fetchers.items() if not f.partition_count()]:
-            self._fetchers.pop(key).close()
-
     def fetchers(self) -> dict[tuple[int, int], ReplicaFetcher]:
         """The replica fetchers by (leader broker id, fetcher id) (for tests and metrics)."""
-        return dict(self._fetchers)
+        return self.fetcher_manager.fetchers()
 
     # -- replication: leader side -------------------------------------------------------------
 
@@ -995,9 +956,7 @@ class ReplicaManager:
     async def close(self) -> None:
         """Stop the fetchers and the background task (broker shutdown)."""
         self._closed = True
-        fetchers, self._fetchers = list(self._fetchers.values()), {}
-        for fetcher in fetchers:
-            fetcher.close()
+        fetchers = self.fetcher_manager.close_all()
         tasks = list(self._tasks)
         if self._background is not None:
             tasks.append(self._background)
@@ -1043,45 +1002,6 @@ class ReplicaManager:
             if payload is not None:
                 out.append((path, payload))
         return out
-
-
-class DelayedProduce:
-    """The acks=all part of ``ReplicaManager.append_records`` (Kafka's ``DelayedProduce``):
-    ``results`` are the local appends' outcomes; ``complete()`` waits (all partitions at
-    once, at most the timeout) until the high watermark of every appended partition passes
-    its records, and replaces the results of those that did not make it with their error
-    (NOT_ENOUGH_REPLICAS_AFTER_APPEND, NOT_LEADER_OR_FOLLOWER, REQUEST_TIMED_OUT)."""
-
-    __slots__ = ("_replicas", "_timeout_s", "_waits", "results")
-
-    def __init__(
-        self,
-        replicas: ReplicaManager,
-        results: list[LeaderAppendResult],
-        waits: list[tuple[int, Partition, int, int]],
-        timeout_s: float,
-    ) -> None:
-        self._replicas = replicas
-        self.results = results
-        self._waits = waits
-        """(index into results, partition, required offset, min.insync.replicas)."""
-        self._timeout_s = max(0.0, timeout_s)
-
-    async def complete(self) -> list[LeaderAppendResult]:
-        waits = self._waits
-        if not waits:
-            return self.results
-        self._waits = []
-        wait = self._replicas.wait_for_acks
-        timeout_s = self._timeout_s
-        codes = await asyncio.gather(
-            *(wait(handle, end, min_insync, timeout_s) for _i, handle, end, min_insync in waits)
-        )
-        results = self.results
-        for (i, _handle, _end, _min), code in zip(waits, codes, strict=True):
-            if code is not _NONE:
-                results[i] = LeaderAppendResult(code)
-        return results
 
 
 def write_snapshots(snapshots: list[tuple[Path, bytes]]) -> None:

@@ -99,6 +99,18 @@ class LogConfig:
     max_compaction_lag_ms: int = LONG_MAX
     min_cleanable_dirty_ratio: float = 0.5
 
+    # Derived once in __post_init__ (read on every append: plain attributes, not properties).
+    compact: bool = dataclasses.field(init=False, repr=False, compare=False)
+    """True when ``cleanup.policy`` contains ``compact`` (the log cleaner applies)."""
+    delete_enabled: bool = dataclasses.field(init=False, repr=False, compare=False)
+    """True when ``cleanup.policy`` contains ``delete`` (retention applies)."""
+    log_append_time: bool = dataclasses.field(init=False, repr=False, compare=False)
+    """True when ``message.timestamp.type=LogAppendTime``."""
+    max_segment_ms: int = dataclasses.field(init=False, repr=False, compare=False)
+    """The active segment's age at which it rolls: ``segment.ms``, or
+    ``max.compaction.lag.ms`` when smaller on a compacted log (as in Kafka), so that old data
+    leaves the active segment and becomes cleanable (and deletable)."""
+
     # topic key -> (field, minimum, maximum)
     _TOPIC_KEYS = {
         "segment.bytes": ("segment_bytes", 14, INT_MAX),
@@ -143,30 +155,15 @@ class LogConfig:
                 "message.timestamp.type",
                 f"{self.message_timestamp_type!r} is not CreateTime or LogAppendTime",
             )
-
-    @property
-    def delete_enabled(self) -> bool:
-        """True when ``cleanup.policy`` contains ``delete`` (retention applies)."""
-        return "delete" in self.cleanup_policy
-
-    @property
-    def max_segment_ms(self) -> int:
-        """The active segment's age at which it rolls: ``segment.ms``, or
-        ``max.compaction.lag.ms`` when smaller on a compacted log (as in Kafka), so that
-        old data leaves the active segment and becomes cleanable (and deletable)."""
-        if self.compact:
-            return min(self.segment_ms, self.max_compaction_lag_ms)
-        return self.segment_ms
-
-    @property
-    def compact(self) -> bool:
-        """True when ``cleanup.policy`` contains ``compact`` (the log cleaner applies)."""
-        return "compact" in self.cleanup_policy
-
-    @property
-    def log_append_time(self) -> bool:
-        """True when ``message.timestamp.type=LogAppendTime``."""
-        return self.message_timestamp_type == "LogAppendTime"
+        compact = "compact" in self.cleanup_policy
+        object.__setattr__(self, "compact", compact)
+        object.__setattr__(self, "delete_enabled", "delete" in self.cleanup_policy)
+        object.__setattr__(self, "log_append_time", self.message_timestamp_type == "LogAppendTime")
+        object.__setattr__(
+            self,
+            "max_segment_ms",
+            min(self.segment_ms, self.max_compaction_lag_ms) if compact else self.segment_ms,
+        )
 
     @property
     def max_index_entries(self) -> int:
