@@ -62,6 +62,7 @@ from odradek.client.errors import KafkaTimeoutError, ProducerFencedError
 from .config import FlowConfig
 from .offsets import OffsetSyncStore, SyncEmitter
 from .records import Checkpoint, Heartbeat, OffsetSync, RecordFormatError
+from .schemas import SchemaIdRewriter, UnknownSchemaId
 
 __all__ = ["Flow", "FlowStats", "PartitionMetrics", "Window", "positions_group", "run_flows", "transactional_id"]
 
@@ -96,6 +97,7 @@ class FlowStats:
     checkpoints: int = 0
     heartbeats: int = 0
     group_offsets_synced: int = 0
+    schema_id_errors: int = 0  # framed keys/values whose id the source registry does not know
     newest_timestamp: int = -1
     last_checkpoint_ms: int = -1
     partitions: dict[TopicPartition, PartitionMetrics] = field(default_factory=dict)  # by remote partition
@@ -167,6 +169,10 @@ class Flow:
         self._lock = asyncio.Lock()  # held for a whole batch (gather + copy + positions) and by rebalances
         self._pending: dict[TopicPartition, int] = {}  # at least once: positions not yet committed
         self._abort_backoff = 0.0
+        self.schemas: SchemaIdRewriter | None = None
+        if cfg.translates_schema_ids:
+            assert cfg.source_registry and cfg.target_registry
+            self.schemas = SchemaIdRewriter(cfg.source_registry, cfg.target_registry)
 
     @property
     def name(self) -> str:
@@ -436,6 +442,9 @@ class Flow:
                     await asyncio.wait_for(self._stop.wait(), self._abort_backoff)
             async with self._lock:
                 batch = await self._gather()
+                if batch and self.schemas is not None:
+                    # before anything of the batch is written: a registry failure restarts the flow
+                    await self.schemas.prepare(self.schemas.ids_of(r for recs in batch.values() for r in recs))
                 if batch:
                     positions = {TopicPartition(self._remote[tp.topic], tp.partition): recs[-1].offset + 1 for tp, recs in batch.items()}
                     if self._eos:
@@ -484,15 +493,51 @@ class Flow:
         futures = []
         for topic, recs in by_topic.items():
             await self._known_partitions(self._remote[topic], self._topics.get(topic, 0))
+            if self.schemas is not None:
+                values, keys, headers = self._rewrite_ids(recs)
+            else:
+                values, keys, headers = [r.value for r in recs], [r.key for r in recs], [r.headers or None for r in recs]
             futures.append(await self.producer.send_batch(
                 self._remote[topic],
-                [r.value for r in recs],
-                keys=[r.key for r in recs],
+                values,
+                keys=keys,
                 partitions=[r.partition for r in recs],
-                headers=[r.headers or None for r in recs],
+                headers=headers,
                 timestamps=[r.timestamp for r in recs],
             ))
         return futures
+
+    def _rewrite_ids(self, recs: list[Any]) -> tuple[list[bytes | None], list[bytes | None], list[Any]]:
+        """Values, keys and headers of ``recs`` with the target registry's schema ids. A framed
+        id the source registry does not know is logged (topic/partition/offset), counted, and
+        that key/value copied unchanged."""
+        rw = self.schemas
+        assert rw is not None
+        values: list[bytes | None] = []
+        keys: list[bytes | None] = []
+        headers: list[Any] = []
+        for r in recs:
+            out = []
+            for what, data in (("value", r.value), ("key", r.key)):
+                try:
+                    out.append(rw.rewrite(data))
+                except UnknownSchemaId as exc:
+                    out.append(data)
+                    self._schema_error(r, what, exc)
+            values.append(out[0])
+            keys.append(out[1])
+            try:
+                headers.append(rw.rewrite_headers(r.headers) or None)
+            except UnknownSchemaId as exc:
+                headers.append(r.headers or None)
+                self._schema_error(r, "id header", exc)
+        return values, keys, headers
+
+    def _schema_error(self, r: Any, what: str, exc: UnknownSchemaId) -> None:
+        self.stats.schema_id_errors += 1
+        self.stats.errors += 1
+        log.error("flow %s: %s/%d offset %d: %s of the record: %s; copied with the source's id",
+                  self.name, r.topic, r.partition, r.offset, what, exc)
 
     async def _known_partitions(self, remote: str, count: int) -> None:
         """Wait until the producer's metadata has ``count`` partitions of ``remote`` (they were
