@@ -33,6 +33,9 @@ partitions is refused, KIP-447), so on restart (after ``init_transactions`` fenc
 incarnation and aborted its open transaction) the positions read back are exactly those of the
 records that are visible. Without it, positions are committed after the records are
 acknowledged, so a crash repeats at most the records copied since the last commit.
+Each position's commit metadata is ``hw=<source high watermark>`` as the consumer last saw it,
+so a console on the target shows the flow's lag (``hw`` minus the position) without talking to
+the source or to the mirror.
 
 Invariant: ``_lock`` is held from the first poll of a batch to its positions being recorded, and
 by every rebalance callback, so partitions never change hands in the middle of a batch.
@@ -168,6 +171,7 @@ class Flow:
         self._polled_ms = 0.0
         self._lock = asyncio.Lock()  # held for a whole batch (gather + copy + positions) and by rebalances
         self._pending: dict[TopicPartition, int] = {}  # at least once: positions not yet committed
+        self._source_hw: dict[TopicPartition, int] = {}  # by remote partition: the position's metadata
         self._abort_backoff = 0.0
         self.schemas: SchemaIdRewriter | None = None
         if cfg.translates_schema_ids:
@@ -417,7 +421,7 @@ class Flow:
                 mine = {rtp: o for rtp, o in self._pending.items() if rtp in remote_tps}
                 if mine:
                     with contextlib.suppress(KafkaError):
-                        await self.members.commit({rtp: OffsetAndMetadata(o) for rtp, o in mine.items()})
+                        await self.members.commit(self._positions(mine))
             for rtp in remote_tps:
                 self._pending.pop(rtp, None)
             by_remote = {r: s for s, r in self._remote.items()}
@@ -430,7 +434,7 @@ class Flow:
         """On stop: commit at-least-once positions, then leave the group (the others take over)."""
         async with self._lock:
             if self._pending:
-                await self.members.commit({rtp: OffsetAndMetadata(o) for rtp, o in self._pending.items()})
+                await self.members.commit(self._positions(self._pending))
                 self._pending = {}
 
     # -- copying ----------------------------------------------------------------------------------
@@ -447,6 +451,9 @@ class Flow:
                     await self.schemas.prepare(self.schemas.ids_of(r for recs in batch.values() for r in recs))
                 if batch:
                     positions = {TopicPartition(self._remote[tp.topic], tp.partition): recs[-1].offset + 1 for tp, recs in batch.items()}
+                    for tp in batch:
+                        with contextlib.suppress(Exception):
+                            self._source_hw[TopicPartition(self._remote[tp.topic], tp.partition)] = self.consumer.highwater(tp)
                     if self._eos:
                         await self._copy_transaction(batch, positions)
                     else:
@@ -557,8 +564,7 @@ class Flow:
         try:
             futures = await self._send(batch)
             # with the member's generation: a process that lost these partitions is refused (KIP-447)
-            await self.producer.send_offsets_to_transaction(
-                {tp: OffsetAndMetadata(o) for tp, o in positions.items()}, self.members.consumer_group_metadata())
+            await self.producer.send_offsets_to_transaction(self._positions(positions), self.members.consumer_group_metadata())
             await self.producer.commit_transaction()
         except ProducerFencedError:
             raise ProducerFencedError(
@@ -587,8 +593,16 @@ class Flow:
 
     async def _commit_positions(self) -> None:
         """At least once: commit the positions of acknowledged records, as this member."""
-        await self.members.commit({rtp: OffsetAndMetadata(o) for rtp, o in self._pending.items()})
+        await self.members.commit(self._positions(self._pending))
         self._pending = {}
+
+    def _positions(self, positions: dict[TopicPartition, int]) -> dict[TopicPartition, OffsetAndMetadata]:
+        """Positions to record, each with ``hw=<source high watermark>`` as metadata when known."""
+        out = {}
+        for rtp, o in positions.items():
+            hw = self._source_hw.get(rtp, -1)
+            out[rtp] = OffsetAndMetadata(o, f"hw={hw}" if hw >= 0 else "")
+        return out
 
     def _after_copy(self, batch: dict[TopicPartition, list[Any]], metadata: list[list[Any]]) -> None:
         """Count the copied records and emit offset syncs for them."""
