@@ -192,6 +192,7 @@ def test_screenshots(mirrored: Mirrored, tmp_path: Path) -> None:
     from selenium.webdriver.support.ui import WebDriverWait
 
     options = Options()
+    assert CHROMIUM is not None and CHROMEDRIVER is not None
     options.binary_location = CHROMIUM
     for flag in ("--headless", "--no-sandbox", "--disable-gpu", "--no-first-run", "--disable-background-networking",
                  "--window-size=1280,1000", f"--user-data-dir={tmp_path / 'profile'}"):
