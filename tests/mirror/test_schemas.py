@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import re
+import socket
 import time
 import urllib.request
 from collections.abc import Callable, Iterator
@@ -136,3 +137,34 @@ def test_ids_rewritten_to_targets_registry(
     assert json.loads(addr_on_b["schema"]) == ADDRESS
     assert {"subject": f"{topic}-person", "version": 1} in b.call("GET", f"/schemas/ids/{dst_person}/versions")
     assert (recs[N + 2].value or b"")[5:] == (read_topic(a.bootstrap_servers, topic)[0][N + 2].value or b"")[5:]
+
+
+def test_target_registry_down_writes_nothing_untranslated(
+    registries: tuple[RegistryCluster, RegistryCluster], mirrors: Callable[..., MirrorProcess]
+) -> None:
+    """A target registry that does not answer fails the batch before anything is written; once it
+    answers, every record arrives once, translated."""
+    a, b = registries
+    topic = "users-down"
+    ser = AvroSerializer(a.url, USER, topic=topic)
+    with Producer({"bootstrap.servers": a.bootstrap_servers}) as p:
+        for i in range(20):
+            p.send(topic, ser({"name": f"u{i}", "n": i}), partition=0)
+        p.flush(10)
+    with socket.socket() as s:  # a port nothing listens on
+        s.bind(("127.0.0.1", 0))
+        dead = f"http://127.0.0.1:{s.getsockname()[1]}"
+    common = {"A->B.topics": topic, "exactly.once.source.support": "enabled", "emit.checkpoints.enabled": "false",
+              "A.schema.registry.url": a.url}
+    m = mirrors(base_properties(a.process, b.process, **common, **{"B.schema.registry.url": dead}), name="down").start()
+    wait_until(lambda: re.search(rf"flow A->B: schema registry {re.escape(dead)} unreachable: .*; 20 records of {topic} 0 held back", m.log()), 60,
+               "the unreachable registry logged", m.log)
+    assert end_offsets(b.bootstrap_servers, f"A.{topic}", read_committed=True).get(0, 0) == 0
+    assert m.terminate() == 0
+    m2 = mirrors(base_properties(a.process, b.process, **common, **{"B.schema.registry.url": b.url}), name="up").start()
+    wait_until(lambda: end_offsets(b.bootstrap_servers, f"A.{topic}", read_committed=True).get(0, 0) >= 20, 60,
+               "the records on B", m2.log)
+    assert m2.terminate() == 0
+    recs = read_topic(b.bootstrap_servers, f"A.{topic}", read_committed=True)[0]
+    de = AvroDeserializer(b.url)
+    assert [de.decode_record(r) for r in recs] == [{"name": f"u{i}", "n": i} for i in range(20)]

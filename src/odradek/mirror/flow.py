@@ -60,6 +60,7 @@ from odradek.client.aio import (
     ConsumerRebalanceListener,
     NewTopic,
 )
+from odradek.client.avro import SchemaRegistryError
 from odradek.client.errors import KafkaTimeoutError, ProducerFencedError
 
 from .config import FlowConfig
@@ -174,6 +175,7 @@ class Flow:
         self._source_hw: dict[TopicPartition, int] = {}  # by remote partition: the position's metadata
         self._abort_backoff = 0.0
         self.schemas: SchemaIdRewriter | None = None
+        self._schema_backoff = 0.0
         if cfg.translates_schema_ids:
             assert cfg.source_registry and cfg.target_registry
             self.schemas = SchemaIdRewriter(cfg.source_registry, cfg.target_registry)
@@ -441,14 +443,13 @@ class Flow:
     async def _copy(self) -> None:
         last_commit = time.monotonic()
         while not self._stop.is_set():
-            if self._abort_backoff:  # outside the lock: rebalances go on meanwhile
+            if self._abort_backoff or self._schema_backoff:  # outside the lock: rebalances go on meanwhile
                 with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(self._stop.wait(), self._abort_backoff)
+                    await asyncio.wait_for(self._stop.wait(), max(self._abort_backoff, self._schema_backoff))
             async with self._lock:
                 batch = await self._gather()
-                if batch and self.schemas is not None:
-                    # before anything of the batch is written: a registry failure restarts the flow
-                    await self.schemas.prepare(self.schemas.ids_of(r for recs in batch.values() for r in recs))
+                if batch and self.schemas is not None and not await self._prepare_schemas(batch):
+                    continue
                 if batch:
                     positions = {TopicPartition(self._remote[tp.topic], tp.partition): recs[-1].offset + 1 for tp, recs in batch.items()}
                     for tp in batch:
@@ -513,6 +514,23 @@ class Flow:
                 timestamps=[r.timestamp for r in recs],
             ))
         return futures
+
+    async def _prepare_schemas(self, batch: dict[TopicPartition, list[Any]]) -> bool:
+        """Map the batch's new schema ids before anything of it is written. A registry that
+        fails (down, or the target refuses a schema) holds the batch back: logged, counted, the
+        consumer rewound to it, retried after a backoff (0.5 s doubling, up to 30 s). False then."""
+        assert self.schemas is not None
+        try:
+            await self.schemas.prepare(self.schemas.ids_of(r for recs in batch.values() for r in recs))
+        except SchemaRegistryError as exc:
+            self._schema_backoff = min(RETRY_BACKOFF_MAX, max(0.5, self._schema_backoff * 2))
+            self.stats.errors += 1
+            log.error("flow %s: %s; %d records of %s held back, retrying in %.1f s", self.name, exc,
+                      sum(len(recs) for recs in batch.values()), _ranges(batch), self._schema_backoff)
+            await self._rewind(batch)
+            return False
+        self._schema_backoff = 0.0
+        return True
 
     def _rewrite_ids(self, recs: list[Any]) -> tuple[list[bytes | None], list[bytes | None], list[Any]]:
         """Values, keys and headers of ``recs`` with the target registry's schema ids. A framed

@@ -20,8 +20,9 @@ Failures:
 * a source id the source registry does not know (40403) is ``UnknownSchemaId``: the flow logs it
   with topic/partition/offset, counts it and copies that key/value unchanged (never dropped);
 * any other registry failure (unreachable, 5xx, a schema the target refuses as incompatible)
-  raises ``SchemaRegistryError`` before anything of the batch is written: the flow starts again
-  from its recorded positions, so no record is copied with an untranslated id.
+  raises ``SchemaRegistryError`` before anything of the batch is written: the flow holds the
+  batch back (rewinds to it) and tries again after a backoff, so no record is copied with an
+  untranslated id.
 
 Registry calls are blocking (``SchemaRegistryClient``'s urllib): ``prepare`` runs them in a
 thread, once per new id, so the copy loop only does dictionary lookups.
