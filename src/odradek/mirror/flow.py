@@ -237,6 +237,9 @@ class Flow:
             "session.timeout.ms": "6000", "heartbeat.interval.ms": "2000"}))
         self._pending = {}
         self._emitters = {}
+        # a flow started again finds its topics again (and so subscribes the membership consumer)
+        self._topics = {}
+        self._remote = {}
         clients: list[Any] = [self.src_admin, self.dst_admin, self.members, self.consumer, self.producer,
                               self.dst_internal, self.sync_producer, self.sync_reader]
         try:
