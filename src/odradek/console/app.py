@@ -11,6 +11,13 @@ Routes (GET unless marked):
 * POST ``/groups/<g>/reset`` (form: topic, to) and POST ``/groups/<g>/delete``: only with the
   ``HX-Request`` header htmx sends (a cross-site form cannot set it), after the page's
   confirmation dialog;
+* ``/schemas`` subjects (latest version, id, type, compatibility level) of the schema registry
+  the console is handed (``schemas``; inside a broker its own); ``/schemas/<subject>`` its
+  versions and level, ``?from=&to=`` a diff between two versions;
+* ``/mirroring`` the mirror flows into this cluster, derived from its ``heartbeats``,
+  ``<source>.checkpoints.internal`` and remote topics (console/mirroring.py);
+* the message browser shows the schema id of Confluent-framed values and, for Avro, the
+  decoded value;
 * ``/api/cluster``, ``/api/topics``, ``/api/topics/<t>``, ``/api/topics/<t>/messages``,
   ``/api/groups``, ``/api/groups/<g>``, ``/api/groups/<g>/history`` JSON;
 * ``/static/<file>`` the vendored htmx and uPlot (package data; no CDN).
@@ -40,7 +47,10 @@ from prometheus_client.exposition import CONTENT_TYPE_LATEST
 from prometheus_client.registry import Collector
 
 from odradek.client import KafkaError
+from odradek.client.avro import SchemaRegistryError
 from odradek.console.http import HttpServer, Request, Response
+from odradek.console.mirroring import mirror_flows
+from odradek.console.schemas import SchemaSource, pretty_schema
 from odradek.console.source import MAX_BROWSE, ClusterSource
 from odradek.metrics.cluster import ClusterCollector, ClusterSnapshot
 
@@ -159,8 +169,10 @@ class Console:
         metrics_max_age_s: float = 1.0,
         render_max_age_s: float | None = None,
         sample_interval_s: float = 5.0,
+        schemas: SchemaSource | None = None,
     ) -> None:
         self.source = source
+        self.schemas = schemas if schemas is not None else SchemaSource(None)
         self.ready = ready
         self.title = title
         self.metrics_max_age_s = metrics_max_age_s
@@ -182,6 +194,7 @@ class Console:
         self.env.filters["size"] = _size
         self.env.filters["timestamp"] = _timestamp
         self.env.globals["render_bytes"] = render_bytes
+        self.env.globals["pretty_schema"] = pretty_schema
         self.env.globals["title"] = title
         self.http = HttpServer(self.handle)
         self._sampler: asyncio.Task[None] | None = None
@@ -225,7 +238,7 @@ class Console:
             if req.method not in ("GET", "HEAD"):
                 return _text(405, "method not allowed\n")
             return await self._get(req, parts)
-        except KafkaError as exc:
+        except (KafkaError, SchemaRegistryError) as exc:
             return self._page("error.html", {"message": str(exc)}, status=502)
 
     async def _get(self, req: Request, parts: list[str]) -> Response:
@@ -252,9 +265,24 @@ class Console:
                 return self._page("topic.html", {"snap": snap, "topic": t, "configs": configs})
             case ["topics", topic, "messages"]:
                 records, fmt, error = await self._browse(topic, req.query)
+                decoded = await self.schemas.decode([r.value for r in records])
                 return self._page(
-                    "messages.html", {"records": records, "fmt": fmt, "error": error}
+                    "messages.html",
+                    {"records": records, "fmt": fmt, "error": error, "decoded": decoded},
                 )
+            case ["schemas"]:
+                if self.schemas.url is None:
+                    return self._page("schemas.html", {"registry": None})
+                level, subjects = await self.schemas.subjects()
+                return self._page(
+                    "schemas.html", {"registry": self.schemas.url, "level": level, "subjects": subjects}
+                )
+            case ["schemas", subject]:
+                return await self._subject_page(subject, req.query)
+            case ["mirroring"]:
+                snap = await self.source.snapshot(self.metrics_max_age_s)
+                flows = await mirror_flows(self.source, snap)
+                return self._page("mirroring.html", {"flows": flows, "now_ms": snap.taken_ms})
             case ["groups"]:
                 snap = await self.source.snapshot(self.metrics_max_age_s)
                 return self._page("groups.html", {"snap": snap})
@@ -273,6 +301,31 @@ class Console:
             case ["api", *rest]:
                 return await self._api(req, rest)
         return self._page("error.html", {"message": f"no page {req.path}"}, 404)
+
+    async def _subject_page(self, subject: str, query: dict[str, str]) -> Response:
+        if self.schemas.url is None:
+            return self._page("error.html", {"message": "no schema registry"}, 404)
+        try:
+            level, versions = await self.schemas.subject(subject)
+        except SchemaRegistryError as exc:
+            if exc.status == 404:
+                return self._page("error.html", {"message": f"no subject {subject}"}, 404)
+            raise
+        numbers = [int(v["version"]) for v in versions]
+        diff, diff_error = None, None
+        a, b = query.get("from", ""), query.get("to", "")
+        if not (a and b) and len(numbers) >= 2:  # by default: the latest two versions
+            a, b = str(numbers[-2]), str(numbers[-1])
+        if a and b:
+            if not (a.isdigit() and b.isdigit() and int(a) in numbers and int(b) in numbers):
+                diff_error = f"versions must be two of {', '.join(map(str, numbers))}"
+            else:
+                diff = await self.schemas.diff(subject, int(a), int(b))
+        return self._page(
+            "subject.html",
+            {"subject": subject, "level": level, "versions": versions, "diff": diff,
+             "diff_error": diff_error, "from": a, "to": b},
+        )
 
     async def _snapshot_with(self, topic: str | None = None, group: str | None = None) -> ClusterSnapshot:
         """A recent snapshot; a fresh one when the one at hand lacks the topic or group."""
@@ -368,6 +421,7 @@ class Console:
                 records, fmt, error = await self._browse(topic, req.query)
                 if error:
                     return _json({"error": error}, 400)
+                decoded = await self.schemas.decode([r.value for r in records])
                 return _json(
                     [
                         {
@@ -377,8 +431,17 @@ class Console:
                             "key": render_bytes(r.key, fmt) if r.key is not None else None,
                             "value": render_bytes(r.value, fmt) if r.value is not None else None,
                             "headers": [[k, render_bytes(v, fmt)] for k, v in r.headers],
+                            **(
+                                {}
+                                if d is None
+                                else {
+                                    "value_schema_id": d.schema_id,
+                                    "value_decoded": None if d.text is None else json.loads(d.text),
+                                    "value_decode_error": d.error,
+                                }
+                            ),
                         }
-                        for r in records
+                        for r, d in zip(records, decoded, strict=True)
                     ]
                 )
             case ["groups"]:

@@ -57,7 +57,9 @@ class ConsoleHost:
     ``node_id`` and ``kafka_address`` (the advertised (host, port), which the console's own
     client connects to) name the broker; ``state`` is read at every scrape; ``api_names`` are
     Kafka's request names by API key; ``install_metrics`` hands the broker the request metrics
-    its connections are to feed from then on.
+    its connections are to feed from then on; ``schema_registry_url`` returns the URL of the
+    broker's schema registry once it listens (None without one): the Schemas page and the
+    message browser's decoding read it.
     """
 
     node_id: int
@@ -65,6 +67,7 @@ class ConsoleHost:
     state: BrokerState
     api_names: Mapping[int, str]
     install_metrics: Callable[[BrokerMetrics], None]
+    schema_registry_url: Callable[[], str | None] = lambda: None
 
 
 class BrokerConsole:
@@ -113,6 +116,7 @@ class BrokerConsole:
         from prometheus_client import ProcessCollector
 
         from odradek.console.app import Console
+        from odradek.console.schemas import SchemaSource
         from odradek.console.source import ClusterSource
         from odradek.metrics.broker import (
             BrokerMetrics,
@@ -143,6 +147,7 @@ class BrokerConsole:
             ready=self.ready,
             title=f"odradek broker {broker.node_id}",
             render_max_age_s=METRICS_MAX_AGE_S,
+            schemas=SchemaSource(broker.schema_registry_url),
         )
         try:
             bound_port = await console.start(host, port)

@@ -46,6 +46,9 @@ DEFAULT_CONFIG_PROPERTIES_EXCLUDE = (
 )
 
 _CLIENT_PREFIXES = ("consumer.", "producer.", "admin.")
+# ``<alias>.schema.registry.url``: the cluster's schema registry (schema-aware mirroring)
+REGISTRY_PREFIX = "schema.registry."
+REGISTRY_URL = "schema.registry.url"
 # Keys of a cluster's client settings (as MirrorMakerConfig's CLIENT_CONFIG_DEF: anything the
 # Java clients share); a cluster-prefixed key outside these and the flow keys is a client key too.
 _CLIENT_KEYS = {
@@ -230,6 +233,13 @@ class FlowConfig:
     policy: ReplicationPolicy
     source_client: Mapping[str, Mapping[str, str]]  # "consumer" | "producer" | "admin" -> config
     target_client: Mapping[str, Mapping[str, str]]
+    # ``<alias>.schema.registry.url`` of each side; with both, schema ids are rewritten
+    source_registry: str | None = None
+    target_registry: str | None = None
+
+    @property
+    def translates_schema_ids(self) -> bool:
+        return bool(self.source_registry and self.target_registry)
 
     @property
     def name(self) -> str:
@@ -288,7 +298,7 @@ def _cluster_clients(props: Properties, alias: str) -> dict[str, dict[str, str]]
     ]
     for layer in layers:
         for k, v in layer.items():
-            if k in FLOW_SETTINGS:
+            if k in FLOW_SETTINGS or k.startswith(REGISTRY_PREFIX):
                 continue
             kind = k.split(".", 1)[0]
             if kind in per:
@@ -386,9 +396,21 @@ def load_config(props: Properties | str, only_targets: Iterable[str] | None = No
             for alias in (src, dst):
                 if not cluster_clients[alias]["admin"].get("bootstrap.servers"):
                     raise MirrorConfigError(f"{props.source}: {alias}.bootstrap.servers: missing (flow {src}->{dst} is enabled at {props.where(enabled_key)})")
-            flows.append(FlowConfig(src, dst, settings, policy, cluster_clients[src], cluster_clients[dst]))
+            flows.append(FlowConfig(src, dst, settings, policy, cluster_clients[src], cluster_clients[dst],
+                                    _registry(props, src), _registry(props, dst)))
     _validate_clients(props, cluster_clients, {f.source for f in flows} | {f.target for f in flows})
     return MirrorConfig(tuple(clusters), tuple(flows), cluster_clients, tuple(ignored))
+
+
+def _registry(props: Properties, alias: str) -> str | None:
+    """``<alias>.schema.registry.url`` (an http(s) URL), or None."""
+    key = f"{alias}.{REGISTRY_URL}"
+    url = props.values.get(key, "").strip()
+    if not url:
+        return None
+    if not re.fullmatch(r"https?://[^\s/]+(/\S*)?", url):
+        raise MirrorConfigError(f"{props.where(key)}: not an http:// or https:// URL: {url!r}")
+    return url.rstrip("/")
 
 
 def _validate_clients(props: Properties, clients: Mapping[str, Mapping[str, Mapping[str, str]]], used: set[str]) -> None:

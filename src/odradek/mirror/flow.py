@@ -33,6 +33,9 @@ partitions is refused, KIP-447), so on restart (after ``init_transactions`` fenc
 incarnation and aborted its open transaction) the positions read back are exactly those of the
 records that are visible. Without it, positions are committed after the records are
 acknowledged, so a crash repeats at most the records copied since the last commit.
+Each position's commit metadata is ``hw=<source high watermark>`` as the consumer last saw it,
+so a console on the target shows the flow's lag (``hw`` minus the position) without talking to
+the source or to the mirror.
 
 Invariant: ``_lock`` is held from the first poll of a batch to its positions being recorded, and
 by every rebalance callback, so partitions never change hands in the middle of a batch.
@@ -57,11 +60,13 @@ from odradek.client.aio import (
     ConsumerRebalanceListener,
     NewTopic,
 )
+from odradek.client.avro import SchemaRegistryError
 from odradek.client.errors import KafkaTimeoutError, ProducerFencedError
 
 from .config import FlowConfig
 from .offsets import OffsetSyncStore, SyncEmitter
 from .records import Checkpoint, Heartbeat, OffsetSync, RecordFormatError
+from .schemas import SchemaIdRewriter, UnknownSchemaId
 
 __all__ = ["Flow", "FlowStats", "PartitionMetrics", "Window", "positions_group", "run_flows", "transactional_id"]
 
@@ -96,6 +101,7 @@ class FlowStats:
     checkpoints: int = 0
     heartbeats: int = 0
     group_offsets_synced: int = 0
+    schema_id_errors: int = 0  # framed keys/values whose id the source registry does not know
     newest_timestamp: int = -1
     last_checkpoint_ms: int = -1
     partitions: dict[TopicPartition, PartitionMetrics] = field(default_factory=dict)  # by remote partition
@@ -166,7 +172,13 @@ class Flow:
         self._polled_ms = 0.0
         self._lock = asyncio.Lock()  # held for a whole batch (gather + copy + positions) and by rebalances
         self._pending: dict[TopicPartition, int] = {}  # at least once: positions not yet committed
+        self._source_hw: dict[TopicPartition, int] = {}  # by remote partition: the position's metadata
         self._abort_backoff = 0.0
+        self.schemas: SchemaIdRewriter | None = None
+        self._schema_backoff = 0.0
+        if cfg.translates_schema_ids:
+            assert cfg.source_registry and cfg.target_registry
+            self.schemas = SchemaIdRewriter(cfg.source_registry, cfg.target_registry)
 
     @property
     def name(self) -> str:
@@ -225,6 +237,9 @@ class Flow:
             "session.timeout.ms": "6000", "heartbeat.interval.ms": "2000"}))
         self._pending = {}
         self._emitters = {}
+        # a flow started again finds its topics again (and so subscribes the membership consumer)
+        self._topics = {}
+        self._remote = {}
         clients: list[Any] = [self.src_admin, self.dst_admin, self.members, self.consumer, self.producer,
                               self.dst_internal, self.sync_producer, self.sync_reader]
         try:
@@ -411,7 +426,7 @@ class Flow:
                 mine = {rtp: o for rtp, o in self._pending.items() if rtp in remote_tps}
                 if mine:
                     with contextlib.suppress(KafkaError):
-                        await self.members.commit({rtp: OffsetAndMetadata(o) for rtp, o in mine.items()})
+                        await self.members.commit(self._positions(mine))
             for rtp in remote_tps:
                 self._pending.pop(rtp, None)
             by_remote = {r: s for s, r in self._remote.items()}
@@ -424,20 +439,25 @@ class Flow:
         """On stop: commit at-least-once positions, then leave the group (the others take over)."""
         async with self._lock:
             if self._pending:
-                await self.members.commit({rtp: OffsetAndMetadata(o) for rtp, o in self._pending.items()})
+                await self.members.commit(self._positions(self._pending))
                 self._pending = {}
 
     # -- copying ----------------------------------------------------------------------------------
     async def _copy(self) -> None:
         last_commit = time.monotonic()
         while not self._stop.is_set():
-            if self._abort_backoff:  # outside the lock: rebalances go on meanwhile
+            if self._abort_backoff or self._schema_backoff:  # outside the lock: rebalances go on meanwhile
                 with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(self._stop.wait(), self._abort_backoff)
+                    await asyncio.wait_for(self._stop.wait(), max(self._abort_backoff, self._schema_backoff))
             async with self._lock:
                 batch = await self._gather()
+                if batch and self.schemas is not None and not await self._prepare_schemas(batch):
+                    continue
                 if batch:
                     positions = {TopicPartition(self._remote[tp.topic], tp.partition): recs[-1].offset + 1 for tp, recs in batch.items()}
+                    for tp in batch:
+                        with contextlib.suppress(Exception):
+                            self._source_hw[TopicPartition(self._remote[tp.topic], tp.partition)] = self.consumer.highwater(tp)
                     if self._eos:
                         await self._copy_transaction(batch, positions)
                     else:
@@ -484,15 +504,68 @@ class Flow:
         futures = []
         for topic, recs in by_topic.items():
             await self._known_partitions(self._remote[topic], self._topics.get(topic, 0))
+            if self.schemas is not None:
+                values, keys, headers = self._rewrite_ids(recs)
+            else:
+                values, keys, headers = [r.value for r in recs], [r.key for r in recs], [r.headers or None for r in recs]
             futures.append(await self.producer.send_batch(
                 self._remote[topic],
-                [r.value for r in recs],
-                keys=[r.key for r in recs],
+                values,
+                keys=keys,
                 partitions=[r.partition for r in recs],
-                headers=[r.headers or None for r in recs],
+                headers=headers,
                 timestamps=[r.timestamp for r in recs],
             ))
         return futures
+
+    async def _prepare_schemas(self, batch: dict[TopicPartition, list[Any]]) -> bool:
+        """Map the batch's new schema ids before anything of it is written. A registry that
+        fails (down, or the target refuses a schema) holds the batch back: logged, counted, the
+        consumer rewound to it, retried after a backoff (0.5 s doubling, up to 30 s). False then."""
+        assert self.schemas is not None
+        try:
+            await self.schemas.prepare(self.schemas.ids_of(r for recs in batch.values() for r in recs))
+        except SchemaRegistryError as exc:
+            self._schema_backoff = min(RETRY_BACKOFF_MAX, max(0.5, self._schema_backoff * 2))
+            self.stats.errors += 1
+            log.error("flow %s: %s; %d records of %s held back, retrying in %.1f s", self.name, exc,
+                      sum(len(recs) for recs in batch.values()), _ranges(batch), self._schema_backoff)
+            await self._rewind(batch)
+            return False
+        self._schema_backoff = 0.0
+        return True
+
+    def _rewrite_ids(self, recs: list[Any]) -> tuple[list[bytes | None], list[bytes | None], list[Any]]:
+        """Values, keys and headers of ``recs`` with the target registry's schema ids. A framed
+        id the source registry does not know is logged (topic/partition/offset), counted, and
+        that key/value copied unchanged."""
+        rw = self.schemas
+        assert rw is not None
+        values: list[bytes | None] = []
+        keys: list[bytes | None] = []
+        headers: list[Any] = []
+        for r in recs:
+            out = []
+            for what, data in (("value", r.value), ("key", r.key)):
+                try:
+                    out.append(rw.rewrite(data))
+                except UnknownSchemaId as exc:
+                    out.append(data)
+                    self._schema_error(r, what, exc)
+            values.append(out[0])
+            keys.append(out[1])
+            try:
+                headers.append(rw.rewrite_headers(r.headers) or None)
+            except UnknownSchemaId as exc:
+                headers.append(r.headers or None)
+                self._schema_error(r, "id header", exc)
+        return values, keys, headers
+
+    def _schema_error(self, r: Any, what: str, exc: UnknownSchemaId) -> None:
+        self.stats.schema_id_errors += 1
+        self.stats.errors += 1
+        log.error("flow %s: %s/%d offset %d: %s of the record: %s; copied with the source's id",
+                  self.name, r.topic, r.partition, r.offset, what, exc)
 
     async def _known_partitions(self, remote: str, count: int) -> None:
         """Wait until the producer's metadata has ``count`` partitions of ``remote`` (they were
@@ -512,8 +585,7 @@ class Flow:
         try:
             futures = await self._send(batch)
             # with the member's generation: a process that lost these partitions is refused (KIP-447)
-            await self.producer.send_offsets_to_transaction(
-                {tp: OffsetAndMetadata(o) for tp, o in positions.items()}, self.members.consumer_group_metadata())
+            await self.producer.send_offsets_to_transaction(self._positions(positions), self.members.consumer_group_metadata())
             await self.producer.commit_transaction()
         except ProducerFencedError:
             raise ProducerFencedError(
@@ -542,8 +614,16 @@ class Flow:
 
     async def _commit_positions(self) -> None:
         """At least once: commit the positions of acknowledged records, as this member."""
-        await self.members.commit({rtp: OffsetAndMetadata(o) for rtp, o in self._pending.items()})
+        await self.members.commit(self._positions(self._pending))
         self._pending = {}
+
+    def _positions(self, positions: dict[TopicPartition, int]) -> dict[TopicPartition, OffsetAndMetadata]:
+        """Positions to record, each with ``hw=<source high watermark>`` as metadata when known."""
+        out = {}
+        for rtp, o in positions.items():
+            hw = self._source_hw.get(rtp, -1)
+            out[rtp] = OffsetAndMetadata(o, f"hw={hw}" if hw >= 0 else "")
+        return out
 
     def _after_copy(self, batch: dict[TopicPartition, list[Any]], metadata: list[list[Any]]) -> None:
         """Count the copied records and emit offset syncs for them."""

@@ -10,6 +10,10 @@ here those are Prometheus gauges named as the JMX exporter names them (Strimzi's
   ``..._record_age_ms_{avg,min,max}``, ``..._replication_latency_ms`` and ``..._{avg,min,max}``;
 * ``kafka_connect_mirror_mirrorcheckpointconnector_checkpoint_latency_ms``
   {source, target, group, topic, partition}.
+
+Not MM2's (schema-aware mirroring has no MM2 counterpart): ``odradek_mirror_schema_ids_translated``
+and ``odradek_mirror_schema_id_errors`` {source, target}: keys/values whose framed schema id was
+rewritten to the target registry's, and those whose id the source registry did not know.
 """
 
 from __future__ import annotations
@@ -41,8 +45,16 @@ class MirrorCollector(Collector):
         }
         latency = GaugeMetricFamily(CHECKPOINT + "checkpoint_latency_ms", "Time to translate and emit the group's checkpoint.",
                                     labels=["source", "target", "group", "topic", "partition"])
+        translated = GaugeMetricFamily("odradek_mirror_schema_ids_translated",
+                                       "Keys and values whose schema id was rewritten to the target registry's.", labels=["source", "target"])
+        id_errors = GaugeMetricFamily("odradek_mirror_schema_id_errors",
+                                      "Keys and values whose schema id the source registry does not know (copied unchanged).",
+                                      labels=["source", "target"])
         for flow in self.flows:
             target = flow.cfg.target
+            if flow.schemas is not None:
+                translated.add_metric([flow.cfg.source, target], flow.schemas.translated)
+                id_errors.add_metric([flow.cfg.source, target], flow.stats.schema_id_errors)
             for tp, pm in sorted(flow.stats.partitions.items()):
                 values = [target, tp.topic, str(tp.partition)]
                 records.add_metric(values, pm.record_count)
@@ -59,3 +71,5 @@ class MirrorCollector(Collector):
         yield nbytes
         yield from windows.values()
         yield latency
+        yield translated
+        yield id_errors

@@ -1,0 +1,171 @@
+"""What the console shows of a schema registry, read through Confluent's REST API.
+
+``SchemaSource(url)`` takes the registry's URL, or a callable returning it (None while there is
+none: inside a broker the registry starts after the console, and the broker hands the console
+``ConsoleHost.schema_registry_url``). Every call is a blocking ``SchemaRegistryClient`` request
+run in a worker thread, so the event loop (the broker's, when the registry is the broker's own)
+keeps serving, including the registry's own answer.
+
+* ``subjects()``: each subject's latest version, id, type and compatibility level, and the
+  global level;
+* ``subject(s)``: the versions of one subject, and its level;
+* ``diff(s, a, b)``: a unified diff of versions ``a`` and ``b`` (schemas pretty-printed as JSON
+  when they parse as JSON, so that a diff shows fields, not one long line);
+* ``decode(records)``: for each record whose value is Confluent-framed (byte 0 = 0, 4-byte
+  big-endian id) the id and, when its schema is Avro, the decoded value as JSON text (or the
+  reason it could not be decoded). Writer schemas are cached by id (ids never change meaning).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import difflib
+import io
+import json
+import urllib.parse
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from odradek.client.avro import SchemaRegistryClient, SchemaRegistryError
+
+__all__ = ["DecodedValue", "SchemaSource", "SubjectView", "pretty_schema"]
+
+
+@dataclass(frozen=True)
+class SubjectView:
+    subject: str
+    latest_version: int
+    latest_id: int
+    schema_type: str
+    compatibility: str
+
+
+@dataclass(frozen=True)
+class DecodedValue:
+    """The schema id of a framed value, and its decoded value (JSON) or why not."""
+
+    schema_id: int
+    text: str | None
+    error: str | None = None
+
+
+def pretty_schema(text: str) -> str:
+    try:
+        return json.dumps(json.loads(text), indent=2, ensure_ascii=False)
+    except ValueError:
+        return text  # Protobuf
+
+
+def _q(subject: str) -> str:
+    return urllib.parse.quote(subject, safe="")
+
+
+class SchemaSource:
+    def __init__(self, url: str | Callable[[], str | None] | None) -> None:
+        self._url = url
+        self._client: SchemaRegistryClient | None = None
+        self._writers: dict[int, tuple[str, Any]] = {}  # id -> (schema type, parsed Avro or None)
+
+    @property
+    def url(self) -> str | None:
+        return self._url() if callable(self._url) else self._url
+
+    def client(self) -> SchemaRegistryClient | None:
+        url = self.url
+        if not url:
+            return None
+        if self._client is None or self._client.url != url.rstrip("/"):
+            self._client = SchemaRegistryClient(url, timeout=5.0, retries=1)
+        return self._client
+
+    async def _get(self, path: str) -> Any:
+        client = self.client()
+        if client is None:
+            raise SchemaRegistryError("no schema registry: set schema.registry.listeners")
+        return await asyncio.to_thread(client._call, "GET", path)
+
+    async def subjects(self) -> tuple[str, list[SubjectView]]:
+        """(global compatibility level, every subject's latest version)."""
+        level = str((await self._get("/config"))["compatibilityLevel"])
+        out = []
+        for subject in sorted(await self._get("/subjects")):
+            latest = await self._get(f"/subjects/{_q(subject)}/versions/latest")
+            out.append(SubjectView(subject, int(latest["version"]), int(latest["id"]),
+                                   str(latest.get("schemaType", "AVRO")), await self.level(subject)))
+        return level, out
+
+    async def level(self, subject: str) -> str:
+        cfg = await self._get(f"/config/{_q(subject)}?defaultToGlobal=true")
+        return str(cfg["compatibilityLevel"])
+
+    async def subject(self, subject: str) -> tuple[str, list[dict[str, Any]]]:
+        """(compatibility level, every version: {subject, version, id, schema, schemaType?, references?})."""
+        versions = await self._get(f"/subjects/{_q(subject)}/versions")
+        out = [await self._get(f"/subjects/{_q(subject)}/versions/{v}") for v in versions]
+        return await self.level(subject), out
+
+    async def diff(self, subject: str, a: int, b: int) -> str:
+        va = await self._get(f"/subjects/{_q(subject)}/versions/{a}")
+        vb = await self._get(f"/subjects/{_q(subject)}/versions/{b}")
+        lines = difflib.unified_diff(
+            pretty_schema(str(va["schema"])).splitlines(), pretty_schema(str(vb["schema"])).splitlines(),
+            f"{subject} version {a} (id {va['id']})", f"{subject} version {b} (id {vb['id']})", lineterm="")
+        return "\n".join(lines)
+
+    # -- the message browser ---------------------------------------------------------------------
+    async def decode(self, values: Sequence[bytes | None]) -> list[DecodedValue | None]:
+        """For each value: None when it is not framed (or there is no registry), else its id and
+        decoded value."""
+        if self.client() is None or not any(_framed(v) is not None for v in values):
+            return [None] * len(values)
+        return await asyncio.to_thread(self._decode, values)
+
+    def _decode(self, values: Sequence[bytes | None]) -> list[DecodedValue | None]:
+        return [None if (sid := _framed(v)) is None or v is None else self._decode_one(sid, v) for v in values]
+
+    def _decode_one(self, schema_id: int, data: bytes) -> DecodedValue:
+        import fastavro
+
+        try:
+            schema_type, parsed = self._writer(schema_id)
+        except SchemaRegistryError as exc:
+            return DecodedValue(schema_id, None, str(exc))
+        if parsed is None:
+            return DecodedValue(schema_id, None, f"{schema_type} schema: not decoded here")
+        try:
+            value = fastavro.schemaless_reader(io.BytesIO(data[5:]), parsed, None)
+        except Exception as exc:  # fastavro raises many types on bytes that do not fit
+            return DecodedValue(schema_id, None, f"does not decode with schema id {schema_id}: {exc}")
+        return DecodedValue(schema_id, json.dumps(value, indent=2, ensure_ascii=False, default=_jsonable))
+
+    def _writer(self, schema_id: int) -> tuple[str, Any]:
+        import fastavro
+
+        found = self._writers.get(schema_id)
+        if found is None:
+            client = self.client()
+            assert client is not None
+            answer = client.get_schema_full(schema_id)
+            schema_type = str(answer.get("schemaType", "AVRO"))
+            parsed = None
+            if schema_type == "AVRO":
+                named: dict[str, Any] = {}
+                for ref in answer.get("references") or ():  # referenced named types first
+                    got = client._call("GET", f"/subjects/{_q(str(ref['subject']))}/versions/{ref['version']}")
+                    fastavro.parse_schema(json.loads(got["schema"]), named_schemas=named)
+                parsed = fastavro.parse_schema(json.loads(str(answer["schema"])), named_schemas=named)
+            found = self._writers[schema_id] = (schema_type, parsed)
+        return found
+
+
+def _framed(data: bytes | None) -> int | None:
+    if data is None or len(data) < 5 or data[0] != 0:
+        return None
+    return int.from_bytes(data[1:5], "big", signed=True)
+
+
+def _jsonable(v: Any) -> Any:
+    if isinstance(v, bytes):
+        return v.hex()
+    return str(v)
