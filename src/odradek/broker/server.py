@@ -288,7 +288,9 @@ class Broker:
                 state=self.observed_state(),
                 api_names={key: spec.name for key, spec in self.registry.items()},
                 install_metrics=install_metrics,
-                schema_registry_url=lambda: None if self.schema_registry is None else self.schema_registry.url,
+                schema_registry_url=lambda: (
+                    None if self.schema_registry is None else self.schema_registry.url
+                ),
             )
             self._console = BrokerConsole(
                 console_host, cfg.http_listeners, ready=lambda: self._started
