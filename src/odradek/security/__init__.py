@@ -1,0 +1,1 @@
+"""Broker security: principals, authentication (TLS, SASL) and authorization."""
