@@ -47,6 +47,7 @@ KAFKA_3_9 = {
     14: (0, 5),  # SyncGroup
     15: (0, 5),  # DescribeGroups
     16: (0, 5),  # ListGroups
+    17: (0, 1),  # SaslHandshake
     18: (0, 4),  # ApiVersions
     19: (0, 7),  # CreateTopics
     20: (0, 6),  # DeleteTopics
@@ -61,6 +62,7 @@ KAFKA_3_9 = {
     32: (0, 4),  # DescribeConfigs
     33: (0, 2),  # AlterConfigs
     35: (0, 4),  # DescribeLogDirs
+    36: (0, 2),  # SaslAuthenticate
     37: (0, 3),  # CreatePartitions
     42: (0, 2),  # DeleteGroups
     43: (0, 2),  # ElectLeaders

@@ -56,6 +56,8 @@ from odradek.broker.apis import (
     offset_fetch,
     offsets_for_leader_epoch,
     produce,
+    sasl_authenticate,
+    sasl_handshake,
     stop_replica,
     sync_group,
     txn_offset_commit,
@@ -75,6 +77,8 @@ __all__ = [
 
 API_SPECS: tuple[ApiSpec[Any, Any], ...] = (
     api_versions.API,
+    sasl_handshake.API,
+    sasl_authenticate.API,
     metadata.API,
     produce.API,
     fetch.API,

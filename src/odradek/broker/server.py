@@ -381,14 +381,13 @@ class Broker:
             loop = asyncio.get_running_loop()
             # bind first (the port is known, e.g. for FindCoordinator), serve once the
             # coordinator has loaded its state
-            self._server = await loop.create_server(
-                lambda: KafkaConnection(self),
-                host=self.host or None,
-                port=self.port,
-                reuse_address=True,
-                backlog=1024,
-                start_serving=False,
-            )
+            # one socket server per listener (TLS, SASL per listener.security.protocol.map)
+            from odradek.broker.endpoints import Endpoints
+
+            self.endpoints = Endpoints(cfg, lambda: self.config_store)
+            listeners = await self.endpoints.bind(lambda ep: KafkaConnection(self, ep))
+            self._server = listeners  # type: ignore[assignment]  # serves as one asyncio.Server
+            assert self._server is not None
             sockets = self._server.sockets
             if sockets:
                 self.bound_port = sockets[0].getsockname()[1]

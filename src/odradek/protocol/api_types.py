@@ -556,6 +556,32 @@ if TYPE_CHECKING:
     from kio.schema.offset_for_leader_epoch.v4.response import (
         OffsetForLeaderEpochResponse as OffsetForLeaderEpochResponseV4,
     )
+    from kio.schema.sasl_authenticate.v0.request import (
+        SaslAuthenticateRequest as SaslAuthenticateRequestV0,
+    )
+    from kio.schema.sasl_authenticate.v0.response import (
+        SaslAuthenticateResponse as SaslAuthenticateResponseV0,
+    )
+    from kio.schema.sasl_authenticate.v1.request import (
+        SaslAuthenticateRequest as SaslAuthenticateRequestV1,
+    )
+    from kio.schema.sasl_authenticate.v1.response import (
+        SaslAuthenticateResponse as SaslAuthenticateResponseV1,
+    )
+    from kio.schema.sasl_authenticate.v2.request import (
+        SaslAuthenticateRequest as SaslAuthenticateRequestV2,
+    )
+    from kio.schema.sasl_authenticate.v2.response import (
+        SaslAuthenticateResponse as SaslAuthenticateResponseV2,
+    )
+    from kio.schema.sasl_handshake.v0.request import SaslHandshakeRequest as SaslHandshakeRequestV0
+    from kio.schema.sasl_handshake.v0.response import (
+        SaslHandshakeResponse as SaslHandshakeResponseV0,
+    )
+    from kio.schema.sasl_handshake.v1.request import SaslHandshakeRequest as SaslHandshakeRequestV1
+    from kio.schema.sasl_handshake.v1.response import (
+        SaslHandshakeResponse as SaslHandshakeResponseV1,
+    )
     from kio.schema.sync_group.v0.request import SyncGroupRequest as SyncGroupRequestV0
     from kio.schema.sync_group.v0.response import SyncGroupResponse as SyncGroupResponseV0
     from kio.schema.sync_group.v1.request import SyncGroupRequest as SyncGroupRequestV1
@@ -831,6 +857,8 @@ if TYPE_CHECKING:
         | ListGroupsResponseV4
         | ListGroupsResponseV5
     )
+    SaslHandshakeRequest: TypeAlias = SaslHandshakeRequestV0 | SaslHandshakeRequestV1
+    SaslHandshakeResponse: TypeAlias = SaslHandshakeResponseV0 | SaslHandshakeResponseV1
     ApiVersionsRequest: TypeAlias = (
         ApiVersionsRequestV0
         | ApiVersionsRequestV1
@@ -980,6 +1008,12 @@ if TYPE_CHECKING:
         | DescribeLogDirsResponseV2
         | DescribeLogDirsResponseV3
         | DescribeLogDirsResponseV4
+    )
+    SaslAuthenticateRequest: TypeAlias = (
+        SaslAuthenticateRequestV0 | SaslAuthenticateRequestV1 | SaslAuthenticateRequestV2
+    )
+    SaslAuthenticateResponse: TypeAlias = (
+        SaslAuthenticateResponseV0 | SaslAuthenticateResponseV1 | SaslAuthenticateResponseV2
     )
     CreatePartitionsRequest: TypeAlias = (
         CreatePartitionsRequestV0
