@@ -70,6 +70,8 @@ KAFKA_3_9 = {
     45: (0, 0),  # AlterPartitionReassignments
     46: (0, 0),  # ListPartitionReassignments
     47: (0, 0),  # OffsetDelete
+    50: (0, 0),  # DescribeUserScramCredentials
+    51: (0, 0),  # AlterUserScramCredentials
     56: (0, 3),  # AlterPartition (broker to controller)
     60: (0, 1),  # DescribeCluster
     61: (0, 0),  # DescribeProducers

@@ -90,6 +90,12 @@ if TYPE_CHECKING:
     from kio.schema.alter_partition_reassignments.v0.response import (
         AlterPartitionReassignmentsResponse as AlterPartitionReassignmentsResponseV0,
     )
+    from kio.schema.alter_user_scram_credentials.v0.request import (
+        AlterUserScramCredentialsRequest as AlterUserScramCredentialsRequestV0,
+    )
+    from kio.schema.alter_user_scram_credentials.v0.response import (
+        AlterUserScramCredentialsResponse as AlterUserScramCredentialsResponseV0,
+    )
     from kio.schema.api_versions.v0.request import ApiVersionsRequest as ApiVersionsRequestV0
     from kio.schema.api_versions.v0.response import ApiVersionsResponse as ApiVersionsResponseV0
     from kio.schema.api_versions.v1.request import ApiVersionsRequest as ApiVersionsRequestV1
@@ -273,6 +279,12 @@ if TYPE_CHECKING:
     )
     from kio.schema.describe_transactions.v0.response import (
         DescribeTransactionsResponse as DescribeTransactionsResponseV0,
+    )
+    from kio.schema.describe_user_scram_credentials.v0.request import (
+        DescribeUserScramCredentialsRequest as DescribeUserScramCredentialsRequestV0,
+    )
+    from kio.schema.describe_user_scram_credentials.v0.response import (
+        DescribeUserScramCredentialsResponse as DescribeUserScramCredentialsResponseV0,
     )
     from kio.schema.elect_leaders.v0.request import ElectLeadersRequest as ElectLeadersRequestV0
     from kio.schema.elect_leaders.v0.response import ElectLeadersResponse as ElectLeadersResponseV0
@@ -1051,6 +1063,10 @@ if TYPE_CHECKING:
     ListPartitionReassignmentsResponse: TypeAlias = ListPartitionReassignmentsResponseV0
     OffsetDeleteRequest: TypeAlias = OffsetDeleteRequestV0
     OffsetDeleteResponse: TypeAlias = OffsetDeleteResponseV0
+    DescribeUserScramCredentialsRequest: TypeAlias = DescribeUserScramCredentialsRequestV0
+    DescribeUserScramCredentialsResponse: TypeAlias = DescribeUserScramCredentialsResponseV0
+    AlterUserScramCredentialsRequest: TypeAlias = AlterUserScramCredentialsRequestV0
+    AlterUserScramCredentialsResponse: TypeAlias = AlterUserScramCredentialsResponseV0
     AlterPartitionRequest: TypeAlias = AlterPartitionRequestV2 | AlterPartitionRequestV3
     AlterPartitionResponse: TypeAlias = AlterPartitionResponseV2 | AlterPartitionResponseV3
     DescribeClusterRequest: TypeAlias = DescribeClusterRequestV0 | DescribeClusterRequestV1

@@ -23,9 +23,7 @@ if TYPE_CHECKING:
 __all__ = ["API", "handle"]
 
 
-async def handle(
-    ctx: RequestContext, request: SaslAuthenticateRequest
-) -> SaslAuthenticateResponse:
+async def handle(ctx: RequestContext, request: SaslAuthenticateRequest) -> SaslAuthenticateResponse:
     auth = ctx.sasl
     if auth is None:
         result = AuthenticateResult(

@@ -40,5 +40,10 @@ def _error(request: Any, code: ErrorCode) -> Any:
 
 
 API = ApiSpec(
-    key=17, name="SaslHandshake", min_version=0, max_version=1, handler=handle, error_response=_error
+    key=17,
+    name="SaslHandshake",
+    min_version=0,
+    max_version=1,
+    handler=handle,
+    error_response=_error,
 )
