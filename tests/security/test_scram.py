@@ -48,7 +48,7 @@ def test_credential_matches_scramp(mech: str) -> None:
     salt = b"0123456789abcdef"
     ours = scram_credential(mech, "secret", 8192, salt=salt)
     m = ScramMechanism(mech)
-    _salt, stored_key, server_key, iterations = m.make_auth_info("secret", 8192, salt)
+    _salt, stored_key, server_key, _iterations = m.make_auth_info("secret", 8192, salt)
     assert (ours.stored_key, ours.server_key, ours.iterations) == (stored_key, server_key, 8192)
     text = ours.to_config()
     assert text.startswith(f"salt={base64.b64encode(salt).decode()},stored_key=")
@@ -181,3 +181,36 @@ def test_reauthentication_keeps_the_principal() -> None:
     assert auth.handshake(1, "PLAIN")[0] == 0
     assert auth.authenticate(b"\x00alice\x00pw").error_code == 0
     assert not auth.session_expired()
+
+
+@pytest.mark.parametrize("mech", [*MECHS, "PLAIN"])
+def test_broker_side_client_against_the_server(mech: str) -> None:
+    from odradek.security.sasl_client import SaslClient
+
+    auth = _authenticator()
+    if mech == "SCRAM-SHA-256":  # the authenticator's listener serves PLAIN and SHA-512 only
+        assert auth.handshake(1, mech)[0] == UNSUPPORTED_SASL_MECHANISM
+        return
+    assert auth.handshake(1, mech)[0] == 0
+    client = SaslClient(mech, "alice", "pw")
+    answer = auth.authenticate(client.first())
+    assert answer.error_code == 0
+    if mech != "PLAIN":
+        final = auth.authenticate(client.respond(answer.auth_bytes))
+        assert final.error_code == 0
+        client.check_final(final.auth_bytes)
+    assert str(auth.principal) == "User:alice"
+
+
+def test_broker_side_scram_client_against_scramp_server() -> None:
+    from scramp import ScramMechanism
+
+    from odradek.security.sasl_client import SaslClient
+
+    m = ScramMechanism("SCRAM-SHA-256")
+    salt, stored, server_key, iterations = m.make_auth_info("pw", 4096)
+    server = m.make_server(lambda _u: (salt, stored, server_key, iterations))
+    client = SaslClient("SCRAM-SHA-256", "alice", "pw")
+    server.set_client_first(client.first().decode())
+    server.set_client_final(client.respond(server.get_server_first().encode()).decode())
+    client.check_final(server.get_server_final().encode())

@@ -248,6 +248,12 @@ class Endpoints:
                 endpoint.sasl = _sasl_listener(cfg, listener.name, self.credentials, self.counters)
             self.endpoints.append(endpoint)
 
+    def registered_address(self) -> tuple[str, int]:
+        """The address this broker registers for the other brokers: its inter-broker
+        listener's (``BrokerConfig.advertised_listener`` names it), the first otherwise."""
+        endpoint = self.by_name(self.config.advertised_listener.name) or self.endpoints[0]
+        return endpoint.address
+
     def by_name(self, name: str) -> ListenerEndpoint | None:
         for endpoint in self.endpoints:
             if endpoint.name == name:
@@ -301,3 +307,48 @@ class ListenerGroup:
     async def wait_closed(self) -> None:
         for server in self.servers:
             await server.wait_closed()
+
+
+def inter_broker_connection_factory(cfg: BrokerConfig, node_id: int) -> Any:
+    """The ``ConnectionFactory`` of this broker's inter-broker client, from the inter-broker
+    listener's settings: TLS from its ``ssl.*`` keys, SASL with
+    ``sasl.mechanism.inter.broker.protocol`` and the ``username``/``password`` of that
+    mechanism's JAAS entry on the listener (Kafka's rule). None: PLAINTEXT."""
+    from odradek.broker.inter_broker_client import SecureConnectionFactory
+    from odradek.security.tls import client_context
+
+    name, protocol = inter_broker_listener(cfg)
+    if protocol == "PLAINTEXT":
+        return None
+    ssl_context = None
+    if protocol in ("SSL", "SASL_SSL"):
+        try:
+            ssl_context = client_context(ssl_settings(cfg, name))
+        except SslConfigError as exc:
+            raise ConfigError("inter.broker.listener.name", f"listener {name}: {exc}") from None
+    mechanism = username = password = None
+    if protocol in ("SASL_PLAINTEXT", "SASL_SSL"):
+        mechanism = str(cfg.get("sasl.mechanism.inter.broker.protocol") or "").upper()
+        if mechanism not in SUPPORTED_MECHANISMS:
+            raise ConfigError(
+                "sasl.mechanism.inter.broker.protocol",
+                f"{mechanism} is not served (served: {', '.join(SUPPORTED_MECHANISMS)})",
+            )
+        jaas = jaas_config(cfg, name, mechanism)
+        if jaas is None:
+            raise ConfigError(
+                "sasl.jaas.config",
+                f"the inter-broker listener {name} needs "
+                f"listener.name.{name.lower()}.{mechanism.lower()}.sasl.jaas.config "
+                "with username and password",
+            )
+        options = parse_jaas(jaas).options
+        username, password = options.get("username", ""), options.get("password", "")
+    return SecureConnectionFactory(
+        protocol,
+        ssl_context,
+        mechanism,
+        username or "",
+        password or "",
+        client_id=f"broker-{node_id}",
+    )

@@ -243,6 +243,9 @@ class Broker:
 
     @property
     def advertised_address(self) -> tuple[str, int]:
+        endpoints = getattr(self, "endpoints", None)
+        if endpoints is not None:  # bound: the inter-broker listener's (endpoints.py)
+            return endpoints.registered_address()  # type: ignore[no-any-return]
         adv = self.config.advertised_listener
         host = adv.host
         if not host or host in ("0.0.0.0", "::"):

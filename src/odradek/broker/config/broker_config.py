@@ -209,10 +209,19 @@ class BrokerConfig:
 
     @property
     def advertised_listener(self) -> Listener:
-        """The first advertised listener (defaults to the first listener)."""
+        """The address this broker registers (and other brokers reach it on): the advertised
+        entry of the inter-broker listener (``inter.broker.listener.name``, else the listener
+        named after ``security.inter.broker.protocol``) when there is one, else the first
+        advertised listener; advertised.listeners defaults to listeners."""
+        listeners = parse_listeners(self.listeners)
+        advertised = listeners
         if self.advertised_listeners:
-            return parse_listeners(self.advertised_listeners, "advertised.listeners")[0]
-        return self.listener
+            advertised = parse_listeners(self.advertised_listeners, "advertised.listeners")
+        ib = self.get("inter.broker.listener.name") or self.get("security.inter.broker.protocol")
+        for entry in advertised:
+            if ib and entry.name == str(ib).upper():
+                return entry
+        return advertised[0]
 
     @property
     def data_dirs(self) -> list[Path]:
