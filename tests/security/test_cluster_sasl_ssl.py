@@ -29,10 +29,10 @@ from confluent_kafka.admin import (
     UserScramCredentialUpsertion,
 )
 
-from odradek.cluster.zookeeper import ZooKeeperServer
-
 from cluster.checker import Ack, check
 from cluster.conftest import Cluster, running_zookeeper
+from odradek.cluster.zookeeper import ZooKeeperServer
+
 from .conftest import Certs
 
 pytestmark = pytest.mark.interop
