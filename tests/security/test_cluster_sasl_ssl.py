@@ -7,7 +7,7 @@ between brokers, TLS verified against the test CA), clients on SASL_SSL with SCR
   partition 0 leader is SIGKILLed mid-stream; a new leader is elected (replication runs over
   the authenticated inter-broker channel) and every acknowledged record is read back.
 
-Each broker also has a PLAINTEXT listener, first, for the cluster helpers' metadata polling.
+Each broker also has a PLAINTEXT listener, first, which the Cluster fixture polls for metadata.
 """
 
 from __future__ import annotations
