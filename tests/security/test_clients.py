@@ -341,3 +341,32 @@ def test_broker_still_serves_after_bad_input(broker: EmbeddedBroker, certs: Cert
         assert struct.unpack(">ii", header)[1] == 1
     admin = AdminClient({"bootstrap.servers": broker.bootstrap_servers})
     assert admin.list_topics(timeout=10).brokers
+
+
+def test_confluent_oauthbearer_unsecured_jwt() -> None:
+    jaas = (
+        "org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule required "
+        'unsecuredValidatorRequiredScope="kafka";'
+    )
+    settings = {
+        "listeners": "PLAINTEXT://127.0.0.1:0,SASL_PLAINTEXT://127.0.0.1:0",
+        "sasl.enabled.mechanisms": "OAUTHBEARER",
+        "listener.name.sasl_plaintext.oauthbearer.sasl.jaas.config": jaas,
+    }
+    with EmbeddedBroker(settings) as b:
+        base = {
+            "bootstrap.servers": addr(b, "SASL_PLAINTEXT"),
+            "security.protocol": "SASL_PLAINTEXT",
+            "sasl.mechanisms": "OAUTHBEARER",
+            "enable.sasl.oauthbearer.unsecure.jwt": True,
+        }
+        good = {**base, "sasl.oauthbearer.config": "principal=dave scope=kafka"}
+        assert _principals_while_connected(b, good, "SASL_PLAINTEXT") == {"User:dave"}
+        no_scope = {
+            **base,
+            "sasl.oauthbearer.config": "principal=eve",
+            "reconnect.backoff.ms": 1000,
+        }
+        with pytest.raises(KafkaException):
+            AdminClient(no_scope).list_topics(timeout=3)
+        assert b.broker.endpoints.counters.failed[("SASL_PLAINTEXT", "OAUTHBEARER")] >= 1

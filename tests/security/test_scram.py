@@ -214,3 +214,37 @@ def test_broker_side_scram_client_against_scramp_server() -> None:
     server.set_client_first(client.first().decode())
     server.set_client_final(client.respond(server.get_server_first().encode()).decode())
     client.check_final(server.get_server_final().encode())
+
+
+def _jwt(claims: dict[str, object], alg: str = "none") -> str:
+    import json
+
+    def part(d: dict[str, object]) -> str:
+        return base64.urlsafe_b64encode(json.dumps(d).encode()).decode().rstrip("=")
+
+    return f"{part({'alg': alg})}.{part(claims)}."
+
+
+def test_oauthbearer_unsecured_tokens() -> None:
+    from odradek.security.oauthbearer import OAuthBearerUnsecuredServer
+
+    now_ms = 1_700_000_000_000
+
+    def message(token: str) -> bytes:
+        return f"n,,\x01auth=Bearer {token}\x01\x01".encode()
+
+    server = OAuthBearerUnsecuredServer({}, lambda: now_ms)
+    assert server.evaluate(message(_jwt({"sub": "dave", "exp": now_ms / 1000 + 60}))) == b""
+    assert server.complete and server.username == "dave" and server.expires_ms == now_ms + 60_000
+    for claims, alg in (
+        ({"sub": "dave", "exp": now_ms / 1000 - 1}, "none"),  # expired
+        ({"sub": "dave"}, "none"),  # no exp
+        ({"exp": now_ms / 1000 + 60}, "none"),  # no principal
+        ({"sub": "dave", "exp": now_ms / 1000 + 60}, "HS256"),  # signed: not an unsecured token
+    ):
+        server = OAuthBearerUnsecuredServer({}, lambda: now_ms)
+        assert server.evaluate(message(_jwt(claims, alg))) == b'{"status": "invalid_token"}'
+        with pytest.raises(AuthenticationError):
+            server.evaluate(b"\x01")  # the client's answer to the error challenge
+    with pytest.raises(AuthenticationError):
+        OAuthBearerUnsecuredServer({}, lambda: now_ms).evaluate(b"garbage")

@@ -7,7 +7,8 @@ config of a mechanism is looked up as ``listener.name.<l>.<mechanism lower case>
 then ``listener.name.<l>.sasl.jaas.config``, then ``sasl.jaas.config`` (Kafka's order).
 
 Mechanisms: PLAIN (users from the PlainLoginModule's ``user_<name>="<password>"`` options),
-SCRAM-SHA-256 and SCRAM-SHA-512 (users from ``ScramCredentials``). GSSAPI is not served: a
+SCRAM-SHA-256 and SCRAM-SHA-512 (users from ``ScramCredentials``), OAUTHBEARER with unsecured
+JWTs (the ``unsecuredValidator*`` options of the mechanism's JAAS entry). GSSAPI is not served: a
 listener whose enabled mechanisms include only GSSAPI fails at start.
 
 ``Endpoints.bind`` opens one socket server per listener; ``ListenerGroup`` looks like one
@@ -18,6 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -27,6 +29,7 @@ from odradek.broker.config import BrokerConfig, ConfigError, Listener, parse_lis
 from odradek.broker.config.security_keys import LISTENER_PREFIX, parse_protocol_map
 from odradek.security.credentials import EntityStore, ScramCredentials
 from odradek.security.jaas import PLAIN_LOGIN_MODULE, JaasConfigError, parse_jaas
+from odradek.security.oauthbearer import OAuthBearerUnsecuredServer
 from odradek.security.plain import PlainServer
 from odradek.security.sasl import (
     MechanismServer,
@@ -40,7 +43,8 @@ __all__ = ["AuthCounters", "Endpoints", "ListenerEndpoint", "ListenerGroup", "li
 
 log = logging.getLogger("odradek.security")
 
-SUPPORTED_MECHANISMS = ("PLAIN", *MECHANISMS)
+SUPPORTED_MECHANISMS = ("PLAIN", *MECHANISMS, "OAUTHBEARER")
+INTER_BROKER_MECHANISMS = ("PLAIN", *MECHANISMS)
 
 
 def listener_value(cfg: BrokerConfig, listener: str, key: str) -> str | None:
@@ -92,10 +96,14 @@ class SaslListener:
     max_receive_size: int
     reauth_ms: int
     counters: AuthCounters
+    oauthbearer_options: dict[str, str] = field(default_factory=dict)
+    now_ms: Callable[[], int] = lambda: int(time.time() * 1000)
 
     def new_server(self, mechanism: str) -> MechanismServer:
         if mechanism == "PLAIN":
             return PlainServer(self.plain_users)
+        if mechanism == "OAUTHBEARER":
+            return OAuthBearerUnsecuredServer(self.oauthbearer_options, self.now_ms)
         return ScramMechanismServer(
             ScramServer(mechanism, lambda user: self.credentials.lookup(mechanism, user))
         )
@@ -169,6 +177,14 @@ def _sasl_listener(
         plain_users = {
             k[len("user_") :]: v for k, v in entry.options.items() if k.startswith("user_")
         }
+    oauth_options: dict[str, str] = {}
+    if "OAUTHBEARER" in served:
+        jaas = jaas_config(cfg, name, "OAUTHBEARER")
+        if jaas is not None:
+            try:
+                oauth_options = parse_jaas(jaas).options
+            except JaasConfigError as exc:
+                raise ConfigError("sasl.jaas.config", str(exc)) from None
     return SaslListener(
         name,
         served,
@@ -177,6 +193,7 @@ def _sasl_listener(
         int(listener_value(cfg, name, "sasl.server.max.receive.size") or 524288),
         int(listener_value(cfg, name, "connections.max.reauth.ms") or 0),
         counters,
+        oauth_options,
     )
 
 
@@ -329,10 +346,10 @@ def inter_broker_connection_factory(cfg: BrokerConfig, node_id: int) -> Any:
     mechanism = username = password = None
     if protocol in ("SASL_PLAINTEXT", "SASL_SSL"):
         mechanism = str(cfg.get("sasl.mechanism.inter.broker.protocol") or "").upper()
-        if mechanism not in SUPPORTED_MECHANISMS:
+        if mechanism not in INTER_BROKER_MECHANISMS:
             raise ConfigError(
                 "sasl.mechanism.inter.broker.protocol",
-                f"{mechanism} is not served (served: {', '.join(SUPPORTED_MECHANISMS)})",
+                f"{mechanism} is not served (served: {', '.join(INTER_BROKER_MECHANISMS)})",
             )
         jaas = jaas_config(cfg, name, mechanism)
         if jaas is None:

@@ -210,8 +210,8 @@ class SaslServerAuthenticator:
         except AuthenticationError as exc:
             return AuthenticateResult(SASL_AUTHENTICATION_FAILED, str(exc), b"")
         lifetime = 0
-        if self.state is SaslState.COMPLETE and self.reauth_ms > 0:
-            lifetime = self.reauth_ms
+        if self.state is SaslState.COMPLETE and self.session_expires_ms is not None:
+            lifetime = max(0, self.session_expires_ms - self._now_ms())
         return AuthenticateResult(NONE, None, challenge, lifetime)
 
     def raw_token(self, token: bytes) -> bytes:
@@ -250,7 +250,11 @@ class SaslServerAuthenticator:
             self.raw_tokens = False
             self._server = None
             if self.reauth_ms > 0:
-                self.session_expires_ms = self._now_ms() + self.reauth_ms
+                expires = self._now_ms() + self.reauth_ms
+                token_expires = getattr(server, "expires_ms", None)  # OAUTHBEARER: the token's
+                if isinstance(token_expires, int):
+                    expires = min(expires, token_expires)
+                self.session_expires_ms = expires
             if self._outcomes is not None:
                 self._outcomes.authentication_succeeded(self.listener_name, self.mechanism)
         return challenge
