@@ -301,9 +301,15 @@ def _request(api_key: int, version: int, body: bytes, correlation_id: int = 1) -
 
 def test_plaintext_and_garbage_to_tls_ports(broker: EmbeddedBroker) -> None:
     metadata_v0 = _request(3, 0, struct.pack(">i", 0))
+    counters = broker.broker.endpoints.counters
     for listener in ("SSL", "SASL_SSL"):
+        before = counters.failed[(listener, "SSL")]
         assert _raw(port(broker, listener), metadata_v0) == b""
         assert _raw(port(broker, listener), b"\x16\x03\x01\x00\x05garbage-after-a-hello") == b""
+        deadline = time.monotonic() + 10
+        while counters.failed[(listener, "SSL")] < before + 2:  # counted and logged, each
+            assert time.monotonic() < deadline, counters.failed
+            time.sleep(0.02)
 
 
 def test_sasl_listener_refuses_requests_before_authentication(broker: EmbeddedBroker) -> None:

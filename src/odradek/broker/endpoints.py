@@ -18,6 +18,7 @@ listener whose enabled mechanisms include only GSSAPI fails at start.
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import time
 from collections import Counter
@@ -261,6 +262,9 @@ class Endpoints:
                     endpoint.tls = ServerTls(ssl_settings(cfg, listener.name))
                 except SslConfigError as exc:
                     raise ConfigError("listeners", f"listener {listener.name}: {exc}") from None
+                endpoint.tls.on_handshake_failure = functools.partial(
+                    self.counters.tls_failed, listener.name, "a client"
+                )
             if protocol in ("SASL_PLAINTEXT", "SASL_SSL"):
                 endpoint.sasl = _sasl_listener(cfg, listener.name, self.credentials, self.counters)
             self.endpoints.append(endpoint)

@@ -282,6 +282,10 @@ class ServerTls:
         self._checked = monotonic()
         self.context = server_context(settings)
         self.context.sni_callback = self._on_client_hello
+        self.on_handshake_failure: Callable[[str], None] | None = None
+        """Told the reason of every failed handshake (plaintext or garbage on the port, an
+        unknown CA, a protocol mismatch); the client's address is not known at this layer."""
+        self.context.sslobject_class = _failure_reporting_class(self)
         self.reloads = 0
         self.mapper = PrincipalMapper(settings.principal_mapping_rules)
 
@@ -319,6 +323,25 @@ class ServerTls:
     ) -> None:
         self.maybe_reload()
         sslobj.context = self._current
+
+
+def _failure_reporting_class(tls: ServerTls) -> type[ssl.SSLObject]:
+    """An SSLObject whose failed handshakes are reported to ``tls.on_handshake_failure``
+    (asyncio closes such connections without telling the protocol anything)."""
+
+    class _ReportingSSLObject(ssl.SSLObject):
+        def do_handshake(self) -> None:
+            try:
+                super().do_handshake()
+            except (ssl.SSLWantReadError, ssl.SSLWantWriteError):
+                raise
+            except ssl.SSLError as exc:
+                report = tls.on_handshake_failure
+                if report is not None:
+                    report(str(exc.reason or exc))
+                raise
+
+    return _ReportingSSLObject
 
 
 # -- principals -------------------------------------------------------------------------------
