@@ -8,9 +8,11 @@ consume through the others. Metadata answers each client with the listener it ca
 
 from __future__ import annotations
 
+import shutil
 import socket
 import ssl
 import struct
+import subprocess
 import time
 import uuid
 from collections.abc import Iterator
@@ -376,3 +378,29 @@ def test_confluent_oauthbearer_unsecured_jwt() -> None:
         with pytest.raises(KafkaException):
             AdminClient(no_scope).list_topics(timeout=3)
         assert b.broker.endpoints.counters.failed[("SASL_PLAINTEXT", "OAUTHBEARER")] >= 1
+
+
+@pytest.mark.skipif(shutil.which("kcat") is None, reason="kcat is not installed")
+def test_kcat_sasl_ssl_scram_sha_512(broker: EmbeddedBroker, certs: Certs) -> None:
+    """Debian's kcat (librdkafka 2.0.2, older than the SCRAM fix of 2.6.1) produces and reads."""
+    topic = _topic(broker)
+    security = [
+        "-X", "security.protocol=SASL_SSL", "-X", "sasl.mechanisms=SCRAM-SHA-512",
+        "-X", "sasl.username=alice", "-X", "sasl.password=alice-pw",
+        "-X", f"ssl.ca.location={certs.ca_pem}",
+    ]  # fmt: skip
+    bootstrap = ["-b", addr(broker, "SASL_SSL")]
+    produced = subprocess.run(
+        ["kcat", *bootstrap, *security, "-P", "-t", topic],
+        input=b"one\ntwo\n",
+        capture_output=True,
+        timeout=30,
+    )
+    assert produced.returncode == 0, produced.stderr
+    consumed = subprocess.run(
+        ["kcat", *bootstrap, *security, "-C", "-t", topic, "-o", "beginning", "-c", "2", "-e"],
+        capture_output=True,
+        timeout=30,
+    )
+    assert consumed.returncode == 0, consumed.stderr
+    assert consumed.stdout.split() == [b"one", b"two"]

@@ -225,7 +225,9 @@ class ScramServer:
             proof = base64.b64decode(proof_attr, validate=True)
         except ValueError:
             raise AuthenticationError("Invalid SCRAM client-final message") from None
-        if attrs.get("r") != self._nonce_full:
+        # Kafka 3.x's check (endsWith): librdkafka before 2.6.1 sends the client nonce twice
+        # (client nonce + the whole server nonce); the server's part must still be all there
+        if not attrs.get("r", "").endswith(self._nonce_full):
             raise AuthenticationError("Invalid SCRAM client-final message: nonce mismatch")
         if channel != self._gs2_header.encode("utf-8"):
             raise AuthenticationError("Invalid SCRAM client-final message: channel binding")
