@@ -404,3 +404,54 @@ def test_kcat_sasl_ssl_scram_sha_512(broker: EmbeddedBroker, certs: Certs) -> No
     )
     assert consumed.returncode == 0, consumed.stderr
     assert consumed.stdout.split() == [b"one", b"two"]
+
+
+def test_confluent_reauthenticates_before_its_session_expires(certs: Certs) -> None:
+    """connections.max.reauth.ms (KIP-368): librdkafka re-authenticates on the same connection
+    before the lifetime SaslAuthenticate told it; producing goes on across several sessions."""
+    settings = {
+        "listeners": "PLAINTEXT://127.0.0.1:0,SASL_PLAINTEXT://127.0.0.1:0",
+        "sasl.enabled.mechanisms": "PLAIN",
+        "listener.name.sasl_plaintext.plain.sasl.jaas.config": PLAIN_JAAS,
+        "connections.max.reauth.ms": 1500,
+    }
+    with EmbeddedBroker(settings) as b:
+        topic = _topic(b)
+        conf = {
+            "bootstrap.servers": addr(b, "SASL_PLAINTEXT"),
+            "security.protocol": "SASL_PLAINTEXT",
+            "sasl.mechanisms": "PLAIN",
+            "sasl.username": "carol",
+            "sasl.password": "carol-pw",
+        }
+        producer = Producer(conf)
+        counters = b.broker.endpoints.counters
+        producer.produce(topic, value=b"first")
+        assert producer.flush(10) == 0
+
+        def sasl_connections() -> set[int]:
+            return b.call(
+                lambda: {
+                    i
+                    for i, c in b.broker._connections.items()
+                    if c.listener_name == "SASL_PLAINTEXT"
+                }
+            )
+
+        first = sasl_connections()
+        deadline = time.monotonic() + 30
+        sent = 0
+        while counters.succeeded[("SASL_PLAINTEXT", "PLAIN")] < 5:  # logins + re-logins
+            assert time.monotonic() < deadline, counters.succeeded
+            producer.produce(topic, value=b"x")
+            sent += 1
+            assert producer.flush(10) == 0
+            time.sleep(0.1)
+        assert counters.failed[("SASL_PLAINTEXT", "PLAIN")] == 0
+        assert first & sasl_connections(), "re-authenticated on the same connections"
+        connections = b.call(
+            lambda: [
+                c for c in b.broker._connections.values() if c.listener_name == "SASL_PLAINTEXT"
+            ]
+        )
+        assert all(str(c.principal) == "User:carol" for c in connections)
