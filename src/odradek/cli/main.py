@@ -32,6 +32,7 @@ SUBCOMMANDS: list[tuple[str, str, str]] = [
     ("cluster", "cluster", "A local development cluster on ZooKeeper: up, status, down."),
     ("console", "console", "Serve the web console and /metrics for any Kafka-compatible cluster."),
     ("config", "config", "The configuration reference: every broker and topic key."),
+    ("users", "users", "SCRAM users: add, list, remove (AlterUserScramCredentials)."),
 ]
 
 
