@@ -16,6 +16,7 @@ import subprocess
 import time
 import uuid
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -408,7 +409,7 @@ def test_kcat_sasl_ssl_scram_sha_512(broker: EmbeddedBroker, certs: Certs) -> No
 
 def test_confluent_reauthenticates_before_its_session_expires(certs: Certs) -> None:
     """connections.max.reauth.ms (KIP-368): librdkafka re-authenticates on the same connection
-    before the lifetime SaslAuthenticate told it; producing goes on across several sessions."""
+    before the lifetime SaslAuthenticate told it; producing goes on through several re-logins."""
     settings = {
         "listeners": "PLAINTEXT://127.0.0.1:0,SASL_PLAINTEXT://127.0.0.1:0",
         "sasl.enabled.mechanisms": "PLAIN",
@@ -455,3 +456,48 @@ def test_confluent_reauthenticates_before_its_session_expires(certs: Certs) -> N
             ]
         )
         assert all(str(c.principal) == "User:carol" for c in connections)
+
+
+def test_confluent_oauthbearer_signed_jwt_against_a_jwks(tmp_path: Path) -> None:
+    import json as _json
+
+    import jwt
+    from cryptography.hazmat.primitives.asymmetric import rsa
+
+    key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
+    jwk = _json.loads(jwt.algorithms.RSAAlgorithm.to_jwk(key.public_key()))
+    jwks = tmp_path / "jwks.json"
+    jwks.write_text(_json.dumps({"keys": [{**jwk, "kid": "k1", "use": "sig", "alg": "RS256"}]}))
+    settings = {
+        "listeners": "PLAINTEXT://127.0.0.1:0,SASL_PLAINTEXT://127.0.0.1:0",
+        "sasl.enabled.mechanisms": "OAUTHBEARER",
+        "sasl.oauthbearer.jwks.endpoint.url": jwks.as_uri(),
+        "sasl.oauthbearer.expected.audience": "odradek",
+        "sasl.oauthbearer.expected.issuer": "https://issuer.example",
+    }
+
+    def token(kid: str, aud: str, signer: Any = key) -> Any:
+        def cb(_config: str) -> tuple[str, float]:
+            exp = time.time() + 300
+            claims = {"sub": "frank", "aud": aud, "iss": "https://issuer.example", "exp": exp}
+            return jwt.encode(claims, signer, "RS256", headers={"kid": kid}), exp
+
+        return cb
+
+    with EmbeddedBroker(settings) as b:
+        base = {
+            "bootstrap.servers": addr(b, "SASL_PLAINTEXT"),
+            "security.protocol": "SASL_PLAINTEXT",
+            "sasl.mechanisms": "OAUTHBEARER",
+        }
+        good = {**base, "oauth_cb": token("k1", "odradek")}
+        assert _principals_while_connected(b, good, "SASL_PLAINTEXT") == {"User:frank"}
+        other_key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
+        for cb in (
+            token("k1", "someone-else"),
+            token("k1", "odradek", other_key),
+            token("k2", "odradek"),
+        ):
+            bad = {**base, "oauth_cb": cb, "reconnect.backoff.ms": 1000}
+            with pytest.raises(KafkaException):
+                AdminClient(bad).list_topics(timeout=3)

@@ -30,7 +30,11 @@ from odradek.broker.config import BrokerConfig, ConfigError, Listener, parse_lis
 from odradek.broker.config.security_keys import LISTENER_PREFIX, parse_protocol_map
 from odradek.security.credentials import EntityStore, ScramCredentials
 from odradek.security.jaas import PLAIN_LOGIN_MODULE, JaasConfigError, parse_jaas
-from odradek.security.oauthbearer import OAuthBearerUnsecuredServer
+from odradek.security.oauthbearer import (
+    JwksValidator,
+    OAuthBearerJwksServer,
+    OAuthBearerUnsecuredServer,
+)
 from odradek.security.plain import PlainServer
 from odradek.security.sasl import (
     MechanismServer,
@@ -98,12 +102,15 @@ class SaslListener:
     reauth_ms: int
     counters: AuthCounters
     oauthbearer_options: dict[str, str] = field(default_factory=dict)
+    jwks: JwksValidator | None = None
     now_ms: Callable[[], int] = lambda: int(time.time() * 1000)
 
     def new_server(self, mechanism: str) -> MechanismServer:
         if mechanism == "PLAIN":
             return PlainServer(self.plain_users)
         if mechanism == "OAUTHBEARER":
+            if self.jwks is not None:
+                return OAuthBearerJwksServer(self.jwks, self.now_ms)
             return OAuthBearerUnsecuredServer(self.oauthbearer_options, self.now_ms)
         return ScramMechanismServer(
             ScramServer(mechanism, lambda user: self.credentials.lookup(mechanism, user))
@@ -186,6 +193,26 @@ def _sasl_listener(
                 oauth_options = parse_jaas(jaas).options
             except JaasConfigError as exc:
                 raise ConfigError("sasl.jaas.config", str(exc)) from None
+    jwks = None
+    url = listener_value(cfg, name, "sasl.oauthbearer.jwks.endpoint.url")
+    if "OAUTHBEARER" in served and url:
+        audience = listener_value(cfg, name, "sasl.oauthbearer.expected.audience") or ""
+        try:
+            jwks = JwksValidator(
+                url,
+                expected_audience=tuple(a.strip() for a in audience.split(",") if a.strip()),
+                expected_issuer=listener_value(cfg, name, "sasl.oauthbearer.expected.issuer"),
+                clock_skew_s=int(
+                    listener_value(cfg, name, "sasl.oauthbearer.clock.skew.seconds") or 30
+                ),
+                sub_claim=listener_value(cfg, name, "sasl.oauthbearer.sub.claim.name") or "sub",
+                scope_claim=listener_value(cfg, name, "sasl.oauthbearer.scope.claim.name")
+                or "scope",
+            )
+        except Exception as exc:
+            raise ConfigError(
+                "sasl.oauthbearer.jwks.endpoint.url", f"listener {name}: {exc}"
+            ) from None
     return SaslListener(
         name,
         served,
@@ -195,6 +222,7 @@ def _sasl_listener(
         int(listener_value(cfg, name, "connections.max.reauth.ms") or 0),
         counters,
         oauth_options,
+        jwks=jwks,
     )
 
 

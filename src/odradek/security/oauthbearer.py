@@ -102,3 +102,131 @@ class OAuthBearerUnsecuredServer:
             raise ValueError(f"the token lacks the required scope {missing}")
         self.expires_ms = expires_ms
         return claims
+
+
+class JwksValidator:
+    """Signed JWTs checked against a JSON Web Key Set, as Kafka's
+    ``OAuthBearerValidatorCallbackHandler`` does (``sasl.oauthbearer.*`` keys): the signature
+    with the key named by the token's ``kid`` (RS*/ES*/PS* algorithms only, never ``none`` or
+    HMAC), ``exp`` required, ``aud`` among ``expected_audience`` and ``iss`` equal to
+    ``expected_issuer`` when those are set, ``clock_skew_s`` of leeway; the principal is the
+    ``sub_claim``. The key set is read at start (``file://`` or ``http(s)://``, the latter with
+    urllib) and read again, in a background thread at most once per ``min_refresh_s``, when a
+    token names a key it does not hold; that token is refused meanwhile."""
+
+    ALGORITHMS = ("RS256", "RS384", "RS512", "ES256", "ES384", "ES512", "PS256", "PS384", "PS512")
+
+    def __init__(
+        self,
+        url: str,
+        *,
+        expected_audience: tuple[str, ...] = (),
+        expected_issuer: str | None = None,
+        clock_skew_s: int = 30,
+        sub_claim: str = "sub",
+        scope_claim: str = "scope",
+        min_refresh_s: float = 10.0,
+    ) -> None:
+        import threading
+
+        self.url = url
+        self.expected_audience = expected_audience
+        self.expected_issuer = expected_issuer
+        self.clock_skew_s = clock_skew_s
+        self.sub_claim = sub_claim
+        self.scope_claim = scope_claim
+        self.min_refresh_s = min_refresh_s
+        self._lock = threading.Lock()
+        self._refreshing = False
+        self._last_refresh = 0.0
+        self._keys: dict[str, Any] = self._fetch()
+
+    def _fetch(self) -> dict[str, Any]:
+        import urllib.request
+
+        import jwt
+
+        with urllib.request.urlopen(self.url, timeout=10) as response:
+            data = response.read()
+        keys = {}
+        for key in jwt.PyJWKSet.from_json(data.decode("utf-8")).keys:
+            if key.key_id:
+                keys[key.key_id] = key
+        return keys
+
+    def _refresh_soon(self) -> None:
+        import threading
+        import time
+
+        with self._lock:
+            if self._refreshing or time.monotonic() - self._last_refresh < self.min_refresh_s:
+                return
+            self._refreshing = True
+            self._last_refresh = time.monotonic()
+
+        def run() -> None:
+            try:
+                self._keys = self._fetch()
+            except Exception as exc:
+                import logging
+
+                logging.getLogger("odradek.security").warning(
+                    "reading the JWKS at %s failed: %s", self.url, exc
+                )
+            finally:
+                self._refreshing = False
+
+        threading.Thread(target=run, name="odradek-jwks", daemon=True).start()
+
+    def validate(self, token: str, now_ms: int) -> tuple[str, int]:
+        """(principal name, expiry in ms) of a valid token; raises ValueError."""
+        import jwt
+
+        try:
+            header = jwt.get_unverified_header(token)
+        except jwt.PyJWTError as exc:
+            raise ValueError(f"malformed token: {exc}") from None
+        alg = header.get("alg")
+        if alg not in self.ALGORITHMS:
+            raise ValueError(f"algorithm {alg!r} is not accepted")
+        key = self._keys.get(str(header.get("kid")))
+        if key is None:
+            self._refresh_soon()
+            raise ValueError(f"no key {header.get('kid')!r} in the JWKS")
+        try:
+            claims = jwt.decode(
+                token,
+                key.key,
+                algorithms=[alg],
+                audience=list(self.expected_audience) or None,
+                issuer=self.expected_issuer or None,
+                leeway=self.clock_skew_s,
+                options={
+                    "require": ["exp"],
+                    "verify_aud": bool(self.expected_audience),
+                    "verify_iat": False,
+                },
+            )
+        except jwt.PyJWTError as exc:
+            raise ValueError(str(exc)) from None
+        name = claims.get(self.sub_claim)
+        if not isinstance(name, str) or not name:
+            raise ValueError(f"no principal claim {self.sub_claim!r}")
+        expires_ms = int(float(claims["exp"]) * 1000)
+        if expires_ms + self.clock_skew_s * 1000 <= now_ms:
+            raise ValueError("the token has expired")
+        return name, expires_ms
+
+
+class OAuthBearerJwksServer(OAuthBearerUnsecuredServer):
+    """OAUTHBEARER with tokens validated by a ``JwksValidator``."""
+
+    def __init__(self, validator: JwksValidator, now_ms: Callable[[], int]) -> None:
+        super().__init__({}, now_ms)
+        self._validator = validator
+        self._principal_claim = "sub"
+
+    def _validate(self, token: str) -> dict[str, Any]:
+        name, expires_ms = self._validator.validate(token, self._now_ms())
+        self.expires_ms = expires_ms
+        return {self._principal_claim: name}
