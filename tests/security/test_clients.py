@@ -505,3 +505,27 @@ def test_confluent_oauthbearer_signed_jwt_against_a_jwks(tmp_path: Path) -> None
             bad = {**base, "oauth_cb": cb, "reconnect.backoff.ms": 1000}
             with pytest.raises(KafkaException):
                 AdminClient(bad).list_topics(timeout=3)
+
+
+def test_sasl_requests_off_sasl_listeners_are_illegal_sasl_state(broker: EmbeddedBroker) -> None:
+    handshake = _raw_call(
+        port(broker, "PLAINTEXT"), _request(17, 1, struct.pack(">h", 5) + b"PLAIN")
+    )
+    assert struct.unpack_from(">ih", handshake)[1] == 34  # ILLEGAL_SASL_STATE
+    token = b"\x00admin\x00admin-pw"
+    authenticate = _raw_call(
+        port(broker, "PLAINTEXT"), _request(36, 1, struct.pack(">i", len(token)) + token)
+    )
+    assert struct.unpack_from(">ih", authenticate)[1] == 34
+
+
+def _raw_call(host_port: int, request: bytes) -> bytes:
+    """One request on a fresh PLAINTEXT connection; the answer without its size prefix."""
+    with socket.create_connection(("127.0.0.1", host_port), timeout=10) as s:
+        s.sendall(request)
+        data = b""
+        while len(data) < 4 or len(data) < 4 + struct.unpack_from(">i", data)[0]:
+            chunk = s.recv(65536)
+            assert chunk, "connection closed before the answer"
+            data += chunk
+        return data[4:]
