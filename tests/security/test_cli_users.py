@@ -70,3 +70,25 @@ def test_add_list_remove(broker: EmbeddedBroker, certs: Certs, tmp_path: Path) -
     wrong.write_text(config.read_text().replace('password="admin-pw"', 'password="nope"'))
     refused = _users(broker, wrong, "list")
     assert refused.returncode == 1 and "Invalid username or password" in refused.stderr
+
+
+def test_single_node_credentials_file(tmp_path: Path) -> None:
+    """Single-node mode: the credential is in the data dir's config-entities file, owner-only,
+    in Kafka's format, never the password."""
+    import json
+    import stat
+
+    from confluent_kafka.admin import ScramCredentialInfo, ScramMechanism
+    from confluent_kafka.admin import UserScramCredentialUpsertion as Upsert
+
+    with EmbeddedBroker({}, storage="file", data_dir=tmp_path / "data") as b:
+        admin = AdminClient({"bootstrap.servers": b.bootstrap_servers})
+        info = ScramCredentialInfo(ScramMechanism.SCRAM_SHA_256, 4096)
+        for f in admin.alter_user_scram_credentials([Upsert("gina", info, b"gina-pw")]).values():
+            f.result(10)
+        path = tmp_path / "data" / "odradek-config-entities.json"
+        assert stat.S_IMODE(path.stat().st_mode) == 0o600
+        text = path.read_text()
+        assert "gina-pw" not in text
+        credential = json.loads(text)["entities"]["users"]["gina"]["SCRAM-SHA-256"]
+        assert credential.startswith("salt=") and credential.endswith(",iterations=4096")
