@@ -247,6 +247,8 @@ class KafkaConnection(asyncio.Protocol):
         self.listener_name = endpoint.name if endpoint is not None else "PLAINTEXT"
         self.security_protocol = endpoint.security_protocol if endpoint is not None else "PLAINTEXT"
         self._auth: SaslServerAuthenticator | None = None
+        self._advertised: tuple[str, int] | None = None
+        """This broker's address on the connection's listener (set once accepted)."""
         self.registry = owner.registry
         self.splitter = FrameDecoder(owner.max_request_bytes)
         self.transport: asyncio.Transport | None = None
@@ -277,8 +279,10 @@ class KafkaConnection(asyncio.Protocol):
         self._services = self.owner.services
         peer = transport.get_extra_info("peername")
         self.client_host = peer[0] if peer else ""
-        if self.endpoint is not None and not self._secure(transport, self.endpoint):
-            return
+        if self.endpoint is not None:
+            self._advertised = self.endpoint.address
+            if not self._secure(transport, self.endpoint):
+                return
         with contextlib.suppress(Exception):
             transport.set_write_buffer_limits(high=4 * 1024 * 1024)  # type: ignore[attr-defined]
         sock = transport.get_extra_info("socket")
@@ -511,7 +515,7 @@ class KafkaConnection(asyncio.Protocol):
             self.principal,
             self.listener_name,
             self.security_protocol,
-            self.endpoint.address if self.endpoint is not None else None,
+            self._advertised,
             self._auth,
         )
         started = time.perf_counter()
