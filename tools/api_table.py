@@ -100,25 +100,21 @@ _INTER_BROKER = (
     "inter-broker: served from the first version odradek's own controller and brokers send "
     "(only odradek brokers join an odradek cluster)"
 )
-_SECURITY = "security: authentication and authorization are not served yet"
+_SECURITY = "security: delegation tokens are not served"
 
 REASONS: dict[int, str] = {
     4: _INTER_BROKER,
     5: _INTER_BROKER,
     6: _INTER_BROKER,
     7: _INTER_BROKER,
-    17: _SECURITY + " (SASL)",
     27: _INTER_BROKER,
     34: "JBOD: one log directory per broker; moving a replica between directories is not served",
-    36: _SECURITY + " (SASL)",
-    38: _SECURITY + " (delegation tokens)",
-    39: _SECURITY + " (delegation tokens)",
-    40: _SECURITY + " (delegation tokens)",
-    41: _SECURITY + " (delegation tokens)",
+    38: _SECURITY,
+    39: _SECURITY,
+    40: _SECURITY,
+    41: _SECURITY,
     48: "client quotas are not enforced, so not described",
     49: "client quotas are not enforced, so not altered",
-    50: _SECURITY + " (SCRAM credentials)",
-    51: _SECURITY + " (SCRAM credentials)",
     56: _INTER_BROKER,
     57: "feature flags (KIP-584) are not versioned: every broker of a cluster runs one release",
     58: "forwarding to a KRaft controller (ZooKeeper migration, KIP-866) does not exist here",

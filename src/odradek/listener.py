@@ -8,11 +8,12 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+from typing import Any
 
 __all__ = ["close_listener"]
 
 
-async def close_listener(server: asyncio.AbstractServer) -> None:
+async def close_listener(server: Any) -> None:
     """Stop accepting, let the connections already accepted get their transport, then close.
 
     On selector event loops asyncio accepts in the listener's callback and builds each

@@ -98,7 +98,7 @@ def test_values_parse_and_retention_precedence() -> None:
         ("auto.create.topics.enable", "yes"),
         ("storage.engine", "tape"),
         ("listeners", "127.0.0.1:9092"),
-        ("listeners", "SSL://127.0.0.1:9092"),
+        ("listeners", "SECURE://127.0.0.1:9092"),  # not in listener.security.protocol.map
         ("log.message.timestamp.type", "Now"),
     ],
 )

@@ -31,7 +31,7 @@ from kio.schema.errors import ErrorCode
 
 from odradek.broker.services import BrokerServices
 from odradek.protocol.headers import RequestHeaderInfo
-from odradek.security.principal import ANONYMOUS, KafkaPrincipal
+from odradek.security.principal import KafkaPrincipal
 
 __all__ = [
     "ApiSpec",
@@ -63,8 +63,11 @@ class TopicMetrics(Protocol):
 class RequestContext:
     """What a handler knows about the request besides its body: the broker's services, the
     request header, the client's address, the connection's id, where to report per-topic
-    traffic (None when nothing collects it: no console), and who the connection is (its
-    authenticated principal; ANONYMOUS without authentication). The authorizer decides on
+    traffic (None when nothing collects it: no console), and who is asking: the connection's
+    authenticated ``principal`` (``User:ANONYMOUS`` on PLAINTEXT and on SSL without a client
+    certificate), the listener it came in on, its security protocol, the (host, port) this
+    broker advertises on that listener (None: the registered address), and the connection's
+    SASL state (``security.sasl.SaslServerAuthenticator``; None off SASL listeners). The authorizer decides on
     ``principal`` and ``client_host``."""
 
     services: BrokerServices
@@ -72,7 +75,11 @@ class RequestContext:
     client_host: str
     connection_id: int
     metrics: TopicMetrics | None = None
-    principal: KafkaPrincipal = ANONYMOUS
+    principal: KafkaPrincipal = KafkaPrincipal.ANONYMOUS
+    listener_name: str = "PLAINTEXT"
+    security_protocol: str = "PLAINTEXT"
+    advertised: tuple[str, int] | None = None
+    sasl: Any = None
 
 
 @dataclass(frozen=True, slots=True)

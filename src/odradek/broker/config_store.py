@@ -118,5 +118,6 @@ class LocalConfigEntityStore:
                 del entities[entity_type]
         if self._path is not None:
             payload = json.dumps({"version": 1, "entities": entities}, indent=1, sort_keys=True)
-            write_atomic(self._path, payload.encode("utf-8"))
+            # owner only: the users entities hold SCRAM credentials
+            write_atomic(self._path, payload.encode("utf-8"), mode=0o600)
         self._entities = entities

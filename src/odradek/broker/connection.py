@@ -31,6 +31,17 @@ Per connection (``KafkaConnection``):
 
 The connection knows its owner (the Broker) only as a ``ConnectionOwner``: the API registry,
 the handlers' services, the route cache, the request size limit, and (un)registration.
+
+Security (``odradek.broker.endpoints.ListenerEndpoint``, one per listener): on an SSL listener
+the principal is the client certificate's DN mapped by ``ssl.principal.mapping.rules``
+(``User:ANONYMOUS`` without a certificate). On a SASL listener the connection holds a
+``SaslServerAuthenticator`` (security/sasl.py): until it is COMPLETE, a request it does not
+allow closes the connection, frames are limited to ``sasl.server.max.receive.size``, raw token
+frames (SaslHandshake v0) go to it without a request header, and a failed authentication is
+answered and then closed. After it, the principal is ``User:<name>``. With
+``connections.max.reauth.ms``, a request other than SaslHandshake/SaslAuthenticate after the
+session expired closes the connection (KIP-368). Every handler's ``RequestContext`` carries
+the principal, the listener's name and security protocol.
 """
 
 from __future__ import annotations
@@ -44,10 +55,12 @@ import os
 import struct
 import time
 from collections import deque
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from kio.schema.errors import ErrorCode
 
+if TYPE_CHECKING:
+    from odradek.broker.endpoints import ListenerEndpoint
 from odradek.broker.api import ApiSpec, EncodedResponse, RequestContext, TopicMetrics
 from odradek.broker.services import BrokerServices
 from odradek.protocol.errors import FrameTooLargeError, InvalidRequestError
@@ -61,6 +74,15 @@ from odradek.protocol.messages import (
     encode_body,
     request_codec,
 )
+from odradek.security.principal import KafkaPrincipal
+from odradek.security.sasl import (
+    SASL_AUTHENTICATE,
+    SASL_HANDSHAKE,
+    SaslServerAuthenticator,
+    SaslState,
+)
+from odradek.security.scram import AuthenticationError
+from odradek.security.tls import distinguished_name
 
 __all__ = ["CLOSE", "ConnectionOwner", "KafkaConnection", "ResponseQueue", "Route"]
 
@@ -68,6 +90,7 @@ log = logging.getLogger("odradek.broker")
 
 _I32 = struct.Struct(">i")
 _HEADER = struct.Struct(">hhi")  # api_key, api_version, correlation_id
+_I16 = struct.Struct(">h")
 USE_SENDFILE = os.environ.get("ODRADEK_SENDFILE", "0") == "1" and hasattr(os, "sendfile")
 """os.sendfile for record bytes: off by default. Measured here (loopback, page cache, uvloop,
 confluent-kafka consumer): broker CPU 0.10 s per million 100-byte records consumed with
@@ -102,7 +125,9 @@ class RequestMetrics(TopicMetrics, Protocol):
     """Where a connection reports each request (odradek.metrics.BrokerMetrics); handlers get it
     as ``RequestContext.metrics`` for per-topic traffic (``TopicMetrics``)."""
 
-    def request_done(self, api_key: int, version: int, seconds: float, request_bytes: int) -> None: ...
+    def request_done(
+        self, api_key: int, version: int, seconds: float, request_bytes: int
+    ) -> None: ...
 
     def request_failed(
         self, api_key: int, version: int, seconds: float, request_bytes: int, error: str
@@ -215,8 +240,15 @@ class ResponseQueue:
 class KafkaConnection(asyncio.Protocol):
     """One client connection. See the module docstring for the rules."""
 
-    def __init__(self, owner: ConnectionOwner) -> None:
+    def __init__(self, owner: ConnectionOwner, endpoint: ListenerEndpoint | None = None) -> None:
         self.owner = owner
+        self.endpoint = endpoint
+        self.principal = KafkaPrincipal.ANONYMOUS
+        self.listener_name = endpoint.name if endpoint is not None else "PLAINTEXT"
+        self.security_protocol = endpoint.security_protocol if endpoint is not None else "PLAINTEXT"
+        self._auth: SaslServerAuthenticator | None = None
+        self._advertised: tuple[str, int] | None = None
+        """This broker's address on the connection's listener (set once accepted)."""
         self.registry = owner.registry
         self.splitter = FrameDecoder(owner.max_request_bytes)
         self.transport: asyncio.Transport | None = None
@@ -226,6 +258,8 @@ class KafkaConnection(asyncio.Protocol):
         self._responses = ResponseQueue()
         self._tasks: set[asyncio.Task[Any]] = set()
         self._closing = False
+        self._close_after_answers = False
+        """A failed authentication: close once its answer is written."""
         self._sock_fd = -1
         self._paused = False
         self._backlog: deque[Any] | None = None
@@ -245,6 +279,10 @@ class KafkaConnection(asyncio.Protocol):
         self._services = self.owner.services
         peer = transport.get_extra_info("peername")
         self.client_host = peer[0] if peer else ""
+        if self.endpoint is not None:
+            self._advertised = self.endpoint.address
+            if not self._secure(transport, self.endpoint):
+                return
         with contextlib.suppress(Exception):
             transport.set_write_buffer_limits(high=4 * 1024 * 1024)  # type: ignore[attr-defined]
         sock = transport.get_extra_info("socket")
@@ -253,6 +291,75 @@ class KafkaConnection(asyncio.Protocol):
                 self._sock_fd = sock.fileno()
             except Exception:
                 self._sock_fd = -1
+
+    def _secure(self, transport: asyncio.BaseTransport, endpoint: ListenerEndpoint) -> bool:
+        """The TLS principal and the SASL state of a new connection; False: closed."""
+        tls = endpoint.tls
+        if tls is not None:
+            sslobj = transport.get_extra_info("ssl_object")
+            der = sslobj.getpeercert(binary_form=True) if sslobj is not None else None
+            if der:
+                try:
+                    name = tls.mapper.name(distinguished_name(der))
+                except Exception as exc:
+                    endpoint.counters.tls_failed(endpoint.name, self.client_host, str(exc))
+                    self.abort(None)
+                    return False
+                self.principal = KafkaPrincipal.user(name)
+        sasl = endpoint.sasl
+        if sasl is not None:
+            self._auth = sasl.authenticator(self.client_host, self._now_ms)
+            self.splitter.max_frame_size = min(self.splitter.max_frame_size, sasl.max_receive_size)
+        return True
+
+    def _now_ms(self) -> int:
+        return self.owner.services.clock.now_ms()
+
+    def _before_authenticated(self, frame: memoryview, out: list[Any]) -> bool:
+        """A frame on a SASL connection not (or no longer) authenticated; True: handled here
+        (a raw token, or the connection closed)."""
+        auth = self._auth
+        assert auth is not None
+        if auth.raw_tokens:
+            try:
+                answer = auth.raw_token(bytes(frame))
+            except AuthenticationError:
+                self._emit(out, CLOSE)
+                return True
+            self._emit(out, [_I32.pack(len(answer)) + answer])
+            self._after_auth()
+            return True
+        if len(frame) < 4:
+            self.abort("request header too short")
+            return True
+        api_key = _I16.unpack_from(frame, 0)[0]
+        if auth.authenticated and api_key not in (SASL_HANDSHAKE, SASL_AUTHENTICATE):
+            log.info(
+                "closing connection %d from %s: its SASL session expired",
+                self.connection_id,
+                self.client_host,
+            )
+            self.abort(None)
+            return True
+        if not auth.allows(api_key):
+            reason = f"unexpected request with api key {api_key} during SASL {auth.state.value}"
+            if self.endpoint is not None:
+                self.endpoint.counters.authentication_failed(
+                    self.listener_name, auth.mechanism or "-", self.client_host, reason
+                )
+            self.abort(None)
+            return True
+        return False
+
+    def _after_auth(self) -> None:
+        """After a SASL request: adopt the principal on success, close after a failure."""
+        auth = self._auth
+        assert auth is not None
+        if auth.state is SaslState.COMPLETE and auth.principal is not None:
+            self.principal = auth.principal
+            self.splitter.max_frame_size = self.owner.max_request_bytes
+        elif auth.state is SaslState.FAILED:
+            self._close_after_answers = True
 
     def connection_lost(self, exc: Exception | None) -> None:
         self._closing = True
@@ -301,19 +408,34 @@ class KafkaConnection(asyncio.Protocol):
         if not frames:
             return
         out: list[Any] = []
+        auth = self._auth
         for frame in frames:
             try:
+                if (
+                    auth is not None
+                    and (not auth.authenticated or auth.session_expired())
+                    and self._before_authenticated(frame, out)
+                ):
+                    if self._closing or self._close_after_answers:
+                        break
+                    continue
                 self._handle_frame(frame, out)
+                if auth is not None and not self._closing:
+                    self._after_auth()
             except Exception:
                 log.exception(
                     "unexpected error handling a request on connection %d", self.connection_id
                 )
                 self.abort("internal error")
                 return
-            if self._closing:
+            if self._closing or self._close_after_answers:
                 break
         if out and not self._closing:
             self._write(out)
+        if self._close_after_answers and not self._closing and not self._responses:
+            self._closing = True
+            if self.transport is not None:
+                self.transport.close()  # after the answers written above
 
     # request handling --------------------------------------------------------------------
 
@@ -384,7 +506,18 @@ class KafkaConnection(asyncio.Protocol):
         services = self._services
         assert services is not None
         metrics = self.owner.metrics
-        ctx = RequestContext(services, header, self.client_host, self.connection_id, metrics)
+        ctx = RequestContext(
+            services,
+            header,
+            self.client_host,
+            self.connection_id,
+            metrics,
+            self.principal,
+            self.listener_name,
+            self.security_protocol,
+            self._advertised,
+            self._auth,
+        )
         started = time.perf_counter()
         coro: Any = spec.handler(ctx, request)
         try:

@@ -85,6 +85,7 @@ __all__ = [
     "InterBrokerRequestError",
     "Node",
     "PlaintextConnectionFactory",
+    "SecureConnectionFactory",
 ]
 
 log = logging.getLogger("odradek.inter_broker")
@@ -161,6 +162,98 @@ class PlaintextConnectionFactory:
     async def connect(self, node: Node, timeout_s: float) -> Streams:
         async with asyncio.timeout(timeout_s):
             return await asyncio.open_connection(node.host, node.port)
+
+
+class SecureConnectionFactory:
+    """SSL, SASL_PLAINTEXT or SASL_SSL to the other brokers (Kafka's inter-broker channel).
+
+    TLS: ``ssl_context`` (``security.tls.client_context`` from the inter-broker listener's
+    ``ssl.*``: its trust store verifies the peer, its key store is presented as the client
+    certificate). SASL: SaslHandshake v1 with ``mechanism`` and SaslAuthenticate v1 tokens from
+    ``security.sasl_client.SaslClient`` (PLAIN, SCRAM-SHA-256/512; SCRAM's server signature
+    is verified) before the stream is handed over. A refused authentication is an
+    ``OSError`` (``ConnectionRefusedError``) naming the broker and the server's message."""
+
+    def __init__(
+        self,
+        security_protocol: str,
+        ssl_context: Any = None,
+        mechanism: str | None = None,
+        username: str = "",
+        password: str = "",
+        client_id: str = "broker",
+    ) -> None:
+        self.security_protocol = security_protocol
+        self.ssl_context = ssl_context
+        self.mechanism = mechanism
+        self.username = username
+        self.password = password
+        self.client_id = client_id
+
+    async def connect(self, node: Node, timeout_s: float) -> Streams:
+        async with asyncio.timeout(timeout_s):
+            reader, writer = await asyncio.open_connection(
+                node.host,
+                node.port,
+                ssl=self.ssl_context,
+                server_hostname=node.host if self.ssl_context is not None else None,
+            )
+            if self.mechanism is None:
+                return reader, writer
+            try:
+                await self._authenticate(node, reader, writer)
+            except BaseException:
+                writer.close()
+                raise
+            return reader, writer
+
+    async def _authenticate(
+        self, node: Node, reader: asyncio.StreamReader, writer: asyncio.StreamWriter
+    ) -> None:
+        from odradek.security import sasl_client as sc
+
+        assert self.mechanism is not None
+        client = sc.SaslClient(self.mechanism, self.username, self.password)
+
+        async def call(api_key: int, correlation_id: int, body: bytes) -> bytes:
+            writer.write(sc.encode_request(api_key, 1, correlation_id, self.client_id, body))
+            await writer.drain()
+            size = int.from_bytes(await reader.readexactly(_SIZE_BYTES), "big", signed=True)
+            if not 4 <= size <= 1 << 20:
+                raise ConnectionError(f"broker {node.id}: bad SASL answer size {size}")
+            frame = await reader.readexactly(size)
+            if int.from_bytes(frame[:4], "big", signed=True) != correlation_id:
+                raise ConnectionError(f"broker {node.id}: SASL answer out of order")
+            return frame[4:]
+
+        error, mechanisms = sc.decode_handshake(
+            await call(17, 1, sc.handshake_body(self.mechanism))
+        )
+        if error:
+            raise ConnectionRefusedError(
+                f"broker {node.id} does not serve SASL mechanism {self.mechanism} "
+                f"(it serves {', '.join(mechanisms)})"
+            )
+        token: bytes | None = client.first()
+        correlation_id = 2
+        step = 0
+        while token is not None:
+            answer = sc.decode_authenticate(
+                await call(36, correlation_id, sc.authenticate_body(token))
+            )
+            correlation_id += 1
+            if answer.error_code:
+                raise ConnectionRefusedError(
+                    f"authentication to broker {node.id} failed: {answer.error_message}"
+                )
+            step += 1
+            if self.mechanism == "PLAIN":
+                token = None
+            elif step == 1:
+                token = client.respond(answer.auth_bytes)
+            else:
+                client.check_final(answer.auth_bytes)
+                token = None
 
 
 class _Connection:

@@ -14,8 +14,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Callable
-from typing import Generic, Protocol, TypeVar
+from collections.abc import Awaitable, Callable
+from typing import Any, Generic, Protocol, TypeVar
 
 from odradek.listener import close_listener
 
@@ -26,40 +26,39 @@ class _Connection(Protocol):
     def abort(self, reason: str | None) -> None: ...
 
 
+class Servers(Protocol):
+    """What ``bind`` is handed: one or several listening sockets served and closed as one
+    (``asyncio.Server``, or ``endpoints.ListenerGroup`` for one socket per listener)."""
+
+    @property
+    def sockets(self) -> tuple[Any, ...]: ...
+
+    async def start_serving(self) -> None: ...
+
+    def close(self) -> None: ...
+
+    async def wait_closed(self) -> None: ...
+
+
 C = TypeVar("C", bound=_Connection)
 
 
 class KafkaListener(Generic[C]):
-    """``host`` ("" or "0.0.0.0": every interface) and ``port`` (0: an ephemeral port, read
-    ``bound_port`` after ``bind()``); ``protocol_factory`` builds one connection per accept."""
+    """``host`` and ``port`` of the first listener (0: an ephemeral port, read ``bound_port``
+    after ``bind()``)."""
 
-    def __init__(
-        self,
-        host: str,
-        port: int,
-        protocol_factory: Callable[[], asyncio.Protocol],
-        *,
-        backlog: int = 1024,
-    ) -> None:
+    def __init__(self, host: str, port: int) -> None:
         self.host = host
         self.port = port
         self.bound_port = port
-        self._factory = protocol_factory
-        self._backlog = backlog
-        self._server: asyncio.Server | None = None
+        self._server: Servers | None = None
         self._connections: dict[int, C] = {}
         self._next_connection_id = 0
 
-    async def bind(self) -> int:
-        """Bind and listen, without accepting yet; returns the bound port."""
-        self._server = await asyncio.get_running_loop().create_server(
-            self._factory,
-            host=self.host or None,
-            port=self.port,
-            reuse_address=True,
-            backlog=self._backlog,
-            start_serving=False,
-        )
+    async def bind(self, bind_servers: Callable[[], Awaitable[Servers]]) -> int:
+        """Bind and listen through ``bind_servers`` (its sockets not accepting yet); returns
+        the first socket's port."""
+        self._server = await bind_servers()
         sockets = self._server.sockets
         if sockets:
             self.bound_port = sockets[0].getsockname()[1]

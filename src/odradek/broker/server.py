@@ -66,6 +66,7 @@ from odradek.storage import LogManager
 from odradek.storage.cleaner import LogCleaner
 
 if TYPE_CHECKING:
+    from odradek.broker.endpoints import Endpoints
     from odradek.broker.zk_cluster import ZkCluster
     from odradek.broker.zk_config_store import ZkConfigEntityStore
     from odradek.console.broker import BrokerConsole
@@ -105,9 +106,8 @@ class Broker:
         listener = self.config.listener
         self.host = listener.host or "0.0.0.0"
         self.port = listener.port
-        self.listener: KafkaListener[KafkaConnection] = KafkaListener(
-            self.host, self.port, lambda: KafkaConnection(self)
-        )
+        self.listener: KafkaListener[KafkaConnection] = KafkaListener(self.host, self.port)
+        self.endpoints: Endpoints | None = None  # one per listener, set by start()
         self.stopping = False  # set for good by stop(): late connections are refused
         self._started = False
         # set by start():
@@ -174,6 +174,8 @@ class Broker:
 
     @property
     def advertised_address(self) -> tuple[str, int]:
+        if self.endpoints is not None:  # bound: the inter-broker listener's (endpoints.py)
+            return self.endpoints.registered_address()
         adv = self.config.advertised_listener
         host = adv.host
         if not host or host in ("0.0.0.0", "::"):
@@ -254,8 +256,13 @@ class Broker:
         try:
             self.replica_manager.open_all()
             # bind first (the port is known, e.g. for FindCoordinator), serve once the
-            # coordinators have loaded their state
-            await self.listener.bind()
+            # coordinators have loaded their state; one socket per listener (TLS and SASL as
+            # listener.security.protocol.map says: endpoints.py)
+            from odradek.broker.endpoints import Endpoints  # lazy: the TLS and SASL modules
+
+            self.endpoints = Endpoints(cfg, lambda: self.config_store)
+            endpoints = self.endpoints
+            await self.listener.bind(lambda: endpoints.bind(lambda ep: KafkaConnection(self, ep)))
             host, port = self.advertised_address
             await metadata.register_broker(BrokerInfo(self.node_id, host, port))
             await self.group_coordinator.start()

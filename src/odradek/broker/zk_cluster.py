@@ -82,7 +82,13 @@ class ZkCluster:
         self.store = store
         self.clock = clock
         self.node_id = store.node_id
-        self.client = InterBrokerClient(self.node_id, clock=clock)
+        from odradek.broker.endpoints import inter_broker_connection_factory
+
+        self.client = InterBrokerClient(
+            self.node_id,
+            clock=clock,
+            connection_factory=inter_broker_connection_factory(config, self.node_id),
+        )
         self.channel: ControllerChannelManager | None = None
         self.controller: Controller | None = None
         self.alter_partition_manager = ControllerAlterPartitionManager(self)

@@ -67,7 +67,7 @@ class ZkConfigEntityStore:
         zk: zkc.KafkaZkClient,
         *,
         admin_timeout_ms: int = 30_000,
-        entity_types: Iterable[str] = (BROKERS, GROUPS),
+        entity_types: Iterable[str] = (BROKERS, GROUPS, "users"),
         change_expiration_ms: int = CHANGE_EXPIRATION_MS,
         clock: Clock | None = None,
     ) -> None:
@@ -210,7 +210,12 @@ class ZkConfigEntityStore:
             for entity_type, name, configs in changes:
                 if self._closed or not self._put(entity_type, name, configs):
                     continue
-                log.info("config entity %s/%s changed: %s", entity_type, name, configs)
+                log.info(  # a user's values are SCRAM credentials: their keys only
+                    "config entity %s/%s changed: %s",
+                    entity_type,
+                    name,
+                    sorted(configs) if entity_type == "users" else configs,
+                )
                 for listener in list(self._listeners):
                     try:
                         await listener(entity_type, name)

@@ -37,6 +37,7 @@ SUBCOMMANDS: list[tuple[str, str, str]] = [
     ("config", "config", "The configuration reference: every broker and topic key."),
     ("mirror", "mirror", "Mirror topics between clusters, configured as MirrorMaker 2."),
     ("acls", "acls", "Add, list and remove ACLs."),
+    ("users", "users", "SCRAM users: add, list, remove (AlterUserScramCredentials)."),
 ]
 
 

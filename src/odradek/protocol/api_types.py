@@ -102,6 +102,12 @@ if TYPE_CHECKING:
     from kio.schema.alter_partition_reassignments.v0.response import (
         AlterPartitionReassignmentsResponse as AlterPartitionReassignmentsResponseV0,
     )
+    from kio.schema.alter_user_scram_credentials.v0.request import (
+        AlterUserScramCredentialsRequest as AlterUserScramCredentialsRequestV0,
+    )
+    from kio.schema.alter_user_scram_credentials.v0.response import (
+        AlterUserScramCredentialsResponse as AlterUserScramCredentialsResponseV0,
+    )
     from kio.schema.api_versions.v0.request import ApiVersionsRequest as ApiVersionsRequestV0
     from kio.schema.api_versions.v0.response import ApiVersionsResponse as ApiVersionsResponseV0
     from kio.schema.api_versions.v1.request import ApiVersionsRequest as ApiVersionsRequestV1
@@ -303,6 +309,12 @@ if TYPE_CHECKING:
     )
     from kio.schema.describe_transactions.v0.response import (
         DescribeTransactionsResponse as DescribeTransactionsResponseV0,
+    )
+    from kio.schema.describe_user_scram_credentials.v0.request import (
+        DescribeUserScramCredentialsRequest as DescribeUserScramCredentialsRequestV0,
+    )
+    from kio.schema.describe_user_scram_credentials.v0.response import (
+        DescribeUserScramCredentialsResponse as DescribeUserScramCredentialsResponseV0,
     )
     from kio.schema.elect_leaders.v0.request import ElectLeadersRequest as ElectLeadersRequestV0
     from kio.schema.elect_leaders.v0.response import ElectLeadersResponse as ElectLeadersResponseV0
@@ -608,6 +620,32 @@ if TYPE_CHECKING:
     from kio.schema.offset_for_leader_epoch.v4.response import (
         OffsetForLeaderEpochResponse as OffsetForLeaderEpochResponseV4,
     )
+    from kio.schema.sasl_authenticate.v0.request import (
+        SaslAuthenticateRequest as SaslAuthenticateRequestV0,
+    )
+    from kio.schema.sasl_authenticate.v0.response import (
+        SaslAuthenticateResponse as SaslAuthenticateResponseV0,
+    )
+    from kio.schema.sasl_authenticate.v1.request import (
+        SaslAuthenticateRequest as SaslAuthenticateRequestV1,
+    )
+    from kio.schema.sasl_authenticate.v1.response import (
+        SaslAuthenticateResponse as SaslAuthenticateResponseV1,
+    )
+    from kio.schema.sasl_authenticate.v2.request import (
+        SaslAuthenticateRequest as SaslAuthenticateRequestV2,
+    )
+    from kio.schema.sasl_authenticate.v2.response import (
+        SaslAuthenticateResponse as SaslAuthenticateResponseV2,
+    )
+    from kio.schema.sasl_handshake.v0.request import SaslHandshakeRequest as SaslHandshakeRequestV0
+    from kio.schema.sasl_handshake.v0.response import (
+        SaslHandshakeResponse as SaslHandshakeResponseV0,
+    )
+    from kio.schema.sasl_handshake.v1.request import SaslHandshakeRequest as SaslHandshakeRequestV1
+    from kio.schema.sasl_handshake.v1.response import (
+        SaslHandshakeResponse as SaslHandshakeResponseV1,
+    )
     from kio.schema.sync_group.v0.request import SyncGroupRequest as SyncGroupRequestV0
     from kio.schema.sync_group.v0.response import SyncGroupResponse as SyncGroupResponseV0
     from kio.schema.sync_group.v1.request import SyncGroupRequest as SyncGroupRequestV1
@@ -903,6 +941,8 @@ if TYPE_CHECKING:
         | ListGroupsResponseV4
         | ListGroupsResponseV5
     )
+    SaslHandshakeRequest: TypeAlias = SaslHandshakeRequestV0 | SaslHandshakeRequestV1
+    SaslHandshakeResponse: TypeAlias = SaslHandshakeResponseV0 | SaslHandshakeResponseV1
     ApiVersionsRequest: TypeAlias = (
         ApiVersionsRequestV0
         | ApiVersionsRequestV1
@@ -1077,6 +1117,12 @@ if TYPE_CHECKING:
         | DescribeLogDirsResponseV3
         | DescribeLogDirsResponseV4
     )
+    SaslAuthenticateRequest: TypeAlias = (
+        SaslAuthenticateRequestV0 | SaslAuthenticateRequestV1 | SaslAuthenticateRequestV2
+    )
+    SaslAuthenticateResponse: TypeAlias = (
+        SaslAuthenticateResponseV0 | SaslAuthenticateResponseV1 | SaslAuthenticateResponseV2
+    )
     CreatePartitionsRequest: TypeAlias = (
         CreatePartitionsRequestV0
         | CreatePartitionsRequestV1
@@ -1113,6 +1159,10 @@ if TYPE_CHECKING:
     ListPartitionReassignmentsResponse: TypeAlias = ListPartitionReassignmentsResponseV0
     OffsetDeleteRequest: TypeAlias = OffsetDeleteRequestV0
     OffsetDeleteResponse: TypeAlias = OffsetDeleteResponseV0
+    DescribeUserScramCredentialsRequest: TypeAlias = DescribeUserScramCredentialsRequestV0
+    DescribeUserScramCredentialsResponse: TypeAlias = DescribeUserScramCredentialsResponseV0
+    AlterUserScramCredentialsRequest: TypeAlias = AlterUserScramCredentialsRequestV0
+    AlterUserScramCredentialsResponse: TypeAlias = AlterUserScramCredentialsResponseV0
     AlterPartitionRequest: TypeAlias = AlterPartitionRequestV2 | AlterPartitionRequestV3
     AlterPartitionResponse: TypeAlias = AlterPartitionResponseV2 | AlterPartitionResponseV3
     DescribeClusterRequest: TypeAlias = DescribeClusterRequestV0 | DescribeClusterRequestV1

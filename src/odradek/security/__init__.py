@@ -1,2 +1,2 @@
-"""Security: who a connection is (``principal``), what it may do (``acls``, ``authorizer``)
-and where the ACLs are kept (``acl_store``)."""
+"""Broker security: who a connection is (``principal``), how it authenticates (TLS, SASL),
+what it may do (``acls``, ``authorizer``) and where the ACLs are kept (``acl_store``)."""

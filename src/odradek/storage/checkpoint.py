@@ -37,12 +37,15 @@ def fsync_dir(directory: Path) -> None:
         os.close(fd)
 
 
-def write_atomic(path: Path, payload: bytes, *, fsync: bool = True, sync_dir: bool = True) -> None:
+def write_atomic(
+    path: Path, payload: bytes, *, fsync: bool = True, sync_dir: bool = True, mode: int = 0o644
+) -> None:
     """Replace ``path`` with ``payload`` so that a crash leaves the old or the new file: write
-    ``path.tmp``, fsync it (``fsync``), rename it over ``path``, fsync the directory
-    (``sync_dir``, only with ``fsync``). The one atomic-write helper of odradek."""
+    ``path.tmp`` (created with ``mode``), fsync it (``fsync``), rename it over ``path``, fsync
+    the directory (``sync_dir``, only with ``fsync``). The one atomic-write helper of odradek."""
     tmp = path.with_name(path.name + ".tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, mode)
+    os.fchmod(fd, mode)  # a leftover .tmp keeps its old mode otherwise
     try:
         view = memoryview(payload)
         while view:

@@ -18,6 +18,7 @@ from kio.schema.errors import ErrorCode
 from odradek.broker.api import ApiSpec, RequestContext
 from odradek.broker.apis import _authz
 from odradek.broker.apis._groups import code, coordinator
+from odradek.broker.apis._listeners import address_for
 from odradek.broker.apis._util import NO_THROTTLE, make, response_types
 from odradek.broker.metadata_store import MetadataError, TopicExistsError
 from odradek.broker.topic_admin import OFFSETS_TOPIC
@@ -58,6 +59,7 @@ def _lookup(
         return Errors.INVALID_REQUEST, -1, "", -1, f"unknown key type {key_type}"
     if error is not Errors.NONE:
         return error, -1, "", -1, None
+    host, port = address_for(ctx, node_id, host, port)
     return error, node_id, host, port, None
 
 

@@ -23,6 +23,7 @@ from kio.schema.errors import ErrorCode
 
 from odradek.broker.api import ApiSpec, RequestContext
 from odradek.broker.apis import _authz
+from odradek.broker.apis._listeners import address_for
 from odradek.broker.apis._util import (
     AUTHORIZED_OPERATIONS_NOT_REQUESTED,
     CLUSTER_OPERATIONS,
@@ -225,8 +226,8 @@ async def handle(ctx: RequestContext, request: MetadataRequest) -> MetadataRespo
                 make(
                     types.MetadataResponseBroker,
                     node_id=b.node_id,
-                    host=b.host,
-                    port=b.port,
+                    host=address_for(ctx, b.node_id, b.host, b.port)[0],
+                    port=address_for(ctx, b.node_id, b.host, b.port)[1],
                     rack=b.rack,
                 )
                 for b in brokers

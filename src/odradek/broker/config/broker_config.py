@@ -7,8 +7,27 @@ from pathlib import Path
 from typing import Any
 
 from odradek.broker.config.broker_keys import BROKER_KEYS
+from odradek.broker.config.security_keys import LISTENER_PREFIX, parse_protocol_map
 from odradek.broker.config.topic_keys import topic_defaults
 from odradek.broker.config.values import ConfigError, Listener, parse_listeners
+
+
+def _check_listener_protocols(values: Mapping[str, Any]) -> None:
+    """Every listener name must be in listener.security.protocol.map (Kafka's rule)."""
+    protocols = parse_protocol_map(values["listener.security.protocol.map"])
+    for key in ("listeners", "advertised.listeners"):
+        if not values[key]:
+            continue
+        for listener in parse_listeners(values[key], key):
+            if listener.name not in protocols:
+                raise ConfigError(
+                    key,
+                    f"listener {listener.name} has no security protocol in "
+                    "listener.security.protocol.map",
+                )
+    ib = values.get("inter.broker.listener.name")
+    if ib and ib.upper() not in {x.name for x in parse_listeners(values["listeners"])}:
+        raise ConfigError("inter.broker.listener.name", f"{ib} is not one of listeners")
 
 
 class BrokerConfig:
@@ -120,6 +139,10 @@ class BrokerConfig:
         for name, raw in props.items():
             name = name.strip()
             spec = BROKER_KEYS.get(name)
+            if spec is None and name.startswith(LISTENER_PREFIX):
+                # per-listener security settings, read as given (odradek.broker.endpoints)
+                explicit[name] = str(raw)
+                continue
             if spec is None:
                 raise ConfigError(name, "unknown configuration key")
             if not isinstance(raw, str):
@@ -140,6 +163,7 @@ class BrokerConfig:
             values["broker.id"] = values["node.id"]
         if "log.dirs" not in explicit and values["log.dir"]:
             values["log.dirs"] = values["log.dir"]
+        _check_listener_protocols(values)
         return cls(values, explicit)
 
     @classmethod
@@ -186,10 +210,19 @@ class BrokerConfig:
 
     @property
     def advertised_listener(self) -> Listener:
-        """The first advertised listener (defaults to the first listener)."""
+        """The address this broker registers (and other brokers reach it on): the advertised
+        entry of the inter-broker listener (``inter.broker.listener.name``, else the listener
+        named after ``security.inter.broker.protocol``) when there is one, else the first
+        advertised listener; advertised.listeners defaults to listeners."""
+        listeners = parse_listeners(self.listeners)
+        advertised = listeners
         if self.advertised_listeners:
-            return parse_listeners(self.advertised_listeners, "advertised.listeners")[0]
-        return self.listener
+            advertised = parse_listeners(self.advertised_listeners, "advertised.listeners")
+        ib = self.get("inter.broker.listener.name") or self.get("security.inter.broker.protocol")
+        for entry in advertised:
+            if ib and entry.name == str(ib).upper():
+                return entry
+        return advertised[0]
 
     @property
     def data_dirs(self) -> list[Path]:

@@ -11,6 +11,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from odradek.broker.config.security_keys import SECURITY_KEY_SPECS
 from odradek.broker.config.values import (
     _advertised_value,
     _bool,
@@ -138,8 +139,8 @@ BROKER_KEYS: dict[str, ConfigKey] = {
         _k("max.connections.per.ip", _int(0, _INT_MAX), _INT_MAX),
         _k("max.connection.creation.rate", _int(0, _INT_MAX), _INT_MAX),
         _k("transaction.partition.verification.enable", _bool, True),
-        # SASL settings a client may set per broker (DynamicListenerConfig in Kafka); odradek
-        # serves PLAINTEXT only, so they are accepted, stored and shown, and unused.
+        # SASL settings of Kerberos and of a client's login (DynamicListenerConfig in Kafka):
+        # accepted, stored and shown, and unused (GSSAPI is not served).
         _k("sasl.kerberos.service.name", _str, None),
         _k("sasl.kerberos.kinit.cmd", _str, "/usr/bin/kinit"),
         _k("sasl.kerberos.ticket.renew.window.factor", _float(0.0, 1.0), 0.8),
@@ -243,5 +244,6 @@ BROKER_KEYS: dict[str, ConfigKey] = {
         _k("authorizer.class.name", _str, ""),
         _k("super.users", _str, ""),
         _k("allow.everyone.if.no.acl.found", _bool, False),
+        *(_k(name, parse, default, doc) for name, parse, default, doc in SECURITY_KEY_SPECS),
     ]
 }

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from odradek.broker.config.broker_keys import BROKER_KEYS
+from odradek.broker.config.security_keys import SECURITY_KEY_SPECS
 from odradek.broker.config.topic_keys import TOPIC_KEYS
 from odradek.storage.config import INT_MAX, LONG_MAX
 
@@ -33,7 +34,7 @@ __all__ = [
 KAFKA_DIFFERENT: dict[str, tuple[str, str]] = {
     "listeners": (
         "PLAINTEXT://:9092",
-        "loopback only until you say otherwise: there is no authentication yet",
+        "loopback only until you say otherwise (an open PLAINTEXT port)",
     ),
     "broker.id": ("-1", "one broker runs without ZooKeeper's id generation; id 0 is stable"),
     "log.dirs": ("(unset: log.dir)", "data next to where `odradek broker` runs, not in /tmp"),
@@ -88,13 +89,18 @@ UNUSED: dict[str, str] = {
     "compression.gzip.level": "batches are stored as produced",
     "compression.lz4.level": "batches are stored as produced",
     "compression.zstd.level": "batches are stored as produced",
-    **{k: "only PLAINTEXT listeners are served" for k in BROKER_KEYS if k.startswith("sasl.")},
+    **{
+        k: "Kerberos (GSSAPI) and client-side logins are not served"
+        for k in BROKER_KEYS
+        if k.startswith(("sasl.kerberos.", "sasl.login."))
+    },
+    "ssl.protocol": "ssl.enabled.protocols decides",
 }
 """Broker keys that are accepted, validated, stored and shown, and not acted on."""
 
 MEANINGS: dict[str, str] = {
     # listeners and identity
-    "listeners": "Where the broker listens: NAME://host:port (PLAINTEXT only).",
+    "listeners": "Where the broker listens: NAME://host:port,... (see listener.security.protocol.map).",
     "advertised.listeners": "The address clients are told; defaults to listeners.",
     "http.listeners": "The console, /metrics and /health (http://host:port); empty turns it off.",
     "schema.registry.listeners": "The Confluent-compatible schema registry (http://host:port); empty turns it off.",
@@ -230,6 +236,7 @@ MEANINGS: dict[str, str] = {
     "transactional.id.expiration.ms": "Forget a transactional id unused for this long.",
     "producer.id.expiration.ms": "Forget an idle producer's state after this long.",
     "transaction.partition.verification.enable": "Leaders verify transactional writes (KIP-890).",
+    **{name: meaning for name, _parse, _default, meaning in SECURITY_KEY_SPECS},
     # SASL (per-listener settings Kafka accepts dynamically)
     "sasl.kerberos.service.name": "Kerberos service name.",
     "sasl.kerberos.kinit.cmd": "Kerberos kinit command.",

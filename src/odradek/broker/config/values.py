@@ -49,10 +49,8 @@ def parse_listeners(value: str, key: str = "listeners") -> list[Listener]:
         name, host, port = m.group(1).upper(), m.group(2).strip("[]"), int(m.group(3))
         if port > 65535:
             raise ConfigError(key, f"invalid port in {item!r}")
-        if name not in ("PLAINTEXT",):
-            raise ConfigError(
-                key, f"unsupported listener security protocol {name!r} (only PLAINTEXT)"
-            )
+        if any(existing.name == name for existing in listeners):
+            raise ConfigError(key, f"listener name {name} given twice")
         listeners.append(Listener(name, host, port))
     if not listeners:
         raise ConfigError(key, "no listener given")
