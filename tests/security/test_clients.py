@@ -103,7 +103,7 @@ def _principals_while_connected(b: EmbeddedBroker, conf: dict[str, Any], listene
         principals = b.call(
             lambda: {
                 str(c.principal)
-                for c in b.broker._connections.values()
+                for c in b.broker.listener.connections()
                 if c.listener_name == listener and (c._auth is None or c._auth.authenticated)
             }
         )
@@ -435,8 +435,8 @@ def test_confluent_reauthenticates_before_its_session_expires(certs: Certs) -> N
         def sasl_connections() -> set[int]:
             return b.call(
                 lambda: {
-                    i
-                    for i, c in b.broker._connections.items()
+                    c.connection_id
+                    for c in b.broker.listener.connections()
                     if c.listener_name == "SASL_PLAINTEXT"
                 }
             )
@@ -455,7 +455,7 @@ def test_confluent_reauthenticates_before_its_session_expires(certs: Certs) -> N
         principals = b.call(
             lambda: {
                 str(c.principal)
-                for c in b.broker._connections.values()
+                for c in b.broker.listener.connections()
                 if c.listener_name == "SASL_PLAINTEXT" and c._auth is not None and c._auth.principal
             }
         )

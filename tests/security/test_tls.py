@@ -105,7 +105,7 @@ def test_client_auth_requested_without_certificate_is_anonymous(certs: Certs) ->
             principals = b.call(
                 lambda: {
                     str(c.principal)
-                    for c in b.broker._connections.values()
+                    for c in b.broker.listener.connections()
                     if c.listener_name == "SSL"
                 }
             )
@@ -119,7 +119,7 @@ def test_client_auth_requested_without_certificate_is_anonymous(certs: Certs) ->
             principals = b.call(
                 lambda: {
                     str(c.principal)
-                    for c in b.broker._connections.values()
+                    for c in b.broker.listener.connections()
                     if c.listener_name == "SSL"
                 }
             )
