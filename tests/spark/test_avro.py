@@ -381,3 +381,131 @@ def test_registry_down_fails_naming_the_url(spark: Any, bs: str) -> None:
     with pytest.raises(Exception) as info:
         read(spark, bs, down, "users").collect()
     assert down in str(info.value)
+
+
+# -- pure: options and type mapping (no session, no broker) ----------------------------------
+
+
+@pytest.mark.parametrize(
+    ("options", "message"),
+    [
+        ({"subscribe": "t", "value.format": "avro"}, "'schema.registry.url' is required"),
+        ({"subscribe": "t", "value.format": "protobuf"}, "'value.format' must be 'raw' or 'avro'"),
+        (
+            {"subscribePattern": "t.*", "value.format": "avro", "schema.registry.url": "http://h"},
+            "'value.subject' is required",
+        ),
+        ({"subscribe": "t", "mode": "FAILFAST"}, "'mode' needs"),
+        ({"subscribe": "t", "value.subject": "s"}, "'value.subject' needs 'value.format' avro"),
+        (
+            {"subscribe": "t", "value.format": "avro", "schema.registry.url": "h:8081"},
+            "must be an http(s) URL",
+        ),
+        (
+            {
+                "subscribe": "t",
+                "value.format": "avro",
+                "schema.registry.url": "http://h",
+                "mode": "DROPMALFORMED",
+            },
+            "PERMISSIVE or FAILFAST",
+        ),
+    ],
+)
+def test_avro_option_errors_name_the_option(options: dict[str, str], message: str) -> None:
+    from odradek.spark.options import OptionError, parse_source_options
+
+    with pytest.raises(OptionError, match=re.escape(message)):
+        parse_source_options({"kafka.bootstrap.servers": "h:1", **options}, streaming=False)
+
+
+def test_avro_options_parsed() -> None:
+    from odradek.spark.options import parse_sink_options, parse_source_options
+
+    opts = parse_source_options(
+        {
+            "kafka.bootstrap.servers": "h:1",
+            "assign": '{"a":[0,1]}',
+            "key.format": "AVRO",
+            "value.format": "avro",
+            "value.subject": "custom",
+            "schema.registry.url": "http://h:8081/",
+            "mode": "failfast",
+        },
+        streaming=False,
+    )
+    f = opts.formats
+    assert f.avro_columns == ("key", "value") and f.registry_url == "http://h:8081"
+    assert f.subject("key", ("a",)) == "a-key" and f.subject("value", ("a",)) == "custom"
+    assert opts.mode == "FAILFAST"
+    sink = parse_sink_options(
+        {
+            "kafka.bootstrap.servers": "h:1",
+            "value.format": "avro",
+            "schema.registry.url": "http://h",
+            "value.schema": "latest",
+            "topic": "t",
+        }
+    )
+    assert sink.formats.value_format == "avro" and sink.formats.value_schema == "latest"
+
+
+def test_avro_to_spark_types_as_from_avro() -> None:
+    from odradek.spark.avro import avro_spark_type
+
+    schema = {
+        "type": "record",
+        "name": "r",
+        "fields": [
+            {"name": "b", "type": "boolean"},
+            {"name": "i", "type": "int"},
+            {"name": "f", "type": "float"},
+            {"name": "raw", "type": "bytes"},
+            {"name": "fx", "type": {"type": "fixed", "name": "F", "size": 4}},
+            {"name": "e", "type": {"type": "enum", "name": "E", "symbols": ["X"]}},
+            {"name": "u", "type": {"type": "string", "logicalType": "uuid"}},
+            {"name": "ts", "type": {"type": "long", "logicalType": "timestamp-millis"}},
+            {"name": "ltz", "type": {"type": "long", "logicalType": "local-timestamp-micros"}},
+            {"name": "tm", "type": {"type": "int", "logicalType": "time-millis"}},
+            {"name": "m", "type": {"type": "map", "values": ["null", "long"]}},
+            {"name": "opt", "type": ["null", {"type": "array", "items": "double"}]},
+        ],
+    }
+    assert avro_spark_type(json.dumps(schema)).simpleString() == (
+        "struct<b:boolean,i:int,f:float,raw:binary,fx:binary,e:string,u:string,ts:timestamp,"
+        "ltz:timestamp_ntz,tm:int,m:map<string,bigint>,opt:array<double>>"
+    )
+
+
+def test_spark_to_avro_as_to_avro() -> None:
+    from pyspark.sql import types as T
+
+    from odradek.spark.avro import spark_avro_schema
+
+    dt_ = T.StructType(
+        [
+            T.StructField("id", T.LongType(), nullable=False),
+            T.StructField("at", T.TimestampType()),
+            T.StructField("inner", T.StructType([T.StructField("x", T.IntegerType(), False)])),
+        ]
+    )
+    assert spark_avro_schema(dt_) == {
+        "type": "record",
+        "name": "topLevelRecord",
+        "fields": [
+            {"name": "id", "type": "long"},
+            {"name": "at", "type": [{"type": "long", "logicalType": "timestamp-micros"}, "null"]},
+            {
+                "name": "inner",
+                "type": [
+                    {
+                        "type": "record",
+                        "name": "inner",
+                        "namespace": "topLevelRecord",
+                        "fields": [{"name": "x", "type": "int"}],
+                    },
+                    "null",
+                ],
+            },
+        ],
+    }

@@ -282,4 +282,4 @@ def check_schema(schema: str) -> Mapping[str, Any] | str | list[Any]:
         fastavro.parse_schema(parsed)
     except Exception as exc:
         raise ValueError(f"invalid Avro schema: {exc}") from None
-    return parsed  # type: ignore[no-any-return]
+    return parsed

@@ -563,11 +563,11 @@ def parse_source_options(options: Mapping[str, str], *, streaming: bool | None) 
         raise OptionError(f"option 'mode' must be PERMISSIVE or FAILFAST, got {opts['mode']!r}")
     if "mode" in opts and not formats.avro_columns:
         raise OptionError("option 'mode' needs 'value.format' or 'key.format' avro")
+    avro_topics: tuple[str, ...] | None = subscribe
+    if assign is not None:
+        avro_topics = tuple(sorted({t for t, _ in assign}))
     for column in formats.avro_columns:
-        topics = subscribe if subscribe is not None else None
-        if assign is not None:
-            topics = tuple(sorted({t for t, _ in assign}))
-        formats.subject(column, topics)  # OptionError when it cannot be known
+        formats.subject(column, avro_topics)  # OptionError when it cannot be known
     return SourceOptions(
         client_config=config,
         subscribe=subscribe,
