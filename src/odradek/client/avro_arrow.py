@@ -20,17 +20,20 @@ other unions                 string: the value as JSON (no single Arrow type fit
 date                         date32
 time-millis / time-micros    time32[ms] / time64[us]
 timestamp-millis / -micros   timestamp[ms/us, UTC]
+local-timestamp-millis/-us   timestamp[ms/us] (no time zone)
 decimal(p, s) on bytes       decimal128(p, s)
 ===========================  ===================================================
 
 ``decode(values, positions)`` returns (array, errors): ``mode="PERMISSIVE"`` (Spark's default)
 puts null in the array and the reason in ``errors`` (for a ``_corrupt_record`` column) for a value
 that cannot be decoded; ``mode="FAILFAST"`` raises ``SerializationError`` naming the schema id and
-the position (``positions[i]``, e.g. ``topic/partition/offset``).
+the position (``positions[i]``, e.g. ``topic/partition/offset``). ``positions`` is indexed only
+for values that fail, so it may be a lazy sequence.
 """
 
 from __future__ import annotations
 
+import decimal
 import json
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
@@ -61,6 +64,19 @@ def _json_default(v: Any) -> Any:
     return str(v)
 
 
+def _decimal_default(scale: int) -> Callable[[Any], Any]:
+    """Decimals: a field default comes from fastavro as the JSON string of its bytes (the
+    big-endian two's-complement unscaled value, one character per byte), not as a Decimal."""
+
+    def fix(v: Any) -> Any:
+        if isinstance(v, str):
+            unscaled = int.from_bytes(v.encode("latin-1"), "big", signed=True)
+            return decimal.Decimal(unscaled).scaleb(-scale)
+        return v
+
+    return fix
+
+
 def _type_and_fix(
     schema: Any, named: dict[str, Any]
 ) -> tuple[pa.DataType, Callable[[Any], Any] | None]:
@@ -85,7 +101,8 @@ def _type_and_fix(
         if ns and "." not in name:
             named[f"{ns}.{name}"] = schema
     if logical == "decimal" and kind in ("bytes", "fixed"):
-        return pa.decimal128(int(schema["precision"]), int(schema.get("scale", 0))), None
+        scale = int(schema.get("scale", 0))
+        return pa.decimal128(int(schema["precision"]), scale), _decimal_default(scale)
     if logical == "date" and kind == "int":
         return pa.date32(), None
     if logical == "time-millis" and kind == "int":
@@ -94,6 +111,8 @@ def _type_and_fix(
         return pa.time64("us"), None
     if logical in ("timestamp-millis", "timestamp-micros") and kind == "long":
         return pa.timestamp("ms" if logical == "timestamp-millis" else "us", tz="UTC"), None
+    if logical in ("local-timestamp-millis", "local-timestamp-micros") and kind == "long":
+        return pa.timestamp("ms" if logical == "local-timestamp-millis" else "us"), None
     if logical == "uuid" and kind == "string":
         return pa.string(), lambda v: None if v is None else str(v)
     if kind in _PRIMITIVE:
@@ -124,10 +143,15 @@ def _type_and_fix(
         if not fixes:
             return pa.struct(fields), None
 
+        fixed = tuple(fixes.items())
+
         def fix_record(v: Any) -> Any:
             if v is None:
                 return None
-            return {k: (fixes[k](x) if k in fixes else x) for k, x in v.items()}
+            for k, f in fixed:  # in place: the dict is fastavro's fresh output
+                if k in v:
+                    v[k] = f(v[k])
+            return v
 
         return pa.struct(fields), fix_record
     raise ValueError(f"no Arrow type for Avro schema {schema!r}")
@@ -164,14 +188,19 @@ class AvroArrowDecoder:
                 out.append(None)
                 errors.append(None)
                 continue
-            where = f" at {positions[i]}" if positions is not None else ""
             try:
-                value = self._de.decode(data, None, where)
-            except SerializationError as exc:
+                value = self._de.decode(data)
+            except SerializationError as first:
+                err = first
+                if positions is not None:  # decode again for the message naming the position
+                    try:
+                        self._de.decode(data, None, f" at {positions[i]}")
+                    except SerializationError as located:
+                        err = located
                 if self.mode == "FAILFAST":
-                    raise
+                    raise err from None
                 out.append(None)
-                errors.append(str(exc))
+                errors.append(str(err))
                 continue
             out.append(self._fix(value) if self._fix is not None else value)
             errors.append(None)

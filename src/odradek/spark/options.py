@@ -31,6 +31,7 @@ from typing import Literal
 __all__ = [
     "EARLIEST",
     "LATEST",
+    "AvroFormats",
     "OffsetSpec",
     "OptionError",
     "SinkOptions",
@@ -82,6 +83,89 @@ class OffsetSpec:
 
 
 @dataclass(frozen=True, slots=True)
+class AvroFormats:
+    """``key.format`` / ``value.format`` (``raw`` or ``avro``), ``schema.registry.url``, and per
+    column the subject (``key.subject`` / ``value.subject``) and schema (``key.schema`` /
+    ``value.schema``) when given."""
+
+    key_format: Literal["raw", "avro"] = "raw"
+    value_format: Literal["raw", "avro"] = "raw"
+    registry_url: str | None = None
+    key_subject: str | None = None
+    value_subject: str | None = None
+    key_schema: str | None = None
+    value_schema: str | None = None
+
+    @property
+    def avro_columns(self) -> tuple[str, ...]:
+        """The columns in Avro, in schema order (``key`` before ``value``)."""
+        return tuple(
+            c for c, f in (("key", self.key_format), ("value", self.value_format)) if f == "avro"
+        )
+
+    def subject(self, column: str, topics: tuple[str, ...] | None) -> str:
+        """The subject of ``column``: given, else TopicNameStrategy ``<topic>-<column>`` for
+        a single topic (OptionError otherwise)."""
+        given = self.key_subject if column == "key" else self.value_subject
+        if given:
+            return given
+        if topics is None or len(topics) != 1:
+            raise OptionError(
+                f"option '{column}.subject' is required with '{column}.format' avro unless the "
+                "query reads or writes exactly one topic (TopicNameStrategy: <topic>-"
+                f"{column})"
+            )
+        return f"{topics[0]}-{column}"
+
+    def schema(self, column: str) -> str | None:
+        return self.key_schema if column == "key" else self.value_schema
+
+
+_FORMAT_OPTIONS = {
+    "key.format",
+    "value.format",
+    "schema.registry.url",
+    "key.subject",
+    "value.subject",
+    "key.schema",
+    "value.schema",
+}
+
+
+def _avro_formats(opts: dict[str, str]) -> AvroFormats:
+    formats: dict[str, Literal["raw", "avro"]] = {}
+    for column in ("key", "value"):
+        text = opts.get(f"{column}.format", "raw").strip().lower()
+        if text not in ("raw", "avro"):
+            raise OptionError(f"option '{column}.format' must be 'raw' or 'avro', got {text!r}")
+        formats[column] = "avro" if text == "avro" else "raw"
+    url = opts.get("schema.registry.url", "").strip() or None
+    if url is None and "avro" in formats.values():
+        raise OptionError(
+            "option 'schema.registry.url' is required with key.format/value.format avro "
+            '(e.g. .option("schema.registry.url", "http://127.0.0.1:8081"))'
+        )
+    if url is not None and not re.match(r"https?://", url):
+        raise OptionError(f"option 'schema.registry.url' must be an http(s) URL, got {url!r}")
+    for column in ("key", "value"):
+        for what in ("subject", "schema"):
+            name = f"{column}.{what}"
+            if name in opts and formats[column] != "avro":
+                raise OptionError(f"option '{name}' needs '{column}.format' avro")
+            if name in opts and not opts[name].strip():
+                raise OptionError(f"option '{name}' must not be empty")
+    return AvroFormats(
+        key_format=formats["key"],
+        value_format=formats["value"],
+        registry_url=url.rstrip("/") if url else None,
+        key_subject=opts.get("key.subject", "").strip() or None,
+        value_subject=opts.get("value.subject", "").strip() or None,
+        key_schema=opts.get("key.schema", "").strip() or None,
+        value_schema=opts.get("value.schema", "").strip() or None,
+    )
+
+
+@dataclass(frozen=True, slots=True)
 class SourceOptions:
     """Parsed, validated source options (picklable; shipped to executors)."""
 
@@ -102,6 +186,10 @@ class SourceOptions:
     max_rows_per_batch: int = 100_000
     commit_offsets_to_group: str | None = None
     """``commitOffsetsToGroup``: consumer group the streaming source commits its progress to."""
+    formats: AvroFormats = field(default_factory=lambda: AvroFormats())
+    """``value.format`` / ``key.format`` and the schema registry (odradek.spark.avro)."""
+    mode: Literal["PERMISSIVE", "FAILFAST"] = "PERMISSIVE"
+    """``mode``: what an Avro record that does not decode does (Spark's ``mode`` option)."""
 
     @property
     def config(self) -> dict[str, str]:
@@ -132,6 +220,7 @@ class SinkOptions:
     include_headers: bool = True
     exactly_once: bool = True
     commit_topic: str = "__odradek_sink_commits"
+    formats: AvroFormats = field(default_factory=lambda: AvroFormats())
 
     @property
     def config(self) -> dict[str, str]:
@@ -167,7 +256,8 @@ _KNOWN_SOURCE_OPTIONS = {
     "maxtriggerdelay",
     "maxrowsperbatch",
     "commitoffsetstogroup",
-} | _IGNORED_SOURCE_OPTIONS
+    "mode",
+} | _IGNORED_SOURCE_OPTIONS | _FORMAT_OPTIONS
 
 # Kafka consumer/producer settings the Kafka source refuses, with the reason it gives.
 _UNSUPPORTED_CONSUMER_KEYS = {
@@ -467,6 +557,17 @@ def parse_source_options(options: Mapping[str, str], *, streaming: bool | None) 
             f"({max_per})"
         )
     delay = opts.get("maxtriggerdelay")
+    formats = _avro_formats(opts)
+    mode = opts.get("mode", "PERMISSIVE").strip().upper()
+    if mode not in ("PERMISSIVE", "FAILFAST"):
+        raise OptionError(f"option 'mode' must be PERMISSIVE or FAILFAST, got {opts['mode']!r}")
+    if "mode" in opts and not formats.avro_columns:
+        raise OptionError("option 'mode' needs 'value.format' or 'key.format' avro")
+    avro_topics: tuple[str, ...] | None = subscribe
+    if assign is not None:
+        avro_topics = tuple(sorted({t for t, _ in assign}))
+    for column in formats.avro_columns:
+        formats.subject(column, avro_topics)  # OptionError when it cannot be known
     return SourceOptions(
         client_config=config,
         subscribe=subscribe,
@@ -497,6 +598,8 @@ def parse_source_options(options: Mapping[str, str], *, streaming: bool | None) 
             else 100_000
         ),
         commit_offsets_to_group=group,
+        formats=formats,
+        mode="FAILFAST" if mode == "FAILFAST" else "PERMISSIVE",
     )
 
 
@@ -507,7 +610,7 @@ _KNOWN_SINK_OPTIONS = {
     "committopic",
     "path",
     "checkpointlocation",
-}
+} | _FORMAT_OPTIONS
 
 
 def parse_sink_options(options: Mapping[str, str]) -> SinkOptions:
@@ -528,7 +631,12 @@ def parse_sink_options(options: Mapping[str, str]) -> SinkOptions:
     commit_topic = opts.get("committopic", "__odradek_sink_commits").strip()
     if not commit_topic:
         raise OptionError("option 'commitTopic' must not be empty")
+    formats = _avro_formats(opts)
+    for column in formats.avro_columns:
+        if formats.schema(column) == "latest":
+            formats.subject(column, None if topic is None else (topic.strip(),))
     return SinkOptions(
+        formats=formats,
         client_config=config,
         topic=topic.strip() if topic is not None else None,
         include_headers=_bool("includeHeaders", opts.get("includeheaders", "true")),

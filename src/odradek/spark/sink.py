@@ -5,6 +5,11 @@ or binary), ``topic`` (string; required unless the ``topic`` option is set, whic
 it), ``partition`` (int), ``headers`` (array<struct<key: string, value: binary>>) optional.
 Other columns are ignored.
 
+With ``value.format`` / ``key.format`` avro (and ``schema.registry.url``) the column may be of
+any Spark type (usually a struct): each value is encoded in Avro with a registered schema and
+framed with its id (odradek.spark.avro). The subject is ``value.subject`` / ``key.subject``, else
+``<topic>-value`` / ``<topic>-key`` of the row's target topic.
+
 Streaming writes are exactly once (``exactlyOnce``, default true) by a two-phase commit over
 Kafka transactions, tied to Spark's ``commit(messages, batchId)`` (docs/spark.md):
 
@@ -50,6 +55,7 @@ from pyspark.sql.datasource import (
 from pyspark.sql.types import ArrayType, BinaryType, IntegerType, StringType, StructType
 
 from odradek.spark import _client
+from odradek.spark import avro as _avro
 from odradek.spark._faults import fault
 from odradek.spark.options import OptionError, SinkOptions
 
@@ -88,12 +94,16 @@ def validate_sink_schema(schema: StructType, opts: SinkOptions) -> None:
     value = fields.get("value")
     if value is None:
         raise OptionError("required attribute 'value' not found in the input of the odradek sink")
-    if not isinstance(value.dataType, StringType | BinaryType):
+    avro = opts.formats.avro_columns
+    if "value" not in avro and not isinstance(value.dataType, StringType | BinaryType):
         raise OptionError(
-            f"attribute 'value' must be string or binary, got {value.dataType.simpleString()}"
+            f"attribute 'value' must be string or binary, got {value.dataType.simpleString()} "
+            "(a struct is written in Avro with .option(\"value.format\", \"avro\"))"
         )
     key = fields.get("key")
-    if key is not None and not isinstance(key.dataType, StringType | BinaryType):
+    if "key" in avro and key is None:
+        raise OptionError("option 'key.format' avro needs a 'key' attribute in the input")
+    if "key" not in avro and key is not None and not isinstance(key.dataType, StringType | BinaryType):
         raise OptionError(
             f"attribute 'key' must be string or binary, got {key.dataType.simpleString()}"
         )
@@ -124,6 +134,71 @@ def validate_sink_schema(schema: StructType, opts: SinkOptions) -> None:
             )
 
 
+@dataclass(frozen=True)
+class AvroColumn:
+    """How the sink encodes one column in Avro (decided on the driver; picklable)."""
+
+    url: str
+    schema: str
+    subject: str | None
+    """None: ``<topic>-<column>`` of each row's target topic."""
+    auto_register: bool
+
+
+def avro_columns(opts: SinkOptions, schema: StructType) -> dict[str, AvroColumn]:
+    """The Avro encoding of each Avro column (driver side): ``<column>.schema`` (``latest``:
+    the subject's latest version, looked up, not registered), else the schema derived from the
+    column's Spark type (registered on first use). Errors name the option or the registry."""
+    formats = opts.formats
+    fields = {f.name.lower(): f for f in schema.fields}
+    out: dict[str, AvroColumn] = {}
+    for column in formats.avro_columns:
+        assert formats.registry_url is not None  # parse_sink_options checked it
+        given = formats.schema(column)
+        subject = formats.key_subject if column == "key" else formats.value_subject
+        if given == "latest":
+            subject = formats.subject(column, None if opts.topic is None else (opts.topic,))
+            # lazy: the client loads only for Avro columns
+            from odradek.client.avro import SchemaRegistryError
+
+            try:
+                _id, text = _avro.registry(formats.registry_url).latest(subject)
+            except SchemaRegistryError as exc:
+                raise RuntimeError(
+                    f"odradek sink: cannot get the latest schema of subject {subject!r} from the "
+                    f"schema registry {formats.registry_url}: {exc}"
+                ) from None
+            out[column] = AvroColumn(formats.registry_url, text, subject, False)
+            continue
+        if given is not None:
+            text = given
+        else:
+            try:
+                text = json.dumps(_avro.spark_avro_schema(fields[column].dataType))
+            except ValueError as exc:
+                raise OptionError(f"attribute '{column}': {exc}") from None
+        try:
+            _avro.check_schema(text)
+        except ValueError as exc:
+            raise OptionError(f"option '{column}.schema': {exc}") from None
+        if subject is None and opts.topic is not None:
+            subject = f"{opts.topic}-{column}"
+        out[column] = AvroColumn(formats.registry_url, text, subject, True)
+    return out
+
+
+def _encoded(
+    rows: pa.RecordBatch, topic: str, column: str, avro: dict[str, AvroColumn]
+) -> pa.Array | None:
+    array = _arrow_column(rows, column)
+    spec = avro.get(column)
+    if array is None or spec is None:
+        return array
+    subject = spec.subject or f"{topic}-{column}"
+    ser = _avro.serializer(spec.url, subject, spec.schema, spec.auto_register)
+    return _avro.encode_column(array, ser)
+
+
 def _arrow_column(batch: pa.RecordBatch, name: str) -> pa.Array | None:
     names = [n.lower() for n in batch.schema.names]
     if name not in names:
@@ -152,7 +227,10 @@ def _split_by_topic(opts: SinkOptions, batch: pa.RecordBatch) -> list[tuple[str,
 
 
 def produce_batches(
-    opts: SinkOptions, batches: Iterable[pa.RecordBatch], transactional_id: str | None = None
+    opts: SinkOptions,
+    batches: Iterable[pa.RecordBatch],
+    transactional_id: str | None = None,
+    avro: dict[str, AvroColumn] | None = None,
 ) -> tuple[dict[str, int], tuple[int, int] | None]:
     """Send every row with one producer (idempotent; transactional with ``transactional_id``);
     flush; raise on any failed send.
@@ -164,7 +242,9 @@ def produce_batches(
     With ``transactional_id`` the producer is created at the first row (a task with no rows
     opens no transaction), calls ``init_transactions()`` and ``begin_transaction()``, and the
     transaction is left open for the driver to commit. Returns (rows per target topic,
-    (producer id, epoch) of the open transaction or None)."""
+    (producer id, epoch) of the open transaction or None). ``avro``: the columns to encode in
+    Avro (``avro_columns``)."""
+    avro = avro or {}
     client = _client.client_module()
     config = {"enable.idempotence": "true", "acks": "all", **opts.config}
     if transactional_id is not None:
@@ -184,13 +264,13 @@ def produce_batches(
                     producer.begin_transaction()
                     ident = producer.producer_id_and_epoch()
             for topic, rows in _split_by_topic(opts, batch):
-                values = _arrow_column(rows, "value")
+                values = _encoded(rows, topic, "value", avro)
                 assert values is not None
                 pending.append(
                     producer.send_batch(
                         topic,
                         values,
-                        keys=_arrow_column(rows, "key"),
+                        keys=_encoded(rows, topic, "key", avro),
                         partitions=_arrow_column(rows, "partition"),
                         headers=_arrow_column(rows, "headers") if opts.include_headers else None,
                     )
@@ -214,9 +294,10 @@ class OdradekBatchWriter(DataSourceArrowWriter):
     def __init__(self, opts: SinkOptions, schema: StructType) -> None:
         validate_sink_schema(schema, opts)
         self.opts = opts
+        self.avro = avro_columns(opts, schema)
 
     def write(self, iterator: Iterator[pa.RecordBatch]) -> WriterCommitMessage:
-        counts, _ = produce_batches(self.opts, iterator)
+        counts, _ = produce_batches(self.opts, iterator, avro=self.avro)
         return SinkCommitMessage(rows=sum(counts.values()), per_partition=counts)
 
     def commit(self, messages: list[WriterCommitMessage | None]) -> None:
@@ -374,13 +455,14 @@ class OdradekStreamWriter(DataSourceStreamArrowWriter):
     def __init__(self, opts: SinkOptions, schema: StructType) -> None:
         validate_sink_schema(schema, opts)
         self.opts = opts
+        self.avro = avro_columns(opts, schema)
         if opts.exactly_once:
             ensure_commit_topic(opts)
 
     def write(self, iterator: Iterator[pa.RecordBatch]) -> WriterCommitMessage:
         opts = self.opts
         if not opts.exactly_once:
-            counts, _ = produce_batches(opts, iterator)
+            counts, _ = produce_batches(opts, iterator, avro=self.avro)
             return SinkCommitMessage(rows=sum(counts.values()), per_partition=counts)
         sink, batch, task, _attempt = _task_identity()
         outcome = read_batch_outcome(opts, sink, batch)
@@ -394,7 +476,7 @@ class OdradekStreamWriter(DataSourceStreamArrowWriter):
                 pass
             return SinkCommitMessage(skipped=True, sink=sink, batch=batch, task=task)
         tid = transactional_id(sink, task)
-        counts, ident = produce_batches(opts, iterator, tid)
+        counts, ident = produce_batches(opts, iterator, tid, self.avro)
         fault(f"after-flush-{batch}-{task}")
         return SinkCommitMessage(
             rows=sum(counts.values()),

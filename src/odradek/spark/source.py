@@ -34,6 +34,7 @@ from pyspark.sql.streaming.datasource import (
 from pyspark.sql.types import StructType
 
 from odradek.spark import _client
+from odradek.spark import avro as _avro
 from odradek.spark._faults import fault
 from odradek.spark.options import (
     OffsetSpec,
@@ -55,7 +56,7 @@ from odradek.spark.planning import (
     resolve_offsets,
     split_ranges,
 )
-from odradek.spark.schema import arrow_schema, source_ddl
+from odradek.spark.schema import arrow_schema, source_ddl, source_struct, spark_arrow_schema
 from odradek.spark.sink import OdradekBatchWriter, OdradekStreamWriter
 
 __all__ = ["OdradekBatchReader", "OdradekDataSource", "OdradekStreamReader", "RangePartition"]
@@ -130,10 +131,85 @@ def _resolve(
         raise OptionError(str(exc)) from None
 
 
+def _topics(opts: SourceOptions) -> tuple[str, ...] | None:
+    if opts.assign is not None:
+        return tuple(sorted({t for t, _ in opts.assign}))
+    return opts.subscribe
+
+
+def reader_schemas(opts: SourceOptions) -> dict[str, str]:
+    """The reader schema text of each Avro column (driver side): ``<column>.schema`` when
+    given, else the latest version of the column's subject. A registry that cannot be reached
+    raises RuntimeError naming its URL."""
+    formats = opts.formats
+    out: dict[str, str] = {}
+    for column in formats.avro_columns:
+        given = formats.schema(column)
+        if given is not None and given != "latest":
+            try:
+                _avro.check_schema(given)
+            except ValueError as exc:
+                raise OptionError(f"option '{column}.schema': {exc}") from None
+            out[column] = given
+            continue
+        subject = formats.subject(column, _topics(opts))
+        assert formats.registry_url is not None  # parse_source_options checked it
+        # lazy: the client loads only for Avro columns
+        from odradek.client.avro import SchemaRegistryError
+
+        try:
+            _id, text = _avro.registry(formats.registry_url).latest(subject)
+        except SchemaRegistryError as exc:
+            raise RuntimeError(
+                f"odradek source: cannot get the latest schema of subject {subject!r} for "
+                f"column '{column}' from the schema registry {formats.registry_url}: {exc}"
+            ) from None
+        out[column] = text
+    return out
+
+
+def source_schema(opts: SourceOptions, schemas: dict[str, str]) -> StructType:
+    """The DataFrame schema for Avro columns decoded with ``schemas``."""
+    typed = {c: _avro.avro_spark_type(text) for c, text in schemas.items()}
+    result: StructType = source_struct(
+        opts.include_headers, typed, corrupt_record=opts.mode == "PERMISSIVE"
+    )
+    return result
+
+
+def avro_plan(
+    opts: SourceOptions, schema: StructType
+) -> tuple[_avro.AvroRead | None, pa.Schema | None]:
+    """For a reader (driver side): what executors need to decode, and the exact Arrow schema
+    of the batches; (None, None) without Avro columns. The reader schemas are resolved again
+    here: if the subject got a new latest version since ``load()``, the DataFrame's schema is
+    stale and the query fails, saying so."""
+    if not opts.formats.avro_columns:
+        return None, None
+    schemas = reader_schemas(opts)
+    expected = source_schema(opts, schemas)
+    if expected.simpleString() != schema.simpleString():
+        raise RuntimeError(
+            "odradek source: the DataFrame's schema does not match the Avro reader schema(s) "
+            f"(a new latest version since the DataFrame was created?): expected "
+            f"{expected.simpleString()}, got {schema.simpleString()}; load() it again"
+        )
+    assert opts.formats.registry_url is not None
+    avro = _avro.AvroRead(opts.formats.registry_url, opts.mode, tuple(sorted(schemas.items())))
+    return avro, spark_arrow_schema(schema)
+
+
 def read_range(
-    opts: SourceOptions, topic: str, partition: int, start: int, end: int
+    opts: SourceOptions,
+    topic: str,
+    partition: int,
+    start: int,
+    end: int,
+    avro: _avro.AvroRead | None = None,
+    decoded_schema: pa.Schema | None = None,
 ) -> Iterator[pa.RecordBatch]:
-    """Yield Arrow batches of ``[start, end)``; handles records deleted while reading."""
+    """Yield Arrow batches of ``[start, end)``; handles records deleted while reading.
+    With ``avro``, its columns are decoded and the batches have ``decoded_schema``."""
     fault(f"read-{topic}-{partition}-{start}")
     client = _client.client_module()
     schema = arrow_schema(opts.include_headers)
@@ -155,6 +231,9 @@ def read_range(
                     batch = batch.cast(schema)
                 offsets = batch.column("offset")
                 position = int(offsets[len(offsets) - 1].as_py()) + 1
+                if avro is not None:
+                    assert decoded_schema is not None
+                    batch = _avro.decode_batch(batch, topic, partition, avro, decoded_schema)
                 yield batch
             return
         except Exception as exc:
@@ -177,8 +256,13 @@ class OdradekBatchReader(DataSourceReader):
     """Batch reads: one input partition per topic-partition offset range (split by
     ``minPartitions`` / ``maxRecordsPerPartition``)."""
 
-    def __init__(self, opts: SourceOptions) -> None:
+    def __init__(
+        self, opts: SourceOptions, schema: StructType | None = None
+    ) -> None:
         self.opts = opts
+        self.avro, self.decoded_schema = (
+            avro_plan(opts, schema) if schema is not None else (None, None)
+        )
 
     def plan(self) -> list[OffsetRange]:
         opts = self.opts
@@ -212,7 +296,9 @@ class OdradekBatchReader(DataSourceReader):
         if partition.value is None:  # Spark's stand-in when partitions() planned nothing
             return
         topic, part, start, end = partition.value
-        yield from read_range(self.opts, topic, part, start, end)
+        yield from read_range(
+            self.opts, topic, part, start, end, self.avro, self.decoded_schema
+        )
 
 
 class OdradekStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
@@ -228,8 +314,11 @@ class OdradekStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
       partition, split by ``minPartitions``.
     """
 
-    def __init__(self, opts: SourceOptions) -> None:
+    def __init__(self, opts: SourceOptions, schema: StructType | None = None) -> None:
         self.opts = opts
+        self.avro, self.decoded_schema = (
+            avro_plan(opts, schema) if schema is not None else (None, None)
+        )
         self._target: dict[str, dict[str, int]] | None = None
         self._last_trigger_ms: float | None = None
 
@@ -333,7 +422,9 @@ class OdradekStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         if partition.value is None:  # Spark's stand-in when partitions() planned nothing
             return
         topic, part, start, end = partition.value
-        yield from read_range(self.opts, topic, part, start, end)
+        yield from read_range(
+            self.opts, topic, part, start, end, self.avro, self.decoded_schema
+        )
 
     def commit(self, end: dict) -> None:
         """Spark's checkpoint holds the offsets (as with Kafka's source); with
@@ -349,7 +440,13 @@ class OdradekStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             log.warning("odradek source: committing offsets to group %r failed: %s", group, exc)
 
     def __getstate__(self) -> dict[str, Any]:
-        return {"opts": self.opts, "_target": self._target, "_last_trigger_ms": None}
+        return {
+            "opts": self.opts,
+            "avro": self.avro,
+            "decoded_schema": self.decoded_schema,
+            "_target": self._target,
+            "_last_trigger_ms": None,
+        }
 
 
 class OdradekDataSource(DataSource):
@@ -366,15 +463,17 @@ class OdradekDataSource(DataSource):
     def _source_options(self, streaming: bool | None) -> SourceOptions:
         return parse_source_options(self.options, streaming=streaming)
 
-    def schema(self) -> str:
+    def schema(self) -> str | StructType:
         opts = self._source_options(None)
+        if opts.formats.avro_columns:
+            return source_schema(opts, reader_schemas(opts))
         return source_ddl(opts.include_headers)
 
     def reader(self, schema: StructType) -> DataSourceReader:
-        return OdradekBatchReader(self._source_options(False))
+        return OdradekBatchReader(self._source_options(False), schema)
 
     def streamReader(self, schema: StructType) -> DataSourceStreamReader:
-        return OdradekStreamReader(self._source_options(True))
+        return OdradekStreamReader(self._source_options(True), schema)
 
     def writer(self, schema: StructType, overwrite: bool) -> DataSourceWriter:
         return OdradekBatchWriter(parse_sink_options(self.options), schema)
