@@ -50,22 +50,37 @@ def _loop_errors() -> tuple[list[dict[str, Any]], Callable[[], None]]:
     return seen, lambda: loop.set_exception_handler(old)
 
 
+async def _owner_cancelled_then_broker_gone(broker: BrokerProcess) -> None:
+    admin = AsyncAdmin({"bootstrap.servers": broker.bootstrap_servers})
+    start = asyncio.ensure_future(admin.start())
+    await _until(lambda: admin._cluster._connecting)
+    connecting = list(admin._cluster._connecting.values())
+    start.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await start
+    broker.kill()  # its sockets are reset: the connect fails with nobody waiting
+    await asyncio.wait(connecting, timeout=20)
+    assert all(t.done() and not t.cancelled() for t in connecting)
+    # no close(): the cancelled owner never held the client
+
+
+async def _closed_while_connecting(broker: BrokerProcess) -> None:
+    admin = AsyncAdmin({"bootstrap.servers": broker.bootstrap_servers})
+    start = asyncio.ensure_future(admin.start())
+    await _until(lambda: admin._cluster._connecting)
+    connecting = list(admin._cluster._connecting.values())
+    await admin.close()
+    assert all(t.done() for t in connecting)
+    assert not admin._cluster._connecting
+    with pytest.raises((asyncio.CancelledError, ConnectionError)):
+        await start
+
+
 async def test_connect_failing_after_its_caller_was_cancelled(frozen_broker: BrokerProcess) -> None:
     seen, restore = _loop_errors()
     try:
-        admin = AsyncAdmin({"bootstrap.servers": frozen_broker.bootstrap_servers})
-        start = asyncio.ensure_future(admin.start())
-        await _until(lambda: admin._cluster._connecting)
-        connecting = list(admin._cluster._connecting.values())
-        start.cancel()
-        with pytest.raises(asyncio.CancelledError):
-            await start
-        frozen_broker.kill()  # its sockets are reset: the connect fails with nobody waiting
-        await asyncio.wait(connecting, timeout=20)
-        assert all(t.done() and not t.cancelled() for t in connecting)
-        # no close(): the cancelled owner never held the client
-        del admin, start, connecting
-        gc.collect()
+        await _owner_cancelled_then_broker_gone(frozen_broker)
+        gc.collect()  # the client and its tasks are garbage now: unretrieved exceptions show
     finally:
         restore()
     assert [c.get("message") for c in seen] == []
@@ -74,16 +89,7 @@ async def test_connect_failing_after_its_caller_was_cancelled(frozen_broker: Bro
 async def test_close_cancels_and_awaits_a_running_connect(frozen_broker: BrokerProcess) -> None:
     seen, restore = _loop_errors()
     try:
-        admin = AsyncAdmin({"bootstrap.servers": frozen_broker.bootstrap_servers})
-        start = asyncio.ensure_future(admin.start())
-        await _until(lambda: admin._cluster._connecting)
-        connecting = list(admin._cluster._connecting.values())
-        await admin.close()
-        assert all(t.done() for t in connecting)
-        assert not admin._cluster._connecting
-        with pytest.raises((asyncio.CancelledError, ConnectionError)):
-            await start
-        del admin, start, connecting
+        await _closed_while_connecting(frozen_broker)
         gc.collect()
     finally:
         restore()

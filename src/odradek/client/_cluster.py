@@ -14,6 +14,7 @@
 from __future__ import annotations
 
 import asyncio
+import functools
 import random
 import time
 from collections.abc import Iterable
@@ -77,7 +78,7 @@ class Cluster:
         if task is None:
             task = asyncio.ensure_future(self._connect(node_id))
             self._connecting[node_id] = task
-            task.add_done_callback(lambda t, node_id=node_id: self._connect_done(node_id, t))
+            task.add_done_callback(functools.partial(self._connect_done, node_id))
         # shielded: one caller cancelled does not cancel the connect the others wait for
         return await asyncio.shield(task)
 
