@@ -6,6 +6,9 @@
   (``refresh``), when older than ``metadata.max.age.ms``, and after retriable errors that mean
   the cache is stale (NOT_LEADER_OR_FOLLOWER, UNKNOWN_TOPIC_OR_PARTITION, LEADER_NOT_AVAILABLE).
 * Reconnect with exponential backoff per node (``reconnect.backoff.ms`` .. ``.max.ms``).
+* A node id the metadata no longer lists (a leader or coordinator cached before its broker left)
+  raises ``BrokerNotAvailableError``, a ``KafkaConnectionError``: callers treat it like a closed
+  connection (refresh metadata or find the coordinator again, retry within their timeout).
 * Connect tasks: at most one per node (``_connecting``), shared by every caller; a done callback
   removes it and retrieves its outcome, so that a task whose callers were all cancelled never
   leaves an exception unretrieved; ``close`` cancels and awaits those still running.
@@ -23,7 +26,7 @@ from typing import Any
 from . import _protocol as proto
 from ._config import parse_bootstrap
 from ._conn import BrokerConnection
-from .errors import KafkaConnectionError, KafkaError, KafkaTimeoutError
+from .errors import BrokerNotAvailableError, KafkaConnectionError, KafkaError, KafkaTimeoutError
 from .types import PartitionInfo, TopicPartition
 
 __all__ = ["Cluster"]
@@ -58,7 +61,7 @@ class Cluster:
             return self.brokers[node_id]
         if node_id < 0 and -node_id - 1 < len(self.bootstrap):
             return self.bootstrap[-node_id - 1]
-        raise KafkaError(f"unknown broker id {node_id}", 8)
+        raise BrokerNotAvailableError(f"unknown broker id {node_id}")
 
     def ready_connection(self, node_id: int) -> BrokerConnection | None:
         """The open connection to ``node_id``, or None (then ``connection`` opens one).
