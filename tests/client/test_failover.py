@@ -17,10 +17,11 @@ import pytest
 
 from cluster.harness import Cluster, running_zookeeper
 from odradek.client import NewTopic, TopicPartition
-from odradek.client.aio import AsyncAdmin
+from odradek.client.aio import AsyncAdmin, AsyncProducer
 from odradek.cluster.zookeeper import ZooKeeperServer
 from odradek.coordinator import OFFSETS_TOPIC
 from odradek.coordinator.records import partition_for
+from odradek.coordinator.transaction import TRANSACTION_STATE_TOPIC
 
 pytestmark = pytest.mark.timeout(115)
 
@@ -31,13 +32,23 @@ def zookeeper(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ZooKeeperSer
 
 
 @pytest.fixture(scope="module")
-def cluster3(zookeeper: ZooKeeperServer, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
+def _cluster(zookeeper: ZooKeeperServer, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
     c = Cluster(zookeeper, Path(tmp_path_factory.mktemp("client-failover")), 3)
     try:
         c.start()
         yield c
     finally:
         c.close()
+
+
+@pytest.fixture
+def cluster3(_cluster: Cluster) -> Cluster:
+    """The module's three brokers, every one running and registered (a test kills one)."""
+    for b in _cluster.brokers.values():
+        if not b.running:
+            b.start()
+    _cluster.wait_metadata(lambda md: len(md.brokers) == len(_cluster.brokers) and md.controller_id > 0)
+    return _cluster
 
 
 def _leaders(md: Any, topic: str) -> dict[int, int]:
@@ -83,3 +94,39 @@ async def test_list_offsets_and_group_calls_leave_a_dead_broker(cluster3: Cluste
         assert admin._cluster.coordinators[(0, group)] != gone
     finally:
         await admin.close()
+
+
+async def test_transaction_follows_its_coordinator_off_a_dead_broker(cluster3: Cluster) -> None:
+    topic = f"failover-txn-{uuid.uuid4().hex[:8]}"
+    async with AsyncAdmin({"bootstrap.servers": cluster3.bootstrap_servers}) as setup:
+        await setup.create_topics([NewTopic(topic, 3, 3)])
+    # the transaction state topic exists after a first transactional producer
+    async with AsyncProducer({"bootstrap.servers": cluster3.bootstrap_servers, "transactional.id": "warm-up"}) as warm:
+        await warm.init_transactions()
+    leaders = _leaders(cluster3.wait_metadata(lambda md: len(_leaders(md, TRANSACTION_STATE_TOPIC)) == 3), TRANSACTION_STATE_TOPIC)
+    tid = f"tx-{uuid.uuid4().hex[:8]}"
+    gone = leaders[partition_for(tid, 3)]
+
+    producer = AsyncProducer({"bootstrap.servers": cluster3.bootstrap_servers, "transactional.id": tid})
+    await producer.start()
+    try:
+        await producer.init_transactions()  # the transaction coordinator is cached: ``gone``
+        await asyncio.to_thread(cluster3.brokers[gone].kill)
+
+        def moved(md: Any) -> bool:
+            live = {int(b.node_id) for b in md.brokers}
+            coord = _leaders(md, TRANSACTION_STATE_TOPIC).get(partition_for(tid, 3), -1)
+            return gone not in live and coord in live and all(v in live for v in _leaders(md, topic).values())
+
+        await asyncio.to_thread(cluster3.wait_metadata, moved, 60.0)
+        await producer.refresh_metadata([topic])  # the broker list no longer has ``gone``
+
+        async def transaction() -> None:
+            producer.begin_transaction()
+            for p in range(3):
+                await producer.send_and_wait(topic, b"v", partition=p)
+            await producer.commit_transaction()
+
+        await asyncio.wait_for(transaction(), 30)  # bounded: a client stuck on ``gone`` fails here
+    finally:
+        await producer.close()
