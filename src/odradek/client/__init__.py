@@ -17,44 +17,77 @@ straight into Arrow for analytics (the Spark data source).
 
 from __future__ import annotations
 
+import importlib
 from typing import TYPE_CHECKING, Any
-
-from ._sync import Admin, Consumer, Producer
-from .aio._txn import ConsumerGroupMetadata
-from .aio.admin import ConfigEntry, GroupDescription, MemberDescription, NewTopic
-from .aio.consumer import ConsumerRebalanceListener
-from .errors import (
-    ConfigError,
-    KafkaConnectionError,
-    KafkaError,
-    KafkaTimeoutError,
-    ProducerFencedError,
-    TransactionAbortableError,
-    TransactionStateError,
-)
-from .types import (
-    ConsumerRecord,
-    OffsetAndMetadata,
-    OffsetAndTimestamp,
-    PartitionInfo,
-    RecordMetadata,
-    TopicDescription,
-    TopicPartition,
-)
 
 if TYPE_CHECKING:
     from ._range import read_range_arrow
+    from ._sync import Admin, Consumer, Producer
+    from .aio._txn import ConsumerGroupMetadata
+    from .aio.admin import ConfigEntry, GroupDescription, MemberDescription, NewTopic
+    from .aio.consumer import ConsumerRebalanceListener
+    from .errors import (
+        ConfigError,
+        KafkaConnectionError,
+        KafkaError,
+        KafkaTimeoutError,
+        ProducerFencedError,
+        TransactionAbortableError,
+        TransactionStateError,
+    )
+    from .types import (
+        ConsumerRecord,
+        OffsetAndMetadata,
+        OffsetAndTimestamp,
+        PartitionInfo,
+        RecordMetadata,
+        TopicDescription,
+        TopicPartition,
+    )
+
+# The public names, each imported from its module on first use (PEP 562): importing this
+# package, or one of its modules (odradek.client.aio.admin, ...), loads only what is used. The
+# broker's console reads the cluster through this client: its start must not compile the
+# producer, the sync facades and the bulk readers. read_range_arrow also imports pyarrow.
+_LAZY: dict[str, str] = {
+    "Admin": "._sync",
+    "Consumer": "._sync",
+    "Producer": "._sync",
+    "ConsumerGroupMetadata": ".aio._txn",
+    "ConfigEntry": ".aio.admin",
+    "GroupDescription": ".aio.admin",
+    "MemberDescription": ".aio.admin",
+    "NewTopic": ".aio.admin",
+    "ConsumerRebalanceListener": ".aio.consumer",
+    "ConfigError": ".errors",
+    "KafkaConnectionError": ".errors",
+    "KafkaError": ".errors",
+    "KafkaTimeoutError": ".errors",
+    "ProducerFencedError": ".errors",
+    "TransactionAbortableError": ".errors",
+    "TransactionStateError": ".errors",
+    "ConsumerRecord": ".types",
+    "OffsetAndMetadata": ".types",
+    "OffsetAndTimestamp": ".types",
+    "PartitionInfo": ".types",
+    "RecordMetadata": ".types",
+    "TopicDescription": ".types",
+    "TopicPartition": ".types",
+    "read_range_arrow": "._range",
+}
 
 
 def __getattr__(name: str) -> Any:
-    # read_range_arrow imports pyarrow (~26 MB RSS): only when asked for, so that a broker
-    # running the console (which uses this client) does not pay for it
-    if name == "read_range_arrow":
-        # lazy: pyarrow (see above)
-        from ._range import read_range_arrow
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(module, __name__), name)
+    globals()[name] = value  # asked once
+    return value
 
-        return read_range_arrow
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(__all__))
 
 
 __all__ = [

@@ -6,11 +6,18 @@
   (``refresh``), when older than ``metadata.max.age.ms``, and after retriable errors that mean
   the cache is stale (NOT_LEADER_OR_FOLLOWER, UNKNOWN_TOPIC_OR_PARTITION, LEADER_NOT_AVAILABLE).
 * Reconnect with exponential backoff per node (``reconnect.backoff.ms`` .. ``.max.ms``).
+* A node id the metadata no longer lists (a leader or coordinator cached before its broker left)
+  raises ``BrokerNotAvailableError``, a ``KafkaConnectionError``: callers treat it like a closed
+  connection (refresh metadata or find the coordinator again, retry within their timeout).
+* Connect tasks: at most one per node (``_connecting``), shared by every caller; a done callback
+  removes it and retrieves its outcome, so that a task whose callers were all cancelled never
+  leaves an exception unretrieved; ``close`` cancels and awaits those still running.
 """
 
 from __future__ import annotations
 
 import asyncio
+import functools
 import random
 import time
 from collections.abc import Iterable
@@ -19,7 +26,7 @@ from typing import Any
 from . import _protocol as proto
 from ._config import parse_bootstrap
 from ._conn import BrokerConnection
-from .errors import KafkaConnectionError, KafkaError, KafkaTimeoutError
+from .errors import BrokerNotAvailableError, KafkaConnectionError, KafkaError, KafkaTimeoutError
 from .types import PartitionInfo, TopicPartition
 
 __all__ = ["Cluster"]
@@ -54,7 +61,7 @@ class Cluster:
             return self.brokers[node_id]
         if node_id < 0 and -node_id - 1 < len(self.bootstrap):
             return self.bootstrap[-node_id - 1]
-        raise KafkaError(f"unknown broker id {node_id}", 8)
+        raise BrokerNotAvailableError(f"unknown broker id {node_id}")
 
     def ready_connection(self, node_id: int) -> BrokerConnection | None:
         """The open connection to ``node_id``, or None (then ``connection`` opens one).
@@ -68,19 +75,23 @@ class Cluster:
         conn = self._conns.get(node_id)
         if conn is not None and conn.connected:
             return conn
+        if self.closed:
+            raise KafkaConnectionError("client closed")
         task = self._connecting.get(node_id)
         if task is None:
             task = asyncio.ensure_future(self._connect(node_id))
             self._connecting[node_id] = task
-        try:
-            return await asyncio.shield(task)
-        finally:
-            if task.done():
-                self._connecting.pop(node_id, None)
+            task.add_done_callback(functools.partial(self._connect_done, node_id))
+        # shielded: one caller cancelled does not cancel the connect the others wait for
+        return await asyncio.shield(task)
+
+    def _connect_done(self, node_id: int, task: asyncio.Task[BrokerConnection]) -> None:
+        if self._connecting.get(node_id) is task:
+            del self._connecting[node_id]
+        if not task.cancelled():
+            task.exception()  # retrieved: the callers (if any are left) get it from the shield
 
     async def _connect(self, node_id: int) -> BrokerConnection:
-        if self.closed:
-            raise KafkaConnectionError("client closed")
         next_time, delay = self._backoff.get(node_id, (0.0, 0.0))
         wait = next_time - time.monotonic()
         if wait > 0:
@@ -102,6 +113,9 @@ class Cluster:
             self._backoff[node_id] = (time.monotonic() + delay * random.uniform(0.8, 1.2), delay)
             raise
         self._backoff.pop(node_id, None)
+        if self.closed:  # closed while the connection opened: nobody would close it
+            conn.close()
+            raise KafkaConnectionError("client closed")
         old = self._conns.get(node_id)
         if old is not None:
             old.close()
@@ -127,8 +141,11 @@ class Cluster:
 
     async def close(self) -> None:
         self.closed = True
-        for t in self._connecting.values():
+        tasks = list(self._connecting.values())
+        for t in tasks:
             t.cancel()
+        if tasks:
+            await asyncio.gather(*tasks, return_exceptions=True)
         for conn in self._conns.values():
             conn.close()
         self._conns.clear()

@@ -10,6 +10,7 @@ from __future__ import annotations
 from kio.schema.errors import ErrorCode
 
 __all__ = [
+    "BrokerNotAvailableError",
     "ConfigError",
     "ErrorCode",
     "KafkaConnectionError",
@@ -62,6 +63,15 @@ class KafkaConnectionError(KafkaError, ConnectionError):
 
     def __init__(self, message: str) -> None:
         super().__init__(message, -1, retriable=True)
+
+
+class BrokerNotAvailableError(KafkaConnectionError):
+    """A request was routed to a broker id the metadata no longer lists (it left the cluster
+    since the leader or coordinator was cached): retriable like a closed connection, after a
+    metadata refresh or a new FindCoordinator (Kafka's BROKER_NOT_AVAILABLE, code 8)."""
+
+    def __init__(self, message: str) -> None:
+        KafkaError.__init__(self, message, int(ErrorCode.broker_not_available), retriable=True)
 
 
 class KafkaTimeoutError(KafkaError, TimeoutError):

@@ -39,7 +39,12 @@ def _ms(v: Any) -> int:
 async def list_offsets(
     cluster: Cluster, query: dict[TopicPartition, Any], *, read_committed: bool = False, timeout: float = 30.0
 ) -> dict[TopicPartition, tuple[int, int]]:
-    """{tp: spec} -> {tp: (offset, timestamp)}; (-1, -1) where no offset matches a timestamp."""
+    """{tp: spec} -> {tp: (offset, timestamp)}; (-1, -1) where no offset matches a timestamp.
+
+    Each partition is asked of its leader. A leader gone (its connection closed or refused, its
+    broker id no longer in the metadata) or a leader error (NOT_LEADER_OR_FOLLOWER,
+    LEADER_NOT_AVAILABLE, ...) refreshes the metadata of the partitions' topics and asks the
+    new leader, every ``retry.backoff.ms``, until ``timeout`` seconds have passed."""
     todo = {TopicPartition(*tp): _timestamp(v) for tp, v in query.items()}
     out: dict[TopicPartition, tuple[int, int]] = {}
     deadline = time.monotonic() + timeout
@@ -97,18 +102,27 @@ async def list_offsets(
         if todo:
             if not retry or time.monotonic() > deadline:
                 raise KafkaError(f"ListOffsets got no answer for {sorted(todo)}", 7)
-            await asyncio.sleep(0.1)
-            await cluster.refresh()
+            await asyncio.sleep(cluster.config["retry.backoff.ms"] / 1000)
+            try:
+                # the topics themselves: a cache filled by an all-topics refresh does not
+                # name them among the wanted ones
+                await cluster.refresh({tp.topic for tp in todo})
+            except KafkaConnectionError:
+                pass  # asked again on the next round
     return out
 
 
 async def _coordinator_request(cluster: Cluster, group_id: str, api_key: int, make: Any, timeout: float = 30.0) -> Any:
-    """Send ``make(module, version)`` to the group coordinator, retrying coordinator errors."""
+    """Send ``make(module, version)`` to the group coordinator, retrying coordinator errors.
+
+    The coordinator is found again (FindCoordinator) after NOT_COORDINATOR,
+    COORDINATOR_NOT_AVAILABLE, COORDINATOR_LOAD_IN_PROGRESS or a lost coordinator (connection
+    closed or refused, broker id no longer in the metadata), until ``timeout`` seconds."""
     deadline = time.monotonic() + timeout
     refresh = False
     while True:
         try:
-            node = await cluster.coordinator(group_id, refresh=refresh)
+            node = await cluster.coordinator(group_id, refresh=refresh, timeout=max(0.1, deadline - time.monotonic()))
             conn = await cluster.connection(node)
             version = conn.version(api_key)
             resp = await conn.request(make(proto.request_module(api_key, version), version))
