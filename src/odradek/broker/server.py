@@ -257,7 +257,8 @@ class Broker:
             # coordinators have loaded their state
             await self.listener.bind()
             host, port = self.advertised_address
-            await metadata.register_broker(BrokerInfo(self.node_id, host, port))
+            rack = self.config.broker_rack
+            await metadata.register_broker(BrokerInfo(self.node_id, host, port, rack))
             await self.group_coordinator.start()
             await self.txn_coordinator.start()
             await self.listener.start_serving()
