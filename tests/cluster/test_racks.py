@@ -26,6 +26,7 @@ pytestmark = pytest.mark.interop
 SELECTOR = "org.apache.kafka.common.replica.RackAwareReplicaSelector"
 TOPIC = "racks"
 RECORDS = 300
+LONG_POLL_MS = 20_000
 
 
 @pytest.fixture(scope="module")
@@ -57,9 +58,9 @@ def test_racks_in_describe_cluster_and_assignment(racked: Cluster) -> None:
     assert leaders == [1, 1, 2, 2, 3, 3]
 
 
-def _produce(bootstrap: str) -> None:
+def _produce(bootstrap: str, first: int, end: int) -> None:
     producer = Producer({"bootstrap.servers": bootstrap, "acks": "all", "linger.ms": 5})
-    for i in range(RECORDS):
+    for i in range(first, end):
         for p in (0, 1):
             producer.produce(TOPIC, f"{p}-{i}".encode(), partition=p)
         producer.poll(0)
@@ -77,7 +78,7 @@ def test_consumer_reads_from_the_replica_in_its_rack(racked: Cluster) -> None:
             and all(len(p.isr_nodes) == 3 for p in racked.partitions(md, TOPIC).values())
         )
     )
-    _produce(racked.bootstrap_servers)
+    _produce(racked.bootstrap_servers, 0, RECORDS)
 
     fetched_from: dict[int, int] = {}
 
@@ -93,21 +94,31 @@ def test_consumer_reads_from_the_replica_in_its_rack(racked: Cluster) -> None:
             "client.rack": "rack2",
             "enable.auto.commit": False,
             "statistics.interval.ms": 200,
+            # a fetch waits this long for data unless new data wakes it, on a follower too
+            "fetch.wait.max.ms": LONG_POLL_MS,
             "stats_cb": on_stats,
         }
     )
     try:
         consumer.assign([TopicPartition(TOPIC, p, 0) for p in (0, 1)])
         got: dict[int, list[bytes]] = {0: [], 1: []}
-        deadline = time.monotonic() + 60
-        while sum(map(len, got.values())) < 2 * RECORDS:
-            assert time.monotonic() < deadline, f"read {[len(v) for v in got.values()]}"
-            msg = consumer.poll(0.2)
-            if msg is None or msg.error() is not None:
-                continue
-            got[msg.partition()].append(msg.value())
+
+        def read_until(count: int, seconds: float) -> None:
+            deadline = time.monotonic() + seconds
+            while sum(map(len, got.values())) < 2 * count:
+                assert time.monotonic() < deadline, f"read {[len(v) for v in got.values()]}"
+                msg = consumer.poll(0.2)
+                if msg is None or msg.error() is not None:
+                    continue
+                got[msg.partition()].append(msg.value())
+
+        read_until(RECORDS, 60)
+        # caught up, its fetches wait at the high watermarks: new records wake them (the
+        # follower's when its high watermark moves), well before fetch.wait.max.ms
+        _produce(racked.bootstrap_servers, RECORDS, 2 * RECORDS)
+        read_until(2 * RECORDS, LONG_POLL_MS / 2000)
         for p in (0, 1):
-            assert got[p] == [f"{p}-{i}".encode() for i in range(RECORDS)]
+            assert got[p] == [f"{p}-{i}".encode() for i in range(2 * RECORDS)]
         # the statistics after the last record: partition 0 from its rack2 replica, 1 from its leader
         deadline = time.monotonic() + 10
         while fetched_from != {0: 2, 1: 3}:

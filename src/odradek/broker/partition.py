@@ -848,6 +848,13 @@ class Partition:
             return None
         return header.producer_id, header.producer_epoch
 
+    def follower_high_watermark_moved(self) -> None:
+        """As a follower, the high watermark moved (the leader's fetch answer): wake the
+        consumers' Fetches waiting here (KIP-392; Kafka's fetcher completes its delayed
+        fetches). The high-watermark listeners are the leader's only."""
+        if self._purgatory is not None:
+            self._purgatory.notify(self.topic, self.partition)
+
     def high_watermark_moved(self) -> None:
         """The high watermark moved (a follower's fetch, an ISR change): wake the partition's
         waiters and call the high-watermark listeners."""

@@ -741,7 +741,7 @@ class ReplicaManager:
         response's ``max_bytes`` (Kafka's ``readFromLocalLog``): the first partition with data
         always returns at least one batch ("min one message"), a later one whose data would
         exceed what is left returns none. (results, record bytes, whether a partition
-        answered an error or a diverging epoch)."""
+        answered an error, a diverging epoch or a preferred read replica: answer at once)."""
         remaining = params.max_bytes if params.max_bytes > 0 else 0x7FFFFFFF
         follower = params.replica_id >= 0
         read_committed = not follower and params.isolation_level == 1
@@ -782,7 +782,12 @@ class ReplicaManager:
                 )
                 records = result.records
                 if records is None:
-                    if result.error is not _NONE or result.diverging_epoch is not None:
+                    # an error, a diverging epoch or a preferred read replica answers at once
+                    if (
+                        result.error is not _NONE
+                        or result.diverging_epoch is not None
+                        or result.preferred_read_replica >= 0
+                    ):
                         error = True
                     presults.append(result)
                     continue
