@@ -15,7 +15,7 @@ RACKS = {1: "a", 2: "b", 3: "b", 4: "c"}
 
 
 def batch(n: int) -> bytes:
-    return build_batch([(None, b"v", (), 1_700_000_000_000 + i) for i in range(n)])  # type: ignore[arg-type]
+    return build_batch([(None, b"v", (), 1_700_000_000_000 + i) for i in range(n)])
 
 
 def partition(leader: int, isr: list[int], node_id: int = 1) -> Partition:
