@@ -1,5 +1,5 @@
-"""Racks on three brokers (broker i in rack ``rack<i>``): DescribeCluster returns each broker's
-rack, a topic created without an assignment has its replicas on distinct racks, and a
+"""Racks on three brokers (broker i in rack ``rack<i>``): DescribeCluster and Metadata return
+each broker's rack, a topic created without an assignment has its replicas on distinct racks, a
 confluent-kafka consumer with ``client.rack`` fetches from the replica in its rack (KIP-392,
 after librdkafka's test 0101): partition 0's leader (broker 1) has the rack-aware replica
 selector and sends the consumer to broker 2, partition 1's leader (broker 3) has none and
@@ -49,6 +49,8 @@ def test_racks_in_describe_cluster_and_assignment(racked: Cluster) -> None:
     admin = AdminClient({"bootstrap.servers": racked.bootstrap_servers})
     nodes = admin.describe_cluster(request_timeout=30).result(timeout=30).nodes
     assert {n.id: n.rack for n in nodes} == {1: "rack1", 2: "rack2", 3: "rack3"}
+    brokers = racked.metadata().brokers  # Metadata v12
+    assert {int(b.node_id): b.rack for b in brokers} == {1: "rack1", 2: "rack2", 3: "rack3"}
     for f in admin.create_topics([NewTopic("spread", 6, 3)], request_timeout=30).values():
         f.result(timeout=30)
     md = racked.wait_metadata(lambda md: len(racked.partitions(md, "spread")) == 6)
