@@ -1,7 +1,7 @@
 """Topic ids across three real brokers on ZooKeeper (KIP-516, KIP-951): every replica's
-directory records the id ZooKeeper holds, a follower answers a Fetch 16 by id with
-NOT_LEADER_OR_FOLLOWER and the current leader's id, epoch and endpoint, and the leader serves
-it."""
+directory records the id ZooKeeper holds, a follower answers another replica's Fetch 16 by id
+with NOT_LEADER_OR_FOLLOWER and the current leader's id, epoch and endpoint, and the leader
+serves it; a consumer's Fetch 16 is served by a follower too (KIP-392)."""
 
 from __future__ import annotations
 
@@ -23,11 +23,12 @@ pytestmark = pytest.mark.interop
 NOT_LEADER_OR_FOLLOWER = 6
 
 
-def _fetch_v16(topic_id: uuid.UUID) -> object:
+def _fetch_v16(topic_id: uuid.UUID, replica_id: int = -1) -> object:
     part = req(1, 16, "FetchPartition", partition=0, fetch_offset=0, partition_max_bytes=1 << 20)
     return req(
         1,
         16,
+        replica_state=req(1, 16, "ReplicaState", replica_id=replica_id, replica_epoch=-1),
         max_wait=ms(0),
         min_bytes=1,
         max_bytes=1 << 20,
@@ -65,9 +66,11 @@ def test_replicas_record_the_zookeeper_topic_id_and_followers_name_the_leader(
         r = wire.call(_fetch_v16(zk_id))
         assert int(r.responses[0].partitions[0].error_code) == 0
         assert r.node_endpoints == ()
-    follower = next(i for i in cluster3.brokers if i != leader)
+    follower, other = (i for i in cluster3.brokers if i != leader)
     with Wire(cluster3.brokers[follower].bootstrap_servers) as wire:
-        r = wire.call(_fetch_v16(zk_id))
+        consumer = wire.call(_fetch_v16(zk_id))
+        r = wire.call(_fetch_v16(zk_id, replica_id=other))
+    assert int(consumer.responses[0].partitions[0].error_code) == 0
     (p,) = r.responses[0].partitions
     assert int(p.error_code) == NOT_LEADER_OR_FOLLOWER
     assert (int(p.current_leader.leader_id), int(p.current_leader.leader_epoch)) == (leader, 0)

@@ -74,8 +74,14 @@ def test_replicates_to_every_follower(
     assert produce(cluster[1], t, batch(b"d")) == (NONE, 3)
     err, hw, batches = fetch(cluster[1], t)
     assert (err, hw, values(batches)) == (NONE, 4, [b"a", b"b", b"c", b"d"])
-    # followers refuse consumers
-    assert fetch(cluster[2], t)[0] == NOT_LEADER_OR_FOLLOWER
+    # followers refuse a consumer's Fetch before v11; from v11 (KIP-392) they serve it, up to
+    # their own high watermark
+    with Wire(cluster[2].bootstrap_servers) as w:
+        old = w.call(fetch_request(t, {0: 0}, version=10)).responses[0].partitions[0]
+        new = w.call(fetch_request(t, {0: 0}, version=11)).responses[0].partitions[0]
+    assert old.error_code == NOT_LEADER_OR_FOLLOWER
+    assert new.error_code == NONE and new.high_watermark <= 4
+    assert fetched_values(new.records) == [b"a", b"b", b"c", b"d"][: new.high_watermark]
     assert produce(cluster[3], t, batch(b"x"))[0] == NOT_LEADER_OR_FOLLOWER
     # every follower holds the data, offsets and epochs unchanged: read each back as leader
     for epoch, leader in ((1, 2), (2, 3)):

@@ -272,10 +272,19 @@ class Partition:
     def high_watermark(self) -> int:
         return self.log.high_watermark
 
-    def check_leader_epoch(self, current_leader_epoch: int = -1) -> ErrorCode:
-        """NONE, NOT_LEADER_OR_FOLLOWER, FENCED_LEADER_EPOCH or UNKNOWN_LEADER_EPOCH."""
+    def check_leader_epoch(
+        self, current_leader_epoch: int = -1, *, require_leader: bool = True
+    ) -> ErrorCode:
+        """NONE, NOT_LEADER_OR_FOLLOWER, FENCED_LEADER_EPOCH or UNKNOWN_LEADER_EPOCH. Without
+        ``require_leader`` (a consumer's Fetch v11+, KIP-392) a follower of the current
+        leader passes too."""
         state = self.state
-        if state.leader != self.node_id:
+        if state.leader != self.node_id and (
+            require_leader
+            or state.leader < 0
+            or not self.controller_managed
+            or self.node_id not in state.replicas
+        ):
             return _NOT_LEADER
         if current_leader_epoch < 0:
             return _NONE
@@ -471,6 +480,9 @@ class Partition:
         read_committed: bool,
         current_leader_epoch: int = -1,
         last_fetched_epoch: int = -1,
+        client_rack: str | None = None,
+        rack_of: Callable[[int], str | None] | None = None,
+        now_ms: int = -1,
     ) -> FetchPartitionData:
         """Read as leader (Kafka's ``Partition.fetchRecords``): the leadership and epoch check;
         a diverging fetch gets its ``diverging_epoch`` and no records; an offset below the log
@@ -478,14 +490,27 @@ class Partition:
         holding ``fetch_offset``, at most ``max_bytes`` (at least one batch with
         ``min_one_batch``), below the limit: the log end for a follower, else the high
         watermark, or the last stable offset with ``read_committed`` (with the aborted
-        transactions overlapping what is returned)."""
+        transactions overlapping what is returned).
+
+        KIP-392: a consumer that sent a rack (``client_rack``, Fetch v11+; None before) may read
+        from a follower, up to the follower's high watermark. With a replica selector
+        (``rack_of``: a live broker's rack) the leader answers such a consumer, when
+        ``preferred_read_replica`` names a replica, with that replica, the offsets and no
+        records (Kafka's ``ReplicaManager.readFromLog``)."""
         index = self.partition
-        code = self.check_leader_epoch(current_leader_epoch)
+        code = self.check_leader_epoch(current_leader_epoch, require_leader=client_rack is None)
         if code is not _NONE:
             return FetchPartitionData(index, code)
         plog = self.log
         hw = plog.high_watermark
         start = plog.log_start_offset
+        if client_rack and rack_of is not None and self.is_leader:
+            preferred = self.preferred_read_replica(fetch_offset, client_rack, rack_of, now_ms)
+            if preferred >= 0:
+                lso = self.producer_state().last_stable_offset(hw) if read_committed else hw
+                return FetchPartitionData(
+                    index, _NONE, hw, lso, start, preferred_read_replica=preferred
+                )
         if last_fetched_epoch >= 0:
             diverging = self.diverging_epoch(last_fetched_epoch, fetch_offset)
             if diverging is not None:
@@ -517,6 +542,28 @@ class Partition:
             ]
             return FetchPartitionData(index, _NONE, hw, lso, start, records, aborted)
         return FetchPartitionData(index, _NONE, hw, hw, start, records)
+
+    def preferred_read_replica(
+        self, fetch_offset: int, client_rack: str, rack_of: Callable[[int], str | None], now_ms: int
+    ) -> int:
+        """Kafka's ``findPreferredReadReplica`` with its ``RackAwareReplicaSelector``, as
+        leader: among the in-sync followers whose log end is at or past ``fetch_offset`` and
+        the leader, those whose broker (live, ``rack_of``) is in ``client_rack``; -1 (read
+        here) when none is or the leader is one of them, else the most caught-up one (largest
+        log end offset, then most recently caught up)."""
+        if rack_of(self.node_id) == client_rack:
+            return -1
+        isr = self.state.isr
+        best: tuple[int, int, int] | None = None
+        for replica, follower in self.followers.items():
+            if replica not in isr or follower.log_end_offset < fetch_offset:
+                continue
+            if rack_of(replica) != client_rack:
+                continue
+            key = (follower.log_end_offset, -(now_ms - follower.last_caught_up_ms), replica)
+            if best is None or key > best:
+                best = key
+        return -1 if best is None else best[2]
 
     def fetch_offset_for_timestamp(
         self,
@@ -800,6 +847,13 @@ class Partition:
         if self.producer_state().in_transaction(header.producer_id):
             return None
         return header.producer_id, header.producer_epoch
+
+    def follower_high_watermark_moved(self) -> None:
+        """As a follower, the high watermark moved (the leader's fetch answer): wake the
+        consumers' Fetches waiting here (KIP-392; Kafka's fetcher completes its delayed
+        fetches). The high-watermark listeners are the leader's only."""
+        if self._purgatory is not None:
+            self._purgatory.notify(self.topic, self.partition)
 
     def high_watermark_moved(self) -> None:
         """The high watermark moved (a follower's fetch, an ISR change): wake the partition's

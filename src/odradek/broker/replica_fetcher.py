@@ -489,6 +489,7 @@ class ReplicaFetcher:
         hw = min(int(pd.high_watermark), plog.log_end_offset)
         if hw > plog.high_watermark:
             plog.update_high_watermark(hw)
+            p.follower_high_watermark_moved()
         leader_start = int(pd.log_start_offset)
         if leader_start > plog.log_start_offset:
             with contextlib.suppress(OffsetOutOfRangeError):

@@ -120,6 +120,9 @@ class FetchParams:
     min_bytes: int
     max_bytes: int
     isolation_level: int = 0
+    client_rack: str | None = None
+    """A consumer's ``rack_id`` (Fetch v11+, "" when it has none); None before v11: such a
+    consumer reads from the leader only."""
 
     @property
     def is_from_follower(self) -> bool:
@@ -157,15 +160,18 @@ class ReplicationConfig:
     replica_socket_timeout_ms: int = 30_000
     replica_high_watermark_checkpoint_interval_ms: int = 5000
     num_replica_fetchers: int = 1
+    replica_selector_class: str | None = None
+    """``org.apache.kafka.common.replica.RackAwareReplicaSelector``: consumers with a rack are
+    sent to a replica in it (KIP-392); None: every consumer reads from the leader."""
 
     @classmethod
     def from_broker_config(cls, config: Any) -> ReplicationConfig:
         """From a ``BrokerConfig`` (attribute ``x_y_z`` for key ``x.y.z``); keys it does not
         define keep Kafka's defaults."""
-        fields = {}
+        fields: dict[str, Any] = {}
         for name in cls.__dataclass_fields__:
             value = getattr(config, name, None)
-            if isinstance(value, int) and not isinstance(value, bool):
+            if isinstance(value, int | str) and not isinstance(value, bool):
                 fields[name] = value
         return cls(**fields)
 
@@ -720,6 +726,11 @@ class ReplicaManager:
             if not woken or total >= min_bytes or error:
                 return results
 
+    def _rack_of(self, node_id: int) -> str | None:
+        """A live broker's ``broker.rack``; None: none, or not live (Kafka: no endpoint)."""
+        info = self.metadata.broker(node_id)
+        return None if info is None else info.rack
+
     def read_from_local_log(
         self,
         params: FetchParams,
@@ -730,7 +741,7 @@ class ReplicaManager:
         response's ``max_bytes`` (Kafka's ``readFromLocalLog``): the first partition with data
         always returns at least one batch ("min one message"), a later one whose data would
         exceed what is left returns none. (results, record bytes, whether a partition
-        answered an error or a diverging epoch)."""
+        answered an error, a diverging epoch or a preferred read replica: answer at once)."""
         remaining = params.max_bytes if params.max_bytes > 0 else 0x7FFFFFFF
         follower = params.replica_id >= 0
         read_committed = not follower and params.isolation_level == 1
@@ -765,10 +776,18 @@ class ReplicaManager:
                     read_committed=read_committed,
                     current_leader_epoch=fp.current_leader_epoch,
                     last_fetched_epoch=fp.last_fetched_epoch,
+                    client_rack=None if follower else params.client_rack,
+                    rack_of=self._rack_of if self.replication.replica_selector_class else None,
+                    now_ms=self.clock.now_ms() if params.client_rack else -1,
                 )
                 records = result.records
                 if records is None:
-                    if result.error is not _NONE or result.diverging_epoch is not None:
+                    # an error, a diverging epoch or a preferred read replica answers at once
+                    if (
+                        result.error is not _NONE
+                        or result.diverging_epoch is not None
+                        or result.preferred_read_replica >= 0
+                    ):
                         error = True
                     presults.append(result)
                     continue

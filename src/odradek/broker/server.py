@@ -264,7 +264,8 @@ class Broker:
             endpoints = self.endpoints
             await self.listener.bind(lambda: endpoints.bind(lambda ep: KafkaConnection(self, ep)))
             host, port = self.advertised_address
-            await metadata.register_broker(BrokerInfo(self.node_id, host, port))
+            rack = self.config.broker_rack
+            await metadata.register_broker(BrokerInfo(self.node_id, host, port, rack))
             await self.group_coordinator.start()
             await self.txn_coordinator.start()
             await self.listener.start_serving()

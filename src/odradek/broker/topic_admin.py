@@ -7,7 +7,8 @@ replica assignment of a new partition is rack-unaware round robin over the live 
 ``replication_factor`` brokers from index p on, the first being the preferred leader; alone,
 that is [this broker].
 
-In a cluster (``replicated``: the store is ZooKeeper's) the assignment is Kafka's rack-unaware
+In a cluster (``replicated``: the store is ZooKeeper's) the assignment is Kafka's (rack-aware
+when every live broker has a ``broker.rack``)
 one (``odradek.controller.assignment``, random start) over the live brokers, with
 ``default.replication.factor`` unless the request names one (``__consumer_offsets``:
 ``offsets.topic.replication.factor``, capped by the live brokers as a development cluster
@@ -79,14 +80,17 @@ class TopicAdmin:
 
         rf = self.config.default_replication_factor if replication_factor is None else replication_factor
         try:
-            got = ka.assign_replicas_to_brokers(
-                self._brokers(), num_partitions, rf, start_partition_id=start
-            )
-        except ka.InvalidReplicationFactorError as exc:
+            got = ka.assign_replicas(self._racks(), num_partitions, rf, start_partition_id=start)
+        except (ka.InvalidReplicationFactorError, ka.RackInformationError) as exc:
             raise InvalidReplicationFactorError(str(exc)) from None
         except ka.InvalidPartitionsError as exc:
             raise InvalidPartitionsError(str(exc)) from None
         return {p: list(r) for p, r in got.items()}
+
+    def _racks(self) -> dict[int, str | None]:
+        """Live broker id -> its ``broker.rack`` (None: none)."""
+        live = {b.node_id: b.rack for b in self.metadata.live_brokers()}
+        return live or {self.metadata.node_id: self.config.broker_rack}
 
     def _brokers(self) -> list[int]:
         live = [b.node_id for b in self.metadata.live_brokers()]
@@ -157,9 +161,16 @@ class TopicAdmin:
 
             try:
                 got = ka.create_new_partitions_assignment(
-                    {p.partition: p.replicas for p in topic.partitions}, self._brokers(), total
+                    {p.partition: p.replicas for p in topic.partitions},
+                    self._brokers(),
+                    total,
+                    self._racks(),
                 )
-            except (ka.InvalidPartitionsError, ka.InvalidReplicationFactorError) as exc:
+            except (
+                ka.InvalidPartitionsError,
+                ka.InvalidReplicationFactorError,
+                ka.RackInformationError,
+            ) as exc:
                 raise InvalidPartitionsError(str(exc)) from None
             assignment = {p: list(r) for p, r in got.items()}
         else:

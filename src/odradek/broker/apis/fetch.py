@@ -303,8 +303,15 @@ async def handle(ctx: RequestContext, request: AnyFetchRequest) -> EncodedRespon
         infos_read = infos_by_name
     if failed:  # an error answers at once, as an unknown topic by name does
         max_wait_ms = 0
+    rack_id = getattr(request, "rack_id", None)  # KIP-392: v11+
+    rack = None if rack_id is None else str(rack_id)
     params = FetchParams(
-        replica_id(request), max_wait_ms, request.min_bytes, max_bytes, request.isolation_level
+        replica_id(request),
+        max_wait_ms,
+        request.min_bytes,
+        max_bytes,
+        request.isolation_level,
+        None if follower else rack,
     )
     results = await services.replica_manager.fetch_messages(params, infos_read)
     if disabled or denied:

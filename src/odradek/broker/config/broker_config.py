@@ -39,6 +39,8 @@ class BrokerConfig:
     schema_registry_listeners: str
     broker_id: int
     node_id: int
+    broker_rack: str | None
+    replica_selector_class: str | None
     log_dirs: str
     log_dir: str
     storage_engine: str

@@ -31,6 +31,19 @@ from odradek.broker.config.values import (
 from odradek.storage.config import INT_MAX as _INT_MAX
 from odradek.storage.config import LONG_MAX as _LONG_MAX
 
+RACK_AWARE_REPLICA_SELECTOR = "org.apache.kafka.common.replica.RackAwareReplicaSelector"
+"""Kafka's selector that sends a consumer to an in-sync replica in its ``client.rack``."""
+
+
+def _replica_selector(text: str) -> str | None:
+    """``replica.selector.class``: empty (the leader only) or Kafka's rack-aware selector."""
+    t = text.strip()
+    if not t:
+        return None
+    if t != RACK_AWARE_REPLICA_SELECTOR:
+        raise ValueError(f"must be empty or {RACK_AWARE_REPLICA_SELECTOR}")
+    return t
+
 
 @dataclass(frozen=True, slots=True)
 class ConfigKey:
@@ -67,6 +80,13 @@ BROKER_KEYS: dict[str, ConfigKey] = {
         ),
         _k("broker.id", _int(-1), 0, "This broker's id (node id)."),
         _k("node.id", _int(-1), -1, "Alias of broker.id when set."),
+        _k("broker.rack", _str, None, "This broker's rack; rack-aware assignment and KIP-392."),
+        _k(
+            "replica.selector.class",
+            _replica_selector,
+            None,
+            "Where consumers with a rack fetch from (KIP-392); unset: the leader.",
+        ),
         _k("log.dirs", _dirs, "./odradek-data", "Data directories, comma separated."),
         _k("log.dir", _dirs, "", "Used when log.dirs is empty."),
         _k("storage.engine", _enum("file", "memory"), "file", "odradek: file or memory."),

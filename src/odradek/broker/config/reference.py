@@ -106,6 +106,10 @@ MEANINGS: dict[str, str] = {
     "schema.registry.listeners": "The Confluent-compatible schema registry (http://host:port); empty turns it off.",
     "broker.id": "This broker's id; unique in a cluster.",
     "node.id": "Alias of broker.id when set.",
+    "broker.rack": "This broker's rack (registered in /brokers/ids/<id>); replicas of a "
+    "partition go to distinct racks, and consumers with client.rack can fetch from it.",
+    "replica.selector.class": "org.apache.kafka.common.replica.RackAwareReplicaSelector sends "
+    "a consumer with a rack to an in-sync replica in that rack (KIP-392); unset: the leader.",
     "log.dirs": "Data directories, comma separated.",
     "log.dir": "The data directory when log.dirs is not set.",
     "storage.engine": "file (Kafka's on-disk format) or memory (nothing survives a stop).",
