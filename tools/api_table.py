@@ -115,8 +115,6 @@ REASONS: dict[int, str] = {
     39: _SECURITY + " (delegation tokens)",
     40: _SECURITY + " (delegation tokens)",
     41: _SECURITY + " (delegation tokens)",
-    48: "client quotas are not enforced, so not described",
-    49: "client quotas are not enforced, so not altered",
     50: _SECURITY + " (SCRAM credentials)",
     51: _SECURITY + " (SCRAM credentials)",
     56: _INTER_BROKER,
