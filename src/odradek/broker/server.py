@@ -217,7 +217,7 @@ class Broker:
         self.acls = await open_acl_store(
             cfg, self.data_dir, None if self._zk_config_store is None else self._zk_config_store.zk
         )
-        self.quotas = open_quota_store(self.data_dir)
+        self.quotas = open_quota_store(cfg, self.data_dir)
         parts = compose(
             cfg,
             self.clock,

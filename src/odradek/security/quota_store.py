@@ -25,9 +25,18 @@ import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 from urllib.parse import quote
 
-from odradek.security.quotas import DEFAULT, QUOTA_KEYS, ClientQuotaEntity
+from odradek.security.quotas import (
+    DEFAULT,
+    QUOTA_KEYS,
+    ClientQuotaEntity,
+    Rate,
+    quota_tags,
+    resolve_quota,
+    throttle_time_ms,
+)
 
 __all__ = [
     "CLIENT_ID",
@@ -35,6 +44,7 @@ __all__ = [
     "MATCH_DEFAULT",
     "MATCH_EXACT",
     "USER",
+    "ClientQuotaManager",
     "FileQuotaStore",
     "QuotaFilterComponent",
     "QuotaOp",
@@ -131,12 +141,45 @@ def _matches(name: str | None, c: QuotaFilterComponent) -> bool:
     return True
 
 
+class ClientQuotaManager:
+    """The rates clients go at, and their throttle times (Kafka's ``ClientQuotaManager``).
+    Pure: time handed in. ``record`` adds a request's value (bytes, or percent of a thread's
+    time) to the rate of the entity whose quota applies (``quota_tags``: one rate per
+    user, per client id, or per both) and answers the throttle time (0: within the quota or
+    no quota). A quota changed by AlterClientQuotas applies to the next request."""
+
+    def __init__(
+        self,
+        configs: Mapping[ClientQuotaEntity, Mapping[str, float]],
+        samples: int = 11,
+        window_ms: int = 1000,
+    ) -> None:
+        self.configs = configs
+        self.samples, self.window_ms = samples, window_ms
+        self._rates: dict[tuple[str, str, str], Rate] = {}
+
+    def record(self, key: str, user: str, client_id: str, value: float, now_ms: int) -> int:
+        if not self.configs:
+            return 0
+        found = resolve_quota(self.configs, user, client_id, key)
+        if found is None:
+            return 0
+        quota, entity = found
+        tags = quota_tags(entity, user, client_id)
+        rate = self._rates.get((key, *tags))
+        if rate is None:
+            rate = self._rates[(key, *tags)] = Rate(self.samples, self.window_ms)
+        rate.record(value, now_ms)
+        return throttle_time_ms(rate, quota, now_ms)
+
+
 class QuotaStore:
     """Quota configs in memory (a broker without a data directory); subclasses persist.
-    ``configs`` is the mapping ``resolve_quota`` reads."""
+    ``configs`` is the mapping ``resolve_quota`` reads; ``manager`` measures and throttles."""
 
-    def __init__(self) -> None:
+    def __init__(self, samples: int = 11, window_ms: int = 1000) -> None:
         self.configs: dict[ClientQuotaEntity, dict[str, float]] = {}
+        self.manager = ClientQuotaManager(self.configs, samples, window_ms)
 
     def _persist(self) -> None:
         """Write the configs (nothing here)."""
@@ -198,8 +241,8 @@ class FileQuotaStore(QuotaStore):
 
     FILE = "quotas.json"
 
-    def __init__(self, data_dir: Path) -> None:
-        super().__init__()
+    def __init__(self, data_dir: Path, samples: int = 11, window_ms: int = 1000) -> None:
+        super().__init__(samples, window_ms)
         self.path = data_dir / self.FILE
         if self.path.exists():
             obj = json.loads(self.path.read_text())
@@ -220,8 +263,11 @@ class FileQuotaStore(QuotaStore):
         os.replace(tmp, self.path)
 
 
-def open_quota_store(data_dir: Path | None) -> QuotaStore:
-    """The broker's quota store: the file in its data directory, else memory."""
+def open_quota_store(values: Any, data_dir: Path | None) -> QuotaStore:
+    """The broker's quota store: the file in its data directory, else memory; ``values`` is
+    the broker config (``get(key)``: ``quota.window.num``, ``quota.window.size.seconds``)."""
+    samples = int(values.get("quota.window.num") or 11)
+    window_ms = int(values.get("quota.window.size.seconds") or 1) * 1000
     if data_dir is None:
-        return QuotaStore()
-    return FileQuotaStore(data_dir)
+        return QuotaStore(samples, window_ms)
+    return FileQuotaStore(data_dir, samples, window_ms)

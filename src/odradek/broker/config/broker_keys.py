@@ -243,5 +243,8 @@ BROKER_KEYS: dict[str, ConfigKey] = {
         _k("authorizer.class.name", _str, ""),
         _k("super.users", _str, ""),
         _k("allow.everyone.if.no.acl.found", _bool, False),
+        # client quotas (odradek.security.quota_store)
+        _k("quota.window.num", _int(1), 11),
+        _k("quota.window.size.seconds", _int(1), 1),
     ]
 }
