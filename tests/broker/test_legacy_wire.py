@@ -71,6 +71,8 @@ KAFKA_3_9 = {
     45: (0, 0),  # AlterPartitionReassignments
     46: (0, 0),  # ListPartitionReassignments
     47: (0, 0),  # OffsetDelete
+    48: (0, 1),  # DescribeClientQuotas
+    49: (0, 1),  # AlterClientQuotas
     56: (0, 3),  # AlterPartition (broker to controller)
     60: (0, 1),  # DescribeCluster
     61: (0, 0),  # DescribeProducers
