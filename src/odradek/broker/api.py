@@ -82,9 +82,11 @@ class RequestContext:
         mute the connection for the throttle time, and answer it (0: within the quota). With
         ``unrecord_if_throttled`` a throttled request's value is taken back (Kafka's Fetch:
         a throttled consumer is answered without records, so they do not count)."""
+        manager = self.services.quotas.manager
+        if not manager.configs:  # no quota at all: nothing to measure
+            return 0
         client_id = self.header.client_id or ""
         now_ms = self.services.clock.now_ms()
-        manager = self.services.quotas.manager
         user = self.principal.name
         ms = manager.record(key, user, client_id, value, now_ms)
         if ms > 0:
