@@ -77,25 +77,6 @@ class RequestContext:
     """Mutes the connection for that many milliseconds (a client over its quota; Kafka's
     channel muting): no request is read from it meanwhile. None: nothing to mute."""
 
-    def record_quota(self, key: str, value: float, *, unrecord_if_throttled: bool = False) -> int:
-        """Add ``value`` to the client's rate for quota ``key`` (``producer_byte_rate``...),
-        mute the connection for the throttle time, and answer it (0: within the quota). With
-        ``unrecord_if_throttled`` a throttled request's value is taken back (Kafka's Fetch:
-        a throttled consumer is answered without records, so they do not count)."""
-        manager = self.services.quotas.manager
-        if not manager.configs:  # no quota at all: nothing to measure
-            return 0
-        client_id = self.header.client_id or ""
-        now_ms = self.services.clock.now_ms()
-        user = self.principal.name
-        ms = manager.record(key, user, client_id, value, now_ms)
-        if ms > 0:
-            if unrecord_if_throttled:
-                manager.record(key, user, client_id, -value, now_ms)
-            if self.throttle is not None:
-                self.throttle(ms)
-        return ms
-
 
 @dataclass(frozen=True, slots=True)
 class EncodedResponse:

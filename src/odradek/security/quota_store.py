@@ -22,10 +22,10 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
 
 from odradek.security.quotas import (
@@ -37,6 +37,9 @@ from odradek.security.quotas import (
     resolve_quota,
     throttle_time_ms,
 )
+
+if TYPE_CHECKING:
+    from odradek.clock import Clock
 
 __all__ = [
     "CLIENT_ID",
@@ -180,6 +183,33 @@ class QuotaStore:
     def __init__(self, samples: int = 11, window_ms: int = 1000) -> None:
         self.configs: dict[ClientQuotaEntity, dict[str, float]] = {}
         self.manager = ClientQuotaManager(self.configs, samples, window_ms)
+
+    def record(
+        self,
+        key: str,
+        user: str,
+        client_id: str | None,
+        value: float,
+        clock: Clock,
+        mute: Callable[[int], None] | None,
+        *,
+        unrecord_if_throttled: bool = False,
+    ) -> int:
+        """Add a request's ``value`` to the client's rate for quota ``key``, ``mute`` its
+        connection for the throttle time, and answer it (0: within the quota, or no quota).
+        With ``unrecord_if_throttled`` a throttled request's value is taken back (Kafka's
+        Fetch: a throttled consumer is answered without records, so they do not count)."""
+        if not self.configs:  # no quota at all: nothing to measure
+            return 0
+        manager, client = self.manager, client_id or ""
+        now_ms = clock.now_ms()
+        ms = manager.record(key, user, client, value, now_ms)
+        if ms > 0:
+            if unrecord_if_throttled:
+                manager.record(key, user, client, -value, now_ms)
+            if mute is not None:
+                mute(ms)
+        return ms
 
     def _persist(self) -> None:
         """Write the configs (nothing here)."""

@@ -322,9 +322,13 @@ async def handle(ctx: RequestContext, request: AnyFetchRequest) -> EncodedRespon
         _report_bytes_out(metrics, results)
     throttle_ms = 0
     if not follower:  # consumer_byte_rate: the record bytes answered
-        throttle_ms = ctx.record_quota(
+        throttle_ms = services.quotas.record(
             "consumer_byte_rate",
+            ctx.principal.name,
+            ctx.header.client_id,
             sum(len(p.records) for _, ps in results for p in ps if p.records is not None),
+            services.clock,
+            ctx.throttle,
             unrecord_if_throttled=True,
         )
         if throttle_ms > 0:  # Kafka answers a throttled consumer with no partition at all

@@ -151,8 +151,13 @@ async def handle(ctx: RequestContext, request: AnyProduceRequest) -> EncodedResp
             if r.last_offset >= 0 and records is not None:
                 metrics.topic_bytes_in(name, len(records), r.last_offset - r.base_offset + 1)
     # producer_byte_rate: the record bytes of the request (Kafka counts the whole request)
-    throttle_ms = ctx.record_quota(
-        "producer_byte_rate", sum(len(r) for _, _, r in entries if r is not None)
+    throttle_ms = services.quotas.record(
+        "producer_byte_rate",
+        ctx.principal.name,
+        ctx.header.client_id,
+        sum(len(r) for _, _, r in entries if r is not None),
+        services.clock,
+        ctx.throttle,
     )
     if acks == 0:
         return None
