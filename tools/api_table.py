@@ -113,8 +113,6 @@ REASONS: dict[int, str] = {
     39: _SECURITY,
     40: _SECURITY,
     41: _SECURITY,
-    48: "client quotas are not enforced, so not described",
-    49: "client quotas are not enforced, so not altered",
     56: _INTER_BROKER,
     57: "feature flags (KIP-584) are not versioned: every broker of a cluster runs one release",
     58: "forwarding to a KRaft controller (ZooKeeper migration, KIP-866) does not exist here",

@@ -80,6 +80,9 @@ class RequestContext:
     security_protocol: str = "PLAINTEXT"
     advertised: tuple[str, int] | None = None
     sasl: Any = None
+    throttle: Callable[[int], None] | None = None
+    """Mutes the connection for that many milliseconds (a client over its quota; Kafka's
+    channel muting): no request is read from it meanwhile. None: nothing to mute."""
 
 
 @dataclass(frozen=True, slots=True)

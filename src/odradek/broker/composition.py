@@ -45,6 +45,7 @@ from odradek.coordinator.transaction.coordinator import (
 )
 from odradek.coordinator.transaction.records import TRANSACTION_STATE_TOPIC
 from odradek.coordinator.transaction.state import TransactionConfig
+from odradek.security.quota_store import QuotaStore
 from odradek.storage import LogConfig, LogManager
 from odradek.storage.cleaner import CleanerConfig
 
@@ -157,6 +158,7 @@ def compose(
     dynamic_config: DynamicBrokerConfig,
     group_configs: GroupConfigManager,
     acls: AclStore | None = None,
+    quotas: QuotaStore | None = None,
 ) -> BrokerComponents:
     """Build the broker's parts over an open metadata store (see the module docstring)."""
     defaults = default_log_config(cfg)
@@ -224,6 +226,7 @@ def compose(
         follow_leadership(replica_manager, TRANSACTION_STATE_TOPIC, txn.on_leadership_change)
     services = BrokerServices(
         acls=acls,
+        quotas=QuotaStore() if quotas is None else quotas,
         config=cfg,
         clock=clock,
         metadata=metadata,

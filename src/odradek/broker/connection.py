@@ -264,6 +264,10 @@ class KafkaConnection(asyncio.Protocol):
         self._paused = False
         self._backlog: deque[Any] | None = None
         """Parts waiting behind a down-conversion stream that the paused socket stopped."""
+        self._muted_until = 0.0
+        """The loop time a connection muted for a quota is read from again (0: not muted)."""
+        self._held: list[memoryview] = []
+        """Requests read but not handled: they came with one that muted the connection."""
 
     # asyncio callbacks -------------------------------------------------------------------
 
@@ -385,7 +389,31 @@ class KafkaConnection(asyncio.Protocol):
             self._write(list(backlog))
             if self._backlog is not None:  # paused again: keep not reading
                 return
-        self.transport.resume_reading()
+        if not self._muted_until:  # muted for a quota: _unmute resumes
+            self.transport.resume_reading()
+
+    def mute(self, ms: int) -> None:
+        """Read no request for ``ms`` milliseconds (a client over its quota; Kafka mutes the
+        channel once the throttled response is sent: responses already due still go out)."""
+        if self.transport is None or self._closing or ms <= 0:
+            return
+        loop = asyncio.get_running_loop()
+        until = loop.time() + ms / 1000
+        if until <= self._muted_until:
+            return
+        self._muted_until = until
+        self.transport.pause_reading()
+        loop.call_at(until, self._unmute, until)
+
+    def _unmute(self, until: float) -> None:
+        if until != self._muted_until or self.transport is None or self._closing:
+            return
+        self._muted_until = 0.0
+        held, self._held = self._held, []
+        if held:
+            self._handle_frames(held)
+        if not self._paused and not self._muted_until and not self._closing:
+            self.transport.resume_reading()
 
     def abort(self, reason: str | None) -> None:
         """Close at once, dropping unsent responses; ``reason`` is logged (None: shutdown)."""
@@ -405,11 +433,16 @@ class KafkaConnection(asyncio.Protocol):
         except FrameTooLargeError as exc:
             self.abort(str(exc))
             return
-        if not frames:
+        if frames:
+            self._handle_frames(frames)
+
+    def _handle_frames(self, frames: list[memoryview]) -> None:
+        if self._held:  # muted for a quota: after the requests held already
+            self._held.extend(frames)
             return
         out: list[Any] = []
         auth = self._auth
-        for frame in frames:
+        for i, frame in enumerate(frames):
             try:
                 if (
                     auth is not None
@@ -429,6 +462,10 @@ class KafkaConnection(asyncio.Protocol):
                 self.abort("internal error")
                 return
             if self._closing or self._close_after_answers:
+                break
+            if self._muted_until and i + 1 < len(frames):
+                # muted: the requests read with this one wait too (Kafka reads none meanwhile)
+                self._held.extend(frames[i + 1 :])
                 break
         if out and not self._closing:
             self._write(out)
@@ -517,6 +554,7 @@ class KafkaConnection(asyncio.Protocol):
             self.security_protocol,
             self._advertised,
             self._auth,
+            throttle=self.mute,
         )
         started = time.perf_counter()
         coro: Any = spec.handler(ctx, request)

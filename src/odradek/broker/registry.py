@@ -21,6 +21,7 @@ from odradek.broker.api import (
 from odradek.broker.apis import (
     add_offsets_to_txn,
     add_partitions_to_txn,
+    alter_client_quotas,
     alter_configs,
     alter_partition,
     alter_partition_reassignments,
@@ -35,6 +36,7 @@ from odradek.broker.apis import (
     delete_records,
     delete_topics,
     describe_acls,
+    describe_client_quotas,
     describe_cluster,
     describe_configs,
     describe_groups,
@@ -137,6 +139,9 @@ API_SPECS: tuple[ApiSpec[Any, Any], ...] = (
     describe_acls.API,
     create_acls.API,
     delete_acls.API,
+    # client quotas
+    describe_client_quotas.API,
+    alter_client_quotas.API,
 )
 
 

@@ -62,6 +62,7 @@ from odradek.clock import Clock, SystemClock
 from odradek.coordinator import GroupCoordinator
 from odradek.coordinator.transaction.coordinator import TransactionCoordinator
 from odradek.security.acl_store import open_acl_store
+from odradek.security.quota_store import open_quota_store
 from odradek.storage import LogManager
 from odradek.storage.cleaner import LogCleaner
 
@@ -218,6 +219,7 @@ class Broker:
         self.acls = await open_acl_store(
             cfg, self.data_dir, None if self._zk_config_store is None else self._zk_config_store.zk
         )
+        self.quotas = open_quota_store(cfg, self.data_dir)
         parts = compose(
             cfg,
             self.clock,
@@ -232,6 +234,7 @@ class Broker:
             dynamic_config=self.dynamic_config,
             group_configs=self.group_configs,
             acls=self.acls,
+            quotas=self.quotas,
         )
         self.log_manager, self.replica_manager = parts.log_manager, parts.replica_manager
         self.topic_admin, self.producer_ids = parts.topic_admin, parts.producer_ids

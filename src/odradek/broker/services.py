@@ -8,7 +8,7 @@ the metadata store, topic changes only through the topic admin.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from odradek.broker.broker_channel import BrokerChannel
@@ -24,6 +24,7 @@ from odradek.broker.txn_markers import TxnMarkerAppender
 from odradek.clock import Clock
 from odradek.coordinator import GroupCoordinator
 from odradek.coordinator.transaction.coordinator import TransactionCoordinator
+from odradek.security.quota_store import QuotaStore
 
 if TYPE_CHECKING:  # imports kazoo: only a broker in a cluster loads it
     from odradek.broker.zk_cluster import ZkCluster
@@ -57,6 +58,8 @@ class BrokerServices:
     """This broker's part in a cluster on ZooKeeper (None alone, without zookeeper.connect)."""
     acls: AclStore | None = None
     """The ACLs and the authorizer (None without ``authorizer.class.name``: all allowed)."""
+    quotas: QuotaStore = field(default_factory=QuotaStore)
+    """Client quota configs (DescribeClientQuotas, AlterClientQuotas, throttling)."""
 
     @property
     def node_id(self) -> int:

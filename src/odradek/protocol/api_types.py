@@ -78,6 +78,18 @@ if TYPE_CHECKING:
     from kio.schema.add_partitions_to_txn.v5.response import (
         AddPartitionsToTxnResponse as AddPartitionsToTxnResponseV5,
     )
+    from kio.schema.alter_client_quotas.v0.request import (
+        AlterClientQuotasRequest as AlterClientQuotasRequestV0,
+    )
+    from kio.schema.alter_client_quotas.v0.response import (
+        AlterClientQuotasResponse as AlterClientQuotasResponseV0,
+    )
+    from kio.schema.alter_client_quotas.v1.request import (
+        AlterClientQuotasRequest as AlterClientQuotasRequestV1,
+    )
+    from kio.schema.alter_client_quotas.v1.response import (
+        AlterClientQuotasResponse as AlterClientQuotasResponseV1,
+    )
     from kio.schema.alter_configs.v0.request import AlterConfigsRequest as AlterConfigsRequestV0
     from kio.schema.alter_configs.v0.response import AlterConfigsResponse as AlterConfigsResponseV0
     from kio.schema.alter_configs.v1.request import AlterConfigsRequest as AlterConfigsRequestV1
@@ -202,6 +214,18 @@ if TYPE_CHECKING:
     from kio.schema.describe_acls.v2.response import DescribeAclsResponse as DescribeAclsResponseV2
     from kio.schema.describe_acls.v3.request import DescribeAclsRequest as DescribeAclsRequestV3
     from kio.schema.describe_acls.v3.response import DescribeAclsResponse as DescribeAclsResponseV3
+    from kio.schema.describe_client_quotas.v0.request import (
+        DescribeClientQuotasRequest as DescribeClientQuotasRequestV0,
+    )
+    from kio.schema.describe_client_quotas.v0.response import (
+        DescribeClientQuotasResponse as DescribeClientQuotasResponseV0,
+    )
+    from kio.schema.describe_client_quotas.v1.request import (
+        DescribeClientQuotasRequest as DescribeClientQuotasRequestV1,
+    )
+    from kio.schema.describe_client_quotas.v1.response import (
+        DescribeClientQuotasResponse as DescribeClientQuotasResponseV1,
+    )
     from kio.schema.describe_cluster.v0.request import (
         DescribeClusterRequest as DescribeClusterRequestV0,
     )
@@ -1159,6 +1183,14 @@ if TYPE_CHECKING:
     ListPartitionReassignmentsResponse: TypeAlias = ListPartitionReassignmentsResponseV0
     OffsetDeleteRequest: TypeAlias = OffsetDeleteRequestV0
     OffsetDeleteResponse: TypeAlias = OffsetDeleteResponseV0
+    DescribeClientQuotasRequest: TypeAlias = (
+        DescribeClientQuotasRequestV0 | DescribeClientQuotasRequestV1
+    )
+    DescribeClientQuotasResponse: TypeAlias = (
+        DescribeClientQuotasResponseV0 | DescribeClientQuotasResponseV1
+    )
+    AlterClientQuotasRequest: TypeAlias = AlterClientQuotasRequestV0 | AlterClientQuotasRequestV1
+    AlterClientQuotasResponse: TypeAlias = AlterClientQuotasResponseV0 | AlterClientQuotasResponseV1
     DescribeUserScramCredentialsRequest: TypeAlias = DescribeUserScramCredentialsRequestV0
     DescribeUserScramCredentialsResponse: TypeAlias = DescribeUserScramCredentialsResponseV0
     AlterUserScramCredentialsRequest: TypeAlias = AlterUserScramCredentialsRequestV0

@@ -327,8 +327,21 @@ async def handle(ctx: RequestContext, request: AnyFetchRequest) -> EncodedRespon
     metrics = ctx.metrics
     if metrics is not None and not follower:
         _report_bytes_out(metrics, results)
+    throttle_ms = 0
+    if not follower:  # consumer_byte_rate: the record bytes answered
+        throttle_ms = services.quotas.record(
+            "consumer_byte_rate",
+            ctx.principal.name,
+            ctx.header.client_id,
+            sum(len(p.records) for _, ps in results for p in ps if p.records is not None),
+            services.clock,
+            ctx.throttle,
+            unrecord_if_throttled=True,
+        )
+        if throttle_ms > 0:  # Kafka answers a throttled consumer with no partition at all
+            return encode(request, [], throttle_ms)
     if ids is None:
-        return encode(request, results)
+        return encode(request, results, throttle_ms)
     read = iter(results)
     by_id: list[tuple[str | uuid.UUID, Sequence[FetchPartitionData]]] = []
     for i, (topic_id, (_, partitions)) in enumerate(zip(ids, infos, strict=True)):
@@ -338,8 +351,8 @@ async def handle(ctx: RequestContext, request: AnyFetchRequest) -> EncodedRespon
         else:
             by_id.append((topic_id, [FetchPartitionData(p.partition, error) for p in partitions]))
     if request.__version__ >= 16:
-        return _encode_with_leaders(services, request, results, by_id)
-    return encode(request, by_id)
+        return _encode_with_leaders(services, request, results, by_id, throttle_ms)
+    return encode(request, by_id, throttle_ms)
 
 
 def _denied(
@@ -368,11 +381,14 @@ def _report_bytes_out(metrics: TopicMetrics, results: FetchResults) -> None:
 def encode(
     request: AnyFetchRequest,
     results: Sequence[tuple[str | uuid.UUID, Sequence[FetchPartitionData]]],
+    throttle_time_ms: int = 0,
 ) -> EncodedResponse:
     """Encode ``results`` (topics by name up to v12, by id from v13)."""
     make = FetchPartitionResponse
     responses = [(topic, [make(*p) for p in partitions]) for topic, partitions in results]
-    parts, size = encode_fetch_response(int(request.__version__), responses)
+    parts, size = encode_fetch_response(
+        int(request.__version__), responses, throttle_time_ms=throttle_time_ms
+    )
     return EncodedResponse(parts, size)
 
 
@@ -381,6 +397,7 @@ def _encode_with_leaders(
     request: AnyFetchRequest,
     names: FetchResults,
     results: Sequence[tuple[str | uuid.UUID, Sequence[FetchPartitionData]]],
+    throttle_time_ms: int = 0,
 ) -> EncodedResponse:
     """v16+: a partition whose leader moved carries ``current_leader`` and the response the
     leaders' endpoints (KIP-951), from the metadata image."""
@@ -411,7 +428,10 @@ def _encode_with_leaders(
             out.append(FetchPartitionResponse(*p, current_leader=leader))
         responses.append((topic, out))
     parts, size = encode_fetch_response(
-        int(request.__version__), responses, node_endpoints=list(endpoints.values())
+        int(request.__version__),
+        responses,
+        node_endpoints=list(endpoints.values()),
+        throttle_time_ms=throttle_time_ms,
     )
     return EncodedResponse(parts, size)
 

@@ -150,6 +150,15 @@ async def handle(ctx: RequestContext, request: AnyProduceRequest) -> EncodedResp
         for (name, _index, records), r in zip(entries, results, strict=True):
             if r.last_offset >= 0 and records is not None:
                 metrics.topic_bytes_in(name, len(records), r.last_offset - r.base_offset + 1)
+    # producer_byte_rate: the record bytes of the request (Kafka counts the whole request)
+    throttle_ms = services.quotas.record(
+        "producer_byte_rate",
+        ctx.principal.name,
+        ctx.header.client_id,
+        sum(len(r) for _, _, r in entries if r is not None),
+        services.clock,
+        ctx.throttle,
+    )
     if acks == 0:
         return None
     out: list[tuple[str, list[PartitionResult]]] = []
@@ -163,7 +172,7 @@ async def handle(ctx: RequestContext, request: AnyProduceRequest) -> EncodedResp
             presults.append(_partition_result(pd.index, results[i]))
             i += 1
         out.append((td.name, presults))
-    return encode(request, out)
+    return encode(request, out, throttle_ms)
 
 
 def _txn_verifier(
@@ -240,9 +249,11 @@ _VERIFY_ERRORS = {
 
 
 def encode(
-    request: AnyProduceRequest, results: list[tuple[str, list[PartitionResult]]]
+    request: AnyProduceRequest,
+    results: list[tuple[str, list[PartitionResult]]],
+    throttle_time_ms: int = 0,
 ) -> EncodedResponse:
-    body = encode_produce_response(request.__version__, results)
+    body = encode_produce_response(request.__version__, results, throttle_time_ms=throttle_time_ms)
     return EncodedResponse((body,), len(body))
 
 

@@ -265,5 +265,8 @@ BROKER_KEYS: dict[str, ConfigKey] = {
         _k("super.users", _str, ""),
         _k("allow.everyone.if.no.acl.found", _bool, False),
         *(_k(name, parse, default, doc) for name, parse, default, doc in SECURITY_KEY_SPECS),
+        # client quotas (odradek.security.quota_store)
+        _k("quota.window.num", _int(1), 11),
+        _k("quota.window.size.seconds", _int(1), 1),
     ]
 }

@@ -118,6 +118,9 @@ MEANINGS: dict[str, str] = {
     "org.apache.kafka.metadata.authorizer.StandardAuthorizer turns ACLs on; empty allows all.",
     "super.users": "Principals allowed everything, ;-separated (User:admin;User:ops).",
     "allow.everyone.if.no.acl.found": "Allow a resource that no ACL names (default: deny).",
+    # client quotas
+    "quota.window.num": "Samples a client's rate is measured over (client quotas).",
+    "quota.window.size.seconds": "Length of one sample of a client's rate, in seconds.",
     # topics
     "num.partitions": "Partitions of an automatically created topic.",
     "default.replication.factor": "Replicas of an automatically created topic.",
