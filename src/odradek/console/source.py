@@ -130,6 +130,9 @@ class ClusterSource:
             return snap
 
     async def _refresh(self) -> ClusterSnapshot:
+        # stamped before the first read: a snapshot is never newer than the data in it (stamped
+        # after the reads, a topic created while they ran was missing from a "fresh" snapshot)
+        taken = self.now_ms()
         admin = await self.admin()
         cluster = await admin.describe_cluster()
         brokers = [BrokerView(n, h, p) for n, (h, p) in sorted(cluster["brokers"].items())]
@@ -226,7 +229,7 @@ class ClusterSource:
             {(g.group_id, p.topic, p.partition) for g in groups.values() for p in g.partitions}
         )
         return ClusterSnapshot(
-            now, cluster.get("cluster_id"), int(cluster.get("controller", -1)), brokers, topics,
+            taken, cluster.get("cluster_id"), int(cluster.get("controller", -1)), brokers, topics,
             groups, errors,
         )
 
