@@ -350,7 +350,12 @@ class TransactionCoordinator:
                 raise
             return on_write_error(outcome.response, exc.error)
         if outcome.markers is not None:
-            await self._send_markers(outcome.markers)
+            # the markers are the coordinator's from here on: a request cancelled now (its
+            # client disconnected) must not stop them, or the transaction stays prepared
+            task = asyncio.get_running_loop().create_task(self._send_markers(outcome.markers))
+            self._retries.add(task)
+            task.add_done_callback(self._retries.discard)
+            await asyncio.shield(task)
         return outcome.response
 
     async def _persist(self, records: Sequence[TransactionLogRecord]) -> None:
