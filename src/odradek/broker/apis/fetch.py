@@ -57,7 +57,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Sequence
-from typing import Any, TypeGuard
+from typing import TYPE_CHECKING, Any, TypeGuard
 
 from kio.schema.errors import ErrorCode
 from kio.schema.fetch.v4.request import FetchRequest as FetchRequestV4
@@ -92,23 +92,9 @@ from odradek.protocol.fetch_response import (
 
 __all__ = ["API", "handle"]
 
-AnyFetchRequest = (
-    FetchRequestV4
-    | FetchRequestV5
-    | FetchRequestV6
-    | FetchRequestV7
-    | FetchRequestV8
-    | FetchRequestV9
-    | FetchRequestV10
-    | FetchRequestV11
-    | FetchRequestV12
-    | FetchRequestV13
-    | FetchRequestV14
-    | FetchRequestV15
-    | FetchRequestV16
-    | FetchRequestV17
-)
-"""The versions decoded here (older ones arrive upgraded by ``protocol.legacy_versions``)."""
+if TYPE_CHECKING:
+    # the versions decoded here (older ones arrive upgraded by ``protocol.legacy_versions``)
+    from odradek.protocol.api_types import FetchRequest as AnyFetchRequest
 
 ByIdFetchRequest = (
     FetchRequestV13 | FetchRequestV14 | FetchRequestV15 | FetchRequestV16 | FetchRequestV17
