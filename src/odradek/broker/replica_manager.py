@@ -344,6 +344,24 @@ class ReplicaManager:
                 return None, _UNKNOWN
         return handle, handle.check_leader_epoch(current_leader_epoch)
 
+    def has_inconsistent_topic_id(
+        self, topic: str, topic_id: uuid.UUID, partitions: Iterable[int]
+    ) -> bool:
+        """True when a local replica of one of ``topic``'s ``partitions`` was created under
+        another topic id than ``topic_id`` (the metadata image's): a LeaderAndIsr named it and
+        the image has not caught up, so a Fetch v13+ answers INCONSISTENT_TOPIC_ID for the
+        topic (KIP-516). Alone the metadata store's id is the only one: never. A partition
+        without a local log, or whose topic id is not known, is not inconsistent."""
+        if not self.controller_managed:
+            return False
+        for index in partitions:
+            handle = self.get_partition(topic, index, create=False)
+            if handle is None or handle.topic_id is None or not handle.topic_id.int:
+                continue
+            if handle.topic_id != topic_id:
+                return True
+        return False
+
     def partitions(self) -> Iterable[Partition]:
         return self._partitions.values()
 
