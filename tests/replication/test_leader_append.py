@@ -58,7 +58,7 @@ async def test_a_marker_on_a_leader_alone_is_below_the_high_watermark_at_once() 
         assert handle is not None and handle.high_watermark == 3
         assert handle.producer_state().last_stable_offset(3) == 0  # the transaction is open
 
-        markers = TxnMarkerAppender(rm, rm.purgatory, clock, replication_timeout_ms=5000)
+        markers = TxnMarkerAppender(rm, clock, replication_timeout_ms=5000)
         marker = TxnMarker("t", 0, PID, EPOCH, TransactionResult.COMMIT, coordinator_epoch=0)
         # the wait for the ISR ends at once: the HW passed the marker when it was appended
         code = await asyncio.wait_for(markers.append_marker_replicated(marker), 1.0)

@@ -74,3 +74,29 @@ async def test_leader_and_isr_writes_the_id_and_refuses_another(tmp_path: Path) 
         }
     finally:
         rm.log_manager.close()
+
+
+async def test_a_replica_under_another_topic_id_is_inconsistent(tmp_path: Path) -> None:
+    """What a Fetch v13+ answers INCONSISTENT_TOPIC_ID for: a local replica that a
+    LeaderAndIsr created under another id than the metadata image's. Partitions without a
+    local replica are not; alone the store's id is the only one, so nothing is."""
+    metadata = LocalMetadataStore(1, None)
+    await metadata.create_topic("t", {0: [1], 1: [1]})
+    named, image = uuid.uuid4(), uuid.uuid4()
+    rm = _manager(metadata, tmp_path / "cluster", cluster=True)
+    try:
+        assert not rm.has_inconsistent_topic_id("t", image, [0, 1])  # no replica here yet
+        assert rm.become_leader_or_follower(0, 1, _lead(0), [], {"t": named}) == {
+            ("t", 0): ErrorCode.none
+        }
+        assert rm.has_inconsistent_topic_id("t", image, [0, 1])
+        assert not rm.has_inconsistent_topic_id("t", named, [0, 1])
+        assert not rm.has_inconsistent_topic_id("t", image, [1])  # no replica of partition 1
+    finally:
+        rm.log_manager.close()
+    alone = _manager(metadata, tmp_path / "alone", cluster=False)
+    try:
+        alone.become_leader_or_follower(0, 1, _lead(0), [], {"t": named})
+        assert not alone.has_inconsistent_topic_id("t", image, [0, 1])
+    finally:
+        alone.log_manager.close()

@@ -194,9 +194,7 @@ def compose(
         metadata, replica_manager, topic_admin, cfg.offsets_commit_timeout_ms
     )
     group = GroupCoordinator(writer, coordinator_config(cfg, data_dir), clock)
-    txn_markers = TxnMarkerAppender(
-        replica_manager, purgatory, clock, cfg.offsets_commit_timeout_ms
-    )
+    txn_markers = TxnMarkerAppender(replica_manager, clock, cfg.offsets_commit_timeout_ms)
     txn_markers.on_offsets_marker = group.complete_txn_offsets
     marker_writer = txn_markers.write_markers
     broker_channel: BrokerChannel | None = None

@@ -657,7 +657,7 @@ class KafkaConnection(asyncio.Protocol):
         info: RequestCodec,
         correlation_id: int,
         response: Any,
-        request: Any,
+        request: object,
         legacy: LegacyRequest | None = None,
     ) -> list[Any] | None:
         if response is None:
@@ -678,7 +678,7 @@ class KafkaConnection(asyncio.Protocol):
         spec: ApiSpec[Any, Any],
         info: RequestCodec,
         correlation_id: int,
-        request: Any,
+        request: object,
         legacy: LegacyRequest | None = None,
     ) -> Any:
         make_error = spec.error_response

@@ -14,8 +14,10 @@ from typing import Any
 from odradek.broker.api import (
     ApiSpec,
     EncodedResponse,
+    Req,
     RequestContext,
     RequestHeaderInfo,
+    Resp,
     Response,
 )
 from odradek.broker.apis import (
@@ -145,14 +147,14 @@ API_SPECS: tuple[ApiSpec[Any, Any], ...] = (
 )
 
 
-def _guarded(spec: ApiSpec[Any, Any]) -> ApiSpec[Any, Any]:
+def _guarded(spec: ApiSpec[Req, Resp]) -> ApiSpec[Req, Resp]:
     """``spec`` whose handler first runs its ``authorize`` check when the broker has an
     authorizer (and answers the refusal it returns instead of running the handler)."""
     check, handler = spec.authorize, spec.handler
     if check is None:
         return spec
 
-    async def handle(ctx: RequestContext, request: Any) -> Any:
+    async def handle(ctx: RequestContext, request: Req) -> Resp:
         if ctx.services.acls is not None:
             refusal = check(ctx, request)
             if refusal is not None:

@@ -23,17 +23,9 @@ Replication (the cluster mode; nothing of it runs alone until a LeaderAndIsr arr
 ``controller_managed``, the default with an AlterPartitionManager, makes partitions opened from
 the metadata image neither leader nor follower until their LeaderAndIsr):
 
-* ``become_leader_or_follower(controller_id, controller_epoch, partition_states,
-  live_leaders)`` applies a LeaderAndIsr: a stale controller epoch refuses the whole request
-  (``is_stale_controller_epoch``); a partition is applied only when this broker is one of its
-  replicas (else UNKNOWN_TOPIC_OR_PARTITION) and its leader epoch is newer than ours (or the
-  same epoch with a newer partition epoch), else STALE_CONTROLLER_EPOCH. Leaders stop fetching
-  and take the epoch; followers are handed to a ``ReplicaFetcher`` of their leader through
-  the ``ReplicaFetcherManager`` (``odradek.broker.replica_fetcher_manager``:
-  ``num.replica.fetchers`` per leader broker), which truncates first.
-* ``stop_replicas(controller_id, controller_epoch, partitions)`` applies a StopReplica: the
-  fetcher stops; with ``delete`` the partition and its log go. A leader epoch older than ours
-  → FENCED_LEADER_EPOCH.
+* LeaderAndIsr and StopReplica (``become_leader_or_follower``, ``stop_replicas``,
+  ``add_leadership_listener``) are ``odradek.broker.leadership``'s ``LeadershipChanges``,
+  which ``ReplicaManager`` inherits.
 * Leader side: ``record_follower_fetch`` (Fetch with replica_id ≥ 0) tracks the follower,
   moves the HW and expands the ISR; a background task shrinks the ISR every
   ``replica.lag.time.max.ms``/2 and checkpoints high watermarks every
@@ -42,10 +34,7 @@ the metadata image neither leader nor follower until their LeaderAndIsr):
   in flight; an expansion counts for the HW at once, a shrink once committed.
 * acks=all: ``min_insync_replicas(topic)`` and ``wait_for_acks`` (parks in the purgatory until
   ``Partition.acks_all_status`` decides).
-* ``add_leadership_listener(fn)``: ``fn(became_leader, became_follower)`` with
-  (topic, partition, leader_epoch) lists after each LeaderAndIsr, and the stopped partitions
-  as ``became_follower`` after a StopReplica (the coordinators' hook, ``follow_leadership``);
-  ``add_high_watermark_listener(fn)``: ``fn(topic, partition, hw)`` whenever a led partition's
+* ``add_high_watermark_listener(fn)``: ``fn(topic, partition, hw)`` whenever a led partition's
   high watermark moves (the coordinator writer's ``HighWatermarkListener`` rides on it).
 """
 
@@ -55,7 +44,7 @@ import asyncio
 import contextlib
 import logging
 import uuid
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, NamedTuple, Protocol
@@ -64,6 +53,12 @@ from kio.schema.errors import ErrorCode
 
 from odradek.broker.delayed_produce import DelayedProduce
 from odradek.broker.inter_broker_client import InterBrokerClient
+from odradek.broker.leadership import (
+    LeaderAndIsrPartition,
+    LeadershipChanges,
+    LeadershipListener,
+    StopReplicaPartition,
+)
 from odradek.broker.metadata_store import MetadataStore, PartitionState, TopicMetadata
 from odradek.broker.partition import (
     AppendOrigin,
@@ -102,8 +97,6 @@ log = logging.getLogger("odradek.broker")
 PRODUCER_STATE_DIR = "odradek-producer-state"
 _UNKNOWN = ErrorCode.unknown_topic_or_partition
 _NONE = ErrorCode.none
-_STALE_CONTROLLER = ErrorCode.stale_controller_epoch
-_FENCED = ErrorCode.fenced_leader_epoch
 _TIMED_OUT = ErrorCode.request_timed_out
 _NOT_LEADER = ErrorCode.not_leader_or_follower
 _NOBODY: frozenset[tuple[str, int]] = frozenset()
@@ -191,38 +184,7 @@ class AlterPartitionManager(Protocol):
     ) -> PartitionState | ErrorCode: ...
 
 
-LeadershipListener = Callable[[list[tuple[str, int, int]], list[tuple[str, int, int]]], None]
-"""``(became_leader, became_follower)``: (topic, partition, leader_epoch) lists."""
-
-
-@dataclass(frozen=True, slots=True)
-class LeaderAndIsrPartition:
-    """One partition of a LeaderAndIsr, as ``become_leader_or_follower`` needs it (the
-    fields of ``protocol.inter_broker.LeaderAndIsrPartitionState`` of the same names)."""
-
-    topic_name: str
-    partition_index: int
-    leader: int
-    leader_epoch: int
-    isr: Sequence[int]
-    partition_epoch: int
-    replicas: Sequence[int]
-    controller_epoch: int = -1
-
-
-@dataclass(frozen=True, slots=True)
-class StopReplicaPartition:
-    topic_name: str
-    partition_index: int
-    leader_epoch: int = -1
-    delete_partition: bool = False
-
-
-_NO_EPOCH = -1
-_EPOCH_DURING_DELETE = -2
-
-
-class ReplicaManager:
+class ReplicaManager(LeadershipChanges):
     """The partitions of this broker. See the module docstring."""
 
     def __init__(
@@ -344,6 +306,24 @@ class ReplicaManager:
                 return None, _UNKNOWN
         return handle, handle.check_leader_epoch(current_leader_epoch)
 
+    def has_inconsistent_topic_id(
+        self, topic: str, topic_id: uuid.UUID, partitions: Iterable[int]
+    ) -> bool:
+        """True when a local replica of one of ``topic``'s ``partitions`` was created under
+        another topic id than ``topic_id`` (the metadata image's): a LeaderAndIsr named it and
+        the image has not caught up, so a Fetch v13+ answers INCONSISTENT_TOPIC_ID for the
+        topic (KIP-516). Alone the metadata store's id is the only one: never. A partition
+        without a local log, or whose topic id is not known, is not inconsistent."""
+        if not self.controller_managed:
+            return False
+        for index in partitions:
+            handle = self.get_partition(topic, index, create=False)
+            if handle is None or handle.topic_id is None or not handle.topic_id.int:
+                continue
+            if handle.topic_id != topic_id:
+                return True
+        return False
+
     def partitions(self) -> Iterable[Partition]:
         return self._partitions.values()
 
@@ -390,185 +370,6 @@ class ReplicaManager:
         for (t, _p), handle in self._partitions.items():
             if t == topic.name:
                 handle.config = config
-
-    # -- replication: LeaderAndIsr, StopReplica ------------------------------------------------
-
-    def is_stale_controller_epoch(self, controller_epoch: int) -> bool:
-        """A request from a controller older than the newest seen (STALE_CONTROLLER_EPOCH)."""
-        return controller_epoch < self.controller_epoch
-
-    def add_leadership_listener(self, listener: LeadershipListener) -> None:
-        self._listeners.append(listener)
-
-    def _partition_for_controller(self, topic: str, partition: int) -> Partition:
-        """The partition, its log created if missing; the topic need not be known to the
-        metadata store (its config then is the broker default)."""
-        key = (topic, partition)
-        handle = self._partitions.get(key)
-        if handle is not None:
-            return handle
-        meta = self.metadata.topic(topic)
-        config = self.default_log_config if meta is None else self.log_config_for(meta)
-        plog = self.log_manager.get_or_create(topic, partition, config)
-        initial = PartitionState(partition=partition, leader=-1, leader_epoch=-1)
-        plog.high_watermark_follows_leo = False
-        handle = Partition(
-            topic,
-            partition,
-            plog,
-            config,
-            initial,
-            self.node_id,
-            self.snapshot_path(topic, partition),
-            purgatory=self.purgatory,
-            high_watermark_listeners=self._hw_listeners,
-        )
-        self._partitions[key] = handle
-        return handle
-
-    def become_leader_or_follower(
-        self,
-        controller_id: int,
-        controller_epoch: int,
-        partition_states: Iterable[Any],
-        live_leaders: Iterable[Any],
-        topic_ids: Mapping[str, uuid.UUID] | None = None,
-    ) -> dict[tuple[str, int], ErrorCode]:
-        """Apply a LeaderAndIsr (see the module docstring). ``partition_states`` are
-        ``LeaderAndIsrPartition``-like (inter_broker's ``LeaderAndIsrPartitionState`` fits);
-        ``live_leaders`` have ``broker_id``, ``host_name``, ``port``. Returns the error per
-        (topic, partition)."""
-        states = list(partition_states)
-        if self.is_stale_controller_epoch(controller_epoch):
-            log.warning(
-                "ignoring LeaderAndIsr from controller %d with stale epoch %d (newest %d)",
-                controller_id,
-                controller_epoch,
-                self.controller_epoch,
-            )
-            return {(s.topic_name, s.partition_index): _STALE_CONTROLLER for s in states}
-        self.controller_epoch = controller_epoch
-        self._start_background()
-        leaders = {int(ll.broker_id): (str(ll.host_name), int(ll.port)) for ll in live_leaders}
-        now_ms = self.clock.now_ms()
-        result: dict[tuple[str, int], ErrorCode] = {}
-        became_leader: list[tuple[str, int, int]] = []
-        became_follower: list[tuple[str, int, int]] = []
-        for s in states:
-            key = (s.topic_name, s.partition_index)
-            if self.node_id not in s.replicas:
-                result[key] = _UNKNOWN
-                continue
-            try:
-                handle = self._partition_for_controller(*key)
-            except (ValueError, OSError) as exc:  # illegal name, storage failure
-                log.warning("LeaderAndIsr for %s-%d: %s", key[0], key[1], exc)
-                result[key] = (
-                    ErrorCode.kafka_storage_error if isinstance(exc, OSError) else _UNKNOWN
-                )
-                continue
-            current = handle.current_epoch_for_controller()
-            newer = s.leader_epoch > current or (
-                s.leader_epoch == current and s.partition_epoch > handle.state.version
-            )
-            if not newer:
-                result[key] = _STALE_CONTROLLER
-                continue
-            if topic_ids and key[0] in topic_ids:
-                tid = topic_ids[key[0]]
-                if (
-                    self.controller_managed
-                    and tid.int
-                    and self._assign_topic_id(handle, tid) not in (tid, None)
-                ):
-                    result[key] = ErrorCode.inconsistent_topic_id  # another topic's log
-                    continue
-                handle.topic_id = tid
-            state = PartitionState(
-                partition=s.partition_index,
-                leader=s.leader,
-                leader_epoch=s.leader_epoch,
-                replicas=list(s.replicas),
-                isr=list(s.isr),
-                controller_epoch=controller_epoch,
-                version=s.partition_epoch,
-            )
-            self.fetcher_manager.remove_fetcher_for_partitions([key])
-            if s.leader == self.node_id:
-                handle.make_leader(state, now_ms)
-                became_leader.append((key[0], key[1], s.leader_epoch))
-            else:
-                handle.make_follower(state)
-                address = leaders.get(s.leader)
-                if address is not None:
-                    self.fetcher_manager.add_fetcher_for_partition(s.leader, *address, handle)
-                else:
-                    log.info("%s-%d: leader %d is not live; not fetching", key[0], key[1], s.leader)
-                became_follower.append((key[0], key[1], s.leader_epoch))
-            self.purgatory.notify(*key)  # acks=all waiters see the new leadership
-            result[key] = _NONE
-        self.fetcher_manager.shutdown_idle_fetchers()
-        if became_leader or became_follower:
-            self._notify_leadership(became_leader, became_follower)
-        return result
-
-    def _notify_leadership(
-        self, became_leader: list[tuple[str, int, int]], became_follower: list[tuple[str, int, int]]
-    ) -> None:
-        for listener in list(self._listeners):
-            try:
-                listener(became_leader, became_follower)
-            except Exception:
-                log.exception("leadership listener failed")
-
-    def stop_replicas(
-        self,
-        controller_id: int,
-        controller_epoch: int,
-        partitions: Iterable[Any],
-    ) -> dict[tuple[str, int], ErrorCode]:
-        """Apply a StopReplica (see the module docstring). ``partitions`` are
-        ``StopReplicaPartition``-like. Returns the error per (topic, partition)."""
-        items = list(partitions)
-        if self.is_stale_controller_epoch(controller_epoch):
-            return {(p.topic_name, p.partition_index): _STALE_CONTROLLER for p in items}
-        self.controller_epoch = controller_epoch
-        result: dict[tuple[str, int], ErrorCode] = {}
-        stopped: list[tuple[str, int, int]] = []
-        for p in items:
-            key = (p.topic_name, p.partition_index)
-            handle = self._partitions.get(key)
-            epoch = p.leader_epoch
-            if (
-                handle is not None
-                and epoch not in (_NO_EPOCH, _EPOCH_DURING_DELETE)
-                and epoch < handle.current_epoch_for_controller()
-            ):
-                result[key] = _FENCED
-                continue
-            self.fetcher_manager.remove_fetcher_for_partitions([key])
-            if p.delete_partition:
-                self._partitions.pop(key, None)
-                try:
-                    self.log_manager.delete_log(*key)
-                except OSError as exc:
-                    log.warning("StopReplica: deleting %s-%d failed: %s", key[0], key[1], exc)
-                    result[key] = ErrorCode.kafka_storage_error
-                    continue
-                path = self.snapshot_path(*key)
-                if path is not None:
-                    with contextlib.suppress(FileNotFoundError):
-                        path.unlink()
-            elif handle is not None:
-                handle.stop()
-            if handle is not None:
-                stopped.append((key[0], key[1], epoch))
-            self.purgatory.notify(*key)
-            result[key] = _NONE
-        self.fetcher_manager.shutdown_idle_fetchers()
-        if stopped:  # no longer led here (Kafka's coordinators resign on StopReplica too)
-            self._notify_leadership([], stopped)
-        return result
 
     def fetchers(self) -> dict[tuple[int, int], ReplicaFetcher]:
         """The replica fetchers by (leader broker id, fetcher id) (for tests and metrics)."""

@@ -39,7 +39,6 @@ from kio.schema.errors import ErrorCode
 from odradek.broker.broker_channel import BrokerChannel
 from odradek.broker.inter_broker_client import InterBrokerRequestError
 from odradek.broker.metadata_store import MetadataStore
-from odradek.broker.purgatory import Purgatory
 from odradek.broker.replica_manager import AppendOrigin, DelayedProduce, ReplicaManager
 from odradek.clock import Clock
 from odradek.coordinator.transaction.manager import TxnMarker
@@ -63,12 +62,10 @@ class TxnMarkerAppender:
     def __init__(
         self,
         replicas: ReplicaManager,
-        purgatory: Purgatory,
         clock: Clock,
         replication_timeout_ms: int = 5000,
     ) -> None:
         self._replicas = replicas
-        self._purgatory = purgatory
         self._clock = clock
         self._replication_timeout_s = replication_timeout_ms / 1000
         self.on_offsets_marker: OffsetsMarkerListener | None = None

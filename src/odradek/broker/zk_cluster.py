@@ -38,6 +38,7 @@ from concurrent.futures import Future
 from typing import Any, TypeVar
 
 from kio.schema.alter_partition.v2 import request as ap_request
+from kio.schema.alter_partition.v2 import response as ap_response
 
 from odradek.broker.config import BrokerConfig
 from odradek.broker.inter_broker_client import InterBrokerClient, InterBrokerRequestError, Node
@@ -170,12 +171,17 @@ class ZkCluster:
         except InterBrokerRequestError as exc:
             raise ControllerUnavailableError(str(exc)) from exc
 
-    async def alter_partition(self, request: Any) -> Any:
+    async def alter_partition(
+        self, request: ap_request.AlterPartitionRequest
+    ) -> ap_response.AlterPartitionResponse:
         """A kio AlterPartitionRequest (v2) answered by the active controller."""
         controller = self.controller
+        response: ap_response.AlterPartitionResponse
         if controller is not None and controller.is_active:
-            return await _await_future(controller.alter_partition_request(request))
-        return await self._to_controller(ALTER_PARTITION_PURPOSE, request)
+            response = await _await_future(controller.alter_partition_request(request))
+        else:
+            response = await self._to_controller(ALTER_PARTITION_PURPOSE, request)
+        return response
 
     async def _controlled_shutdown_once(self) -> ib.ControlledShutdownResponse:
         epoch = self.store.broker_epoch
@@ -288,7 +294,7 @@ class ControllerAlterPartitionManager:
                 if p.error_code != ErrorCode.none:
                     return ErrorCode(int(p.error_code))
                 known = cluster.store.partition(topic, partition)
-                replicas = list(known.replicas) if known is not None else list(p.isr)
+                replicas = list(known.replicas) if known is not None else [int(b) for b in p.isr]
                 return PartitionState(
                     partition,
                     int(p.leader_id),

@@ -27,7 +27,8 @@ What a cleaning does, for the dirtiest log:
    map fills up, the dirty section ends at the last segment that fitted whole.
 5. **Rewrite** (cleaner thread) every segment from the log start to the end of the mapped
    section into a new segment with the same base offset (``<base>.log.cleaned``), batch by
-   batch as Kafka's ``Cleaner.cleanInto`` (``_clean_batch``, ``_CleanedTransactions``):
+   batch as Kafka's ``Cleaner.cleanInto`` (``_clean_batch``; the transactions' bookkeeping,
+   ``CleanedTransactions``, and the header walk of step 3 are ``cleaner_txn``'s):
 
    * a data record is kept when its offset is the latest for its key and it is not in an
      aborted transaction; records without a key go;
@@ -100,10 +101,15 @@ from odradek.storage.cleaner_records import (
     filter_batch,
     iter_raw_records,
 )
+from odradek.storage.cleaner_txn import (
+    CleanedTransactions,
+    HeaderWalk,
+    control_type,
+    walk_headers,
+)
 from odradek.storage.offset_map import OffsetMapFullError, SkimpyOffsetMap
 from odradek.storage.producer_state import loaded_state
 from odradek.storage.transaction_index import (
-    AbortedTxn,
     ControlRecordType,
     TransactionIndexFiles,
 )
@@ -125,7 +131,6 @@ logger = logging.getLogger("odradek.storage.cleaner")
 CLEANER_OFFSET_CHECKPOINT = "cleaner-offset-checkpoint"
 _HEADER = BATCH_HEADER
 HEADER_SIZE = BATCH_HEADER_SIZE
-_CONTROL_KEY = struct.Struct(">hh")  # ControlRecordType key: version, type
 _T = TypeVar("_T")
 OwnerCall = Callable[[Callable[[], Any]], Any]
 
@@ -392,135 +397,11 @@ def _snapshot(log: Any, end_offset: int) -> _Snapshot | None:
     return _Snapshot(views, log.segments[0], log.config, tail, log.high_watermark)
 
 
-def _control_type(batch: bytes, count: int) -> int | None:
-    """The ControlRecordType of a control batch's record (ABORT 0, COMMIT 1), or None for an
-    empty control batch (one the cleaner emptied before)."""
-    if count == 0:
-        return None
-    for _, _, _, _, key, _ in iter_raw_records(batch_records_data(batch), 1):
-        if key is not None and len(key) >= _CONTROL_KEY.size:
-            return int(_CONTROL_KEY.unpack_from(key)[1])
-    return -1
-
-
-@dataclass(slots=True)
-class _Walk:
-    """What one header walk of the log found (Kafka takes the first two from the producer
-    state and the aborted transactions from the ``.txnindex``: here all come from the log
-    itself, which holds every marker the index is built from, so that a log whose producer
-    state is not loaded, or a memory log, is cleaned alike).
-
-    ``aborted``: the ``.txnindex`` entries of the transactions aborted in the log
-    (producer id, first data offset, ABORT marker's offset). ``first_unstable``: the first
-    offset of a transaction whose marker is not below the high watermark: nothing from there
-    on is cleaned (Kafka does not clean past the last stable offset)."""
-
-    last_data_offset: dict[int, int] = field(default_factory=dict)  # pid -> last data offset
-    last_epoch: dict[int, int] = field(default_factory=dict)  # pid -> its last batch's epoch
-    aborted: list[AbortedTxn] = field(default_factory=list)
-    first_unstable: int | None = None
-
-    def is_last_of_producer(self, pid: int, last_offset: int, control: bool, epoch: int) -> bool:
-        """Kafka's ``isBatchLastRecordOfProducer``: the producer's last data batch, or, for a
-        producer with no data batch left, its markers of its last epoch."""
-        data_last = self.last_data_offset.get(pid)
-        if data_last is not None:
-            return last_offset == data_last
-        return control and self.last_epoch.get(pid) == epoch
-
-
-def _walk_headers(snapshot: _Snapshot, throttler: _Throttler) -> _Walk:
-    """Read every batch header of the log (and the record of each control batch): the
-    segments to clean and the rest of the log as the snapshot saw it. A marker at or past the
-    high watermark does not end its transaction (Kafka's last stable offset counts a
-    transaction whose marker is not replicated yet as unstable)."""
-    walk = _Walk()
-    ongoing: dict[int, int] = {}  # pid -> first offset of its transaction
-    high_watermark = snapshot.high_watermark
-    segments = [(v.reader, v.size) for v in snapshot.views] + snapshot.tail
-    for reader, segment_size in segments:
-        position = 0
-        while position + HEADER_SIZE <= segment_size:
-            throttler.pause()
-            raw = reader.read(position, HEADER_SIZE)
-            if len(raw) < HEADER_SIZE:
-                break  # the segment shrank under us (a truncation past the high watermark)
-            header = _HEADER.unpack_from(raw)
-            size = header[1] + LOG_OVERHEAD
-            base, attributes, pid = header[0], header[5], header[9]
-            last = base + header[6]
-            if base >= high_watermark or size < HEADER_SIZE:
-                break  # not replicated yet: may still be truncated and rewritten
-            if pid >= 0:
-                walk.last_epoch[pid] = header[10]
-                if not attributes & CONTROL_BIT:
-                    walk.last_data_offset[pid] = last
-                    if attributes & TRANSACTIONAL_BIT:
-                        ongoing.setdefault(pid, base)
-                elif last < high_watermark and position + size <= segment_size:
-                    first = ongoing.pop(pid, None)
-                    kind = _control_type(reader.read(position, size), header[12])
-                    if first is not None and kind == ControlRecordType.ABORT:
-                        walk.aborted.append(AbortedTxn(pid, first, last, last + 1))
-            position += size
-    walk.first_unstable = min(ongoing.values(), default=None)
-    return walk
-
-
-class _CleanedTransactions:
-    """Kafka's ``CleanedTransactionMetadata``: fed the batches of a pass in offset order, it
-    says which data batches belong to aborted transactions (their records go) and which
-    markers may go (no batch of their transaction was read in this pass: the transaction's
-    records are all gone already, so the marker only waits for its delete horizon)."""
-
-    __slots__ = ("_aborted", "_aborting", "_committing", "_next")
-
-    def __init__(self, aborted: list[AbortedTxn]) -> None:
-        self._aborted = sorted(aborted, key=lambda t: t.first_offset)
-        self._next = 0
-        self._committing: set[int] = set()  # pids with a batch read in an ongoing committed txn
-        self._aborting: dict[int, list[Any]] = {}  # pid -> [AbortedTxn, a batch was read]
-
-    def _consume_up_to(self, offset: int) -> None:
-        aborted = self._aborted
-        while self._next < len(aborted) and aborted[self._next].first_offset <= offset:
-            txn = aborted[self._next]
-            self._next += 1
-            self._aborting.setdefault(txn.producer_id, [txn, False])
-
-    def on_control_batch(self, pid: int, last_offset: int, kind: int | None) -> bool:
-        """A marker was read: whether it may be discarded (once its horizon has passed)."""
-        self._consume_up_to(last_offset)
-        if kind is None:
-            return True  # emptied by an earlier cleaning
-        if kind == ControlRecordType.ABORT:
-            entry = self._aborting.pop(pid, None)
-            return not (entry is not None and entry[1])  # kept while its data was seen
-        if kind == ControlRecordType.COMMIT:
-            if pid in self._committing:
-                self._committing.discard(pid)
-                return False
-            return True
-        return False
-
-    def on_batch(self, pid: int, last_offset: int, transactional: bool) -> bool:
-        """A data batch was read: whether it belongs to an aborted transaction."""
-        self._consume_up_to(last_offset)
-        if not transactional:
-            return False
-        entry = self._aborting.get(pid)
-        if entry is not None:
-            entry[1] = True
-            return True
-        self._committing.add(pid)
-        return False
-
-
 def _clean_batch(
     batch: bytes,
     header: tuple[int, ...],
-    txns: _CleanedTransactions,
-    walk: _Walk,
+    txns: CleanedTransactions,
+    walk: HeaderWalk,
     offset_map: SkimpyOffsetMap,
     now_ms: int,
     horizon_ms: int,
@@ -536,7 +417,7 @@ def _clean_batch(
     flagged = bool(attributes & DELETE_HORIZON_BIT)
     past_horizon = flagged and header[7] <= now_ms
     if control:
-        kind = _control_type(batch, count)
+        kind = control_type(batch, count)
         can_discard = txns.on_control_batch(pid, last, kind)
         discard_records = can_discard and past_horizon
         if discard_records and kind == ControlRecordType.ABORT:
@@ -617,7 +498,11 @@ def clean_log(
         views = snapshot.views
         log_config = snapshot.config
         # 3. producers' last batches and the transactions: a header walk of the whole log
-        walk = _walk_headers(snapshot, throttler)
+        walk = walk_headers(
+            [(v.reader, v.size) for v in snapshot.views] + snapshot.tail,
+            snapshot.high_watermark,
+            throttler.pause,
+        )
         stats.first_unstable_offset = -1 if walk.first_unstable is None else walk.first_unstable
         # 4. the offset map over the dirty section (whole segments only), below the first
         # offset of a transaction whose marker is not below the high watermark (Kafka: LSO)
@@ -625,7 +510,7 @@ def clean_log(
         dirty = [v for v in views if v.upper > to_clean.first_dirty_offset]
         if walk.first_unstable is not None:
             dirty = [v for v in dirty if v.upper <= walk.first_unstable]
-        txns = _CleanedTransactions(walk.aborted)
+        txns = CleanedTransactions(walk.aborted)
         for view in dirty:
             try:
                 for batch in _iter_batches(
@@ -637,7 +522,7 @@ def clean_log(
                     last = base + header[6]
                     stats.records_read += count
                     if attributes & CONTROL_BIT:
-                        txns.on_control_batch(header[9], last, _control_type(batch, count))
+                        txns.on_control_batch(header[9], last, control_type(batch, count))
                         continue
                     if txns.on_batch(header[9], last, bool(attributes & TRANSACTIONAL_BIT)):
                         continue  # aborted: its records go, they do not count as latest
@@ -662,7 +547,7 @@ def clean_log(
             return stats
         # 5. rewrite from the log start to the end of the mapped section
         horizon = now_ms + log_config.delete_retention_ms  # for batches cleaned the first time
-        txns = _CleanedTransactions(walk.aborted)
+        txns = CleanedTransactions(walk.aborted)
         removed_aborts: list[int] = []
         replacements: list[tuple[Any, Any]] = []
         for view in views:

@@ -19,12 +19,12 @@ import dataclasses
 import datetime
 import typing
 from collections.abc import Callable, Iterable
-from typing import Any
+from typing import Any, Protocol, TypeVar
 
 from kio.schema.errors import ErrorCode
 
 from odradek.broker.api import Authorize, RequestContext
-from odradek.broker.apis._util import response_types
+from odradek.broker.apis._util import KioEntity, response_types
 from odradek.security.acls import CLUSTER_NAME, AclOperation, ResourceType
 
 __all__ = [
@@ -48,6 +48,26 @@ __all__ = [
     "resource",
     "transactional_id",
 ]
+
+
+_Req = TypeVar("_Req")
+_Resp = TypeVar("_Resp")
+_KioReq = TypeVar("_KioReq", bound=KioEntity)
+_TxnReq = TypeVar("_TxnReq", bound="_TransactionalRequest")
+
+
+class _GroupRequest(KioEntity, Protocol):
+    """A kio request naming a group (JoinGroup, OffsetCommit, AddOffsetsToTxn, ...)."""
+
+    @property
+    def group_id(self) -> str: ...
+
+
+class _TransactionalRequest(KioEntity, Protocol):
+    """A kio request naming a transactional id (AddPartitionsToTxn, EndTxn, ...)."""
+
+    @property
+    def transactional_id(self) -> str | None: ...
 
 
 def enabled(ctx: RequestContext) -> bool:
@@ -88,11 +108,13 @@ def authorized_operations(
     return bits
 
 
-def cluster(op: AclOperation, refusal: Callable[[Any, ErrorCode], Any]) -> Authorize[Any, Any]:
+def cluster(
+    op: AclOperation, refusal: Callable[[_Req, ErrorCode], _Resp]
+) -> Authorize[_Req, _Resp]:
     """An ``ApiSpec.authorize`` that needs ``op`` on the cluster and answers a refused request
     with ``refusal(request, CLUSTER_AUTHORIZATION_FAILED)``."""
 
-    def authorize(ctx: RequestContext, request: Any) -> Any:
+    def authorize(ctx: RequestContext, request: _Req) -> _Resp | None:
         if cluster_allowed(ctx, op):
             return None
         return refusal(request, ErrorCode.cluster_authorization_failed)
@@ -147,7 +169,7 @@ def _is_optional(t: Any) -> bool:
     return type(None) in typing.get_args(t)
 
 
-def refusal(request: Any, code: ErrorCode) -> Any:
+def refusal(request: KioEntity, code: ErrorCode) -> Any:
     """The response of a request refused as a whole, for an API whose response has a top-level
     ``error_code``: that code, throttle time 0, every list empty and every other field its
     default (or -1, "", null): what Kafka answers (``getErrorResponse``) for such APIs."""
@@ -170,15 +192,15 @@ def refusal(request: Any, code: ErrorCode) -> Any:
 def resource(
     op: AclOperation,
     rtype: ResourceType,
-    name_of: Callable[[Any], str | None],
+    name_of: Callable[[_KioReq], str | None],
     code: ErrorCode,
-    refuse: Callable[[Any, ErrorCode], Any] = refusal,
-) -> Authorize[Any, Any]:
+    refuse: Callable[[_KioReq, ErrorCode], Any] = refusal,
+) -> Authorize[_KioReq, Any]:
     """An ``ApiSpec.authorize`` that needs ``op`` on the resource ``name_of(request)`` names (a
     group, a transactional id) and answers ``refuse(request, code)`` otherwise; a request naming
     none (None) is not checked here."""
 
-    def authorize(ctx: RequestContext, request: Any) -> Any:
+    def authorize(ctx: RequestContext, request: _KioReq) -> Any:
         name = name_of(request)
         if name is None or allowed(ctx, op, rtype, name):
             return None
@@ -187,33 +209,43 @@ def resource(
     return authorize
 
 
-def group(op: AclOperation) -> Authorize[Any, Any]:
+def _group_id(request: _GroupRequest) -> str:
+    return request.group_id
+
+
+def _transactional_id(request: _TransactionalRequest) -> str | None:
+    return request.transactional_id
+
+
+def group(op: AclOperation) -> Authorize[_GroupRequest, Any]:
     """``op`` on the request's ``group_id``, else GROUP_AUTHORIZATION_FAILED."""
-    return resource(
-        op, ResourceType.GROUP, lambda r: r.group_id, ErrorCode.group_authorization_failed
-    )
+    return resource(op, ResourceType.GROUP, _group_id, ErrorCode.group_authorization_failed)
 
 
-def transactional_id(op: AclOperation = AclOperation.WRITE) -> Authorize[Any, Any]:
+def transactional_id(
+    op: AclOperation = AclOperation.WRITE,
+) -> Authorize[_TransactionalRequest, Any]:
     """``op`` on the request's ``transactional_id``, else TRANSACTIONAL_ID_AUTHORIZATION_FAILED."""
     return resource(
         op,
         ResourceType.TRANSACTIONAL_ID,
-        lambda r: r.transactional_id,
+        _transactional_id,
         ErrorCode.transactional_id_authorization_failed,
     )
 
 
-def cluster_action() -> Authorize[Any, Any]:
+def cluster_action() -> Authorize[KioEntity, Any]:
     """CLUSTER_ACTION on the cluster (inter-broker APIs), else the generic refusal."""
     return cluster(AclOperation.CLUSTER_ACTION, refusal)
 
 
-def cluster_action_at_version(refuse: Callable[[Any, int, ErrorCode], Any]) -> Authorize[Any, Any]:
+def cluster_action_at_version(
+    refuse: Callable[[_Req, int, ErrorCode], _Resp],
+) -> Authorize[_Req, _Resp]:
     """CLUSTER_ACTION on the cluster, answered ``refuse(request, version, code)`` otherwise (the
     inter-broker APIs whose hand-written encoders take the request's version)."""
 
-    def authorize(ctx: RequestContext, request: Any) -> Any:
+    def authorize(ctx: RequestContext, request: _Req) -> _Resp | None:
         if cluster_allowed(ctx, AclOperation.CLUSTER_ACTION):
             return None
         return refuse(request, ctx.header.api_version, ErrorCode.cluster_authorization_failed)
@@ -221,10 +253,10 @@ def cluster_action_at_version(refuse: Callable[[Any, int, ErrorCode], Any]) -> A
     return authorize
 
 
-def all_of(*checks: Authorize[Any, Any]) -> Authorize[Any, Any]:
+def all_of(*checks: Authorize[_Req, _Resp]) -> Authorize[_Req, _Resp]:
     """The first refusal of ``checks``, in order (Kafka checks a transactional id before a group)."""
 
-    def authorize(ctx: RequestContext, request: Any) -> Any:
+    def authorize(ctx: RequestContext, request: _Req) -> _Resp | None:
         for check in checks:
             refused = check(ctx, request)
             if refused is not None:
@@ -234,12 +266,14 @@ def all_of(*checks: Authorize[Any, Any]) -> Authorize[Any, Any]:
     return authorize
 
 
-def producer(refuse: Callable[[Any, ErrorCode], Any]) -> Authorize[Any, Any]:
+def producer(
+    refuse: Callable[[_TxnReq, ErrorCode], _Resp],
+) -> Authorize[_TxnReq, _Resp]:
     """InitProducerId: WRITE on the transactional id (else TRANSACTIONAL_ID_AUTHORIZATION_FAILED);
     without one (an idempotent producer) IDEMPOTENT_WRITE on the cluster or WRITE on some
     topic (else CLUSTER_AUTHORIZATION_FAILED), as Kafka checks."""
 
-    def authorize(ctx: RequestContext, request: Any) -> Any:
+    def authorize(ctx: RequestContext, request: _TxnReq) -> _Resp | None:
         txn_id = request.transactional_id
         if txn_id is not None:
             if allowed(ctx, AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID, txn_id):

@@ -129,10 +129,14 @@ async def handle(
     )
 
 
-def _error(request: Any, code: ErrorCode) -> Any:
+def _error(
+    request: AlterUserScramCredentialsRequest, code: ErrorCode
+) -> AlterUserScramCredentialsResponse:
     types = response_types(request)
-    users = dict.fromkeys(i.name for i in (*request.deletions, *request.upsertions))
-    return make(
+    users = dict.fromkeys(
+        [*(d.name for d in request.deletions), *(u.name for u in request.upsertions)]
+    )
+    response: AlterUserScramCredentialsResponse = make(
         types.AlterUserScramCredentialsResponse,
         throttle_time=NO_THROTTLE,
         results=tuple(
@@ -140,6 +144,7 @@ def _error(request: Any, code: ErrorCode) -> Any:
             for u in users
         ),
     )
+    return response
 
 
 API = ApiSpec(

@@ -10,7 +10,7 @@ directory) and reach every broker's authorizer.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, cast
 
 from kio.schema.errors import ErrorCode
 
@@ -25,7 +25,9 @@ if TYPE_CHECKING:
 __all__ = ["API", "handle"]
 
 
-def _answer(request: Any, results: list[tuple[ErrorCode, str | None]]) -> CreateAclsResponse:
+def _answer(
+    request: CreateAclsRequest, results: list[tuple[ErrorCode, str | None]]
+) -> CreateAclsResponse:
     types = response_types(request)
     return cast(
         "CreateAclsResponse",

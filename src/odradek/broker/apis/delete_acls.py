@@ -4,7 +4,7 @@ answers SECURITY_DISABLED; a filter with an UNKNOWN value INVALID_REQUEST (that 
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, cast
 
 from kio.schema.errors import ErrorCode
 
@@ -21,7 +21,7 @@ __all__ = ["API", "handle"]
 
 
 def _answer(
-    request: Any, results: list[tuple[ErrorCode, str | None, list[AclBinding]]]
+    request: DeleteAclsRequest, results: list[tuple[ErrorCode, str | None, list[AclBinding]]]
 ) -> DeleteAclsResponse:
     types = response_types(request)
     return cast(

@@ -9,7 +9,7 @@ named twice is DUPLICATE_RESOURCE (92), as Kafka answers.
 from __future__ import annotations
 
 from collections import Counter
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, cast
 
 from kio.schema.errors import ErrorCode
 
@@ -69,14 +69,17 @@ async def handle(
     )
 
 
-def _error(request: Any, code: ErrorCode) -> Any:
-    return make(
+def _error(
+    request: DescribeUserScramCredentialsRequest, code: ErrorCode
+) -> DescribeUserScramCredentialsResponse:
+    response: DescribeUserScramCredentialsResponse = make(
         response_types(request).DescribeUserScramCredentialsResponse,
         throttle_time=NO_THROTTLE,
         error_code=code,
         error_message=None,
         results=(),
     )
+    return response
 
 
 API = ApiSpec(

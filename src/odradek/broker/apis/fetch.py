@@ -94,7 +94,7 @@ __all__ = ["API", "handle"]
 
 if TYPE_CHECKING:
     # the versions decoded here (older ones arrive upgraded by ``protocol.legacy_versions``)
-    from odradek.protocol.api_types import FetchRequest as AnyFetchRequest
+    from odradek.protocol.api_types import FetchRequest
 
 ByIdFetchRequest = (
     FetchRequestV13 | FetchRequestV14 | FetchRequestV15 | FetchRequestV16 | FetchRequestV17
@@ -121,17 +121,17 @@ _LEADER_MOVED = frozenset({ErrorCode.not_leader_or_follower, ErrorCode.fenced_le
 _ZERO_UUID = uuid.UUID(int=0)
 
 
-def _by_id(request: AnyFetchRequest) -> TypeGuard[ByIdFetchRequest]:
+def _by_id(request: FetchRequest) -> TypeGuard[ByIdFetchRequest]:
     """v13+ names topics by id (KIP-516)."""
     return request.__version__ >= 13
 
 
-def _by_name(request: AnyFetchRequest) -> TypeGuard[ByNameFetchRequest]:
+def _by_name(request: FetchRequest) -> TypeGuard[ByNameFetchRequest]:
     """v4-v12 name topics by name."""
     return request.__version__ < 13
 
 
-def replica_id(request: AnyFetchRequest) -> int:
+def replica_id(request: FetchRequest) -> int:
     """The fetching replica's broker id, -1 for a consumer (v15+: in ``replica_state``)."""
     if isinstance(request, (FetchRequestV15, FetchRequestV16, FetchRequestV17)):
         return int(request.replica_state.replica_id)
@@ -141,7 +141,7 @@ def replica_id(request: AnyFetchRequest) -> int:
 _TOPIC_DENIED = ErrorCode.topic_authorization_failed
 
 
-def fetch_infos(request: AnyFetchRequest) -> list[tuple[str, list[FetchPartitionInfo]]]:
+def fetch_infos(request: FetchRequest) -> list[tuple[str, list[FetchPartitionInfo]]]:
     """The request's partitions as ``ReplicaManager.fetch_messages`` takes them; from v13 the
     topic is the id's text (``str(uuid)``) until ``handle`` maps it to a name."""
     if _by_id(request):
@@ -237,23 +237,7 @@ def _names_for_ids(
     return out
 
 
-def _inconsistent(
-    services: BrokerServices, name: str, topic_id: uuid.UUID, partitions: list[FetchPartitionInfo]
-) -> bool:
-    """True when a local replica of ``name`` was created under another topic id (in a cluster:
-    alone, the metadata store's id is the only one)."""
-    if not services.replica_manager.controller_managed:
-        return False
-    for info in partitions:
-        handle = services.replica_manager.get_partition(name, info.partition, create=False)
-        if handle is None or handle.topic_id is None or not handle.topic_id.int:
-            continue  # no replica here, or one whose topic id is not known
-        if handle.topic_id != topic_id:
-            return True
-    return False
-
-
-async def handle(ctx: RequestContext, request: AnyFetchRequest) -> EncodedResponse:
+async def handle(ctx: RequestContext, request: FetchRequest) -> EncodedResponse:
     services = ctx.services
     follower = replica_id(request) >= 0
     infos = fetch_infos(request)
@@ -265,7 +249,9 @@ async def handle(ctx: RequestContext, request: AnyFetchRequest) -> EncodedRespon
         for i, ((name, error), (_, partitions)) in enumerate(
             zip(_names_for_ids(services, ids), infos, strict=True)
         ):
-            if name is not None and _inconsistent(services, name, ids[i], partitions):
+            if name is not None and services.replica_manager.has_inconsistent_topic_id(
+                name, ids[i], (info.partition for info in partitions)
+            ):
                 error = _INCONSISTENT_TOPIC_ID
             if error is not None or name is None:
                 failed[i] = error or _UNKNOWN_TOPIC_ID
@@ -365,7 +351,7 @@ def _report_bytes_out(metrics: TopicMetrics, results: FetchResults) -> None:
 
 
 def encode(
-    request: AnyFetchRequest,
+    request: FetchRequest,
     results: Sequence[tuple[str | uuid.UUID, Sequence[FetchPartitionData]]],
     throttle_time_ms: int = 0,
 ) -> EncodedResponse:
@@ -380,7 +366,7 @@ def encode(
 
 def _encode_with_leaders(
     services: BrokerServices,
-    request: AnyFetchRequest,
+    request: FetchRequest,
     names: FetchResults,
     results: Sequence[tuple[str | uuid.UUID, Sequence[FetchPartitionData]]],
     throttle_time_ms: int = 0,
@@ -422,7 +408,7 @@ def _encode_with_leaders(
     return EncodedResponse(parts, size)
 
 
-def error_response(request: AnyFetchRequest, code: ErrorCode) -> EncodedResponse:
+def error_response(request: FetchRequest, code: ErrorCode) -> EncodedResponse:
     results: list[tuple[str | uuid.UUID, Sequence[FetchPartitionData]]]
     if _by_id(request):
         results = [

@@ -24,58 +24,25 @@ Advertised from v0, served from v1.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from kio.schema.errors import ErrorCode
 from kio.schema.list_offsets.v1.request import ListOffsetsRequest as ListOffsetsRequestV1
-from kio.schema.list_offsets.v1.response import ListOffsetsResponse as ListOffsetsResponseV1
 from kio.schema.list_offsets.v2.request import ListOffsetsRequest as ListOffsetsRequestV2
-from kio.schema.list_offsets.v2.response import ListOffsetsResponse as ListOffsetsResponseV2
 from kio.schema.list_offsets.v3.request import ListOffsetsRequest as ListOffsetsRequestV3
-from kio.schema.list_offsets.v3.response import ListOffsetsResponse as ListOffsetsResponseV3
-from kio.schema.list_offsets.v4.request import ListOffsetsRequest as ListOffsetsRequestV4
-from kio.schema.list_offsets.v4.response import ListOffsetsResponse as ListOffsetsResponseV4
-from kio.schema.list_offsets.v5.request import ListOffsetsRequest as ListOffsetsRequestV5
-from kio.schema.list_offsets.v5.response import ListOffsetsResponse as ListOffsetsResponseV5
-from kio.schema.list_offsets.v6.request import ListOffsetsRequest as ListOffsetsRequestV6
-from kio.schema.list_offsets.v6.response import ListOffsetsResponse as ListOffsetsResponseV6
-from kio.schema.list_offsets.v7.request import ListOffsetsRequest as ListOffsetsRequestV7
-from kio.schema.list_offsets.v7.response import ListOffsetsResponse as ListOffsetsResponseV7
-from kio.schema.list_offsets.v8.request import ListOffsetsRequest as ListOffsetsRequestV8
-from kio.schema.list_offsets.v8.response import ListOffsetsResponse as ListOffsetsResponseV8
-from kio.schema.list_offsets.v9.request import ListOffsetsRequest as ListOffsetsRequestV9
-from kio.schema.list_offsets.v9.response import ListOffsetsResponse as ListOffsetsResponseV9
 
 from odradek.broker.api import ApiSpec, RequestContext
 from odradek.broker.apis import _authz
 from odradek.broker.apis._util import NO_THROTTLE, make, response_types
 
+if TYPE_CHECKING:
+    # v0 arrives upgraded to v1 by ``protocol.legacy_versions``
+    from odradek.protocol.api_types import ListOffsetsRequest, ListOffsetsResponse
+
 __all__ = ["API", "handle"]
 
-AnyListOffsetsRequest = (
-    ListOffsetsRequestV1
-    | ListOffsetsRequestV2
-    | ListOffsetsRequestV3
-    | ListOffsetsRequestV4
-    | ListOffsetsRequestV5
-    | ListOffsetsRequestV6
-    | ListOffsetsRequestV7
-    | ListOffsetsRequestV8
-    | ListOffsetsRequestV9
-)
-"""The versions decoded here (v0 arrives upgraded by ``protocol.legacy_versions``)."""
-AnyListOffsetsResponse = (
-    ListOffsetsResponseV1
-    | ListOffsetsResponseV2
-    | ListOffsetsResponseV3
-    | ListOffsetsResponseV4
-    | ListOffsetsResponseV5
-    | ListOffsetsResponseV6
-    | ListOffsetsResponseV7
-    | ListOffsetsResponseV8
-    | ListOffsetsResponseV9
-)
 
-
-async def handle(ctx: RequestContext, request: AnyListOffsetsRequest) -> AnyListOffsetsResponse:
+async def handle(ctx: RequestContext, request: ListOffsetsRequest) -> ListOffsetsResponse:
     """Decode, ask ``ReplicaManager.fetch_offsets_for_timestamps``, encode (the response is
     kio's ListOffsetsResponse of the request's version)."""
     types = response_types(request)
@@ -132,7 +99,7 @@ async def handle(ctx: RequestContext, request: AnyListOffsetsRequest) -> AnyList
                 )
             )
         topics.append(make(types.ListOffsetsTopicResponse, name=t.name, partitions=tuple(parts)))
-    response: AnyListOffsetsResponse = make(
+    response: ListOffsetsResponse = make(
         types.ListOffsetsResponse, throttle_time=NO_THROTTLE, topics=tuple(topics)
     )
     return response

@@ -14,43 +14,27 @@ to v2 by ``protocol.legacy_versions``.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from kio.schema.errors import ErrorCode
-from kio.schema.offset_for_leader_epoch.v2.request import (
-    OffsetForLeaderEpochRequest as OffsetForLeaderEpochRequestV2,
-)
-from kio.schema.offset_for_leader_epoch.v2.response import (
-    OffsetForLeaderEpochResponse as OffsetForLeaderEpochResponseV2,
-)
-from kio.schema.offset_for_leader_epoch.v3.request import (
-    OffsetForLeaderEpochRequest as OffsetForLeaderEpochRequestV3,
-)
-from kio.schema.offset_for_leader_epoch.v3.response import (
-    OffsetForLeaderEpochResponse as OffsetForLeaderEpochResponseV3,
-)
-from kio.schema.offset_for_leader_epoch.v4.request import (
-    OffsetForLeaderEpochRequest as OffsetForLeaderEpochRequestV4,
-)
-from kio.schema.offset_for_leader_epoch.v4.response import (
-    OffsetForLeaderEpochResponse as OffsetForLeaderEpochResponseV4,
-)
 
 from odradek.broker.api import ApiSpec, RequestContext
 from odradek.broker.apis import _authz
 from odradek.broker.apis._util import NO_THROTTLE, make, response_types
 
-__all__ = ["API", "handle"]
+if TYPE_CHECKING:
+    # v0 and v1 arrive upgraded to v2 by ``protocol.legacy_versions``
+    from odradek.protocol.api_types import (
+        OffsetForLeaderEpochRequest,
+        OffsetForLeaderEpochResponse,
+    )
 
-AnyOffsetForLeaderEpochRequest = (
-    OffsetForLeaderEpochRequestV2 | OffsetForLeaderEpochRequestV3 | OffsetForLeaderEpochRequestV4
-)
-AnyOffsetForLeaderEpochResponse = (
-    OffsetForLeaderEpochResponseV2 | OffsetForLeaderEpochResponseV3 | OffsetForLeaderEpochResponseV4
-)
+__all__ = ["API", "handle"]
 
 
 async def handle(
-    ctx: RequestContext, request: AnyOffsetForLeaderEpochRequest
-) -> AnyOffsetForLeaderEpochResponse:
+    ctx: RequestContext, request: OffsetForLeaderEpochRequest
+) -> OffsetForLeaderEpochResponse:
     replicas = ctx.services.replica_manager
     types = response_types(request)
     topics = []
@@ -82,15 +66,15 @@ async def handle(
         topics.append(
             make(types.OffsetForLeaderTopicResult, topic=t.topic, partitions=tuple(results))
         )
-    response: AnyOffsetForLeaderEpochResponse = make(
+    response: OffsetForLeaderEpochResponse = make(
         types.OffsetForLeaderEpochResponse, throttle_time=NO_THROTTLE, topics=tuple(topics)
     )
     return response
 
 
 def error_response(
-    request: AnyOffsetForLeaderEpochRequest, code: ErrorCode
-) -> AnyOffsetForLeaderEpochResponse:
+    request: OffsetForLeaderEpochRequest, code: ErrorCode
+) -> OffsetForLeaderEpochResponse:
     types = response_types(request)
     topics = tuple(
         make(
@@ -103,7 +87,7 @@ def error_response(
         )
         for t in request.topics
     )
-    response: AnyOffsetForLeaderEpochResponse = make(
+    response: OffsetForLeaderEpochResponse = make(
         types.OffsetForLeaderEpochResponse, throttle_time=NO_THROTTLE, topics=topics
     )
     return response

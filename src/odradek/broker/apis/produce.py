@@ -65,7 +65,7 @@ from odradek.protocol.produce_response import encode_produce_response
 
 __all__ = ["API", "handle"]
 
-AnyProduceRequest = (
+DecodedProduceRequest = (
     ProduceRequest
     | ProduceRequestV3
     | ProduceRequestV4
@@ -104,7 +104,7 @@ def _partition_result(index: int, r: LeaderAppendResult) -> PartitionResult:
     )
 
 
-async def handle(ctx: RequestContext, request: AnyProduceRequest) -> EncodedResponse | None:
+async def handle(ctx: RequestContext, request: DecodedProduceRequest) -> EncodedResponse | None:
     """Decode, ask ``ReplicaManager.append_records`` (which waits for acks=all), encode."""
     services = ctx.services
     acks = request.acks
@@ -199,7 +199,7 @@ def _txn_verifier(
 
 
 async def _verify_at_coordinator(
-    services: BrokerServices, transactional_id: str, request: AnyProduceRequest
+    services: BrokerServices, transactional_id: str, request: DecodedProduceRequest
 ) -> dict[tuple[str, int], ErrorCode]:
     """In a cluster, when the transactional id's coordinator is another broker: ask it, with
     one AddPartitionsToTxn v4 ``verify_only`` per producer, about the partitions of this
@@ -249,7 +249,7 @@ _VERIFY_ERRORS = {
 
 
 def encode(
-    request: AnyProduceRequest,
+    request: DecodedProduceRequest,
     results: list[tuple[str, list[PartitionResult]]],
     throttle_time_ms: int = 0,
 ) -> EncodedResponse:
@@ -257,7 +257,7 @@ def encode(
     return EncodedResponse((body,), len(body))
 
 
-def error_response(request: AnyProduceRequest, code: ErrorCode) -> EncodedResponse:
+def error_response(request: DecodedProduceRequest, code: ErrorCode) -> EncodedResponse:
     results: list[tuple[str, list[PartitionResult]]] = [
         (td.name, [_failed(pd.index, code) for pd in td.partition_data])
         for td in request.topic_data

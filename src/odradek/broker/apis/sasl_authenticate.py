@@ -9,7 +9,7 @@ session lifetime (``connections.max.reauth.ms``, KIP-368; 0: none).
 from __future__ import annotations
 
 import datetime
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING
 
 from kio.schema.errors import ErrorCode
 
@@ -31,20 +31,23 @@ async def handle(ctx: RequestContext, request: SaslAuthenticateRequest) -> SaslA
         )
     else:
         result = auth.authenticate(bytes(request.auth_bytes))
-    return cast("SaslAuthenticateResponse", _response(request, result))
+    return _response(request, result)
 
 
-def _response(request: Any, result: AuthenticateResult) -> Any:
-    return make(
+def _response(
+    request: SaslAuthenticateRequest, result: AuthenticateResult
+) -> SaslAuthenticateResponse:
+    response: SaslAuthenticateResponse = make(
         response_types(request).SaslAuthenticateResponse,
         error_code=ErrorCode(result.error_code),
         error_message=result.error_message,
         auth_bytes=result.auth_bytes,
         session_lifetime=datetime.timedelta(milliseconds=result.session_lifetime_ms),
     )
+    return response
 
 
-def _error(request: Any, code: ErrorCode) -> Any:
+def _error(request: SaslAuthenticateRequest, code: ErrorCode) -> SaslAuthenticateResponse:
     return _response(request, AuthenticateResult(int(code), None, b""))
 
 

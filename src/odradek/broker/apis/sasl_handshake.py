@@ -8,7 +8,7 @@ re-authentication enabled, the answer is ILLEGAL_SASL_STATE (34), as Kafka's.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, cast
 
 from kio.schema.errors import ErrorCode
 
@@ -35,8 +35,11 @@ async def handle(ctx: RequestContext, request: SaslHandshakeRequest) -> SaslHand
     )
 
 
-def _error(request: Any, code: ErrorCode) -> Any:
-    return make(response_types(request).SaslHandshakeResponse, error_code=code, mechanisms=())
+def _error(request: SaslHandshakeRequest, code: ErrorCode) -> SaslHandshakeResponse:
+    response: SaslHandshakeResponse = make(
+        response_types(request).SaslHandshakeResponse, error_code=code, mechanisms=()
+    )
+    return response
 
 
 API = ApiSpec(
