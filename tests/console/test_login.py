@@ -332,6 +332,31 @@ def test_login_redirects_only_inside_the_console(secured: Secured) -> None:
     assert r.status_code == 303 and r.headers["location"] == "/"
 
 
+def test_schemas_page_reads_the_brokers_own_registry_and_filters_subjects(
+    secured: Secured,
+) -> None:
+    """The console reads its broker's registry (HTTPS, authenticated with the process's own
+    token) and lists only the subjects whose topic the user may READ."""
+    schema = json.dumps({"type": "string"})
+    for subject in (f"{ALICE_TOPIC}-value", f"{BOB_TOPIC}-value"):
+        r = requests.post(
+            secured.registry + f"/subjects/{subject}/versions",
+            json={"schema": schema},
+            auth=("admin", "admin-secret"),
+            verify=ca(secured),
+            timeout=TIMEOUT,
+        )
+        assert r.status_code == 200, r.text
+    sess, _r = login(secured, "alice", PASSWORDS["alice"])
+    page = sess.get(secured.console + "/schemas", timeout=TIMEOUT)
+    assert page.status_code == 200, page.text
+    assert f"{ALICE_TOPIC}-value" in page.text and f"{BOB_TOPIC}-value" not in page.text
+    r = sess.get(secured.console + f"/schemas/{BOB_TOPIC}-value", timeout=TIMEOUT)
+    assert r.status_code == 404
+    r = sess.get(secured.console + f"/schemas/{ALICE_TOPIC}-value", timeout=TIMEOUT)
+    assert r.status_code == 200
+
+
 def test_the_certificate_reloads_when_its_file_changes(secured: Secured, tmp_path: Path) -> None:
     """A renewed key store file is served at the next handshake, no restart (as on the Kafka
     listeners)."""
