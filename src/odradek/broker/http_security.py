@@ -17,7 +17,9 @@ the schema registry on ``schema.registry.listeners``) for TLS and logins.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import ssl
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from odradek.broker.config import BrokerConfig, ConfigError
@@ -74,16 +76,15 @@ def http_security(cfg: BrokerConfig, endpoints: Endpoints, acls: AclStore | None
                 client_ssl = None
     auth = None
     if acls is not None:
-        token_server = None
-        for endpoint in endpoints.endpoints:
-            sasl = endpoint.sasl
-            if sasl is not None and "OAUTHBEARER" in sasl.mechanisms:
+        token_server: Callable[[], MechanismServer] | None = None
+        oauth = [
+            ep.sasl
+            for ep in endpoints.endpoints
+            if ep.sasl is not None and "OAUTHBEARER" in ep.sasl.mechanisms
+        ]
+        if oauth:
+            token_server = functools.partial(oauth[0].new_server, "OAUTHBEARER")
 
-                def make(sasl: object = sasl) -> MechanismServer:
-                    return sasl.new_server("OAUTHBEARER")  # type: ignore[attr-defined, no-any-return]
-
-                token_server = make
-                break
         auth = HttpAuthenticator(
             endpoints.credentials.lookup, lambda: acls.authorizer, token_server
         )
