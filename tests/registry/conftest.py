@@ -16,7 +16,7 @@ import pytest
 
 from odradek.testing.process import BrokerProcess
 
-REGISTRY_RE = re.compile(r"schema registry listening on (http://\S+)")
+REGISTRY_RE = re.compile(r"schema registry listening on (https?://\S+)")
 
 
 def registry_url(process: BrokerProcess, timeout: float = 30.0) -> str:

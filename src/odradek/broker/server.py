@@ -265,6 +265,11 @@ class Broker:
 
             self.endpoints = Endpoints(cfg, lambda: self.config_store)
             endpoints = self.endpoints
+            from odradek.broker.http_security import HttpSecurity, http_security
+
+            http = HttpSecurity()  # TLS and logins of the HTTP listeners (http_security.py)
+            if cfg.http_listeners or cfg.schema_registry_listeners:
+                http = http_security(cfg, endpoints, self.acls)
             await self.listener.bind(lambda: endpoints.bind(lambda ep: KafkaConnection(self, ep)))
             host, port = self.advertised_address
             rack = self.config.broker_rack
@@ -302,6 +307,10 @@ class Broker:
                 schema_registry_url=lambda: (
                     None if self.schema_registry is None else self.schema_registry.url
                 ),
+                tls=http.tls,
+                auth=http.auth,
+                session_timeout_ms=http.session_timeout_ms,
+                skip_paths=http.skip_paths,
             )
             self._console = BrokerConsole(
                 console_host, cfg.http_listeners, ready=lambda: self._started
@@ -315,6 +324,9 @@ class Broker:
                 self.advertised_address,
                 min(3, cfg.default_replication_factor),
                 cfg.schema_registry_listeners,
+                tls=http.tls,
+                auth=http.auth,
+                client_ssl=http.client_ssl,
             )
             self.schema_registry.start_soon()
         log.info("broker %s listening on %s:%s", self.node_id, self.host, self.bound_port)

@@ -43,6 +43,8 @@ def console(
         fail(f"--listen: {exc}")
     if not addresses:
         fail("--listen: give http://host:port")
+    if listen.strip().lower().startswith("https:"):
+        fail("--listen: odradek console serves http:// only (a broker's http.listeners serves https)")
     host, port = addresses[0]
 
     async def main() -> None:

@@ -24,6 +24,18 @@ Routes (GET unless marked):
 
 A background task refreshes the snapshot every ``sample_interval_s`` so that the lag charts and
 the time-to-clear estimates have history even when nobody scrapes.
+
+With ``auth`` (a ``ConsoleAuth``: the broker has an authorizer) every route but the skipped ones
+(``/metrics`` and ``/health`` by default) and ``/static`` needs a user (console/auth.py):
+GET ``/login`` is the form, POST ``/login`` (form: ``username`` + ``password``, or ``token``;
+``next``) sets the session cookie, POST ``/logout`` clears it. A page asked for without a user
+redirects to ``/login?next=<path>``; ``/api/*`` and ``/metrics`` answer 401 with
+``WWW-Authenticate``. Each user sees only the topics and groups their ACLs let them DESCRIBE (a
+topic or group they may not is answered as one that does not exist); the message browser needs
+READ on the topic, a group's offset reset READ on the group and the topic, its deletion DELETE
+on the group, the Mirroring page and the cluster errors DESCRIBE on the cluster, a schema
+subject READ on its topic (``subject_topic``), ``/metrics`` (when not skipped) DESCRIBE on the
+cluster.
 """
 
 from __future__ import annotations
@@ -37,9 +49,10 @@ import json
 import logging
 import math
 from collections.abc import Callable, Iterable
+from contextvars import ContextVar
 from importlib import resources
 from typing import Any
-from urllib.parse import unquote
+from urllib.parse import unquote, urlencode
 
 import jinja2
 from prometheus_client import CollectorRegistry, generate_latest
@@ -48,11 +61,13 @@ from prometheus_client.registry import Collector
 
 from odradek.client import KafkaError
 from odradek.client.avro import SchemaRegistryError
+from odradek.console.auth import ConsoleAuth, Viewer, safe_next
 from odradek.console.http import HttpServer, Request, Response
 from odradek.console.mirroring import mirror_flows
 from odradek.console.schemas import SchemaSource, pretty_schema
 from odradek.console.source import MAX_BROWSE, ClusterSource
 from odradek.metrics.cluster import ClusterCollector, ClusterSnapshot
+from odradek.security.acls import AclOperation
 
 __all__ = ["Console"]
 
@@ -129,6 +144,10 @@ def _jsonable(obj: Any) -> Any:
     return obj
 
 
+_VIEWER: ContextVar[Viewer | None] = ContextVar("odradek_console_viewer", default=None)
+"""The user of the request being served (each connection is served by its own task)."""
+
+
 def _json(obj: Any, status: int = 200) -> Response:
     return Response(status, json.dumps(_jsonable(obj)).encode(), "application/json")
 
@@ -170,8 +189,10 @@ class Console:
         render_max_age_s: float | None = None,
         sample_interval_s: float = 5.0,
         schemas: SchemaSource | None = None,
+        auth: ConsoleAuth | None = None,
     ) -> None:
         self.source = source
+        self.auth = auth
         self.schemas = schemas if schemas is not None else SchemaSource(None)
         self.ready = ready
         self.title = title
@@ -201,9 +222,10 @@ class Console:
         self._metrics_cache: tuple[float, bytes] | None = None
         self._rendering: asyncio.Task[bytes] | None = None
 
-    async def start(self, host: str, port: int) -> int:
-        """Listen on host:port (0: any free port); returns the bound port."""
-        bound = await self.http.start(host, port)
+    async def start(self, host: str, port: int, ssl_context: Any = None) -> int:
+        """Listen on host:port (0: any free port; HTTPS with ``ssl_context``); returns the
+        bound port."""
+        bound = await self.http.start(host, port, ssl_context)
         self._sampler = asyncio.get_running_loop().create_task(self._sample())
         return bound
 
@@ -232,21 +254,81 @@ class Console:
     async def handle(self, req: Request) -> Response:
         path = req.path.rstrip("/") or "/"
         parts = [unquote(p) for p in path.split("/") if p]
+        _VIEWER.set(None)
         try:
+            viewer: Viewer | None = None
+            if self.auth is not None and not self.auth.skips(path) and parts[:1] != ["static"]:
+                if parts == ["login"] or parts == ["logout"]:
+                    return await self._login(req, parts, self.auth)
+                who = await self.auth.authenticate(req)
+                if who is None:
+                    return self._unauthenticated(req, parts)
+                viewer = self.auth.viewer(who, req.client)
+                _VIEWER.set(viewer)
             if req.method == "POST":
-                return await self._post(req, parts)
+                return await self._post(req, parts, viewer)
             if req.method not in ("GET", "HEAD"):
                 return _text(405, "method not allowed\n")
-            return await self._get(req, parts)
+            return await self._get(req, parts, viewer)
         except (KafkaError, SchemaRegistryError) as exc:
             return self._page("error.html", {"message": str(exc)}, status=502)
 
-    async def _get(self, req: Request, parts: list[str]) -> Response:
+    # -- logins ---------------------------------------------------------------------------------
+
+    def _unauthenticated(self, req: Request, parts: list[str]) -> Response:
+        if parts[:1] == ["api"] or req.method != "GET" or parts in (["metrics"], ["health"]):
+            realm = [("www-authenticate", 'Basic realm="odradek", charset="UTF-8"')]
+            if parts[:1] == ["api"]:
+                return Response(
+                    401, json.dumps({"error": "login required"}).encode(), "application/json", realm
+                )
+            return Response(401, b"login required\n", "text/plain; charset=utf-8", realm)
+        target = req.path + (f"?{urlencode(req.query)}" if req.query else "")
+        return Response(303, b"", headers=[("location", "/login?" + urlencode({"next": target}))])
+
+    async def _login(self, req: Request, parts: list[str], auth: ConsoleAuth) -> Response:
+        if parts == ["logout"]:
+            if req.method != "POST":
+                return _text(405, "method not allowed\n")
+            return Response(
+                303, b"", headers=[("location", "/login"), ("set-cookie", auth.clear_cookie())]
+            )
+        if req.method == "GET":
+            return self._page(
+                "login.html",
+                {"next": safe_next(req.query.get("next", "/")), "error": None, "tokens": auth.auth.tokens},
+            )
+        if req.method != "POST":
+            return _text(405, "method not allowed\n")
+        form = req.form()
+        target = safe_next(form.get("next", "/"))
+        who = await auth.login(form)
+        if who is None:
+            log.warning("console: failed login from %s", req.client or "a client")
+            return self._page(
+                "login.html",
+                {"next": target, "error": "Login failed.", "tokens": auth.auth.tokens},
+                status=401,
+            )
+        return Response(
+            303, b"", headers=[("location", target), ("set-cookie", auth.session_cookie(who))]
+        )
+
+    async def _snapshot(self, viewer: Viewer | None, max_age_s: float) -> ClusterSnapshot:
+        snap = await self.source.snapshot(max_age_s)
+        return snap if viewer is None else viewer.snapshot(snap)
+
+    def _forbidden(self, viewer: Viewer | None, what: str) -> Response:
+        return self._page("error.html", {"message": f"{viewer.user if viewer else 'you'} may not {what}"}, 403)
+
+    async def _get(self, req: Request, parts: list[str], viewer: Viewer | None = None) -> Response:
         match parts:
             case []:
-                snap = await self.source.snapshot(self.metrics_max_age_s)
+                snap = await self._snapshot(viewer, self.metrics_max_age_s)
                 return self._page("cluster.html", {"snap": snap})
             case ["metrics"]:
+                if viewer is not None and not viewer.cluster():
+                    return _text(403, "metrics need DESCRIBE on the cluster\n")
                 return Response(200, await self._metrics_text(), CONTENT_TYPE_LATEST)
             case ["health"]:
                 ok = self.ready() if self.ready is not None else True
@@ -254,16 +336,20 @@ class Console:
             case ["static", name]:
                 return self._static(name)
             case ["topics"]:
-                snap = await self.source.snapshot(self.metrics_max_age_s)
+                snap = await self._snapshot(viewer, self.metrics_max_age_s)
                 return self._page("topics.html", {"snap": snap})
             case ["topics", topic]:
-                snap = await self._snapshot_with(topic=topic)
+                snap = await self._snapshot_with(viewer, topic=topic)
                 t = snap.topics.get(topic)
                 if t is None:
                     return self._page("error.html", {"message": f"no topic {topic}"}, 404)
-                configs = await self.source.topic_configs(topic)
+                configs = await self._topic_configs(viewer, topic)
                 return self._page("topic.html", {"snap": snap, "topic": t, "configs": configs})
             case ["topics", topic, "messages"]:
+                if viewer is not None and not viewer.topic(topic):
+                    return self._page("error.html", {"message": f"no topic {topic}"}, 404)
+                if viewer is not None and not viewer.topic(topic, AclOperation.READ):
+                    return self._forbidden(viewer, f"read topic {topic}")
                 records, fmt, error = await self._browse(topic, req.query)
                 decoded = await self.schemas.decode([r.value for r in records])
                 return self._page(
@@ -274,32 +360,39 @@ class Console:
                 if self.schemas.url is None:
                     return self._page("schemas.html", {"registry": None})
                 level, subjects = await self.schemas.subjects()
+                if viewer is not None:
+                    allowed = set(viewer.subjects(s.subject for s in subjects))
+                    subjects = [s for s in subjects if s.subject in allowed]
                 return self._page(
                     "schemas.html", {"registry": self.schemas.url, "level": level, "subjects": subjects}
                 )
             case ["schemas", subject]:
+                if viewer is not None and not viewer.subject(subject):
+                    return self._page("error.html", {"message": f"no subject {subject}"}, 404)
                 return await self._subject_page(subject, req.query)
             case ["mirroring"]:
+                if viewer is not None and not viewer.cluster():
+                    return self._forbidden(viewer, "describe the cluster")
                 snap = await self.source.snapshot(self.metrics_max_age_s)
                 flows = await mirror_flows(self.source, snap)
                 return self._page("mirroring.html", {"flows": flows, "now_ms": snap.taken_ms})
             case ["groups"]:
-                snap = await self.source.snapshot(self.metrics_max_age_s)
+                snap = await self._snapshot(viewer, self.metrics_max_age_s)
                 return self._page("groups.html", {"snap": snap})
             case ["groups", group]:
-                snap = await self._snapshot_with(group=group)
+                snap = await self._snapshot_with(viewer, group=group)
                 g = snap.groups.get(group)
                 if g is None:
                     return self._page("error.html", {"message": f"no group {group}"}, 404)
                 return self._page("group.html", {"snap": snap, "group": g})
             case ["groups", group, "lag"]:
-                snap = await self.source.snapshot(self.metrics_max_age_s)
+                snap = await self._snapshot(viewer, self.metrics_max_age_s)
                 g = snap.groups.get(group)
                 if g is None:
                     return self._page("error.html", {"message": f"no group {group}"}, 404)
                 return self._page("group_lag.html", {"group": g})
             case ["api", *rest]:
-                return await self._api(req, rest)
+                return await self._api(req, rest, viewer)
         return self._page("error.html", {"message": f"no page {req.path}"}, 404)
 
     async def _subject_page(self, subject: str, query: dict[str, str]) -> Response:
@@ -327,14 +420,23 @@ class Console:
              "diff_error": diff_error, "from": a, "to": b},
         )
 
-    async def _snapshot_with(self, topic: str | None = None, group: str | None = None) -> ClusterSnapshot:
-        """A recent snapshot; a fresh one when the one at hand lacks the topic or group."""
+    async def _snapshot_with(
+        self, viewer: Viewer | None, topic: str | None = None, group: str | None = None
+    ) -> ClusterSnapshot:
+        """A recent snapshot (what ``viewer`` may see of it); a fresh one when the one at hand
+        lacks the topic or group."""
         snap = await self.source.snapshot(self.metrics_max_age_s)
         if (topic is not None and topic not in snap.topics) or (
             group is not None and group not in snap.groups
         ):
             snap = await self.source.snapshot(0)
-        return snap
+        return snap if viewer is None else viewer.snapshot(snap)
+
+    async def _topic_configs(self, viewer: Viewer | None, topic: str) -> dict[str, Any]:
+        """The topic's configs; none when the viewer may not DESCRIBE_CONFIGS it."""
+        if viewer is not None and not viewer.topic(topic, AclOperation.DESCRIBE_CONFIGS):
+            return {}
+        return dict(await self.source.topic_configs(topic))
 
     async def _metrics_text(self) -> bytes:
         """The exposition, rendered at most once per ``render_max_age_s``: Prometheus scrapes
@@ -397,8 +499,8 @@ class Console:
             log.warning("console: cluster snapshot failed: %s", exc)
             return self.source.latest
 
-    async def _api(self, req: Request, parts: list[str]) -> Response:
-        snap = await self.source.snapshot(self.metrics_max_age_s)
+    async def _api(self, req: Request, parts: list[str], viewer: Viewer | None = None) -> Response:
+        snap = await self._snapshot(viewer, self.metrics_max_age_s)
         match parts:
             case ["cluster"]:
                 return _json(
@@ -415,9 +517,13 @@ class Console:
                 t = snap.topics.get(topic)
                 if t is None:
                     return _json({"error": f"no topic {topic}"}, 404)
-                configs = await self.source.topic_configs(topic)
+                configs = await self._topic_configs(viewer, topic)
                 return _json({"topic": t, "configs": {k: c._asdict() for k, c in configs.items()}})
             case ["topics", topic, "messages"]:
+                if viewer is not None and not viewer.topic(topic):
+                    return _json({"error": f"no topic {topic}"}, 404)
+                if viewer is not None and not viewer.topic(topic, AclOperation.READ):
+                    return _json({"error": f"{viewer.user} may not read topic {topic}"}, 403)
                 records, fmt, error = await self._browse(topic, req.query)
                 if error:
                     return _json({"error": error}, 400)
@@ -452,8 +558,10 @@ class Console:
                     return _json({"error": f"no group {group}"}, 404)
                 return _json(g)
             case ["groups", group, "history"]:
+                if group not in snap.groups and viewer is not None:
+                    return _json({"error": f"no group {group}"}, 404)
                 hist = self.source.history
-                keys = hist.group_keys(group)
+                keys = [tp for tp in hist.group_keys(group) if viewer is None or viewer.topic(tp[0])]
                 series = {f"{t}-{p}": hist.series(group, t, p) for t, p in keys}
                 return _json(
                     {
@@ -489,13 +597,18 @@ class Console:
         )
         return records, fmt, None
 
-    async def _post(self, req: Request, parts: list[str]) -> Response:
+    async def _post(self, req: Request, parts: list[str], viewer: Viewer | None = None) -> Response:
         if req.headers.get("hx-request") != "true":
             return _text(403, "actions need the console page (HX-Request header)\n")
         form = req.form()
         match parts:
             case ["groups", group, "reset"]:
                 topic = form.get("topic", "")
+                if viewer is not None and not (
+                    viewer.group(group, AclOperation.READ) and viewer.topic(topic, AclOperation.READ)
+                ):
+                    message = f"{viewer.user} may not reset group {group} on topic {topic}"
+                    return self._page("flash.html", {"ok": False, "message": message}, 403)
                 to: str | int = form.get("to", "earliest")
                 if to not in ("earliest", "latest"):
                     try:
@@ -511,6 +624,9 @@ class Console:
                     "flash.html", {"ok": True, "message": f"committed {len(new)} offset(s): {text}"}
                 )
             case ["groups", group, "delete"]:
+                if viewer is not None and not viewer.group(group, AclOperation.DELETE):
+                    message = f"{viewer.user} may not delete group {group}"
+                    return self._page("flash.html", {"ok": False, "message": message}, 403)
                 try:
                     await self.source.delete_group(group)
                 except KafkaError as exc:
@@ -521,7 +637,7 @@ class Console:
     # -- rendering ------------------------------------------------------------------------------
 
     def _page(self, template: str, context: dict[str, Any], status: int = 200) -> Response:
-        body = self.env.get_template(template).render(**context)
+        body = self.env.get_template(template).render(viewer=_VIEWER.get(), **context)
         return Response(status, body.encode())
 
     def _static(self, name: str) -> Response:

@@ -1,8 +1,13 @@
 """The console inside a broker: ``http.listeners`` parsing and the start/stop the broker calls.
 
-``http.listeners`` is a comma-separated list of ``http://host:port`` (default
-``http://127.0.0.1:9644``; empty turns the listener off; port 0 picks a free port). Only the first
-entry is served for now.
+``http.listeners`` is a comma-separated list of ``http://host:port`` or ``https://host:port``
+(default ``http://127.0.0.1:9644``; empty turns the listener off; port 0 picks a free port). Only
+the first entry is served for now. ``https`` serves TLS with the ``ServerTls`` the broker hands
+over (``ConsoleHost.tls``, built from its ``ssl.*`` keys; renewed key and certificate files are
+picked up by the next handshake, as on the Kafka listeners).
+
+With ``ConsoleHost.auth`` (the broker has an authorizer) the console asks for a login
+(console/auth.py) and shows each user what their ACLs allow.
 
 ``BrokerConsole(host, listeners).start_soon()`` (called once the broker serves Kafka requests)
 imports the console's modules in a worker thread, then builds:
@@ -24,14 +29,18 @@ import asyncio
 import contextlib
 import importlib
 import logging
+import ssl
+import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from odradek.console.listeners import parse_http_listeners
+from odradek.console.listeners import http_url, parse_http_endpoints
 
 if TYPE_CHECKING:
     from odradek.metrics.broker import BrokerMetrics, BrokerState
+    from odradek.security.http_auth import HttpAuthenticator
+    from odradek.security.tls import ServerTls
 
 __all__ = ["BrokerConsole", "ConsoleHost"]
 
@@ -59,7 +68,10 @@ class ConsoleHost:
     Kafka's request names by API key; ``install_metrics`` hands the broker the request metrics
     its connections are to feed from then on; ``schema_registry_url`` returns the URL of the
     broker's schema registry once it listens (None without one): the Schemas page and the
-    message browser's decoding read it.
+    message browser's decoding read it. ``tls`` serves an ``https://`` listener (None: only
+    ``http://`` can be served); ``auth`` turns logins on (None: no authorizer, no login);
+    ``session_timeout_ms`` and ``skip_paths`` are ``http.session.timeout.ms`` and
+    ``http.authentication.skip.paths``.
     """
 
     node_id: int
@@ -68,6 +80,19 @@ class ConsoleHost:
     api_names: Mapping[int, str]
     install_metrics: Callable[[BrokerMetrics], None]
     schema_registry_url: Callable[[], str | None] = lambda: None
+    tls: ServerTls | None = None
+    auth: HttpAuthenticator | None = None
+    session_timeout_ms: int = 8 * 3600 * 1000
+    skip_paths: tuple[str, ...] = ("/metrics", "/health")
+
+
+def _own_registry_context() -> ssl.SSLContext:
+    """TLS to the broker's own registry listener (same process, its bound address): encrypted,
+    not verified (that listener's certificate need not name the address it is reached at)."""
+    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+    ctx.check_hostname = False
+    ctx.verify_mode = ssl.CERT_NONE
+    return ctx
 
 
 class BrokerConsole:
@@ -80,7 +105,8 @@ class BrokerConsole:
         self, host: ConsoleHost, listeners: str, ready: Callable[[], bool] | None = None
     ) -> None:
         self.host = host
-        self.addresses = parse_http_listeners(listeners)
+        self.endpoints = parse_http_endpoints(listeners)
+        self.addresses = [(e.host, e.port) for e in self.endpoints]
         self.ready = ready
         self.bound: tuple[str, int] | None = None
         self.console: Any = None
@@ -92,7 +118,7 @@ class BrokerConsole:
         if self.bound is None:
             return None
         host, port = self.bound
-        return f"http://{host if ':' not in host else f'[{host}]'}:{port}"
+        return http_url(self.endpoints[0].scheme, host, port)
 
     def start_soon(self) -> None:
         if self.addresses and self._task is None:
@@ -116,6 +142,7 @@ class BrokerConsole:
         from prometheus_client import ProcessCollector
 
         from odradek.console.app import Console
+        from odradek.console.auth import ConsoleAuth
         from odradek.console.schemas import SchemaSource
         from odradek.console.source import ClusterSource
         from odradek.metrics.broker import (
@@ -125,7 +152,26 @@ class BrokerConsole:
         )
 
         broker = self.host
-        host, port = self.addresses[0]
+        endpoint = self.endpoints[0]
+        host, port = endpoint.host, endpoint.port
+        if endpoint.tls and broker.tls is None:
+            log.error(
+                "console: %s needs the broker's ssl.keystore.* keys (running without it)",
+                http_url(*endpoint),
+            )
+            return
+        auth = None
+        if broker.auth is not None:
+            auth = ConsoleAuth(
+                broker.auth,
+                now_ms=lambda: int(time.time() * 1000),
+                secure=endpoint.tls,
+                session_timeout_ms=broker.session_timeout_ms,
+                skip_paths=broker.skip_paths,
+            )
+        schema_headers = (
+            {"Authorization": f"Bearer {broker.auth.internal_token}"} if broker.auth else None
+        )
         metrics = BrokerMetrics(broker.api_names)
         broker.install_metrics(metrics)
         state = broker.state
@@ -147,12 +193,17 @@ class BrokerConsole:
             ready=self.ready,
             title=f"odradek broker {broker.node_id}",
             render_max_age_s=METRICS_MAX_AGE_S,
-            schemas=SchemaSource(broker.schema_registry_url),
+            schemas=SchemaSource(
+                broker.schema_registry_url, schema_headers, _own_registry_context()
+            ),
+            auth=auth,
         )
         try:
-            bound_port = await console.start(host, port)
+            bound_port = await console.start(
+                host, port, broker.tls.context if endpoint.tls and broker.tls else None
+            )
         except OSError as exc:
-            log.error("console: cannot listen on http://%s:%s: %s (running without it)", host, port, exc)
+            log.error("console: cannot listen on %s: %s (running without it)", http_url(*endpoint), exc)
             await source.close()
             return
         loop_lag.start()

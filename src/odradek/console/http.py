@@ -10,6 +10,10 @@ MB of RSS and their own loops, workers and settings for no gain at this scale.
 Rules: keep-alive; request bodies up to ``MAX_BODY`` bytes (413 beyond); a connection idle for
 ``IDLE_TIMEOUT_S`` is closed; a malformed request gets 400 and the connection is closed; a handler
 exception gets 500. ``Handler`` is ``async (Request) -> Response``.
+
+TLS: ``start(host, port, ssl_context=ctx)`` serves HTTPS (the handshake is asyncio's; one that does
+not finish in ``TLS_HANDSHAKE_TIMEOUT_S`` is dropped). ``Request.client`` is the peer's address
+(what the authorizer is told as the host).
 """
 
 from __future__ import annotations
@@ -17,6 +21,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import ssl
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from urllib.parse import parse_qs, urlsplit
@@ -31,6 +36,7 @@ log = logging.getLogger("odradek.console")
 
 MAX_BODY = 1 << 20
 IDLE_TIMEOUT_S = 60.0
+TLS_HANDSHAKE_TIMEOUT_S = 10.0
 
 
 @dataclass(slots=True)
@@ -40,6 +46,17 @@ class Request:
     query: dict[str, str]
     headers: dict[str, str]
     body: bytes = b""
+    client: str = ""
+    """The peer's IP address ("" when unknown)."""
+
+    def cookies(self) -> dict[str, str]:
+        """The ``Cookie`` header's name=value pairs."""
+        out: dict[str, str] = {}
+        for item in self.headers.get("cookie", "").split(";"):
+            name, sep, value = item.strip().partition("=")
+            if sep and name:
+                out[name] = value
+        return out
 
     def form(self) -> dict[str, str]:
         """An application/x-www-form-urlencoded body (last value of each key)."""
@@ -64,9 +81,17 @@ class HttpServer:
         self._writers: set[asyncio.StreamWriter] = set()
         self.port = 0
 
-    async def start(self, host: str, port: int) -> int:
+    async def start(
+        self, host: str, port: int, ssl_context: ssl.SSLContext | None = None
+    ) -> int:
+        """Listen on host:port (HTTPS with ``ssl_context``); returns the bound port."""
         self._server = await asyncio.start_server(
-            self._serve, host or None, port, reuse_address=True
+            self._serve,
+            host or None,
+            port,
+            reuse_address=True,
+            ssl=ssl_context,
+            ssl_handshake_timeout=TLS_HANDSHAKE_TIMEOUT_S if ssl_context is not None else None,
         )
         self.port = self._server.sockets[0].getsockname()[1]
         return self.port
@@ -88,10 +113,12 @@ class HttpServer:
             writer.transport.abort()
             return
         self._writers.add(writer)
+        peer = writer.get_extra_info("peername")
+        client = str(peer[0]) if isinstance(peer, tuple) and peer else ""
         conn = h11.Connection(h11.SERVER)
         try:
             while True:
-                request = await self._read_request(conn, reader)
+                request = await self._read_request(conn, reader, client)
                 if request is None:
                     break
                 if isinstance(request, Response):
@@ -111,14 +138,14 @@ class HttpServer:
                     conn.start_next_cycle()
                 except h11.LocalProtocolError:
                     break
-        except (ConnectionError, asyncio.IncompleteReadError, TimeoutError):
+        except (ConnectionError, asyncio.IncompleteReadError, TimeoutError, ssl.SSLError):
             pass
         finally:
             self._writers.discard(writer)
             writer.close()
 
     async def _read_request(
-        self, conn: h11.Connection, reader: asyncio.StreamReader
+        self, conn: h11.Connection, reader: asyncio.StreamReader, client: str = ""
     ) -> Request | Response | None:
         head: h11.Request | None = None
         body = bytearray()
@@ -145,7 +172,9 @@ class HttpServer:
                 parts = urlsplit(target)
                 query = {k: v[-1] for k, v in parse_qs(parts.query).items()}
                 headers = {k.decode().lower(): v.decode("latin-1") for k, v in head.headers}
-                return Request(head.method.decode(), parts.path, query, headers, bytes(body))
+                return Request(
+                    head.method.decode(), parts.path, query, headers, bytes(body), client
+                )
 
     async def _send(
         self,

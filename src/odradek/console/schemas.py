@@ -22,12 +22,15 @@ import asyncio
 import difflib
 import io
 import json
+import ssl
+import urllib.error
 import urllib.parse
+import urllib.request
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from odradek.client.avro import SchemaRegistryClient, SchemaRegistryError
+from odradek.client.avro import CONTENT_TYPE, SchemaRegistryClient, SchemaRegistryError
 
 __all__ = ["DecodedValue", "SchemaSource", "SubjectView", "pretty_schema"]
 
@@ -61,9 +64,50 @@ def _q(subject: str) -> str:
     return urllib.parse.quote(subject, safe="")
 
 
+class _HostRegistryClient(SchemaRegistryClient):
+    """A registry client with extra request headers (the broker's own registry wants its
+    process's internal bearer token when it authenticates) and a TLS context (that registry's
+    own HTTPS listener). One try per call: the console shows an error rather than wait."""
+
+    def __init__(
+        self, url: str, headers: dict[str, str], ssl_context: ssl.SSLContext | None
+    ) -> None:
+        super().__init__(url, timeout=5.0, retries=0)
+        self.headers = headers
+        self.ssl_context = ssl_context
+
+    def _call(self, method: str, path: str, body: Any = None) -> Any:
+        data = None if body is None else json.dumps(body).encode()
+        headers = {"Content-Type": CONTENT_TYPE, "Accept": CONTENT_TYPE, **self.headers}
+        req = urllib.request.Request(self.url + path, data=data, method=method, headers=headers)
+        try:
+            with urllib.request.urlopen(req, timeout=self.timeout, context=self.ssl_context) as r:
+                return json.loads(r.read())
+        except urllib.error.HTTPError as exc:
+            text = exc.read()
+            try:
+                err = json.loads(text)
+                message, code = str(err.get("message")), int(err.get("error_code", -1))
+            except (ValueError, AttributeError):
+                message, code = text.decode("utf-8", "replace"), -1
+            raise SchemaRegistryError(f"{method} {self.url}{path}: {message}", exc.code, code) from None
+        except (urllib.error.URLError, OSError) as exc:
+            raise SchemaRegistryError(f"schema registry {self.url} unreachable: {exc}") from None
+
+
 class SchemaSource:
-    def __init__(self, url: str | Callable[[], str | None] | None) -> None:
+    """``headers`` and ``ssl_context``, when given, go with every request (inside a broker:
+    its internal token and a context for its own registry's HTTPS listener)."""
+
+    def __init__(
+        self,
+        url: str | Callable[[], str | None] | None,
+        headers: dict[str, str] | None = None,
+        ssl_context: ssl.SSLContext | None = None,
+    ) -> None:
         self._url = url
+        self._headers = headers
+        self._ssl_context = ssl_context
         self._client: SchemaRegistryClient | None = None
         self._writers: dict[int, tuple[str, Any]] = {}  # id -> (schema type, parsed Avro or None)
 
@@ -76,7 +120,10 @@ class SchemaSource:
         if not url:
             return None
         if self._client is None or self._client.url != url.rstrip("/"):
-            self._client = SchemaRegistryClient(url, timeout=5.0, retries=1)
+            if self._headers is not None or url.startswith("https:"):
+                self._client = _HostRegistryClient(url, self._headers or {}, self._ssl_context)
+            else:
+                self._client = SchemaRegistryClient(url, timeout=5.0, retries=1)
         return self._client
 
     async def _get(self, path: str) -> Any:

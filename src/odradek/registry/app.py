@@ -6,6 +6,25 @@ Path segments are URL-decoded one by one after splitting on ``/``, so a subject 
 encoded ``/`` (``%2F``). A path no route knows gets 404 with error_code 404 (as Jersey answers),
 a known path with another method 405, a body that is not JSON 400, an unexpected exception 500
 with error_code 50001... never an HTML page.
+
+Authentication and authorization (with ``auth``, an ``HttpAuthenticator``: the broker has an
+authorizer), in Confluent's terms ``authentication.method=BASIC`` with the broker's SCRAM users,
+and subjects authorized on Kafka's TOPIC ACLs as Confluent's topic-ACL authorizer does
+(the subject's topic by ``TopicNameStrategy``: ``orders-value`` and ``orders-key`` -> topic
+``orders``; any other subject -> the topic of its own name):
+
+* no or wrong credentials: 401 ``{"error_code":401,"message":"Unauthorized"}`` with
+  ``WWW-Authenticate: Basic realm="SchemaRegistry"``;
+* a route naming a subject: READ on its topic to read it (GET, the lookup ``POST
+  /subjects/{s}``, the compatibility checks), WRITE to register or to change its config or
+  mode (POST, PUT), DELETE to delete it or a version; refused: 403 with error_code 40301;
+* ``PUT``/``DELETE /config`` and ``/mode`` (global): ALTER_CONFIGS on the cluster;
+* other reads (``/schemas/ids/{id}``, ``/config``, ``/mode``, ``/schemas/types``, ``/``): any
+  authenticated user (a consumer decodes by id); lists (``/subjects``, ``/schemas``,
+  ``/schemas/ids/{id}/subjects|versions``) keep only the subjects the user may READ.
+
+A write forwarded to the writer carries the client's ``Authorization`` header, and the writer
+checks it again.
 """
 
 from __future__ import annotations
@@ -17,6 +36,13 @@ from typing import Any
 from urllib.parse import unquote, urlencode
 
 from odradek.console.http import HttpServer, Request, Response
+from odradek.security.acls import AclOperation, ResourceType
+from odradek.security.http_auth import (
+    CLUSTER_NAME,
+    HttpAuthenticator,
+    HttpPrincipal,
+    subject_topic,
+)
 
 from .election import WriterElection
 from .errors import RegistryError, error_body
@@ -70,6 +96,18 @@ WRITES = frozenset(
 FORWARD_TIMEOUT_S = 30.0
 WRITER_WAIT_S = 25.0
 """How long a write waits for a writer (a session timeout and a rebalance) before 50004."""
+LISTS = frozenset(
+    [subjects.list_subjects, schemas.list_schemas, schemas.get_subjects, schemas.get_versions]
+)
+"""The handlers whose answer lists subjects: filtered to what the user may READ."""
+UNAUTHORIZED = 401
+FORBIDDEN = 40301
+_OPERATION_NAMES = {
+    AclOperation.READ: "Read",
+    AclOperation.WRITE: "Write",
+    AclOperation.DELETE: "Delete",
+    AclOperation.ALTER_CONFIGS: "AlterConfigs",
+}
 
 
 class RegistryApp:
@@ -83,10 +121,15 @@ class RegistryApp:
         registry: SchemaRegistry,
         info: dict[str, Any] | None = None,
         election: WriterElection | None = None,
+        auth: HttpAuthenticator | None = None,
+        client_ssl: Any = None,
     ) -> None:
         self.registry = registry
         self.info = info if info is not None else {}
         self.election = election
+        self.auth = auth
+        self.client_ssl = client_ssl
+        """The TLS context writes are forwarded with to an ``https`` writer."""
 
     async def _forward(self, request: Request) -> Response | None:
         """The writer's answer to ``request``, or None when this node is the writer. A writer
@@ -105,8 +148,16 @@ class RegistryApp:
             if url == election.url:
                 return None
             try:
+                authorization = request.headers.get("authorization")
                 status, ctype, body = await forward(
-                    url, request.method, target, request.body, CONTENT_TYPE, FORWARD_TIMEOUT_S
+                    url,
+                    request.method,
+                    target,
+                    request.body,
+                    CONTENT_TYPE,
+                    FORWARD_TIMEOUT_S,
+                    extra_headers=[("authorization", authorization)] if authorization else [],
+                    ssl_context=self.client_ssl,
                 )
             except ConnectionRefusedError:
                 if loop.time() > deadline:
@@ -125,9 +176,73 @@ class RegistryApp:
     def _error(status: int, code: int, message: str) -> Response:
         return Response(status, error_body(code, message), CONTENT_TYPE)
 
+    async def _authenticate(self, request: Request) -> HttpPrincipal | None:
+        assert self.auth is not None
+        header = request.headers.get("authorization", "")
+        scheme, _, value = header.strip().partition(" ")
+        if scheme.lower() == "basic":
+            return await self.auth.basic(header)
+        if scheme.lower() == "bearer":
+            return self.auth.token(value.strip())
+        return None
+
+    def _refusal(
+        self, who: HttpPrincipal, host: str, method: str, handler: Any, params: dict[str, str]
+    ) -> Response | None:
+        """403 when ``who`` may not call ``handler`` (see the module docstring), else None."""
+        assert self.auth is not None
+        subject = params.get("subject")
+        if subject is not None:
+            if handler in WRITES:
+                operation = AclOperation.DELETE if method == "DELETE" else AclOperation.WRITE
+            else:
+                operation = AclOperation.READ
+            if self.auth.authorize(
+                who, host, operation, ResourceType.TOPIC, subject_topic(subject)
+            ):
+                return None
+            what = f"Subject: {subject}"
+        elif handler in WRITES:
+            operation = AclOperation.ALTER_CONFIGS
+            if self.auth.authorize(who, host, operation, ResourceType.CLUSTER, CLUSTER_NAME):
+                return None
+            what = f"Cluster: {CLUSTER_NAME}"
+        else:
+            return None
+        return self._error(
+            403, FORBIDDEN, f"User is denied operation {_OPERATION_NAMES[operation]} on {what}"
+        )
+
+    def _visible(self, who: HttpPrincipal, host: str, handler: Any, result: Any) -> Any:
+        """A list answer of ``LISTS`` without the subjects ``who`` may not READ (the items are
+        subject names, or objects with a ``subject``)."""
+        auth = self.auth
+        if auth is None or handler not in LISTS or not isinstance(result, list):
+            return result
+
+        def readable(item: object) -> bool:
+            subject = item.get("subject") if isinstance(item, dict) else item
+            if not isinstance(subject, str):
+                return True
+            return auth.authorize(
+                who, host, AclOperation.READ, ResourceType.TOPIC, subject_topic(subject)
+            )
+
+        return [item for item in result if readable(item)]
+
     async def __call__(self, request: Request) -> Response:
         parts = [unquote(p) for p in request.path.strip("/").split("/") if p]
         method = request.method.upper()
+        who: HttpPrincipal | None = None
+        if self.auth is not None:
+            who = await self._authenticate(request)
+            if who is None:
+                return Response(
+                    401,
+                    error_body(UNAUTHORIZED, "Unauthorized"),
+                    CONTENT_TYPE,
+                    [("www-authenticate", 'Basic realm="SchemaRegistry", charset="UTF-8"')],
+                )
         known_path = False
         for route_method, pattern, handler in ROUTES:
             params = _match(pattern, parts)
@@ -143,6 +258,10 @@ class RegistryApp:
                 except ValueError as exc:
                     return self._error(400, 400, f"Unrecognized JSON: {exc}")
             call = Call(self.registry, params, request.query, body, self.info)
+            if who is not None:
+                refused = self._refusal(who, request.client, method, handler, params)
+                if refused is not None:
+                    return refused
             try:
                 if handler in WRITES:
                     forwarded = await self._forward(request)
@@ -158,6 +277,8 @@ class RegistryApp:
                 return self._error(500, 50001, f"Error in the backend data store: {exc}")
             if isinstance(result, Raw):
                 return Response(200, result.body, CONTENT_TYPE)
+            if who is not None:
+                result = self._visible(who, request.client, handler, result)
             return Response(200, dumps(result), CONTENT_TYPE)
         if known_path:
             return self._error(405, 405, "HTTP 405 Method Not Allowed")

@@ -1,8 +1,12 @@
 """The schema registry inside a broker: ``schema.registry.listeners`` and the start/stop the
 broker calls.
 
-``schema.registry.listeners`` is ``http://host:port`` (comma-separated; only the first is served;
-empty, the default, turns the registry off; port 0 picks a free port). ``BrokerSchemaRegistry(
+``schema.registry.listeners`` is ``http://host:port`` or ``https://host:port`` (comma-separated;
+only the first is served; empty, the default, turns the registry off; port 0 picks a free port;
+``https`` serves TLS with the ``ServerTls`` handed in as ``tls``, built by the broker from its
+``ssl.*`` keys). With ``auth`` (the broker has an authorizer) requests need HTTP Basic
+credentials of a SCRAM user and subjects are authorized on TOPIC ACLs (app.py);
+``client_ssl`` is the TLS context a write is forwarded to an ``https`` writer with. ``BrokerSchemaRegistry(
 kafka_address, replication_factor, listeners).start_soon()``, called once the broker serves
 Kafka requests (``kafka_address`` is its advertised listener), starts in the
 background: a ``SchemaStore`` talking to the broker's own advertised listener through
@@ -17,9 +21,15 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from odradek.console.listeners import parse_http_listeners
+from odradek.console.listeners import http_url, parse_http_endpoints, parse_http_listeners
+
+if TYPE_CHECKING:
+    import ssl
+
+    from odradek.security.http_auth import HttpAuthenticator
+    from odradek.security.tls import ServerTls
 
 __all__ = ["BrokerSchemaRegistry", "parse_registry_listeners"]
 
@@ -40,12 +50,20 @@ class BrokerSchemaRegistry:
         replication_factor: int,
         listeners: str,
         topic: str = "_schemas",
+        *,
+        tls: ServerTls | None = None,
+        auth: HttpAuthenticator | None = None,
+        client_ssl: ssl.SSLContext | None = None,
     ) -> None:
         """``replication_factor`` of ``_schemas`` when this node creates it (Confluent's
         kafkastore.topic.replication.factor is 3; the broker passes at most its default)."""
         self.kafka_address = kafka_address
         self.replication_factor = replication_factor
-        self.addresses = parse_registry_listeners(listeners)
+        self.endpoints = parse_http_endpoints(listeners)
+        self.addresses = [(e.host, e.port) for e in self.endpoints]
+        self.tls = tls
+        self.auth = auth
+        self.client_ssl = client_ssl
         self.topic = topic
         self.bound: tuple[str, int] | None = None
         self._task: asyncio.Task[None] | None = None
@@ -58,7 +76,7 @@ class BrokerSchemaRegistry:
         if self.bound is None:
             return None
         host, port = self.bound
-        return f"http://{host if ':' not in host else f'[{host}]'}:{port}"
+        return http_url(self.endpoints[0].scheme, host, port)
 
     def start_soon(self) -> None:
         if self.addresses and self._task is None:
@@ -92,15 +110,20 @@ class BrokerSchemaRegistry:
         self._store = store
         await store.start()
         info = {"cluster_id": store.cluster_id}
-        app = RegistryApp(SchemaRegistry(store), info)
+        endpoint = self.endpoints[0]
+        if endpoint.tls and self.tls is None:
+            raise ValueError(f"{http_url(*endpoint)} needs the broker's ssl.keystore.* keys")
+        app = RegistryApp(SchemaRegistry(store), info, auth=self.auth, client_ssl=self.client_ssl)
         server = RegistryHttpServer(app)
-        host, port = self.addresses[0]
-        bound_port = await server.start(host, port)
+        host, port = endpoint.host, endpoint.port
+        bound_port = await server.start(
+            host, port, self.tls.context if endpoint.tls and self.tls is not None else None
+        )
         self._server = server
         self.bound = (host, bound_port)
         if host in ("", "0.0.0.0", "::"):  # other nodes reach this one at the broker's host
             host = kafka_host
-        url = f"http://{host if ':' not in host else f'[{host}]'}:{bound_port}"
+        url = http_url(endpoint.scheme, host, bound_port)
         election = WriterElection(f"{kafka_host}:{kafka_port}", url, topic=self.topic)
         self._election = election
         await election.start()

@@ -2,13 +2,16 @@
 asyncio connection (no thread, no blocking of the broker's event loop).
 
 ``forward(url, method, target, body, timeout_s)`` -> (status, content type, body); raises
-``OSError``/``TimeoutError`` when the writer cannot be reached or answers nothing valid.
+``OSError``/``TimeoutError`` when the writer cannot be reached or answers nothing valid. An
+``https`` writer is reached over TLS with ``ssl_context`` (the broker's client context: its
+``ssl.truststore.*``); ``extra_headers`` go with the request (the client's ``Authorization``).
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import ssl
 from urllib.parse import urlsplit
 
 import h11
@@ -19,13 +22,24 @@ MAX_ANSWER = 8 << 20
 
 
 async def forward(
-    url: str, method: str, target: str, body: bytes, content_type: str, timeout_s: float
+    url: str,
+    method: str,
+    target: str,
+    body: bytes,
+    content_type: str,
+    timeout_s: float,
+    extra_headers: list[tuple[str, str]] | None = None,
+    ssl_context: ssl.SSLContext | None = None,
 ) -> tuple[int, str, bytes]:
     parts = urlsplit(url)
-    host, port = parts.hostname or "127.0.0.1", parts.port or 80
+    tls = parts.scheme == "https"
+    host, port = parts.hostname or "127.0.0.1", parts.port or (443 if tls else 80)
+    context = None
+    if tls:
+        context = ssl_context if ssl_context is not None else ssl.create_default_context()
 
     async def run() -> tuple[int, str, bytes]:
-        reader, writer = await asyncio.open_connection(host, port)
+        reader, writer = await asyncio.open_connection(host, port, ssl=context)
         try:
             conn = h11.Connection(h11.CLIENT)
             headers = [
@@ -33,6 +47,7 @@ async def forward(
                 ("content-type", content_type),
                 ("content-length", str(len(body))),
                 ("connection", "close"),
+                *(extra_headers or []),
             ]
             writer.write(conn.send(h11.Request(method=method, target=target, headers=headers)))
             if body:

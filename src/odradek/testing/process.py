@@ -41,7 +41,7 @@ READY_RE = re.compile(
     r"^odradek broker listening on (?P<host>\S+):(?P<port>\d+) \(node (?P<node>-?\d+), log\.dirs (?P<dirs>.*)\)$"
 )
 
-CONSOLE_RE = re.compile(r"console listening on (http://\S+)")
+CONSOLE_RE = re.compile(r"console listening on (https?://\S+)")
 
 
 class BrokerStartError(RuntimeError):

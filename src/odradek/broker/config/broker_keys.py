@@ -73,6 +73,18 @@ BROKER_KEYS: dict[str, ConfigKey] = {
             "The console, /metrics and /health (http://host:port); empty turns it off.",
         ),
         _k(
+            "http.authentication.skip.paths",
+            _str,
+            "/metrics,/health",
+            "HTTP paths served without a login when the broker has an authorizer.",
+        ),
+        _k(
+            "http.session.timeout.ms",
+            _int(60_000),
+            8 * 3600 * 1000,
+            "How long a console login lasts.",
+        ),
+        _k(
             "schema.registry.listeners",
             _http_listeners_value,
             "",

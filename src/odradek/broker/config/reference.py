@@ -62,7 +62,15 @@ KAFKA_DIFFERENT: dict[str, tuple[str, str]] = {
 }
 """Broker keys whose default is not Kafka 3.9's: (Kafka's default, why odradek differs)."""
 
-ODRADEK_ONLY = frozenset({"http.listeners", "schema.registry.listeners", "storage.engine"})
+ODRADEK_ONLY = frozenset(
+    {
+        "http.listeners",
+        "http.authentication.skip.paths",
+        "http.session.timeout.ms",
+        "schema.registry.listeners",
+        "storage.engine",
+    }
+)
 """Keys Kafka does not have."""
 
 UNUSED: dict[str, str] = {
@@ -102,8 +110,16 @@ MEANINGS: dict[str, str] = {
     # listeners and identity
     "listeners": "Where the broker listens: NAME://host:port,... (see listener.security.protocol.map).",
     "advertised.listeners": "The address clients are told; defaults to listeners.",
-    "http.listeners": "The console, /metrics and /health (http://host:port); empty turns it off.",
-    "schema.registry.listeners": "The Confluent-compatible schema registry (http://host:port); empty turns it off.",
+    "http.listeners": "The console, /metrics and /health (http://host:port, or https://host:port "
+    "with the ssl.keystore.* keys); empty turns it off.",
+    "http.authentication.skip.paths": "With an authorizer the console needs a login; these paths "
+    "(comma-separated) stay open, as a JMX exporter's /metrics does. Empty: every path needs one "
+    "(/metrics then also DESCRIBE on the cluster).",
+    "http.session.timeout.ms": "How long a console login (its session cookie) lasts; never past "
+    "a bearer token's exp.",
+    "schema.registry.listeners": "The Confluent-compatible schema registry (http://host:port or "
+    "https://host:port); empty turns it off. With an authorizer: HTTP Basic with SCRAM users, "
+    "subjects authorized on TOPIC ACLs.",
     "broker.id": "This broker's id; unique in a cluster.",
     "node.id": "Alias of broker.id when set.",
     "broker.rack": "This broker's rack (registered in /brokers/ids/<id>); replicas of a "
