@@ -238,7 +238,8 @@ class AvroSerializer:
 
 class AvroDeserializer:
     """``de(data) -> value``: reads the id from the frame, fetches that writer schema once and
-    decodes, resolving to ``reader_schema`` when given."""
+    decodes, resolving to ``reader_schema`` when given. ``named_types``: a value of a union that
+    is a record, enum or fixed comes as ``(full name, value)`` (which branch it is)."""
 
     def __init__(
         self,
@@ -246,11 +247,14 @@ class AvroDeserializer:
         reader_schema: str | Mapping[str, Any] | list[Any] | None = None,
         *,
         is_key: bool = False,
+        named_types: bool = False,
     ) -> None:
         import fastavro
 
         self.registry = _client(registry)
         self.header = "__key_schema_id" if is_key else "__value_schema_id"
+        # fastavro's return_named_type: a union's record/enum/fixed value as (full name, value)
+        self._options = {"return_named_type": True} if named_types else {}
         self._reader = (
             None
             if reader_schema is None
@@ -288,7 +292,7 @@ class AvroDeserializer:
             payload = memoryview(data)
         writer = self._writer(schema_id, where)
         try:
-            return self._read(io.BytesIO(payload), writer, self._reader)
+            return self._read(io.BytesIO(payload), writer, self._reader, **self._options)
         except Exception as exc:  # fastavro raises many types on corrupt input
             raise SerializationError(
                 f"cannot decode with schema id {schema_id}{where}: {exc}"
