@@ -254,7 +254,7 @@ class AvroDeserializer:
         self.registry = _client(registry)
         self.header = "__key_schema_id" if is_key else "__value_schema_id"
         # fastavro's return_named_type: a union's record/enum/fixed value as (full name, value)
-        self._options = {"return_named_type": True} if named_types else {}
+        self._named_types = named_types
         self._reader = (
             None
             if reader_schema is None
@@ -292,7 +292,9 @@ class AvroDeserializer:
             payload = memoryview(data)
         writer = self._writer(schema_id, where)
         try:
-            return self._read(io.BytesIO(payload), writer, self._reader, **self._options)
+            return self._read(
+                io.BytesIO(payload), writer, self._reader, return_named_type=self._named_types
+            )
         except Exception as exc:  # fastavro raises many types on corrupt input
             raise SerializationError(
                 f"cannot decode with schema id {schema_id}{where}: {exc}"
