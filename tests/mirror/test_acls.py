@@ -11,13 +11,13 @@ from typing import Any
 
 import pytest
 
-from odradek.client import Admin, NewTopic
+from odradek.client import Admin, NewTopic, Producer
 from odradek.client.aio.admin import AclBinding, AclBindingFilter
 from odradek.mirror import load_config
 from odradek.mirror.acls import target_acl_bindings
 from odradek.testing.process import BrokerProcess
 
-from .conftest import MirrorProcess, base_properties, wait_until
+from .conftest import MirrorProcess, base_properties, end_offsets, wait_until
 
 SECURED = {
     "listeners": "PLAINTEXT://127.0.0.1:0",
@@ -147,6 +147,25 @@ def test_source_without_authorizer_is_said_once(clusters: tuple[BrokerProcess, B
     assert m.terminate() == 0
     log = m.log()
     assert log.count("has no authorizer") == 1 and "_sync_acls failed" not in log
+
+
+def test_target_without_authorizer_is_said_once(secured: tuple[BrokerProcess, BrokerProcess],
+                                                clusters: tuple[BrokerProcess, BrokerProcess],
+                                                mirrors: Callable[..., MirrorProcess]) -> None:
+    """ACLs on the source, none possible on the target: one line; records still copied."""
+    a, b = secured[0], clusters[1]
+    with Admin({"bootstrap.servers": a.bootstrap_servers}) as admin:
+        admin.create_topics([NewTopic("lonely", 1, 1)])
+    ck_create(a.bootstrap_servers, [(TOPIC, "lonely", LITERAL, "User:alice", "*", READ, ALLOW)])
+    with Producer({"bootstrap.servers": a.bootstrap_servers}) as p:
+        p.send("lonely", b"v").result(10)
+    m = mirrors(base_properties(a, b, **{"topics": "lonely", "sync.topic.acls.interval.seconds": 1}))
+    m.start()
+    wait_until(lambda: end_offsets(b.bootstrap_servers, "A.lonely").get(0) == 1, 30, "the record on B", m.log)
+    wait_until(lambda: "B has no authorizer: 1 topic ACLs of A not created" in m.log(), 30, "the line", m.log)
+    wait_until(lambda: m.log().count("A->B: 0 records/s") >= 2, 30, "two more sync rounds", m.log)
+    assert m.terminate() == 0
+    assert m.log().count("has no authorizer") == 1
 
 
 def _flow(**extra: str) -> Any:

@@ -186,6 +186,7 @@ class Flow:
         self._acls_known: set[Any] = set()  # bindings the target accepted
         self._acls_refused: set[Any] = set()  # bindings the target refused (said once each)
         self._acls_off = False  # the source has no authorizer (said once)
+        self._acls_target_off = False  # the target has no authorizer (said once)
         if cfg.translates_schema_ids:
             assert cfg.source_registry and cfg.target_registry
             self.schemas = SchemaIdRewriter(cfg.source_registry, cfg.target_registry)
@@ -426,6 +427,14 @@ class Flow:
         if not wanted:
             return
         results = await self.dst_admin.create_acls(wanted)
+        if results and all(code == SECURITY_DISABLED for code, _m in results):
+            self.stats.errors += len(results)
+            if not self._acls_target_off:
+                self._acls_target_off = True
+                log.warning("flow %s: %s has no authorizer: %d topic ACLs of %s not created", self.name,
+                            self.cfg.target, len(results), self.cfg.source)
+            return
+        self._acls_target_off = False
         added = []
         for b, (code, message) in zip(wanted, results, strict=True):
             if code == 0:
