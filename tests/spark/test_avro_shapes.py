@@ -1,7 +1,8 @@
-"""Avro unions in the data source's ``value.format avro``, read by real Spark: unions other
+"""Avro shapes in the data source's ``value.format avro``, read by real Spark: unions other
 than [null, T] become Spark's from_avro struct (``member0``, ``member1``, ... one nullable field
-per non-null branch), [int, long] a bigint; a top-level union value too. One broker serving the
-registry, one SparkSession, a few records."""
+per non-null branch), [int, long] a bigint; a top-level union value too; a subject whose schema
+references named types of other subjects. One broker serving the registry, one SparkSession, a
+few records."""
 
 from __future__ import annotations
 
@@ -162,4 +163,52 @@ def test_unions_read_as_from_avro_structs(spark: Any, spark_broker: BrokerProces
         {"member0": "s", "member1": None, "member2": None},
         {"member0": None, "member1": 7, "member2": None},
         {"member0": None, "member1": None, "member2": [1, 2]},
+    ]
+
+
+def test_schema_references_in_the_reader_schema(spark: Any, spark_broker: BrokerProcess) -> None:
+    import fastavro
+    from confluent_kafka.schema_registry import Schema, SchemaReference, SchemaRegistryClient
+
+    bs, url = spark_broker.bootstrap_servers, registry_url(spark_broker)
+    point = {
+        "type": "record",
+        "name": "Point",
+        "namespace": "geo",
+        "fields": [{"name": "x", "type": "int"}, {"name": "y", "type": "int"}],
+    }
+    line = {
+        "type": "record",
+        "name": "Line",
+        "namespace": "geo",
+        "fields": [{"name": "a", "type": "Point"}, {"name": "b", "type": "geo.Point"}],
+    }
+    ck = SchemaRegistryClient({"url": url})
+    ck.register_schema("point", Schema(json.dumps(point), "AVRO"))
+    schema_id = ck.register_schema(
+        "lines-value",
+        Schema(json.dumps(line), "AVRO", [SchemaReference("geo.Point", "point", 1)]),
+    )
+    named: dict[str, Any] = {}
+    fastavro.parse_schema(point, named_schemas=named)
+    parsed = fastavro.parse_schema(line, named_schemas=named)
+    buf = io.BytesIO(struct.pack(">bI", 0, schema_id))
+    buf.seek(5)
+    fastavro.schemaless_writer(buf, parsed, {"a": {"x": 1, "y": 2}, "b": {"x": 3, "y": 4}})
+    create_topic(bs, "lines", 1)
+    produce(bs, "lines", [(0, None, buf.getvalue(), None, None)])
+    df = (
+        spark.read.format("odradek")
+        .option("kafka.bootstrap.servers", bs)
+        .option("subscribe", "lines")
+        .option("value.format", "avro")
+        .option("schema.registry.url", url)
+        .option("mode", "FAILFAST")
+        .load()
+    )
+    assert df.schema["value"].dataType.simpleString() == (
+        "struct<a:struct<x:int,y:int>,b:struct<x:int,y:int>>"
+    )
+    assert [r.value.asDict(recursive=True) for r in df.collect()] == [
+        {"a": {"x": 1, "y": 2}, "b": {"x": 3, "y": 4}}
     ]
