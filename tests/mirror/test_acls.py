@@ -120,6 +120,8 @@ def test_topic_acls_copied_with_mm2_rules(secured: tuple[BrokerProcess, BrokerPr
     expected.add(("A.orders", LITERAL, "User:frank", "*", DESCRIBE, ALLOW))
     wait_until(lambda: ck_topic_acls(b.bootstrap_servers) == expected, 20, "the new ACL on B", m.log)
     assert "topic ACLs synced to B" in m.log()
+    with Admin({"bootstrap.servers": b.bootstrap_servers}) as admin:  # created every round, held once
+        assert len(admin.describe_acls(AclBindingFilter(TOPIC))) == len(expected)
     assert m.terminate() == 0
 
 
