@@ -5,6 +5,11 @@ served against any Kafka-compatible cluster (Apache Kafka included) through odra
 
 It serves the same pages, JSON API and kafka_exporter series as a broker's ``http.listeners``;
 broker internals (request latency, log sizes, purgatory) are only known inside an odradek broker.
+
+``--schema-registry URL`` (or ``-X schema.registry.url=URL``, the Kafka ecosystem's name) adds
+the Schemas page and decoded Avro values in the message browser, against any
+Confluent-compatible registry: Confluent's, Karapace, or an odradek broker's
+(``schema.registry.listeners``).
 """
 
 from __future__ import annotations
@@ -12,6 +17,7 @@ from __future__ import annotations
 # Imports inside the commands are deliberate: each command loads only what it uses (the client,
 # the broker, storage, rich, pyspark), so that `odradek --help` and `odradek broker` start fast.
 import asyncio
+import re
 import signal
 import sys
 from typing import Annotated
@@ -31,10 +37,12 @@ def console(
     listen: Annotated[str, typer.Option("--listen", help="Where to serve: http://host:port (port 0: any free port).")] = "http://127.0.0.1:9644",
     prop: Annotated[list[str] | None, typer.Option("--property", "-X", help="Client config key=value, repeatable.")] = None,
     sample_interval: Annotated[float, typer.Option("--sample-interval", help="Seconds between lag samples (charts, time to clear).")] = 5.0,
+    schema_registry: Annotated[str | None, typer.Option("--schema-registry", help="Schema registry URL (http://host:port): the Schemas page and decoded Avro values.")] = None,
 ) -> None:
     """Serve the web console and /metrics for a Kafka-compatible cluster."""
     from odradek.console.app import Console
     from odradek.console.listeners import parse_http_listeners
+    from odradek.console.schemas import SchemaSource
     from odradek.console.source import ClusterSource
 
     try:
@@ -46,16 +54,19 @@ def console(
     if listen.strip().lower().startswith("https:"):
         fail("--listen: odradek console serves http:// only (a broker's http.listeners serves https)")
     host, port = addresses[0]
+    client_config = parse_props(prop)
+    registry = registry_url(schema_registry, client_config.pop("schema.registry.url", None))
 
     async def main() -> None:
-        source = ClusterSource(bootstrap_server, client_config=parse_props(prop))
-        app_ = Console(source, title="odradek console", sample_interval_s=sample_interval)
+        source = ClusterSource(bootstrap_server, client_config=client_config)
+        app_ = Console(source, title="odradek console", sample_interval_s=sample_interval, schemas=SchemaSource(registry))
         try:
             bound = await app_.start(host, port)
         except OSError as exc:
             fail(f"cannot listen on {listen}: {exc}")
         shown = host if ":" not in host else f"[{host}]"
-        sys.stdout.write(f"odradek console on http://{shown}:{bound} for {bootstrap_server}\n")
+        with_registry = f" (schema registry {registry})" if registry else ""
+        sys.stdout.write(f"odradek console on http://{shown}:{bound} for {bootstrap_server}{with_registry}\n")
         sys.stdout.flush()
         stop = asyncio.Event()
         loop = asyncio.get_running_loop()
@@ -68,3 +79,16 @@ def console(
         await app_.stop()
 
     asyncio.run(main())
+
+
+def registry_url(flag: str | None, prop: str | None) -> str | None:
+    """The schema registry URL of ``--schema-registry`` or ``schema.registry.url`` (the same
+    one if both are given); exits with code 2 on anything but an http(s) URL."""
+    if flag and prop and flag.rstrip("/") != prop.rstrip("/"):
+        fail(f"--schema-registry {flag} and schema.registry.url={prop} differ", 2)
+    url = (flag or prop or "").strip()
+    if not url:
+        return None
+    if not re.fullmatch(r"https?://[^\s/]+(/\S*)?", url):
+        fail(f"schema registry: not an http:// or https:// URL: {url!r}", 2)
+    return url.rstrip("/")

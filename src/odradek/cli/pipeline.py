@@ -1,6 +1,8 @@
 """`odradek pipeline NAME ...`: run a Spark pipeline (pyspark is imported inside commands).
 
-* ``warehouse``  — topics -> Parquet partitioned by topic/date/hour (odradek.pipelines.warehouse)
+* ``warehouse``  — topics -> Parquet partitioned by topic/date/hour (odradek.pipelines.warehouse);
+                   with ``--schema-registry URL`` (or ``--set schema.registry.url=URL``) Avro
+                   values are decoded by schema id into typed Parquet columns
 * ``audit``      — per (topic, window): audited vs arrived counts (odradek.pipelines.audit);
                    exit status 1 when a window has missing or extra records
 * ``page-views`` — derived feed: page views per page per window (odradek.pipelines.derived)
@@ -124,6 +126,14 @@ def warehouse(
     avro_schemas: Path | None = typer.Option(
         None, "--avro-schemas", help='JSON file {"<schema id>": <Avro schema>}.'
     ),
+    schema_registry: str | None = typer.Option(
+        None,
+        "--schema-registry",
+        help="Schema registry URL: Avro values decoded by schema id into typed columns.",
+    ),
+    value_subject: str | None = typer.Option(
+        None, "--value-subject", help="Reader schema's subject (default: <topic>-value)."
+    ),
     max_offsets_per_trigger: int | None = typer.Option(None, "--max-offsets-per-trigger"),
     client_set: list[str] | None = typer.Option(None, "--set", help="Client config KEY=VALUE."),
     master: str = MASTER,
@@ -132,6 +142,24 @@ def warehouse(
     """Load topics into Parquet partitioned by topic, date and hour (UTC)."""
     from odradek.pipelines.warehouse import build_warehouse_query
 
+    from .console import registry_url
+
+    client_options = _client_options(client_set)
+    registry = registry_url(schema_registry, client_options.pop("schema.registry.url", None))
+    if registry is not None:
+        if value_format == "raw":  # the default: a registry means Avro values
+            value_format = "avro"
+        if value_format != "avro":
+            raise typer.BadParameter(
+                f"a schema registry needs --value-format avro, not {value_format}",
+                param_hint="--schema-registry",
+            )
+        if avro_schemas is not None:
+            raise typer.BadParameter(
+                "give --schema-registry or --avro-schemas, not both", param_hint="--avro-schemas"
+            )
+    elif value_subject is not None:
+        raise typer.BadParameter("needs --schema-registry", param_hint="--value-subject")
     schemas = None
     if avro_schemas is not None:
         schemas = {int(k): v for k, v in json.loads(avro_schemas.read_text()).items()}
@@ -148,8 +176,10 @@ def warehouse(
         value_format=value_format,  # type: ignore[arg-type]
         value_schema=value_schema,
         avro_schemas=schemas,
+        schema_registry_url=registry,
+        value_subject=value_subject,
         max_offsets_per_trigger=max_offsets_per_trigger,
-        client_options=_client_options(client_set),
+        client_options=client_options,
     )
     rows = await_query(q, "warehouse", progress)
     typer.echo(f"warehouse: {rows} records loaded into {output}")

@@ -56,6 +56,9 @@ API_KEYS = {
     "CreateTopics": 19,
     "DeleteTopics": 20,
     "InitProducerId": 22,
+    "DescribeAcls": 29,
+    "CreateAcls": 30,
+    "DeleteAcls": 31,
     "AddPartitionsToTxn": 24,
     "AddOffsetsToTxn": 25,
     "EndTxn": 26,
@@ -92,6 +95,9 @@ CLIENT_VERSIONS: dict[int, tuple[int, int]] = {
     25: (0, 3),  # AddOffsetsToTxn
     26: (0, 3),  # EndTxn (v5: KIP-890 epoch bump per transaction, not used)
     28: (0, 3),  # TxnOffsetCommit
+    29: (1, 3),  # DescribeAcls (v1+: pattern types, KIP-290)
+    30: (1, 3),  # CreateAcls
+    31: (1, 3),  # DeleteAcls
     32: (1, 4),  # DescribeConfigs
     33: (0, 2),  # AlterConfigs
     37: (0, 3),  # CreatePartitions

@@ -16,7 +16,14 @@ from typing import Any, TypeVar
 
 from ._bulk import BulkFuture, Segment
 from .aio._txn import ConsumerGroupMetadata
-from .aio.admin import AsyncAdmin, ConfigEntry, GroupDescription, NewTopic
+from .aio.admin import (
+    AclBinding,
+    AclBindingFilter,
+    AsyncAdmin,
+    ConfigEntry,
+    GroupDescription,
+    NewTopic,
+)
 from .aio.consumer import AsyncConsumer, ConsumerRebalanceListener
 from .aio.producer import AsyncProducer
 from .errors import KafkaTimeoutError
@@ -368,6 +375,16 @@ class Admin:
                         timeout: float = 30.0) -> None:
         """EndTxn for another producer's transaction (see ``AsyncAdmin.end_transaction``)."""
         self._lt.run(self._aio.end_transaction(transactional_id, producer_id, producer_epoch, committed, timeout))
+
+    # ACLs
+    def describe_acls(self, flt: AclBindingFilter | None = None) -> list[AclBinding]:
+        return self._lt.run(self._aio.describe_acls(flt))
+
+    def create_acls(self, bindings: Iterable[AclBinding]) -> list[tuple[int, str | None]]:
+        return self._lt.run(self._aio.create_acls(list(bindings)))
+
+    def delete_acls(self, filters: Iterable[AclBindingFilter]) -> list[AclBinding]:
+        return self._lt.run(self._aio.delete_acls(list(filters)))
 
     def describe_cluster(self) -> dict[str, Any]:
         return self._lt.run(self._aio.describe_cluster())

@@ -19,7 +19,8 @@ decode_record`` reads both.
 ``AvroSerializer`` registers its schema under the subject on first use (``TopicNameStrategy``:
 ``<topic>-value`` or ``<topic>-key`` unless ``subject`` is given) and caches the id.
 ``AvroDeserializer`` fetches each writer schema by id once (ids are immutable, so the cache never
-expires) and resolves it against ``reader_schema`` when given (Avro schema resolution: records
+expires), with the schemas it references (Confluent's schema references: named types of other
+subjects' versions), and resolves it against ``reader_schema`` when given (Avro schema resolution: records
 written with an older compatible schema read with the newer one). Encoding and decoding are
 ``fastavro``'s.
 
@@ -48,6 +49,8 @@ __all__ = [
     "SchemaRegistryError",
     "SerializationError",
     "frame",
+    "inline_references",
+    "referenced_schemas",
     "unframe",
 ]
 
@@ -91,6 +94,7 @@ class SchemaRegistryClient:
         self.retries = retries
         self._ids: dict[tuple[str, str], int] = {}
         self._schemas: dict[int, str] = {}
+        self._versions: dict[tuple[str, int], dict[str, Any]] = {}
 
     def _call(self, method: str, path: str, body: Any = None) -> Any:
         data = None if body is None else json.dumps(body).encode()
@@ -148,12 +152,30 @@ class SchemaRegistryClient:
             self._ids[key] = schema_id
         return schema_id
 
-    def latest(self, subject: str) -> tuple[int, str]:
-        """(id, schema text) of the subject's latest version (not cached: it changes)."""
+    def latest(self, subject: str, *, self_contained: bool = False) -> tuple[int, str]:
+        """(id, schema text) of the subject's latest version (not cached: it changes).
+        ``self_contained``: an Avro schema with references comes back with the named types it
+        references defined inline, where first used (``inline_references``), so that it parses
+        alone (a reader schema handed to other processes)."""
         quoted = urllib.parse.quote(subject, safe="")
         answer = self._call("GET", f"/subjects/{quoted}/versions/latest")
         self._schemas.setdefault(int(answer["id"]), str(answer["schema"]))
-        return int(answer["id"]), str(answer["schema"])
+        text = str(answer["schema"])
+        if self_contained and answer.get("references"):
+            deps = referenced_schemas(self, answer["references"])
+            text = json.dumps(inline_references(json.loads(text), deps))
+        return int(answer["id"]), text
+
+    def get_version(self, subject: str, version: int) -> dict[str, Any]:
+        """``GET /subjects/{subject}/versions/{version}`` (cached: a version never changes)."""
+        key = (subject, int(version))
+        found = self._versions.get(key)
+        if found is None:
+            quoted = urllib.parse.quote(subject, safe="")
+            found = self._versions[key] = dict(
+                self._call("GET", f"/subjects/{quoted}/versions/{int(version)}")
+            )
+        return found
 
     def get_schema_full(self, schema_id: int) -> dict[str, Any]:
         """``GET /schemas/ids/{id}``: ``{"schema", "schemaType"?, "references"?}`` (not cached)."""
@@ -172,6 +194,93 @@ class SchemaRegistryClient:
             text = str(self._call("GET", f"/schemas/ids/{schema_id}")["schema"])
             self._schemas[schema_id] = text
         return text
+
+
+_PRIMITIVES = frozenset(("null", "boolean", "int", "long", "float", "double", "bytes", "string"))
+
+
+def referenced_schemas(
+    client: SchemaRegistryClient, references: Iterable[Mapping[str, Any]]
+) -> list[Any]:
+    """The parsed JSON of every schema ``references`` (Confluent's ``[{"name", "subject",
+    "version"}]``) names, with theirs, depth first: each one after those it references, each
+    (subject, version) once. Parsing them in this order into one fastavro ``named_schemas``
+    defines every named type before it is used."""
+    out: list[Any] = []
+    seen: set[tuple[str, int]] = set()
+
+    def walk(refs: Iterable[Mapping[str, Any]]) -> None:
+        for ref in refs:
+            key = (str(ref["subject"]), int(ref["version"]))
+            if key in seen:
+                continue
+            seen.add(key)
+            answer = client.get_version(*key)
+            walk(answer.get("references") or ())
+            out.append(json.loads(str(answer["schema"])))
+
+    walk(references)
+    return out
+
+
+def _full_name(schema: Mapping[str, Any], namespace: str) -> tuple[str, str]:
+    """(full name, namespace for its children) of a named type's definition."""
+    name = str(schema.get("name", ""))
+    if "." in name:
+        return name, name.rsplit(".", 1)[0]
+    ns = schema.get("namespace", namespace) or ""
+    return (f"{ns}.{name}" if ns else name), ns
+
+
+def inline_references(schema: Any, referenced: Iterable[Any]) -> Any:
+    """``schema`` (parsed JSON) with each named type of ``referenced`` (parsed JSON, as
+    ``referenced_schemas`` returns) defined where it is first used and referred to by its full
+    name after that: one Avro schema that parses alone. An inlined definition keeps its own
+    namespace (``""`` when it has none), so that its full name does not change."""
+    defs: dict[str, Any] = {}
+    for dep in referenced:
+        if isinstance(dep, dict) and dep.get("type") in ("record", "error", "enum", "fixed"):
+            defs[_full_name(dep, "")[0]] = dep
+    defined: set[str] = set()
+
+    def walk(node: Any, ns: str) -> Any:
+        if isinstance(node, str):
+            if node in _PRIMITIVES:
+                return node
+            candidates = [f"{ns}.{node}", node] if ns and "." not in node else [node]
+            for full in candidates:
+                if full in defined:
+                    return full
+            for full in candidates:
+                if full in defs:
+                    definition = dict(defs[full])
+                    if "." not in str(definition.get("name", "")):
+                        definition["namespace"] = definition.get("namespace") or ""
+                    return walk(definition, "")
+            return node
+        if isinstance(node, list):
+            return [walk(b, ns) for b in node]
+        if not isinstance(node, dict):
+            return node
+        kind = node.get("type")
+        out = dict(node)
+        if kind in ("record", "error", "enum", "fixed"):
+            full, child_ns = _full_name(node, ns)
+            defined.add(full)
+            if kind in ("record", "error"):
+                out["fields"] = [
+                    {**f, "type": walk(f["type"], child_ns)} for f in node.get("fields", ())
+                ]
+            return out
+        if kind == "array":
+            out["items"] = walk(node["items"], ns)
+        elif kind == "map":
+            out["values"] = walk(node["values"], ns)
+        elif isinstance(kind, (str, list, dict)):
+            out["type"] = walk(kind, ns)
+        return out
+
+    return walk(schema, "")
 
 
 def _client(registry: str | SchemaRegistryClient) -> SchemaRegistryClient:
@@ -238,7 +347,8 @@ class AvroSerializer:
 
 class AvroDeserializer:
     """``de(data) -> value``: reads the id from the frame, fetches that writer schema once and
-    decodes, resolving to ``reader_schema`` when given."""
+    decodes, resolving to ``reader_schema`` when given. ``named_types``: a value of a union that
+    is a record, enum or fixed comes as ``(full name, value)`` (which branch it is)."""
 
     def __init__(
         self,
@@ -246,11 +356,14 @@ class AvroDeserializer:
         reader_schema: str | Mapping[str, Any] | list[Any] | None = None,
         *,
         is_key: bool = False,
+        named_types: bool = False,
     ) -> None:
         import fastavro
 
         self.registry = _client(registry)
         self.header = "__key_schema_id" if is_key else "__value_schema_id"
+        # fastavro's return_named_type: a union's record/enum/fixed value as (full name, value)
+        self._named_types = named_types
         self._reader = (
             None
             if reader_schema is None
@@ -261,17 +374,25 @@ class AvroDeserializer:
         self._parse = fastavro.parse_schema
 
     def _writer(self, schema_id: int, where: str) -> Any:
+        """The parsed writer schema of ``schema_id``, the schemas it references parsed first
+        (into the same named types)."""
         parsed = self._writers.get(schema_id)
         if parsed is None:
             try:
-                text = self.registry.get_schema(schema_id)
+                answer = self.registry.get_schema_full(schema_id)
+                named: dict[str, Any] = {}
+                for dep in referenced_schemas(self.registry, answer.get("references") or ()):
+                    self._parse(dep, named_schemas=named)
             except SchemaRegistryError as exc:
                 if exc.error_code == 40403:
                     raise SerializationError(
                         f"unknown schema id {schema_id}{where}: {self.registry.url} does not know it"
                     ) from None
                 raise
-            parsed = self._writers[schema_id] = self._parse(json.loads(text))
+            self.registry._schemas.setdefault(schema_id, str(answer["schema"]))
+            parsed = self._writers[schema_id] = self._parse(
+                json.loads(str(answer["schema"])), named_schemas=named
+            )
         return parsed
 
     def decode(self, data: bytes, schema_id: int | None = None, where: str = "") -> Any:
@@ -288,7 +409,9 @@ class AvroDeserializer:
             payload = memoryview(data)
         writer = self._writer(schema_id, where)
         try:
-            return self._read(io.BytesIO(payload), writer, self._reader)
+            return self._read(
+                io.BytesIO(payload), writer, self._reader, return_named_type=self._named_types
+            )
         except Exception as exc:  # fastavro raises many types on corrupt input
             raise SerializationError(
                 f"cannot decode with schema id {schema_id}{where}: {exc}"

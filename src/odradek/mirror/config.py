@@ -384,7 +384,8 @@ def load_config(props: Properties | str, only_targets: Iterable[str] | None = No
                 settings[setting] = conv(value)
             for setting in ("offset.lag.max", "refresh.topics.interval.seconds", "emit.checkpoints.interval.seconds",
                             "emit.heartbeats.interval.seconds", "sync.group.offsets.interval.seconds",
-                            "sync.topic.configs.interval.seconds", "refresh.groups.interval.seconds"):
+                            "sync.topic.configs.interval.seconds", "refresh.groups.interval.seconds",
+                            "sync.topic.acls.interval.seconds"):
                 if settings[setting] < (0 if setting == "offset.lag.max" else 1):
                     key, _ = raw(setting)
                     raise MirrorConfigError(f"{props.where(key)}: must be positive, got {settings[setting]}")

@@ -9,6 +9,9 @@ A ``Flow`` runs these tasks on one event loop until ``stop()``:
   created on the target (the source's partition count, ``replication.factor``, the source's
   non-default configs minus ``config.properties.exclude``) and assigned to the consumer; every
   ``sync.topic.configs.interval.seconds`` config changes are copied.
+* **ACLs** — at start and every ``sync.topic.acls.interval.seconds``, the source's topic ACLs
+  are created on the target as MM2 does (``odradek.mirror.acls``); a source without an
+  authorizer (SECURITY_DISABLED) is said once and skipped.
 * **offset syncs** — written to ``mm2-offset-syncs.<target>.internal`` on the source
   (``offset-syncs.topic.location = target``: on the target) as ``SyncEmitter`` decides.
 * **checkpoints** — every ``emit.checkpoints.interval.seconds``, each selected source group's
@@ -63,6 +66,7 @@ from odradek.client.aio import (
 from odradek.client.avro import SchemaRegistryError
 from odradek.client.errors import KafkaTimeoutError, ProducerFencedError
 
+from .acls import ANY_TOPIC_ACL, target_acl_bindings
 from .config import FlowConfig
 from .offsets import OffsetSyncStore, SyncEmitter
 from .records import Checkpoint, Heartbeat, OffsetSync, RecordFormatError
@@ -72,6 +76,8 @@ __all__ = ["Flow", "FlowStats", "PartitionMetrics", "Window", "positions_group",
 
 log = logging.getLogger("odradek.mirror")
 
+SECURITY_DISABLED = 54  # Kafka's error codes: the cluster has no authorizer,
+UNSUPPORTED_VERSION = 35  # or no version of the API this client speaks
 TXN_MAX_RECORDS = 20_000  # records per transaction (or per positions commit without EOS) at most
 TXN_MAX_SECONDS = 0.2  # how long a transaction gathers records at most
 ALO_COMMIT_SECONDS = 1.0  # how often positions are committed without EOS
@@ -101,6 +107,7 @@ class FlowStats:
     checkpoints: int = 0
     heartbeats: int = 0
     group_offsets_synced: int = 0
+    acls_synced: int = 0  # ACL bindings the target accepted (created or already there)
     schema_id_errors: int = 0  # framed keys/values whose id the source registry does not know
     newest_timestamp: int = -1
     last_checkpoint_ms: int = -1
@@ -176,6 +183,10 @@ class Flow:
         self._abort_backoff = 0.0
         self.schemas: SchemaIdRewriter | None = None
         self._schema_backoff = 0.0
+        self._acls_known: set[Any] = set()  # bindings the target accepted
+        self._acls_refused: set[Any] = set()  # bindings the target refused (said once each)
+        self._acls_off = False  # the source has no authorizer (said once)
+        self._acls_target_off = False  # the target has no authorizer (said once)
         if cfg.translates_schema_ids:
             assert cfg.source_registry and cfg.target_registry
             self.schemas = SchemaIdRewriter(cfg.source_registry, cfg.target_registry)
@@ -251,11 +262,14 @@ class Flow:
             if self._eos:
                 await self.producer.init_transactions()
             await self._refresh_topics(initial=True)
+            if cfg["sync.topic.acls.enabled"]:
+                await self._guarded(self._sync_acls)
             self.sync_reader.assign([TopicPartition(self._sync_topic, 0)])
             self._tasks = [asyncio.ensure_future(t) for t in (
                 self._periodic(cfg["refresh.topics.interval.seconds"], self._refresh_topics, cfg["refresh.topics.enabled"]),
                 self._periodic(DELETION_CHECK_SECONDS, self._check_deleted, True),
                 self._periodic(cfg["sync.topic.configs.interval.seconds"], self._sync_configs, cfg["sync.topic.configs.enabled"]),
+                self._periodic(cfg["sync.topic.acls.interval.seconds"], self._sync_acls, cfg["sync.topic.acls.enabled"]),
                 self._periodic(cfg["emit.heartbeats.interval.seconds"], self._heartbeat, cfg["emit.heartbeats.enabled"]),
                 self._periodic(cfg["emit.checkpoints.interval.seconds"], self._checkpoint, cfg["emit.checkpoints.enabled"]),
                 self._periodic(1.0, self._promote_syncs, True),
@@ -282,13 +296,17 @@ class Flow:
                 await asyncio.wait_for(self._stop.wait(), interval)
             if self._stop.is_set():
                 return
-            try:
-                await fn()
-            except asyncio.CancelledError:
-                raise
-            except Exception as exc:
-                self.stats.errors += 1
-                log.warning("flow %s: %s failed: %s", self.name, getattr(fn, "__name__", fn), _describe(exc))
+            await self._guarded(fn)
+
+    async def _guarded(self, fn: Any) -> None:
+        """``await fn()``; a failure is counted and logged in one line."""
+        try:
+            await fn()
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:
+            self.stats.errors += 1
+            log.warning("flow %s: %s failed: %s", self.name, getattr(fn, "__name__", fn), _describe(exc))
 
     # -- topics -----------------------------------------------------------------------------------
     async def _create_internal_topics(self) -> None:
@@ -389,6 +407,51 @@ class Flow:
         if changes:
             await self.dst_admin.alter_configs(changes)
             log.info("flow %s: topic configs synced: %s", self.name, ", ".join(sorted(changes)))
+
+    async def _sync_acls(self) -> None:
+        """Create the source's topic ACLs on the target, translated as MM2 does (never removes
+        any). Each refused binding is logged once with its topic; new ones once in all."""
+        try:
+            source = await self.src_admin.describe_acls(ANY_TOPIC_ACL)
+        except KafkaError as exc:
+            if exc.code in (SECURITY_DISABLED, UNSUPPORTED_VERSION):
+                if not self._acls_off:
+                    self._acls_off = True
+                    why = "has no authorizer" if exc.code == SECURITY_DISABLED else "does not serve DescribeAcls v1+"
+                    log.info("flow %s: %s %s: no topic ACLs to sync (sync.topic.acls.enabled = false says so)",
+                             self.name, self.cfg.source, why)
+                return
+            raise
+        self._acls_off = False
+        wanted = target_acl_bindings(self.cfg, source)
+        if not wanted:
+            return
+        results = await self.dst_admin.create_acls(wanted)
+        if results and all(code == SECURITY_DISABLED for code, _m in results):
+            self.stats.errors += len(results)
+            if not self._acls_target_off:
+                self._acls_target_off = True
+                log.warning("flow %s: %s has no authorizer: %d topic ACLs of %s not created", self.name,
+                            self.cfg.target, len(results), self.cfg.source)
+            return
+        self._acls_target_off = False
+        added = []
+        for b, (code, message) in zip(wanted, results, strict=True):
+            if code == 0:
+                self._acls_refused.discard(b)
+                if b not in self._acls_known:
+                    self._acls_known.add(b)
+                    self.stats.acls_synced += 1
+                    added.append(b)
+                continue
+            self.stats.errors += 1
+            if b not in self._acls_refused:
+                self._acls_refused.add(b)
+                log.warning("flow %s: ACL on topic %s not created on %s: error %d%s", self.name, b.resource_name,
+                            self.cfg.target, code, f" ({message})" if message else "")
+        if added:
+            log.info("flow %s: %d topic ACLs synced to %s (%s)", self.name, len(added), self.cfg.target,
+                     ", ".join(sorted({b.resource_name for b in added})))
 
     async def _members_see(self, remote: str, count: int) -> None:
         deadline = time.monotonic() + 30

@@ -15,7 +15,9 @@ bytes, fixed                           binary
 string, enum, uuid                     string
 record / array / map                   struct / array / map<string, ...>
 [null, T] / [T, null]                  T, nullable
-other unions                           string (the value as JSON; from_avro: a struct)
+[int, long] / [float, double]          bigint / double
+other unions                           struct<member0, member1, ...> (one nullable field per
+                                       non-null branch, the value's branch set)
 date                                   date
 timestamp-millis / -micros             timestamp
 local-timestamp-millis / -micros       timestamp_ntz

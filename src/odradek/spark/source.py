@@ -158,7 +158,7 @@ def reader_schemas(opts: SourceOptions) -> dict[str, str]:
         from odradek.client.avro import SchemaRegistryError
 
         try:
-            _id, text = _avro.registry(formats.registry_url).latest(subject)
+            _id, text = _avro.registry(formats.registry_url).latest(subject, self_contained=True)
         except SchemaRegistryError as exc:
             raise RuntimeError(
                 f"odradek source: cannot get the latest schema of subject {subject!r} for "

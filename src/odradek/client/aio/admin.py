@@ -24,7 +24,15 @@ from ._offsets import (
 )
 from ._txn import TxnRequests
 
-__all__ = ["AsyncAdmin", "ConfigEntry", "GroupDescription", "MemberDescription", "NewTopic"]
+__all__ = [
+    "AclBinding",
+    "AclBindingFilter",
+    "AsyncAdmin",
+    "ConfigEntry",
+    "GroupDescription",
+    "MemberDescription",
+    "NewTopic",
+]
 
 
 
@@ -59,6 +67,36 @@ class GroupDescription(NamedTuple):
     protocol: str
     members: list[MemberDescription]
     error_code: int = 0
+
+
+class AclBinding(NamedTuple):
+    """One ACL, in Kafka's wire codes: ``resource_type`` (2 TOPIC, 3 GROUP, 4 CLUSTER,
+    5 TRANSACTIONAL_ID), ``pattern_type`` (3 LITERAL, 4 PREFIXED), ``operation`` (2 ALL, 3 READ,
+    4 WRITE, 5 CREATE, 6 DELETE, 7 ALTER, 8 DESCRIBE, 9 CLUSTER_ACTION, 10 DESCRIBE_CONFIGS,
+    11 ALTER_CONFIGS, 12 IDEMPOTENT_WRITE), ``permission_type`` (2 DENY, 3 ALLOW); ``principal``
+    as ``User:alice``, ``host`` ``*`` or an address."""
+
+    resource_type: int
+    resource_name: str
+    pattern_type: int
+    principal: str
+    host: str
+    operation: int
+    permission_type: int
+
+
+class AclBindingFilter(NamedTuple):
+    """Selects ACLs as Kafka's DescribeAcls/DeleteAcls filters do: None matches any value, and
+    so do the codes ANY (1) of resource type, pattern type, operation and permission type;
+    pattern type MATCH (2) selects every pattern that applies to ``resource_name``."""
+
+    resource_type: int = 1
+    resource_name: str | None = None
+    pattern_type: int = 1
+    principal: str | None = None
+    host: str | None = None
+    operation: int = 1
+    permission_type: int = 1
 
 
 class AsyncAdmin:
@@ -308,6 +346,86 @@ class AsyncAdmin:
         INVALID_TXN_STATE if it was completed the other way; KafkaTimeoutError after ``timeout``."""
         requests = TxnRequests(self._cluster, transactional_id, self.config["retry.backoff.ms"] / 1000)
         await requests.end_txn(producer_id, producer_epoch, committed, time.monotonic() + timeout)
+
+    # -- ACLs (DescribeAcls, CreateAcls, DeleteAcls v1+, sent to any broker: all share them) --
+    async def describe_acls(self, flt: AclBindingFilter | None = None) -> list[AclBinding]:
+        """The ACLs ``flt`` selects (all without one). KafkaError SECURITY_DISABLED (54) from a
+        cluster without an authorizer."""
+        f = flt or AclBindingFilter()
+        conn = await self._cluster.any_connection()
+        mod = proto.request_module(29, conn.version(29))
+        resp = await conn.request(
+            proto.build(
+                mod.DescribeAclsRequest,
+                resource_type_filter=f.resource_type,
+                resource_name_filter=f.resource_name,
+                pattern_type_filter=f.pattern_type,
+                principal_filter=f.principal,
+                host_filter=f.host,
+                operation=f.operation,
+                permission_type=f.permission_type,
+            )
+        )
+        if int(resp.error_code):
+            raise KafkaError(f"DescribeAcls: {resp.error_message or ''}", int(resp.error_code))
+        return [
+            AclBinding(int(r.resource_type), str(r.resource_name), int(r.pattern_type), str(a.principal),
+                       str(a.host), int(a.operation), int(a.permission_type))
+            for r in resp.resources
+            for a in r.acls
+        ]
+
+    async def create_acls(self, bindings: Iterable[AclBinding]) -> list[tuple[int, str | None]]:
+        """Create ``bindings`` (one request); returns (error code, message) per binding, in
+        order (0: created or already there). Nothing is raised for a refused binding."""
+        bindings = list(bindings)
+        if not bindings:
+            return []
+        conn = await self._cluster.any_connection()
+        mod = proto.request_module(30, conn.version(30))
+        resp = await conn.request(
+            proto.build(
+                mod.CreateAclsRequest,
+                creations=[
+                    proto.nested(mod, "AclCreation", resource_type=b.resource_type, resource_name=b.resource_name,
+                                 resource_pattern_type=b.pattern_type, principal=b.principal, host=b.host,
+                                 operation=b.operation, permission_type=b.permission_type)
+                    for b in bindings
+                ],
+            )
+        )
+        return [(int(r.error_code), r.error_message) for r in resp.results]
+
+    async def delete_acls(self, filters: Iterable[AclBindingFilter]) -> list[AclBinding]:
+        """Delete every ACL any of ``filters`` selects; returns those deleted. KafkaError on a
+        filter the broker refuses."""
+        filters = list(filters)
+        if not filters:
+            return []
+        conn = await self._cluster.any_connection()
+        mod = proto.request_module(31, conn.version(31))
+        resp = await conn.request(
+            proto.build(
+                mod.DeleteAclsRequest,
+                filters=[
+                    proto.nested(mod, "DeleteAclsFilter", resource_type_filter=f.resource_type,
+                                 resource_name_filter=f.resource_name, pattern_type_filter=f.pattern_type,
+                                 principal_filter=f.principal, host_filter=f.host, operation=f.operation,
+                                 permission_type=f.permission_type)
+                    for f in filters
+                ],
+            )
+        )
+        out = []
+        for r in resp.filter_results:
+            if int(r.error_code):
+                raise KafkaError(f"DeleteAcls: {r.error_message or ''}", int(r.error_code))
+            out += [
+                AclBinding(int(m.resource_type), str(m.resource_name), int(m.pattern_type), str(m.principal),
+                           str(m.host), int(m.operation), int(m.permission_type))
+                for m in r.matching_acls
+            ]
+        return out
 
     async def describe_cluster(self) -> dict[str, Any]:
         await self._cluster.refresh([])
