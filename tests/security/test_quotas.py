@@ -189,9 +189,7 @@ def test_throttle_time_set_in_kio_and_hand_encoded_responses() -> None:
     from odradek.protocol.produce_response import encode_produce_response
 
     kio = CreateTopicsResponse(throttle_time=datetime.timedelta(0), topics=())
-    assert with_throttle_time(19, 7, kio, 250).throttle_time == datetime.timedelta(
-        milliseconds=250
-    )
+    assert with_throttle_time(19, 7, kio, 250).throttle_time == datetime.timedelta(milliseconds=250)
     for version in (7, 9):
         body = encode_produce_response(version, [("t", [(0, 0, 5, -1, 0, (), None)])])
         patched = with_throttle_time(0, version, EncodedResponse((body,), len(body)), 300)
