@@ -12,6 +12,7 @@ import re
 import time
 import uuid
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 from confluent_kafka import Producer
@@ -33,6 +34,7 @@ def broker() -> Iterator[BrokerProcess]:
         "listeners": "PLAINTEXT://127.0.0.1:0",
         "quota.window.num": "2",
         "quota.window.size.seconds": "1",
+        "controller.quota.window.num": "2",
     }
     with BrokerProcess(settings) as b:
         yield b
@@ -149,13 +151,12 @@ def test_strict_mutation_quota_refuses_topics_over_the_rate(
 def test_permissive_mutation_quota_for_older_versions_throttles(broker: BrokerProcess) -> None:
     set_quota(broker, "ck-admin", "controller_mutation_rate", 10)
     throttles: list[float] = []
-    admin = AdminClient(
-        {
-            "bootstrap.servers": broker.bootstrap_servers,
-            "client.id": "ck-admin",
-            "throttle_cb": lambda event: throttles.append(event.throttle_time),
-        }
-    )
+    conf: dict[str, Any] = {
+        "bootstrap.servers": broker.bootstrap_servers,
+        "client.id": "ck-admin",
+        "throttle_cb": lambda event: throttles.append(event.throttle_time),
+    }
+    admin = AdminClient(conf)
     first, second = f"ck-{uuid.uuid4().hex[:6]}", f"ck-{uuid.uuid4().hex[:6]}"
     # librdkafka sends CreateTopics v4: permissive, both topics are created
     for f in admin.create_topics([NewTopic(first, 30, 1), NewTopic(second, 3, 1)]).values():

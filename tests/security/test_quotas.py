@@ -121,7 +121,7 @@ def test_strict_mutation_quota_refuses_once_exceeded_and_permissive_never_does()
     from odradek.security.quota_store import QuotaStore
 
     clock = ManualClock()
-    store = QuotaStore(samples=2, window_ms=1000)
+    store = QuotaStore(mutation_samples=2, mutation_window_ms=1000)
     store.configs[(None, "admin")] = {"controller_mutation_rate": 2.0}  # burst 4
     assert store.mutation_quota("ANONYMOUS", "other", True, clock) is None
     strict = store.mutation_quota("ANONYMOUS", "admin", True, clock)
@@ -183,12 +183,13 @@ def test_throttle_time_set_in_kio_and_hand_encoded_responses() -> None:
     import struct
 
     from kio.schema.create_topics.v7.response import CreateTopicsResponse
+    from kio.static.primitive import i32Timedelta
 
     from odradek.broker.api import EncodedResponse
     from odradek.broker.request_quota import is_exempt, with_throttle_time
     from odradek.protocol.produce_response import encode_produce_response
 
-    kio = CreateTopicsResponse(throttle_time=datetime.timedelta(0), topics=())
+    kio = CreateTopicsResponse(throttle_time=i32Timedelta.parse(datetime.timedelta(0)), topics=())
     assert with_throttle_time(19, 7, kio, 250).throttle_time == datetime.timedelta(milliseconds=250)
     for version in (7, 9):
         body = encode_produce_response(version, [("t", [(0, 0, 5, -1, 0, (), None)])])

@@ -43,7 +43,7 @@ def is_exempt(api_key: int, request: Any) -> bool:
     if api_key in EXEMPT_APIS:
         return True
     if api_key == 1:  # a follower's Fetch
-        replica_id = getattr(request, "replica_id", None)
+        replica_id: Any = getattr(request, "replica_id", None)
         if replica_id is None:
             state = getattr(request, "replica_state", None)
             replica_id = getattr(state, "replica_id", -1)
@@ -81,7 +81,11 @@ def with_throttle_time(api_key: int, version: int, response: Any, ms: int) -> An
         parts[0] = patched
         return EncodedResponse(tuple(parts), response.size)
     current = getattr(response, "throttle_time", None)
-    if not isinstance(current, datetime.timedelta) or not dataclasses.is_dataclass(response):
+    if (
+        not isinstance(current, datetime.timedelta)
+        or not dataclasses.is_dataclass(response)
+        or isinstance(response, type)
+    ):
         return response
     if current >= datetime.timedelta(milliseconds=ms):
         return response

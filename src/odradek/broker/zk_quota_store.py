@@ -43,6 +43,7 @@ from odradek.security.quota_store import (
     encode_entity_config,
     entity_path,
     open_quota_store,
+    quota_windows,
     validate_change,
 )
 from odradek.security.quotas import DEFAULT, QUOTA_KEYS, ClientQuotaEntity
@@ -101,14 +102,8 @@ def _quotas(config: dict[str, str]) -> dict[str, float]:
 class ZkQuotaStore(QuotaStore):
     """Quota configs in ZooKeeper (module docstring); ``start()`` loads them and watches."""
 
-    def __init__(
-        self,
-        zk: KafkaZkClient,
-        samples: int = 11,
-        window_ms: int = 1000,
-        admin_timeout_ms: int = 30_000,
-    ) -> None:
-        super().__init__(samples, window_ms)
+    def __init__(self, zk: KafkaZkClient, *windows: int, admin_timeout_ms: int = 30_000) -> None:
+        super().__init__(*windows)
         self.zk = zk
         self.admin_timeout_ms = admin_timeout_ms
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -275,8 +270,6 @@ async def open_broker_quota_store(
     ``quota_store.open_quota_store`` (the data directory's file, or memory)."""
     if zk is None:
         return open_quota_store(values, data_dir)
-    samples = int(values.get("quota.window.num") or 11)
-    window_ms = int(values.get("quota.window.size.seconds") or 1) * 1000
-    store = ZkQuotaStore(zk, samples, window_ms)
+    store = ZkQuotaStore(zk, *quota_windows(values))
     await store.start()
     return store

@@ -230,8 +230,8 @@ def alter(
                 entity=tuple(
                     r.EntityData(entity_type=kind, entity_name=name) for kind, name in parts.items()
                 ),
-                ops=tuple(r.OpData(key=k, value=v, remove=False) for k, v in sets)
-                + tuple(r.OpData(key=k, value=0.0, remove=True) for k in removes),
+                ops=tuple(r.OpData(key=k, value=r.f64(v), remove=False) for k, v in sets)
+                + tuple(r.OpData(key=k, value=r.f64(0.0), remove=True) for k in removes),
             ),
         ),
         validate_only=validate_only,

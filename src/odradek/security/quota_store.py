@@ -65,6 +65,7 @@ __all__ = [
     "entity_path",
     "java_properties_order",
     "open_quota_store",
+    "quota_windows",
     "sanitize",
     "validate_change",
     "validate_entity",
@@ -234,9 +235,12 @@ class ClientQuotaManager:
         configs: Mapping[ClientQuotaEntity, Mapping[str, float]],
         samples: int = 11,
         window_ms: int = 1000,
+        mutation_samples: int = 11,
+        mutation_window_ms: int = 1000,
     ) -> None:
         self.configs = configs
         self.samples, self.window_ms = samples, window_ms
+        self.mutation_samples, self.mutation_window_ms = mutation_samples, mutation_window_ms
         self._rates: dict[tuple[str, str, str], Rate] = {}
         self._buckets: dict[tuple[str, str], TokenBucket] = {}
 
@@ -275,7 +279,9 @@ class ClientQuotaManager:
         tags = quota_tags(entity, user, client_id)
         bucket = self._buckets.get(tags)
         if bucket is None:
-            bucket = self._buckets[tags] = TokenBucket(self.samples, self.window_ms)
+            bucket = self._buckets[tags] = TokenBucket(
+                self.mutation_samples, self.mutation_window_ms
+            )
         return ControllerMutationQuota(bucket, quota, strict, now_ms)
 
 
@@ -318,9 +324,17 @@ class QuotaStore:
     """Quota configs in memory (a broker without a data directory); subclasses persist.
     ``configs`` is the mapping ``resolve_quota`` reads; ``manager`` measures and throttles."""
 
-    def __init__(self, samples: int = 11, window_ms: int = 1000) -> None:
+    def __init__(
+        self,
+        samples: int = 11,
+        window_ms: int = 1000,
+        mutation_samples: int = 11,
+        mutation_window_ms: int = 1000,
+    ) -> None:
         self.configs: dict[ClientQuotaEntity, dict[str, float]] = {}
-        self.manager = ClientQuotaManager(self.configs, samples, window_ms)
+        self.manager = ClientQuotaManager(
+            self.configs, samples, window_ms, mutation_samples, mutation_window_ms
+        )
 
     def record(
         self,
@@ -437,8 +451,8 @@ class FileQuotaStore(QuotaStore):
 
     FILE = "quotas.json"
 
-    def __init__(self, data_dir: Path, samples: int = 11, window_ms: int = 1000) -> None:
-        super().__init__(samples, window_ms)
+    def __init__(self, data_dir: Path, *windows: int) -> None:
+        super().__init__(*windows)
         self.path = data_dir / self.FILE
         if self.path.exists():
             obj = json.loads(self.path.read_text())
@@ -459,11 +473,27 @@ class FileQuotaStore(QuotaStore):
         os.replace(tmp, self.path)
 
 
+def quota_windows(values: Any) -> tuple[int, int, int, int]:
+    """(samples, window ms) of the rates and of ``controller_mutation_rate``'s bucket from the
+    broker config (``get(key)``: ``quota.window.num``, ``quota.window.size.seconds``,
+    ``controller.quota.window.num``, ``controller.quota.window.size.seconds``)."""
+
+    def get(key: str, default: int) -> int:
+        value = values.get(key)
+        return default if value is None else int(value)
+
+    return (
+        get("quota.window.num", 11),
+        get("quota.window.size.seconds", 1) * 1000,
+        get("controller.quota.window.num", 11),
+        get("controller.quota.window.size.seconds", 1) * 1000,
+    )
+
+
 def open_quota_store(values: Any, data_dir: Path | None) -> QuotaStore:
     """The broker's quota store: the file in its data directory, else memory; ``values`` is
-    the broker config (``get(key)``: ``quota.window.num``, ``quota.window.size.seconds``)."""
-    samples = int(values.get("quota.window.num") or 11)
-    window_ms = int(values.get("quota.window.size.seconds") or 1) * 1000
+    the broker config (``quota_windows``)."""
+    windows = quota_windows(values)
     if data_dir is None:
-        return QuotaStore(samples, window_ms)
-    return FileQuotaStore(data_dir, samples, window_ms)
+        return QuotaStore(*windows)
+    return FileQuotaStore(data_dir, *windows)
