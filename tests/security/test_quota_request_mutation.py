@@ -171,3 +171,53 @@ def test_permissive_mutation_quota_for_older_versions_throttles(broker: BrokerPr
     third = f"ck-{uuid.uuid4().hex[:6]}"
     admin.create_topics([NewTopic(third, 1, 1)])[third].result(timeout=20)
     assert time.monotonic() - started > 0.5
+
+
+class ClientWire(Wire):
+    """A Wire whose requests carry ``client_id``."""
+
+    def __init__(self, bootstrap: str, client_id: str) -> None:
+        super().__init__(bootstrap)
+        self.client_id = client_id
+
+    def send(self, entity: Any) -> int:
+        from odradek.protocol.messages import encode_request
+
+        self.correlation_id += 1
+        self.sock.sendall(
+            encode_request(entity, correlation_id=self.correlation_id, client_id=self.client_id)
+        )
+        return self.correlation_id
+
+
+def test_strict_quota_on_topic_deletion_and_partition_creation(broker: BrokerProcess) -> None:
+    import datetime
+
+    timeout = datetime.timedelta(seconds=15)
+    names = [f"m{i}-{uuid.uuid4().hex[:6]}" for i in range(4)]
+    for name, partitions in zip(names, (25, 2, 1, 1), strict=True):
+        create_topic(broker, name, partitions=partitions)
+    # DeleteTopics v6: 25 partitions empty the bucket of 20 and more, the next topic waits
+    set_quota(broker, "deleter", "controller_mutation_rate", 10)
+    topics = tuple(req(20, 6, "DeleteTopicState", name=n, topic_id=None) for n in names[:2])
+    with ClientWire(broker.bootstrap_servers, "deleter") as w:
+        deleted = w.call(req(20, 6, topics=topics, timeout=timeout))
+    codes = {r.name: int(r.error_code) for r in deleted.responses}
+    assert codes == {names[0]: 0, names[1]: THROTTLING_QUOTA_EXCEEDED}
+    assert 0 < deleted.throttle_time.total_seconds() <= 0.5
+    # CreatePartitions v3: 1 -> 26 partitions (25 added), then the next topic waits
+    set_quota(broker, "grower", "controller_mutation_rate", 10)
+    grow = tuple(
+        req(37, 3, "CreatePartitionsTopic", name=n, count=c, assignments=None)
+        for n, c in ((names[2], 26), (names[3], 3))
+    )
+    with ClientWire(broker.bootstrap_servers, "grower") as w:
+        grown = w.call(req(37, 3, topics=grow, timeout=timeout, validate_only=False))
+    codes = {r.name: int(r.error_code) for r in grown.results}
+    assert codes == {names[2]: 0, names[3]: THROTTLING_QUOTA_EXCEEDED}
+    assert 0 < grown.throttle_time.total_seconds() <= 0.5
+    # an older version is permissive: CreatePartitions v2 adds them and is throttled
+    with ClientWire(broker.bootstrap_servers, "grower") as w:
+        old = w.call(req(37, 2, topics=grow[1:], timeout=timeout, validate_only=False))
+    assert [int(r.error_code) for r in old.results] == [0]
+    assert old.throttle_time.total_seconds() > 0

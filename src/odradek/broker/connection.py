@@ -673,8 +673,9 @@ class KafkaConnection(asyncio.Protocol):
         """Charge the request's handler time (from ``started`` to ``until``, default now) to
         its client's ``request_percentage`` (KIP-124, broker/request_quota.py): over the
         quota, the connection is muted and the response carries the throttle time."""
-        if is_exempt(spec.key, request):
-            return response
+        auth = self._auth
+        if is_exempt(spec.key, request) or (auth is not None and not auth.authenticated):
+            return response  # (a SASL exchange is not a client's request: Kafka's neither)
         services = self._services
         assert services is not None
         seconds = (time.perf_counter() if until is None else until) - started
