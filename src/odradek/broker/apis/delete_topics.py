@@ -82,8 +82,8 @@ async def handle(ctx: RequestContext, request: DeleteTopicsRequest) -> DeleteTop
                 f"internal topic {meta.name!r} cannot be deleted",
             )
         elif quota is not None and not quota.record(meta.num_partitions):
-            # controller_mutation_rate (apis/_quotas.py)
-            code, message = _quotas.QUOTA_EXCEEDED, _quotas.QUOTA_EXCEEDED_MESSAGE
+            # controller_mutation_rate (apis/_quotas.py); Kafka gives no message here
+            code = _quotas.QUOTA_EXCEEDED
         else:
             try:
                 await services.topic_admin.delete_topic(meta.name)
