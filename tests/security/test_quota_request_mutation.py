@@ -164,8 +164,9 @@ def test_permissive_mutation_quota_for_older_versions_throttles(broker: BrokerPr
     deadline = time.monotonic() + 5
     while not throttles and time.monotonic() < deadline:
         admin.poll(0.1)
-    # 33 partitions from a bucket of 20: 13 tokens short at 10/s
-    assert throttles and 1.0 <= max(throttles) <= 1.4, throttles
+    # 33 partitions from a bucket of 20: 13 tokens short at 10/s (1.3 s, less the time the
+    # second topic's creation took)
+    assert throttles and 0.5 < max(throttles) <= 1.3, throttles
     # the connection is muted meanwhile: the next request is answered only after it
     started = time.monotonic()
     third = f"ck-{uuid.uuid4().hex[:6]}"
