@@ -8,10 +8,14 @@ Formats:
 
 * ZooKeeper (Kafka's layout, for a cluster): ``/config/users/<user>``,
   ``/config/clients/<client-id>``, ``/config/users/<user>/clients/<client-id>`` (``<default>``
-  for a default name), each ``{"version":1,"config":{"producer_byte_rate":"1024",...}}`` (values
-  as strings); a change is announced by ``/config/changes/config_change_<10 digits>`` =
-  ``{"version":2,"entity_path":"users/alice"}``. ``entity_path``, ``encode_config`` and
-  ``change_notification`` give those; this module's stores do not use ZooKeeper yet.
+  for a default name, other names ``sanitize``-d), each
+  ``{"version":1,"config":{"request_percentage":"50.0","producer_byte_rate":"1024"}}``: values
+  as strings (``config_value``: LONG keys whole, DOUBLE keys as Java's ``Double.toString``),
+  keys in the order Java's ``Properties`` iterates them (``java_properties_order``), so that
+  the bytes are Kafka's; a change is announced by ``/config/changes/config_change_<10 digits>``
+  = ``{"version":2,"entity_path":"users/alice"}``. ``entity_path``,
+  ``encode_entity_config`` and ``change_notification`` give those;
+  ``odradek.broker.zk_quota_store`` reads and writes them.
 * The file store (a single broker): ``<data dir>/quotas.json`` =
   ``{"version":1,"quotas":[{"user":"alice","client-id":null,"config":{"producer_byte_rate":1024.0}}]}``
   (null: no such part; ``<default>`` as written), rewritten whole (temporary file, fsync,
