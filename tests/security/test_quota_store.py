@@ -93,9 +93,17 @@ def test_zookeeper_formats() -> None:
     assert entity_path(("alice", None)) == "users/alice"
     assert entity_path((DEFAULT, "a b")) == "users/<default>/clients/a%20b"
     assert entity_path((None, DEFAULT)) == "clients/<default>"
+    # Kafka writes a java.util.Properties: ConcurrentHashMap order, not sorted
     assert encode_config({"producer_byte_rate": 1024.0, "request_percentage": 12.5}) == (
-        b'{"version":1,"config":{"producer_byte_rate":"1024","request_percentage":"12.5"}}'
+        b'{"version":1,"config":{"request_percentage":"12.5","producer_byte_rate":"1024"}}'
     )
+    assert encode_config({"consumer_byte_rate": 2048, "producer_byte_rate": 1024}) == (
+        b'{"version":1,"config":{"producer_byte_rate":"1024","consumer_byte_rate":"2048"}}'
+    )
+    assert encode_config({"request_percentage": 50}) == (
+        b'{"version":1,"config":{"request_percentage":"50.0"}}'
+    )
+    assert entity_path(("a~b*c", None)) == "users/a%7Eb%2Ac"
     assert change_notification(("alice", "app")) == (
         "/config/changes",
         b'{"version":2,"entity_path":"users/alice/clients/app"}',

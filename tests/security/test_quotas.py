@@ -95,3 +95,111 @@ def test_rate_is_never_negative_and_throttle_bounded(events: list[tuple[int, int
         rate.record(value, now)
         assert rate.rate(now) >= 0
         assert 0 <= throttle_time_ms(rate, 1000.0, now) <= 11_000
+
+
+# -- KIP-599's token bucket, KIP-124's request time, Kafka's spellings ------------------------
+
+
+def test_token_bucket_starts_full_and_refills_at_the_quota() -> None:
+    from odradek.security.quotas import TokenBucket
+
+    bucket = TokenBucket(samples=2, window_ms=1000)  # burst = 2 s * quota
+    assert bucket.throttle_time_ms(5.0, 0) == 0
+    bucket.record(5.0, 10.0, 0)  # the burst: exactly empty
+    assert bucket.throttle_time_ms(5.0, 0) == 0
+    bucket.record(5.0, 5.0, 0)  # -5 tokens: one second to refill at 5/s
+    assert bucket.throttle_time_ms(5.0, 0) == 1000
+    assert bucket.throttle_time_ms(5.0, 600) == 400
+    assert bucket.throttle_time_ms(5.0, 1000) == 0
+    assert bucket.throttle_time_ms(5.0, 60_000) == 0
+    bucket.record(5.0, 25.0, 60_000)  # refilled to the burst only (10), not beyond
+    assert bucket.throttle_time_ms(5.0, 60_000) == 3000
+
+
+def test_strict_mutation_quota_refuses_once_exceeded_and_permissive_never_does() -> None:
+    from odradek.clock import ManualClock
+    from odradek.security.quota_store import QuotaStore
+
+    clock = ManualClock()
+    store = QuotaStore(mutation_samples=2, mutation_window_ms=1000)
+    store.configs[(None, "admin")] = {"controller_mutation_rate": 2.0}  # burst 4
+    assert store.mutation_quota("ANONYMOUS", "other", True, clock) is None
+    strict = store.mutation_quota("ANONYMOUS", "admin", True, clock)
+    assert strict is not None
+    assert strict.record(6)  # accepted: the bucket was not below zero (4 - 6 = -2)
+    assert strict.throttle_time_ms() == 0  # Kafka: a strict quota throttles only on refusal
+    assert not strict.record(1)  # refused: 1 s to refill
+    assert strict.throttle_time_ms() == 1000
+    clock.advance(400)
+    assert strict.throttle_time_ms() == 600
+    # the bucket is shared by the client's requests; an old version's is permissive
+    permissive = store.mutation_quota("ANONYMOUS", "admin", False, clock)
+    assert permissive is not None
+    assert permissive.record(1) and permissive.record(1)
+    assert permissive.throttle_time_ms() == round((1.2 + 2) / 2 * 1000)
+    clock.advance(5000)
+    again = store.mutation_quota("ANONYMOUS", "admin", True, clock)
+    assert again is not None and again.record(1) and again.throttle_time_ms() == 0
+
+
+def test_request_time_is_a_percentage_of_one_thread_and_throttles_at_most_a_window() -> None:
+    from odradek.clock import ManualClock
+    from odradek.security.quota_store import QuotaStore
+
+    clock = ManualClock()
+    store = QuotaStore(samples=2, window_ms=1000)
+    store.configs[("alice", None)] = {"request_percentage": 10.0}
+    assert store.record_request_time("bob", "x", 1.0, clock) == 0  # no quota for bob
+    # 50 ms of handler time over the (at least) one-second window: 5 % of a thread
+    assert store.record_request_time("alice", "x", 0.05, clock) == 0
+    # 200 ms more: 25 % against 10 %, throttled (25 - 10) / 10 * 1 s, bounded by one window
+    assert store.record_request_time("alice", "y", 0.2, clock) == 1000
+    clock.advance(3000)  # both samples expired
+    assert store.record_request_time("alice", "x", 0.001, clock) == 0
+
+
+def test_java_double_spelling() -> None:
+    from odradek.security.quotas import java_double
+
+    cases = {50: "50.0", 0.5: "0.5", 12.5: "12.5", 1e7: "1.0E7", 1.5e7: "1.5E7",
+             1e-4: "1.0E-4", 0.001: "0.001", 9999999.0: "9999999.0", 2e20: "2.0E20"}  # fmt: skip
+    for value, text in cases.items():
+        assert java_double(value) == text
+
+
+def test_quota_entities_from_change_notifications() -> None:
+    from odradek.broker.zk_quota_store import parse_entity_path
+
+    assert parse_entity_path("users/alice") == ("alice", None)
+    assert parse_entity_path("users/%3Cdefault%3E/clients/<default>") == ("<default>", DEFAULT)
+    assert parse_entity_path("users/<default>/clients/a%20b") == (DEFAULT, "a b")
+    assert parse_entity_path("clients/app") == (None, "app")
+    assert parse_entity_path("topics/t") is None
+    assert parse_entity_path("brokers/<default>") is None
+
+
+def test_throttle_time_set_in_kio_and_hand_encoded_responses() -> None:
+    import datetime
+    import struct
+
+    from kio.schema.create_topics.v7.response import CreateTopicsResponse
+    from kio.static.primitive import i32Timedelta
+
+    from odradek.broker.api import EncodedResponse
+    from odradek.broker.request_quota import is_exempt, with_throttle_time
+    from odradek.protocol.produce_response import encode_produce_response
+
+    kio = CreateTopicsResponse(throttle_time=i32Timedelta.parse(datetime.timedelta(0)), topics=())
+    assert with_throttle_time(19, 7, kio, 250).throttle_time == datetime.timedelta(milliseconds=250)
+    for version in (7, 9):
+        body = encode_produce_response(version, [("t", [(0, 0, 5, -1, 0, (), None)])])
+        patched = with_throttle_time(0, version, EncodedResponse((body,), len(body)), 300)
+        again = encode_produce_response(
+            version, [("t", [(0, 0, 5, -1, 0, (), None)])], throttle_time_ms=300
+        )
+        assert patched.parts[0] == again
+    # a larger throttle already there (a byte-rate quota) stays
+    body = struct.pack(">i", 900) + b"rest"
+    kept = with_throttle_time(1, 11, EncodedResponse((body,), len(body)), 300)
+    assert kept.parts[0] == body
+    assert is_exempt(4, None) and not is_exempt(3, None)

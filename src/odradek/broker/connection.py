@@ -62,6 +62,7 @@ from kio.schema.errors import ErrorCode
 if TYPE_CHECKING:
     from odradek.broker.endpoints import ListenerEndpoint
 from odradek.broker.api import ApiSpec, EncodedResponse, RequestContext, TopicMetrics
+from odradek.broker.request_quota import is_exempt, with_throttle_time
 from odradek.broker.services import BrokerServices
 from odradek.protocol.errors import FrameTooLargeError, InvalidRequestError
 from odradek.protocol.framing import FrameDecoder
@@ -561,8 +562,11 @@ class KafkaConnection(asyncio.Protocol):
         try:
             yielded = coro.send(None)
         except StopIteration as stop:
+            response = stop.value
+            if services.quotas.configs and response is not None:  # request_percentage
+                response = self._charge(spec, request, response, header.client_id, started)
             try:
-                parts = self._encode(spec, info, correlation_id, stop.value, request, legacy)
+                parts = self._encode(spec, info, correlation_id, response, request, legacy)
             except Exception:
                 log.exception("%s v%d response encoding failed", spec.name, version)
                 parts = self._error(spec, info, correlation_id, request, legacy)
@@ -584,13 +588,22 @@ class KafkaConnection(asyncio.Protocol):
                 )
             self._emit(out, self._error(spec, info, correlation_id, request, legacy))
             return
-        # the handler suspended: finish it in a task, answer in order
+        # the handler suspended: finish it in a task, answer in order (request_percentage
+        # charges the time until it suspended)
         slot = self._responses.reserve()
         task = asyncio.get_running_loop().create_task(_finish(coro, yielded))
         self._tasks.add(task)
+        charge = (header.client_id, started, time.perf_counter())
         task.add_done_callback(
             lambda t: self._task_done(
-                t, slot, spec, info, correlation_id, (request, legacy), (version, started, n)
+                t,
+                slot,
+                spec,
+                info,
+                correlation_id,
+                (request, legacy),
+                (version, started, n),
+                charge,
             )
         )
 
@@ -603,6 +616,7 @@ class KafkaConnection(asyncio.Protocol):
         correlation_id: int,
         requests: tuple[Any, LegacyRequest | None],
         timing: tuple[int, float, int],
+        charge: tuple[str | None, float, float] | None = None,
     ) -> None:
         """Answer a handler that suspended (e.g. a long-polling Fetch); ``requests`` is (the
         handler's request, the old version's LegacyRequest or None); ``timing`` is (version,
@@ -613,7 +627,15 @@ class KafkaConnection(asyncio.Protocol):
         parts: Any = None
         if not failed and not task.cancelled() and not self._closing:
             try:
-                parts = self._encode(spec, info, correlation_id, task.result(), request, legacy)
+                response = task.result()
+                services = self._services
+                if charge is not None and services is not None and services.quotas.configs:
+                    client_id, started_at, suspended_at = charge
+                    if response is not None:
+                        response = self._charge(
+                            spec, request, response, client_id, started_at, suspended_at
+                        )
+                parts = self._encode(spec, info, correlation_id, response, request, legacy)
             except Exception:
                 log.exception("%s response encoding failed", spec.name)
                 failed = True
@@ -638,6 +660,33 @@ class KafkaConnection(asyncio.Protocol):
             return
         if out:
             self._write(out)
+
+    def _charge(
+        self,
+        spec: ApiSpec[Any, Any],
+        request: Any,
+        response: Any,
+        client_id: str | None,
+        started: float,
+        until: float | None = None,
+    ) -> Any:
+        """Charge the request's handler time (from ``started`` to ``until``, default now) to
+        its client's ``request_percentage`` (KIP-124, broker/request_quota.py): over the
+        quota, the connection is muted and the response carries the throttle time."""
+        auth = self._auth
+        if is_exempt(spec.key, request) or (auth is not None and not auth.authenticated):
+            return response  # (a SASL exchange is not a client's request: Kafka's neither)
+        services = self._services
+        assert services is not None
+        seconds = (time.perf_counter() if until is None else until) - started
+        ms = services.quotas.record_request_time(
+            self.principal.name, client_id, seconds, services.clock
+        )
+        if ms <= 0:
+            return response
+        self.mute(ms)
+        version = int(getattr(request, "__version__", 0))
+        return with_throttle_time(spec.key, version, response, ms)
 
     def _refused(self, api_key: int, error: str) -> None:
         metrics = self.owner.metrics

@@ -38,6 +38,7 @@ SUBCOMMANDS: list[tuple[str, str, str]] = [
     ("mirror", "mirror", "Mirror topics between clusters, configured as MirrorMaker 2."),
     ("acls", "acls", "Add, list and remove ACLs."),
     ("users", "users", "SCRAM users: add, list, remove (AlterUserScramCredentials)."),
+    ("quotas", "quotas", "Client quotas: alter, describe (AlterClientQuotas)."),
 ]
 
 

@@ -8,10 +8,14 @@ Formats:
 
 * ZooKeeper (Kafka's layout, for a cluster): ``/config/users/<user>``,
   ``/config/clients/<client-id>``, ``/config/users/<user>/clients/<client-id>`` (``<default>``
-  for a default name), each ``{"version":1,"config":{"producer_byte_rate":"1024",...}}`` (values
-  as strings); a change is announced by ``/config/changes/config_change_<10 digits>`` =
-  ``{"version":2,"entity_path":"users/alice"}``. ``entity_path``, ``encode_config`` and
-  ``change_notification`` give those; this module's stores do not use ZooKeeper yet.
+  for a default name, other names ``sanitize``-d), each
+  ``{"version":1,"config":{"request_percentage":"50.0","producer_byte_rate":"1024"}}``: values
+  as strings (``config_value``: LONG keys whole, DOUBLE keys as Java's ``Double.toString``),
+  keys in the order Java's ``Properties`` iterates them (``java_properties_order``), so that
+  the bytes are Kafka's; a change is announced by ``/config/changes/config_change_<10 digits>``
+  = ``{"version":2,"entity_path":"users/alice"}``. ``entity_path``,
+  ``encode_entity_config`` and ``change_notification`` give those;
+  ``odradek.broker.zk_quota_store`` reads and writes them.
 * The file store (a single broker): ``<data dir>/quotas.json`` =
   ``{"version":1,"quotas":[{"user":"alice","client-id":null,"config":{"producer_byte_rate":1024.0}}]}``
   (null: no such part; ``<default>`` as written), rewritten whole (temporary file, fsync,
@@ -26,13 +30,16 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
-from urllib.parse import quote
+from urllib.parse import quote, unquote
 
 from odradek.security.quotas import (
     DEFAULT,
+    LONG_KEYS,
     QUOTA_KEYS,
     ClientQuotaEntity,
     Rate,
+    TokenBucket,
+    java_double,
     quota_tags,
     resolve_quota,
     throttle_time_ms,
@@ -48,14 +55,25 @@ __all__ = [
     "MATCH_EXACT",
     "USER",
     "ClientQuotaManager",
+    "ControllerMutationQuota",
     "FileQuotaStore",
     "QuotaFilterComponent",
     "QuotaOp",
     "QuotaStore",
+    "apply_ops",
     "change_notification",
+    "config_value",
+    "desanitize",
     "encode_config",
+    "encode_entity_config",
     "entity_path",
+    "java_properties_order",
     "open_quota_store",
+    "quota_windows",
+    "sanitize",
+    "validate_change",
+    "validate_entity",
+    "validate_op",
 ]
 
 USER = "user"
@@ -82,32 +100,76 @@ class QuotaFilterComponent:
     match: str | None = None
 
 
+def sanitize(name: str) -> str:
+    """A name as Kafka's ``Sanitizer.sanitize`` writes it in a znode path: URL-encoded (UTF-8)
+    with only ``A-Za-z0-9._-`` kept (``*`` is ``%2A``, a space ``%20``, ``~`` ``%7E``)."""
+    return quote(name, safe="").replace("~", "%7E")
+
+
+def desanitize(name: str) -> str:
+    """The inverse of ``sanitize`` (Kafka's ``Sanitizer.desanitize``)."""
+    return unquote(name)
+
+
 def entity_path(entity: ClientQuotaEntity) -> str:
     """The entity's path under ``/config`` (``users/alice/clients/<default>``); names are
-    URL-encoded as Kafka's ``Sanitizer`` does."""
+    sanitized as Kafka's ``Sanitizer`` does (``sanitize``)."""
     user, client = entity
     parts: list[str] = []
     if user is not None:
-        parts += ["users", user if user == DEFAULT else quote(user, safe="")]
+        parts += ["users", user if user == DEFAULT else sanitize(user)]
     if client is not None:
-        parts += ["clients", client if client == DEFAULT else quote(client, safe="")]
+        parts += ["clients", client if client == DEFAULT else sanitize(client)]
     return "/".join(parts)
 
 
+def _java_string_hash(s: str) -> int:
+    h = 0
+    for unit in s.encode("utf-16-be").hex(" ", 2).split():
+        h = (31 * h + int(unit, 16)) & 0xFFFFFFFF
+    return h
+
+
+def java_properties_order(keys: Sequence[str]) -> list[str]:
+    """``keys`` (in the order they were put) in the order Java's ``Properties`` iterates them,
+    which is how Kafka's ``ConfigEntityZNode.encode`` writes a config map: a
+    ``ConcurrentHashMap`` of 16 bins (32 from 12 keys on), by bin, then in insertion order."""
+    table = 16
+    while len(keys) >= table * 3 // 4:
+        table *= 2
+
+    def bin_of(key: str) -> int:
+        h = _java_string_hash(key)
+        return ((h ^ (h >> 16)) & 0x7FFFFFFF) & (table - 1)
+
+    return sorted(keys, key=bin_of)  # stable: insertion order within a bin
+
+
+def config_value(key: str, value: float) -> str:
+    """A quota value as Kafka writes it: a LONG key as a whole number, a DOUBLE key as Java's
+    ``Double.toString`` (``request_percentage`` 50 → ``50.0``)."""
+    if key in LONG_KEYS:
+        return str(int(value + 1e-6))
+    return java_double(value)
+
+
+def encode_entity_config(config: Mapping[str, str]) -> bytes:
+    """An entity znode's data, byte for byte as Kafka writes it: ``{"version":1,"config":{..}}``,
+    compact, the keys in ``java_properties_order`` of ``config``'s order."""
+    ordered = {k: config[k] for k in java_properties_order(list(config))}
+    return json.dumps({"version": 1, "config": ordered}, separators=(",", ":")).encode()
+
+
 def encode_config(values: Mapping[str, float]) -> bytes:
-    """An entity znode's data (Kafka writes quota values as strings)."""
-    config = {k: _number(v) for k, v in sorted(values.items())}
-    return json.dumps({"version": 1, "config": config}, separators=(",", ":")).encode()
+    """An entity znode's data holding only quotas (``encode_entity_config`` of the values as
+    Kafka writes them, put in sorted order)."""
+    return encode_entity_config({k: config_value(k, v) for k, v in sorted(values.items())})
 
 
 def change_notification(entity: ClientQuotaEntity) -> tuple[str, bytes]:
     """(parent path, data) of the sequential znode announcing a change of ``entity``."""
     data = {"version": 2, "entity_path": entity_path(entity)}
     return "/config/changes", json.dumps(data, separators=(",", ":")).encode()
-
-
-def _number(v: float) -> str:
-    return str(int(v)) if float(v).is_integer() else repr(float(v))
 
 
 def validate_entity(entity: ClientQuotaEntity) -> str | None:
@@ -134,6 +196,27 @@ def validate_op(op: QuotaOp) -> str | None:
     return None
 
 
+def validate_change(entity: ClientQuotaEntity, ops: Sequence[QuotaOp]) -> str | None:
+    """Why an entity's changes are refused (None: valid)."""
+    error = validate_entity(entity) or next(
+        (e for e in map(validate_op, ops) if e is not None), None
+    )
+    if error is None and len({op.key for op in ops}) != len(ops):
+        error = "Duplicate quota key in one entity's changes"
+    return error
+
+
+def apply_ops(values: Mapping[str, float], ops: Sequence[QuotaOp]) -> dict[str, float]:
+    """``values`` with ``ops`` applied."""
+    out = dict(values)
+    for op in ops:
+        if op.remove:
+            out.pop(op.key, None)
+        else:
+            out[op.key] = float(op.value)
+    return out
+
+
 def _matches(name: str | None, c: QuotaFilterComponent) -> bool:
     if name is None:
         return False
@@ -156,12 +239,24 @@ class ClientQuotaManager:
         configs: Mapping[ClientQuotaEntity, Mapping[str, float]],
         samples: int = 11,
         window_ms: int = 1000,
+        mutation_samples: int = 11,
+        mutation_window_ms: int = 1000,
     ) -> None:
         self.configs = configs
         self.samples, self.window_ms = samples, window_ms
+        self.mutation_samples, self.mutation_window_ms = mutation_samples, mutation_window_ms
         self._rates: dict[tuple[str, str, str], Rate] = {}
+        self._buckets: dict[tuple[str, str], TokenBucket] = {}
 
-    def record(self, key: str, user: str, client_id: str, value: float, now_ms: int) -> int:
+    def record(
+        self,
+        key: str,
+        user: str,
+        client_id: str,
+        value: float,
+        now_ms: int,
+        max_throttle_ms: int | None = None,
+    ) -> int:
         if not self.configs:
             return 0
         found = resolve_quota(self.configs, user, client_id, key)
@@ -173,16 +268,77 @@ class ClientQuotaManager:
         if rate is None:
             rate = self._rates[(key, *tags)] = Rate(self.samples, self.window_ms)
         rate.record(value, now_ms)
-        return throttle_time_ms(rate, quota, now_ms)
+        return throttle_time_ms(rate, quota, now_ms, max_throttle_ms)
+
+    def mutation_quota(
+        self, user: str, client_id: str, strict: bool, now_ms: Callable[[], int]
+    ) -> ControllerMutationQuota | None:
+        """The ``controller_mutation_rate`` quota of one request (None: no quota applies)."""
+        if not self.configs:
+            return None
+        found = resolve_quota(self.configs, user, client_id, "controller_mutation_rate")
+        if found is None:
+            return None
+        quota, entity = found
+        tags = quota_tags(entity, user, client_id)
+        bucket = self._buckets.get(tags)
+        if bucket is None:
+            bucket = self._buckets[tags] = TokenBucket(
+                self.mutation_samples, self.mutation_window_ms
+            )
+        return ControllerMutationQuota(bucket, quota, strict, now_ms)
+
+
+class ControllerMutationQuota:
+    """One CreateTopics/CreatePartitions/DeleteTopics request's ``controller_mutation_rate``
+    (Kafka's Strict- and PermissiveControllerMutationQuota). ``strict`` (CreateTopics v6+,
+    CreatePartitions v3+, DeleteTopics v5+): a topic is refused (``record`` answers False:
+    THROTTLING_QUOTA_EXCEEDED) while the bucket is below zero, else its partitions are taken
+    even if that empties the bucket; permissive (older versions): every topic is taken. Either
+    way ``throttle_time_ms`` is the time until the bucket is back at zero, counted from the
+    last recording (the response's throttle_time_ms and the connection's mute)."""
+
+    def __init__(
+        self, bucket: TokenBucket, quota: float, strict: bool, now_ms: Callable[[], int]
+    ) -> None:
+        self.bucket, self.quota, self.strict, self._now = bucket, quota, strict, now_ms
+        self._throttle_ms = 0
+        self._recorded_ms = 0
+
+    def record(self, partitions: float) -> bool:
+        now = self._now()
+        if self.strict:
+            wait = self.bucket.throttle_time_ms(self.quota, now)
+            if wait > 0:
+                self._throttle_ms, self._recorded_ms = wait, now
+                return False
+            self.bucket.record(self.quota, partitions, now)
+            return True
+        self.bucket.record(self.quota, partitions, now)
+        wait = self.bucket.throttle_time_ms(self.quota, now)
+        if wait > 0:
+            self._throttle_ms, self._recorded_ms = wait, now
+        return True
+
+    def throttle_time_ms(self) -> int:
+        return max(0, self._throttle_ms - (self._now() - self._recorded_ms))
 
 
 class QuotaStore:
     """Quota configs in memory (a broker without a data directory); subclasses persist.
     ``configs`` is the mapping ``resolve_quota`` reads; ``manager`` measures and throttles."""
 
-    def __init__(self, samples: int = 11, window_ms: int = 1000) -> None:
+    def __init__(
+        self,
+        samples: int = 11,
+        window_ms: int = 1000,
+        mutation_samples: int = 11,
+        mutation_window_ms: int = 1000,
+    ) -> None:
         self.configs: dict[ClientQuotaEntity, dict[str, float]] = {}
-        self.manager = ClientQuotaManager(self.configs, samples, window_ms)
+        self.manager = ClientQuotaManager(
+            self.configs, samples, window_ms, mutation_samples, mutation_window_ms
+        )
 
     def record(
         self,
@@ -211,6 +367,40 @@ class QuotaStore:
                 mute(ms)
         return ms
 
+    def record_request_time(
+        self,
+        user: str,
+        client_id: str | None,
+        seconds: float,
+        clock: Clock,
+    ) -> int:
+        """Add a request's handler time to the client's ``request_percentage`` rate (as
+        percent-seconds, KIP-124) and answer the throttle time, at most one quota window
+        (Kafka's ``ClientRequestQuotaManager``); the caller mutes the connection."""
+        if not self.configs:
+            return 0
+        return self.manager.record(
+            "request_percentage",
+            user,
+            client_id or "",
+            seconds * 100.0,
+            clock.now_ms(),
+            max_throttle_ms=self.manager.window_ms,
+        )
+
+    def mutation_quota(
+        self, user: str, client_id: str | None, strict: bool, clock: Clock
+    ) -> ControllerMutationQuota | None:
+        """The ``controller_mutation_rate`` quota of one CreateTopics, CreatePartitions or
+        DeleteTopics request (None: none applies)."""
+        return self.manager.mutation_quota(user, client_id or "", strict, clock.now_ms)
+
+    async def alter_entities(
+        self, changes: Sequence[tuple[ClientQuotaEntity, Sequence[QuotaOp]]], validate_only: bool
+    ) -> list[str | None]:
+        """``alter`` as AlterClientQuotas calls it (a store in ZooKeeper writes there)."""
+        return self.alter(changes, validate_only)
+
     def _persist(self) -> None:
         """Write the configs (nothing here)."""
 
@@ -222,28 +412,22 @@ class QuotaStore:
         results: list[str | None] = []
         changed = False
         for entity, ops in changes:
-            error = validate_entity(entity) or next(
-                (e for e in map(validate_op, ops) if e is not None), None
-            )
-            if error is None and len({op.key for op in ops}) != len(ops):
-                error = "Duplicate quota key in one entity's changes"
+            error = validate_change(entity, ops)
             results.append(error)
             if error is not None or validate_only:
                 continue
-            values = dict(self.configs.get(entity, {}))
-            for op in ops:
-                if op.remove:
-                    values.pop(op.key, None)
-                else:
-                    values[op.key] = float(op.value)
-            if values:
-                self.configs[entity] = values
-            else:
-                self.configs.pop(entity, None)
+            self.put(entity, apply_ops(self.configs.get(entity, {}), ops))
             changed = True
         if changed:
             self._persist()
         return results
+
+    def put(self, entity: ClientQuotaEntity, values: Mapping[str, float]) -> None:
+        """Replace an entity's quotas (none: the entity is dropped)."""
+        if values:
+            self.configs[entity] = dict(values)
+        else:
+            self.configs.pop(entity, None)
 
     def describe(
         self, components: Sequence[QuotaFilterComponent], strict: bool
@@ -271,8 +455,8 @@ class FileQuotaStore(QuotaStore):
 
     FILE = "quotas.json"
 
-    def __init__(self, data_dir: Path, samples: int = 11, window_ms: int = 1000) -> None:
-        super().__init__(samples, window_ms)
+    def __init__(self, data_dir: Path, *windows: int) -> None:
+        super().__init__(*windows)
         self.path = data_dir / self.FILE
         if self.path.exists():
             obj = json.loads(self.path.read_text())
@@ -293,11 +477,27 @@ class FileQuotaStore(QuotaStore):
         os.replace(tmp, self.path)
 
 
+def quota_windows(values: Any) -> tuple[int, int, int, int]:
+    """(samples, window ms) of the rates and of ``controller_mutation_rate``'s bucket from the
+    broker config (``get(key)``: ``quota.window.num``, ``quota.window.size.seconds``,
+    ``controller.quota.window.num``, ``controller.quota.window.size.seconds``)."""
+
+    def get(key: str, default: int) -> int:
+        value = values.get(key)
+        return default if value is None else int(value)
+
+    return (
+        get("quota.window.num", 11),
+        get("quota.window.size.seconds", 1) * 1000,
+        get("controller.quota.window.num", 11),
+        get("controller.quota.window.size.seconds", 1) * 1000,
+    )
+
+
 def open_quota_store(values: Any, data_dir: Path | None) -> QuotaStore:
     """The broker's quota store: the file in its data directory, else memory; ``values`` is
-    the broker config (``get(key)``: ``quota.window.num``, ``quota.window.size.seconds``)."""
-    samples = int(values.get("quota.window.num") or 11)
-    window_ms = int(values.get("quota.window.size.seconds") or 1) * 1000
+    the broker config (``quota_windows``)."""
+    windows = quota_windows(values)
     if data_dir is None:
-        return QuotaStore(samples, window_ms)
-    return FileQuotaStore(data_dir, samples, window_ms)
+        return QuotaStore(*windows)
+    return FileQuotaStore(data_dir, *windows)

@@ -28,14 +28,20 @@ most the whole window span.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from decimal import Decimal
 
 __all__ = [
     "DEFAULT",
+    "DOUBLE_KEYS",
+    "LONG_KEYS",
     "QUOTA_KEYS",
     "ClientQuotaEntity",
     "Rate",
+    "TokenBucket",
+    "java_double",
     "precedence",
     "quota_tags",
     "resolve_quota",
@@ -48,6 +54,11 @@ DEFAULT = "<default>"
 QUOTA_KEYS = frozenset(
     {"producer_byte_rate", "consumer_byte_rate", "request_percentage", "controller_mutation_rate"}
 )
+
+LONG_KEYS = frozenset({"producer_byte_rate", "consumer_byte_rate"})
+"""Kafka's LONG quota keys (whole numbers, written as such)."""
+DOUBLE_KEYS = frozenset({"request_percentage", "controller_mutation_rate"})
+"""Kafka's DOUBLE quota keys (written as Java's ``Double.toString``)."""
 
 ClientQuotaEntity = tuple[str | None, str | None]
 """(user, client id): a name, DEFAULT, or None when the entity has no such part."""
@@ -130,12 +141,71 @@ class Rate:
         return sum(self._totals) * 1000.0 / self.window_size_ms(now_ms)
 
 
-def throttle_time_ms(rate: Rate, quota: float, now_ms: int) -> int:
-    """How long a client measured by ``rate`` is throttled for ``quota`` (0 within it)."""
+def throttle_time_ms(rate: Rate, quota: float, now_ms: int, max_ms: int | None = None) -> int:
+    """How long a client measured by ``rate`` is throttled for ``quota`` (0 within it), at
+    most ``max_ms`` (default: the whole window span)."""
+    bound = rate.samples * rate.window_ms if max_ms is None else max_ms
     observed = rate.rate(now_ms)
     if quota <= 0:
-        return rate.samples * rate.window_ms
+        return bound
     if observed <= quota:
         return 0
     wait = round((observed - quota) / quota * rate.window_size_ms(now_ms))
-    return min(wait, rate.samples * rate.window_ms)
+    return min(wait, bound)
+
+
+@dataclass
+class TokenBucket:
+    """Kafka's ``TokenBucket`` for ``controller_mutation_rate`` (module docstring). ``quota``
+    is re-read on every call, so an altered quota applies at once."""
+
+    samples: int = 11
+    window_ms: int = 1000
+    tokens: float | None = None
+    """None: not used yet (full)."""
+    last_ms: int = 0
+
+    def _refill(self, quota: float, now_ms: int) -> float:
+        burst = self.samples * self.window_ms / 1000 * quota
+        if self.tokens is None:
+            self.tokens = burst
+        else:
+            self.tokens = min(burst, self.tokens + quota * (now_ms - self.last_ms) / 1000)
+        self.last_ms = now_ms
+        return burst
+
+    def record(self, quota: float, value: float, now_ms: int) -> None:
+        burst = self._refill(quota, now_ms)
+        assert self.tokens is not None
+        self.tokens = min(burst, self.tokens - value)
+
+    def throttle_time_ms(self, quota: float, now_ms: int) -> int:
+        """0 while the bucket holds tokens, else the time to refill it to zero."""
+        self._refill(quota, now_ms)
+        assert self.tokens is not None
+        if self.tokens >= 0:
+            return 0
+        if quota <= 0:
+            return self.samples * self.window_ms
+        return round(-self.tokens / quota * 1000)
+
+
+def java_double(value: float) -> str:
+    """``value`` as Java's ``Double.toString`` writes it (``50.0``, ``0.5``, ``1.0E7``,
+    ``1.0E-4``): how Kafka stores a DOUBLE quota in ZooKeeper. Finite values only."""
+    v = float(value)
+    if v == 0:
+        return "-0.0" if math.copysign(1.0, v) < 0 else "0.0"
+    sign = "-" if v < 0 else ""
+    # the shortest digits that read back as the value (Python's repr, as Java's since 19)
+    digits_t, exponent = Decimal(repr(abs(v))).normalize().as_tuple()[1:]
+    assert isinstance(exponent, int)
+    digits = "".join(map(str, digits_t))
+    point = len(digits) + exponent  # the decimal point's place in ``digits``
+    if 1e-3 <= abs(v) < 1e7:
+        if point <= 0:
+            return f"{sign}0.{'0' * -point}{digits}"
+        if point >= len(digits):
+            return f"{sign}{digits}{'0' * (point - len(digits))}.0"
+        return f"{sign}{digits[:point]}.{digits[point:]}"
+    return f"{sign}{digits[0]}.{digits[1:] or '0'}E{point - 1}"

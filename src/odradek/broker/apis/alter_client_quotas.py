@@ -1,5 +1,7 @@
 """AlterClientQuotas (49), versions 0-1 (flexible from 1): set or remove quota values per
-entity (``QuotaStore.alter``), or only validate them. Needs ALTER_CONFIGS on the cluster
+entity (``QuotaStore.alter_entities``: the data directory, or ZooKeeper in a cluster, where
+every broker applies the change within a second), or only validate them. ZooKeeper out of
+reach: REQUEST_TIMED_OUT. Needs ALTER_CONFIGS on the cluster
 (refused: every entry CLUSTER_AUTHORIZATION_FAILED). An entity with an unknown or repeated
 type, an unknown key or a value out of range is answered INVALID_REQUEST for that entry."""
 
@@ -12,6 +14,7 @@ from kio.schema.errors import ErrorCode
 from odradek.broker.api import ApiSpec, RequestContext
 from odradek.broker.apis import _authz
 from odradek.broker.apis._util import NO_THROTTLE, make, response_types
+from odradek.broker.metadata_store import MetadataUnavailableError
 from odradek.security.quota_store import CLIENT_ID, USER, QuotaOp
 from odradek.security.quotas import DEFAULT, ClientQuotaEntity
 
@@ -78,7 +81,12 @@ async def handle(
         ops = [QuotaOp(o.key, float(o.value), bool(o.remove)) for o in entry.ops]
         changes.append((entity, ops))
         positions.append(i)
-    errors = ctx.services.quotas.alter(changes, bool(request.validate_only))
+    try:
+        errors = await ctx.services.quotas.alter_entities(changes, bool(request.validate_only))
+    except MetadataUnavailableError as exc:  # ZooKeeper away (a cluster)
+        for i in positions:
+            results[i] = (ErrorCode.request_timed_out, str(exc))
+        return _response(request, results)
     for i, error in zip(positions, errors, strict=True):
         if error is not None:
             results[i] = (ErrorCode.invalid_request, error)

@@ -12,8 +12,8 @@ from typing import TYPE_CHECKING, cast
 from kio.schema.errors import ErrorCode
 
 from odradek.broker.api import ApiSpec, RequestContext
-from odradek.broker.apis import _authz
-from odradek.broker.apis._util import NO_THROTTLE, make, response_types
+from odradek.broker.apis import _authz, _quotas
+from odradek.broker.apis._util import make, response_types
 from odradek.broker.metadata_store import MetadataUnavailableError
 
 if TYPE_CHECKING:
@@ -27,6 +27,7 @@ async def handle(ctx: RequestContext, request: CreatePartitionsRequest) -> Creat
     types = response_types(request)
     results = []
     seen: set[str] = set()
+    quota = _quotas.mutation_quota(ctx, request, strict_since=3)
     for t in request.topics:
         meta = services.metadata.topic(t.name)
         message: str | None = None
@@ -49,6 +50,12 @@ async def handle(ctx: RequestContext, request: CreatePartitionsRequest) -> Creat
                 ErrorCode.invalid_replica_assignment,
                 f"only broker {services.node_id} exists",
             )
+        elif (
+            not request.validate_only
+            and quota is not None
+            and not quota.record(t.count - meta.num_partitions)
+        ):  # controller_mutation_rate (apis/_quotas.py)
+            code, message = _quotas.QUOTA_EXCEEDED, _quotas.QUOTA_EXCEEDED_MESSAGE
         else:
             code = ErrorCode.none
             if not request.validate_only:
@@ -67,7 +74,11 @@ async def handle(ctx: RequestContext, request: CreatePartitionsRequest) -> Creat
         )
     return cast(
         "CreatePartitionsResponse",
-        make(types.CreatePartitionsResponse, throttle_time=NO_THROTTLE, results=tuple(results)),
+        make(
+            types.CreatePartitionsResponse,
+            throttle_time=_quotas.throttle(ctx, quota),
+            results=tuple(results),
+        ),
     )
 
 

@@ -17,9 +17,9 @@ from typing import TYPE_CHECKING, Any, cast
 from kio.schema.errors import ErrorCode
 
 from odradek.broker.api import ApiSpec, RequestContext
-from odradek.broker.apis import _authz
+from odradek.broker.apis import _authz, _quotas
 from odradek.broker.apis._configs import topic_entries_from
-from odradek.broker.apis._util import NO_THROTTLE, make, response_types, topic_name_error
+from odradek.broker.apis._util import make, response_types, topic_name_error
 from odradek.broker.config import ConfigError, ignored_topic_configs, validate_topic_configs
 from odradek.broker.metadata_store import (
     InvalidPartitionsError,
@@ -145,12 +145,20 @@ async def handle(ctx: RequestContext, request: CreateTopicsRequest) -> CreateTop
     types = response_types(request)
     results = []
     seen: set[str] = set()
+    quota = _quotas.mutation_quota(ctx, request, strict_since=6)
     for topic in request.topics:
         code, message, partitions, rf, configs = _check(services, topic, seen)
         seen.add(topic.name)
         if code == ErrorCode.none and not _authz.may_create_topic(ctx, topic.name):
             # Kafka: CREATE on the cluster or the topic
             code, message = ErrorCode.topic_authorization_failed, "Authorization failed."
+        if (
+            code == ErrorCode.none
+            and not request.validate_only
+            and quota is not None
+            and not quota.record(partitions)
+        ):  # controller_mutation_rate (apis/_quotas.py)
+            code, message = _quotas.QUOTA_EXCEEDED, _quotas.QUOTA_EXCEEDED_MESSAGE
         topic_id = None
         if code == ErrorCode.none and not request.validate_only:
             try:
@@ -208,7 +216,11 @@ async def handle(ctx: RequestContext, request: CreateTopicsRequest) -> CreateTop
         )
     return cast(
         "CreateTopicsResponse",
-        make(types.CreateTopicsResponse, throttle_time=NO_THROTTLE, topics=tuple(results)),
+        make(
+            types.CreateTopicsResponse,
+            throttle_time=_quotas.throttle(ctx, quota),
+            topics=tuple(results),
+        ),
     )
 
 

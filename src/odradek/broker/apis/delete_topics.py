@@ -12,8 +12,8 @@ from typing import TYPE_CHECKING, TypeGuard, cast
 from kio.schema.errors import ErrorCode
 
 from odradek.broker.api import ApiSpec, RequestContext
-from odradek.broker.apis import _authz
-from odradek.broker.apis._util import NO_THROTTLE, make, response_types
+from odradek.broker.apis import _authz, _quotas
+from odradek.broker.apis._util import make, response_types
 from odradek.broker.metadata_store import MetadataUnavailableError
 
 if TYPE_CHECKING:
@@ -61,6 +61,7 @@ async def handle(ctx: RequestContext, request: DeleteTopicsRequest) -> DeleteTop
     elif _by_name_or_id(request):
         wanted = [(t.name, t.topic_id) for t in request.topics]
     results = []
+    quota = _quotas.mutation_quota(ctx, request, strict_since=5)
     for name, topic_id in wanted:
         meta = services.metadata.topic(name) if name else None
         if meta is None and name is None and topic_id is not None:
@@ -80,6 +81,9 @@ async def handle(ctx: RequestContext, request: DeleteTopicsRequest) -> DeleteTop
                 ErrorCode.invalid_request,
                 f"internal topic {meta.name!r} cannot be deleted",
             )
+        elif quota is not None and not quota.record(meta.num_partitions):
+            # controller_mutation_rate (apis/_quotas.py); Kafka gives no message here
+            code = _quotas.QUOTA_EXCEEDED
         else:
             try:
                 await services.topic_admin.delete_topic(meta.name)
@@ -97,7 +101,11 @@ async def handle(ctx: RequestContext, request: DeleteTopicsRequest) -> DeleteTop
         )
     return cast(
         "DeleteTopicsResponse",
-        make(types.DeleteTopicsResponse, throttle_time=NO_THROTTLE, responses=tuple(results)),
+        make(
+            types.DeleteTopicsResponse,
+            throttle_time=_quotas.throttle(ctx, quota),
+            responses=tuple(results),
+        ),
     )
 
 

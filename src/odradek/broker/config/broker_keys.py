@@ -280,5 +280,7 @@ BROKER_KEYS: dict[str, ConfigKey] = {
         # client quotas (odradek.security.quota_store)
         _k("quota.window.num", _int(1), 11),
         _k("quota.window.size.seconds", _int(1), 1),
+        _k("controller.quota.window.num", _int(1), 11),
+        _k("controller.quota.window.size.seconds", _int(1), 1),
     ]
 }

@@ -137,6 +137,10 @@ MEANINGS: dict[str, str] = {
     # client quotas
     "quota.window.num": "Samples a client's rate is measured over (client quotas).",
     "quota.window.size.seconds": "Length of one sample of a client's rate, in seconds.",
+    "controller.quota.window.num": "Samples of controller_mutation_rate: its token bucket "
+    "holds this many windows' worth of the quota.",
+    "controller.quota.window.size.seconds": "Length of one controller_mutation_rate sample, "
+    "in seconds.",
     # topics
     "num.partitions": "Partitions of an automatically created topic.",
     "default.replication.factor": "Replicas of an automatically created topic.",
