@@ -27,6 +27,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -176,7 +177,15 @@ class Broker:
             self.replica_manager,
             self.purgatory,
             lambda: self.listener.connection_count,
+            self._authentications,
         )
+
+    def _authentications(self) -> tuple[Mapping[Any, int], Mapping[Any, int]]:
+        """(succeeded, failed) authentications per (listener, mechanism) (none before start)."""
+        if self.endpoints is None:
+            return {}, {}
+        counters = self.endpoints.counters
+        return counters.succeeded, counters.failed
 
     @property
     def advertised_address(self) -> tuple[str, int]:
