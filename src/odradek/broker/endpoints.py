@@ -19,7 +19,10 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import importlib
 import logging
+import ssl
+import sys
 import time
 from collections import Counter
 from collections.abc import Callable
@@ -44,7 +47,14 @@ from odradek.security.sasl import (
 from odradek.security.scram import MECHANISMS, ScramServer
 from odradek.security.tls import ServerTls, SslConfigError, SslSettings
 
-__all__ = ["AuthCounters", "Endpoints", "ListenerEndpoint", "ListenerGroup", "listener_value"]
+__all__ = [
+    "AuthCounters",
+    "Endpoints",
+    "ListenerEndpoint",
+    "ListenerGroup",
+    "TlsAcceptor",
+    "listener_value",
+]
 
 log = logging.getLogger("odradek.security")
 
@@ -290,9 +300,7 @@ class Endpoints:
                     endpoint.tls = ServerTls(ssl_settings(cfg, listener.name))
                 except SslConfigError as exc:
                     raise ConfigError("listeners", f"listener {listener.name}: {exc}") from None
-                endpoint.tls.on_handshake_failure = functools.partial(
-                    self.counters.tls_failed, listener.name, "a client"
-                )
+                # failed handshakes are counted by TlsAcceptor, which knows the client's address
             if protocol in ("SASL_PLAINTEXT", "SASL_SSL"):
                 endpoint.sasl = _sasl_listener(cfg, listener.name, self.credentials, self.counters)
             self.endpoints.append(endpoint)
@@ -315,15 +323,18 @@ class Endpoints:
         servers: list[asyncio.Server] = []
         try:
             for endpoint in self.endpoints:
+                make: Callable[[], asyncio.Protocol]
+                if endpoint.tls is None:
+                    make = functools.partial(factory, endpoint)
+                else:
+                    make = functools.partial(TlsAcceptor, endpoint, factory)
                 server = await loop.create_server(
-                    lambda ep=endpoint: factory(ep),
+                    make,
                     host=endpoint.host or None,
                     port=endpoint.port,
                     reuse_address=True,
                     backlog=1024,
                     start_serving=False,
-                    ssl=endpoint.tls.context if endpoint.tls is not None else None,
-                    ssl_handshake_timeout=10.0 if endpoint.tls is not None else None,
                 )
                 if server.sockets:
                     endpoint.bound_port = server.sockets[0].getsockname()[1]
@@ -333,6 +344,61 @@ class Endpoints:
                 server.close()
             raise
         return ListenerGroup(servers)
+
+
+def _tls_protocol_class(loop: asyncio.AbstractEventLoop) -> Any:
+    """The event loop's own TLS protocol (uvloop's, else asyncio's): what ``create_server``
+    with ``ssl=`` would wrap each connection in."""
+    uvloop = sys.modules.get("uvloop")  # imported by whoever runs the loop on it
+    if uvloop is not None and isinstance(loop, uvloop.Loop):
+        return importlib.import_module("uvloop.loop").SSLProtocol
+    from asyncio.sslproto import SSLProtocol as AsyncioSSLProtocol
+
+    return AsyncioSSLProtocol
+
+
+class TlsAcceptor(asyncio.Protocol):
+    """A connection accepted on a TLS listener: the TLS layer is the loop's own TLS protocol
+    (exactly what ``create_server(ssl=...)`` uses), built here so that the client's address is
+    known when its handshake fails. On ``connection_made`` the acceptor notes the peer and
+    steps aside (``set_protocol``) before any byte is read. A handshake that fails on TLS
+    grounds (plaintext or garbage on the port, an unknown CA, no common protocol or cipher) is
+    counted and logged once with the client's address (``AuthCounters.tls_failed``, mechanism
+    ``SSL``); a client that goes away mid-handshake (EOF) or stays silent past
+    ``HANDSHAKE_TIMEOUT_S`` is closed without being counted. The TLS layer closes the socket."""
+
+    HANDSHAKE_TIMEOUT_S = 10.0
+
+    def __init__(
+        self, endpoint: ListenerEndpoint, factory: Callable[[ListenerEndpoint], asyncio.Protocol]
+    ) -> None:
+        assert endpoint.tls is not None
+        self.endpoint = endpoint
+        loop = asyncio.get_running_loop()
+        self.handshake: asyncio.Future[None] = loop.create_future()
+        self.tls_protocol: asyncio.BaseProtocol = _tls_protocol_class(loop)(
+            loop,
+            factory(endpoint),
+            endpoint.tls.context,
+            self.handshake,
+            server_side=True,
+            ssl_handshake_timeout=self.HANDSHAKE_TIMEOUT_S,
+        )
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        peer = transport.get_extra_info("peername")
+        client = str(peer[0]) if peer else "an unknown address"
+        self.handshake.add_done_callback(functools.partial(self._handshake_done, client))
+        transport.set_protocol(self.tls_protocol)
+        self.tls_protocol.connection_made(transport)
+
+    def _handshake_done(self, client: str, handshake: asyncio.Future[None]) -> None:
+        if handshake.cancelled():
+            return
+        exc = handshake.exception()
+        if isinstance(exc, ssl.SSLError) and not isinstance(exc, ssl.SSLEOFError):
+            endpoint = self.endpoint
+            endpoint.counters.tls_failed(endpoint.name, client, str(exc.reason or exc))
 
 
 class ListenerGroup:

@@ -32,12 +32,13 @@ import logging
 import uuid
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any, NamedTuple, Protocol
 
 __all__ = [
     "BrokerInfo",
     "BrokersChanged",
     "InvalidPartitionsError",
+    "ListenerAddress",
     "MetadataChange",
     "MetadataError",
     "MetadataImage",
@@ -79,16 +80,41 @@ class MetadataUnavailableError(MetadataError):
     session lost during the write): REQUEST_TIMED_OUT (7), which clients retry."""
 
 
+class ListenerAddress(NamedTuple):
+    """One advertised listener of a broker: its name, security protocol and (host, port)."""
+
+    listener: str
+    security_protocol: str
+    host: str
+    port: int
+
+
 @dataclass(frozen=True, slots=True)
 class BrokerInfo:
     """A live broker: id, advertised address, rack and epoch (ZooKeeper: czxid of
-    ``/brokers/ids/<id>``)."""
+    ``/brokers/ids/<id>``).
+
+    ``host``/``port`` are the address brokers reach it on (its inter-broker listener);
+    ``endpoints`` every advertised listener (empty: that one address only, as the local store
+    and older registrations have it). Clients are told the endpoint of the listener their
+    request arrived on (``endpoint``), as Kafka's MetadataCache does."""
 
     node_id: int
     host: str
     port: int
     rack: str | None = None
     epoch: int = 0
+    endpoints: tuple[ListenerAddress, ...] = ()
+
+    def endpoint(self, listener: str) -> tuple[str, int] | None:
+        """(host, port) of the broker's ``listener``; None when it has no such listener.
+        A broker registered without endpoints answers its one address for any listener."""
+        if not self.endpoints:
+            return self.host, self.port
+        for e in self.endpoints:
+            if e.listener == listener:
+                return e.host, e.port
+        return None
 
 
 @dataclass(slots=True)

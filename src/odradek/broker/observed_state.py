@@ -8,7 +8,7 @@ replica manager, the purgatory and a connection count. The console is handed one
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 
 from odradek.broker.purgatory import Purgatory
 from odradek.broker.replica_manager import ReplicaManager
@@ -17,9 +17,13 @@ from odradek.storage.api import PartitionLog
 
 __all__ = ["ObservedState"]
 
+AuthenticationCounts = tuple[Mapping[tuple[str, str], int], Mapping[tuple[str, str], int]]
+"""(succeeded, failed) authentications per (listener, mechanism)."""
+
 
 class ObservedState:
-    """Partition logs, open connections, purgatory size and ISR changes, read when asked."""
+    """Partition logs, open connections, purgatory size, ISR changes and authentication
+    outcomes, read when asked."""
 
     def __init__(
         self,
@@ -27,11 +31,13 @@ class ObservedState:
         replica_manager: ReplicaManager,
         purgatory: Purgatory,
         connection_count: Callable[[], int],
+        authentications: Callable[[], AuthenticationCounts] | None = None,
     ) -> None:
         self._log_manager = log_manager
         self._replica_manager = replica_manager
         self._purgatory = purgatory
         self._connection_count = connection_count
+        self._authentications = authentications
 
     def logs(self) -> Iterable[PartitionLog]:
         return self._log_manager.all_logs()
@@ -55,3 +61,11 @@ class ObservedState:
         """(ISR shrinks, ISR expands) of partitions led here since the broker started."""
         rm = self._replica_manager
         return rm.isr_shrinks, rm.isr_expands
+
+    def authentications(self) -> AuthenticationCounts:
+        """(succeeded, failed) authentications per (listener, mechanism) since the start
+        (``endpoints.AuthCounters``; copies)."""
+        if self._authentications is None:
+            return {}, {}
+        succeeded, failed = self._authentications()
+        return dict(succeeded), dict(failed)

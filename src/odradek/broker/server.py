@@ -27,6 +27,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -48,7 +49,12 @@ from odradek.broker.group_configs import GroupConfigManager
 from odradek.broker.listener import KafkaListener
 from odradek.broker.local_metadata_store import LocalMetadataStore
 from odradek.broker.maintenance import LogMaintenance
-from odradek.broker.metadata_store import BrokerInfo, MetadataStore, TopicMetadata
+from odradek.broker.metadata_store import (
+    BrokerInfo,
+    ListenerAddress,
+    MetadataStore,
+    TopicMetadata,
+)
 from odradek.broker.observed_state import ObservedState
 from odradek.broker.partition import Partition
 from odradek.broker.producer_ids import ProducerIdManager
@@ -171,7 +177,15 @@ class Broker:
             self.replica_manager,
             self.purgatory,
             lambda: self.listener.connection_count,
+            self._authentications,
         )
+
+    def _authentications(self) -> tuple[Mapping[Any, int], Mapping[Any, int]]:
+        """(succeeded, failed) authentications per (listener, mechanism) (none before start)."""
+        if self.endpoints is None:
+            return {}, {}
+        counters = self.endpoints.counters
+        return counters.succeeded, counters.failed
 
     @property
     def advertised_address(self) -> tuple[str, int]:
@@ -275,7 +289,11 @@ class Broker:
             await self.listener.bind(lambda: endpoints.bind(lambda ep: KafkaConnection(self, ep)))
             host, port = self.advertised_address
             rack = self.config.broker_rack
-            await metadata.register_broker(BrokerInfo(self.node_id, host, port, rack))
+            listeners = tuple(
+                ListenerAddress(ep.name, ep.security_protocol, *ep.address)
+                for ep in endpoints.endpoints
+            )  # every listener, registered for clients (Metadata answers per listener)
+            await metadata.register_broker(BrokerInfo(self.node_id, host, port, rack, 0, listeners))
             await self.group_coordinator.start()
             await self.txn_coordinator.start()
             await self.listener.start_serving()
@@ -347,6 +365,7 @@ class Broker:
             session_timeout_ms=cfg.zookeeper_session_timeout_ms,
             connection_timeout_ms=cfg.zookeeper_connection_timeout_ms,
             admin_timeout_ms=cfg.request_timeout_ms,
+            inter_broker_listener=cfg.advertised_listener.name,
         )
         config_store = ZkConfigEntityStore(
             store.zk, admin_timeout_ms=cfg.request_timeout_ms, clock=self.clock

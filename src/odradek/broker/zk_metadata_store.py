@@ -57,6 +57,7 @@ from odradek.broker.metadata_store import (
     BrokerInfo,
     BrokersChanged,
     InvalidPartitionsError,
+    ListenerAddress,
     MetadataChange,
     MetadataError,
     MetadataImage,
@@ -86,6 +87,13 @@ LEADER_DURING_DELETE = -2
 INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state"})
 
 
+def _protocol_name(code: int) -> str:
+    """A security protocol's name from its id on the wire (UpdateMetadata's endpoints)."""
+    if 0 <= code < len(znodes.SECURITY_PROTOCOLS):
+        return znodes.SECURITY_PROTOCOLS[code]
+    return "PLAINTEXT"
+
+
 def _stand_in_id(name: str) -> uuid.UUID:
     """The id the image gives a topic UpdateMetadata names without one (the zero UUID)."""
     return uuid.uuid5(uuid.NAMESPACE_URL, f"odradek-topic:{name}")
@@ -107,12 +115,17 @@ class ZkMetadataStore(MetadataImage):
         session_timeout_ms: int = 18_000,
         connection_timeout_ms: int = 18_000,
         admin_timeout_ms: int = 30_000,
+        inter_broker_listener: str | None = None,
     ) -> None:
         super().__init__(node_id, "")
+        self.inter_broker_listener = inter_broker_listener
+        """The listener whose endpoint is a broker's ``host``/``port`` in the image (None:
+        each broker's first endpoint)."""
         self.zk = zkc.KafkaZkClient(
             zookeeper_connect,
             session_timeout_ms=session_timeout_ms,
             connection_timeout_ms=connection_timeout_ms,
+            inter_broker_listener=inter_broker_listener,
         )
         self.admin_timeout_ms = admin_timeout_ms
         self._controller_id = -1
@@ -184,11 +197,16 @@ class ZkMetadataStore(MetadataImage):
         changes: list[MetadataChange] = []
         brokers: dict[int, BrokerInfo] = {}
         for b in request.live_brokers:
-            ep = b.endpoints[0] if b.endpoints else None
-            if ep is None:
+            if not b.endpoints:
                 continue
+            endpoints = tuple(
+                ListenerAddress(e.listener, _protocol_name(e.security_protocol), e.host, e.port)
+                for e in b.endpoints
+            )
+            ep = next((e for e in endpoints if e.listener == self.inter_broker_listener), None)
+            host, port = (ep or endpoints[0]).host, (ep or endpoints[0]).port
             epoch = own_epoch if b.id == self._node_id else 0
-            brokers[b.id] = BrokerInfo(b.id, ep.host, ep.port, b.rack, epoch)
+            brokers[b.id] = BrokerInfo(b.id, host, port, b.rack, epoch, endpoints)
         controller_moved = request.controller_id != self._controller_id
         self._controller_epoch = request.controller_epoch
         self._controller_id = request.controller_id
@@ -358,7 +376,18 @@ class ZkMetadataStore(MetadataImage):
         """Create ``/brokers/ids/<id>``. A registration left by this broker's previous life
         (killed, its session not expired yet) is waited out, up to twice the session
         timeout; a live broker with the same id fails the start."""
-        zinfo = znodes.BrokerInfo(info.node_id, info.host, info.port, info.rack)
+        listener = self.inter_broker_listener or "PLAINTEXT"
+        zinfo = znodes.BrokerInfo(
+            info.node_id,
+            info.host,
+            info.port,
+            info.rack,
+            listener=listener,
+            endpoints=tuple(
+                znodes.EndPoint(e.host, e.port, e.listener, e.security_protocol)
+                for e in info.endpoints
+            ),
+        )
         path = f"{znodes.BROKER_IDS}/{info.node_id}"
 
         def register() -> int:
@@ -380,7 +409,7 @@ class ZkMetadataStore(MetadataImage):
         epoch = await self._run(register)
         if info.node_id not in self._brokers:
             self._brokers[info.node_id] = BrokerInfo(
-                info.node_id, info.host, info.port, info.rack, epoch
+                info.node_id, info.host, info.port, info.rack, epoch, info.endpoints
             )
             self._announce(BrokersChanged(tuple(self.live_brokers()), self._controller_id))
         log.info("broker %d registered in ZooKeeper, epoch %d", info.node_id, epoch)

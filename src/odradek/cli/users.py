@@ -5,8 +5,8 @@ sent.
 
 ``--command-config`` reads a Java client's properties file: ``security.protocol``,
 ``sasl.mechanism``, ``sasl.jaas.config`` (``username=".." password=".."``) or
-``sasl.username``/``sasl.password``, ``ssl.truststore.*``, ``ssl.keystore.*``,
-``ssl.endpoint.identification.algorithm``.
+``sasl.username``/``sasl.password``, ``ssl.truststore.*`` (or librdkafka's ``ssl.ca.location``),
+``ssl.keystore.*``, ``ssl.endpoint.identification.algorithm``.
 """
 
 from __future__ import annotations
@@ -36,6 +36,18 @@ def _properties(path: Path | None) -> dict[str, str]:
     return {k: str(v) for k, v in load_properties_file(path).items()}
 
 
+def _with_librdkafka_keys(props: dict[str, str]) -> dict[str, str]:
+    """librdkafka's ``ssl.ca.location`` (a PEM file) as the PEM trust store, unless the
+    Java keys are given: one properties file serves kcat, confluent-kafka and odradek."""
+    if "ssl.ca.location" in props and "ssl.truststore.location" not in props:
+        return {
+            **props,
+            "ssl.truststore.location": props["ssl.ca.location"],
+            "ssl.truststore.type": "PEM",
+        }
+    return props
+
+
 def _factory(props: dict[str, str]) -> Any:
     from odradek.broker.inter_broker_client import SecureConnectionFactory
     from odradek.security.jaas import parse_jaas
@@ -46,10 +58,10 @@ def _factory(props: dict[str, str]) -> Any:
         return None
     ssl_context = None
     if protocol in ("SSL", "SASL_SSL"):
-        ssl_context = client_context(SslSettings.from_lookup(props.get))
+        ssl_context = client_context(SslSettings.from_lookup(_with_librdkafka_keys(props).get))
     mechanism = username = password = None
     if protocol.startswith("SASL_"):
-        mechanism = props.get("sasl.mechanism", "PLAIN").upper()
+        mechanism = props.get("sasl.mechanism", props.get("sasl.mechanisms", "PLAIN")).upper()
         username, password = props.get("sasl.username"), props.get("sasl.password")
         if "sasl.jaas.config" in props:
             options = parse_jaas(props["sasl.jaas.config"]).options

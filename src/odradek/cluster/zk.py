@@ -2,9 +2,10 @@
 
 Znodes (paths relative to the chroot of ``zookeeper.connect``, e.g. ``127.0.0.1:2181/kafka``):
 
-* ``/brokers/ids/<id>``, ephemeral: ``{"version":5,"host","port","endpoints":["PLAINTEXT://h:p"],
-  "listener_security_protocol_map","jmx_port":-1,"timestamp":"<ms>","features":{}[,"rack"]}``;
-  its creation zxid (czxid) is the broker epoch (KIP-380).
+* ``/brokers/ids/<id>``, ephemeral: ``{"version":5,"host","port","endpoints":["<L>://h:p",...],
+  "listener_security_protocol_map":{"<L>":"<protocol>",...},"jmx_port":-1,"timestamp":"<ms>",
+  "features":{}[,"rack"]}``, one endpoint per advertised listener, ``host``/``port`` those of
+  the first PLAINTEXT one (null/-1 without); its creation zxid (czxid) is the broker epoch (KIP-380).
 * ``/controller``, ephemeral: ``{"version":1,"brokerid":N,"timestamp":"<ms>"}``;
   ``/controller_epoch``: the integer as text. Election is ONE multi-op (create ``/controller`` +
   set ``/controller_epoch`` at the version read), and every controller write is a multi-op that
@@ -184,8 +185,12 @@ class KafkaZkClient:
         *,
         session_timeout_ms: int = 18_000,
         connection_timeout_ms: int | None = None,
+        inter_broker_listener: str | None = None,
     ) -> None:
         hosts, self.chroot = parse_connect(connect)
+        self.inter_broker_listener = inter_broker_listener
+        """The listener whose endpoint ``get_broker`` reads as a broker's address (None: the
+        first endpoint of each registration)."""
         self.session_timeout_ms = session_timeout_ms
         self.connection_timeout_ms = connection_timeout_ms or session_timeout_ms
         self.zk = KazooClient(
@@ -334,7 +339,9 @@ class KafkaZkClient:
             data, stat = self.zk.get(f"{BROKER_IDS}/{broker_id}")
         except NoNodeError:
             return None
-        return BrokerInfo.from_json(broker_id, data, int(stat.czxid))
+        return BrokerInfo.from_json(
+            broker_id, data, int(stat.czxid), self.inter_broker_listener
+        )
 
     def get_all_brokers_in_cluster(self) -> list[BrokerInfo]:
         brokers = (self.get_broker(b) for b in self.get_all_broker_ids())

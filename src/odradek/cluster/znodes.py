@@ -36,8 +36,10 @@ __all__ = [
     "PREFERRED_REPLICA_ELECTION",
     "PRODUCER_ID_BLOCK_SIZE",
     "REASSIGN_PARTITIONS",
+    "SECURITY_PROTOCOLS",
     "BrokerInfo",
     "ControllerMovedError",
+    "EndPoint",
     "LeaderAndIsr",
     "NotConnectedError",
     "ProducerIdBlock",
@@ -118,9 +120,50 @@ def now_ms() -> str:
 # ---------------------------------------------------------------------------- data
 
 
+SECURITY_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
+"""Kafka's security protocols; a protocol's index is its id on the wire (UpdateMetadata)."""
+
+
+@dataclass(frozen=True)
+class EndPoint:
+    """One advertised listener of a broker (Kafka's ``EndPoint``): its connection string is
+    ``<LISTENER>://<host>:<port>`` (IPv6 hosts in brackets)."""
+
+    host: str
+    port: int
+    listener: str = "PLAINTEXT"
+    security_protocol: str = "PLAINTEXT"
+
+    @property
+    def connection_string(self) -> str:
+        host = f"[{self.host}]" if ":" in self.host else self.host
+        return f"{self.listener}://{host}:{self.port}"
+
+    @classmethod
+    def parse(cls, connection_string: str, protocols: Mapping[str, str]) -> EndPoint:
+        """``LISTENER://host:port``; the protocol from ``protocols`` (the znode's
+        ``listener_security_protocol_map``), else the listener's own name (Kafka's default
+        map, as a version 1-3 znode has it)."""
+        listener, _, hostport = connection_string.partition("://")
+        host, _, port = hostport.rpartition(":")
+        return cls(host.strip("[]"), int(port), listener, protocols.get(listener, listener))
+
+
 @dataclass(frozen=True)
 class BrokerInfo:
-    """A registered broker; ``epoch`` is the czxid of its ``/brokers/ids/<id>`` znode (-1 if unknown)."""
+    """A registered broker; ``epoch`` is the czxid of its ``/brokers/ids/<id>`` znode (-1 if unknown).
+
+    ``endpoints`` are every advertised listener, in ``advertised.listeners`` order;
+    ``host``, ``port`` and ``listener`` name the one the brokers reach each other on (the
+    inter-broker listener). Without ``endpoints`` the broker has that one listener, PLAINTEXT.
+
+    The znode (Kafka's ``BrokerIdZNode``, version 5)::
+
+        {"listener_security_protocol_map": {"<LISTENER>": "<PROTOCOL>", ...},
+         "endpoints": ["<LISTENER>://<host>:<port>", ...], "rack": "<rack>" (when set),
+         "jmx_port": -1, "features": {}, "host": <host of the first PLAINTEXT endpoint, or null>,
+         "timestamp": "<ms>", "port": <its port, or -1>, "version": 5}
+    """
 
     id: int
     host: str
@@ -128,16 +171,25 @@ class BrokerInfo:
     rack: str | None = None
     epoch: int = -1
     listener: str = "PLAINTEXT"
+    endpoints: tuple[EndPoint, ...] = ()
+
+    @property
+    def all_endpoints(self) -> tuple[EndPoint, ...]:
+        return self.endpoints or (EndPoint(self.host, self.port, self.listener, "PLAINTEXT"),)
 
     def to_json(self) -> bytes:
+        endpoints = self.all_endpoints
+        # Kafka: host and port are the first PLAINTEXT endpoint's, for clients that know no
+        # other protocol; null and -1 when there is none
+        plaintext = next((e for e in endpoints if e.security_protocol == "PLAINTEXT"), None)
         data: dict[str, Any] = {
-            "listener_security_protocol_map": {self.listener: "PLAINTEXT"},
-            "endpoints": [f"{self.listener}://{self.host}:{self.port}"],
+            "listener_security_protocol_map": {e.listener: e.security_protocol for e in endpoints},
+            "endpoints": [e.connection_string for e in endpoints],
             "jmx_port": -1,
             "features": {},
-            "host": self.host,
+            "host": plaintext.host if plaintext is not None else None,
             "timestamp": now_ms(),
-            "port": self.port,
+            "port": plaintext.port if plaintext is not None else -1,
             "version": 5,
         }
         if self.rack is not None:
@@ -145,15 +197,20 @@ class BrokerInfo:
         return path_json(data)
 
     @classmethod
-    def from_json(cls, broker_id: int, data: bytes, epoch: int) -> BrokerInfo:
+    def from_json(
+        cls, broker_id: int, data: bytes, epoch: int, listener: str | None = None
+    ) -> BrokerInfo:
+        """A registration as read back; ``host``/``port`` are those of ``listener`` (the
+        inter-broker listener) when the broker has it, else of its first endpoint."""
         d = json.loads(data)
-        host, port = d.get("host"), d.get("port")
-        listener = "PLAINTEXT"
-        if d.get("endpoints"):
-            listener, _, hostport = d["endpoints"][0].partition("://")
-            host, _, port_s = hostport.rpartition(":")
-            port = int(port_s)
-        return cls(broker_id, host, int(port), d.get("rack"), epoch, listener)
+        protocols: Mapping[str, str] = d.get("listener_security_protocol_map") or {}
+        endpoints = tuple(EndPoint.parse(s, protocols) for s in d.get("endpoints") or ())
+        if not endpoints:  # version 1: host and port only
+            endpoints = (EndPoint(d["host"], int(d["port"])),)
+        chosen = next((e for e in endpoints if e.listener == listener), endpoints[0])
+        return cls(
+            broker_id, chosen.host, chosen.port, d.get("rack"), epoch, chosen.listener, endpoints
+        )
 
 
 @dataclass(frozen=True)

@@ -38,6 +38,7 @@ from enum import IntEnum
 
 from odradek.cluster.znodes import (
     NO_LEADER,
+    SECURITY_PROTOCOLS,
     BrokerInfo,
     LeaderAndIsr,
     TopicAssignment,
@@ -272,7 +273,16 @@ def topic_uuid(topic_id: str | None) -> uuid.UUID:
 
 
 def _um_broker(b: BrokerInfo) -> UpdateMetadataBroker:
-    return UpdateMetadataBroker(b.id, (UpdateMetadataEndpoint(b.port, b.host, b.listener),), b.rack)
+    """Every endpoint of a live broker (UpdateMetadata carries all its listeners)."""
+    endpoints = tuple(
+        UpdateMetadataEndpoint(e.port, e.host, e.listener, _protocol_id(e.security_protocol))
+        for e in b.all_endpoints
+    )
+    return UpdateMetadataBroker(b.id, endpoints, b.rack)
+
+
+def _protocol_id(name: str) -> int:
+    return SECURITY_PROTOCOLS.index(name) if name in SECURITY_PROTOCOLS else 0
 
 
 def _live_set(ctx: ControllerContext) -> set[int]:

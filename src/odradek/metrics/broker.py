@@ -30,6 +30,9 @@ Exported series (``docs/operations.md`` describes each one):
 * ``kafka_server_replicamanager_partitioncount``, ``..._underreplicatedpartitions``,
   ``..._isrshrinks_total``, ``..._isrexpands_total``
 * ``kafka_server_delayedoperationpurgatory_purgatorysize{delayedoperation}``
+* ``kafka_server_socket_server_metrics_successful_authentication_total{listener,mechanism}``,
+  ``kafka_server_socket_server_metrics_failed_authentication_total{listener,mechanism}``
+  (a failed TLS handshake: mechanism ``SSL``)
 * ``odradek_event_loop_lag_seconds`` (histogram), ``odradek_event_loop_lag_max_seconds``
 """
 
@@ -52,10 +55,12 @@ from prometheus_client.registry import Collector
 
 __all__ = [
     "LATENCY_BUCKETS",
+    "AuthenticationCounts",
     "BrokerMetrics",
     "BrokerState",
     "BrokerStateCollector",
     "EventLoopLag",
+    "authentication_families",
 ]
 
 LATENCY_BUCKETS = (
@@ -257,6 +262,15 @@ class BrokerState(Protocol):
         """(ISR shrinks, ISR expands) of partitions led here since the broker started."""
         ...
 
+    def authentications(self) -> AuthenticationCounts:
+        """(succeeded, failed) authentications since the broker started, per (listener,
+        mechanism); a failed TLS handshake is a failure of mechanism ``SSL``."""
+        ...
+
+
+AuthenticationCounts = tuple[Mapping[tuple[str, str], int], Mapping[tuple[str, str], int]]
+"""(succeeded, failed) authentications per (listener, mechanism)."""
+
 
 class BrokerStateCollector(Collector):
     """Series read from the broker when Prometheus scrapes (see the module docstring)."""
@@ -321,6 +335,30 @@ class BrokerStateCollector(Collector):
         )
         purgatory.add_metric(["Fetch"], st.purgatory_size())
         yield purgatory
+        yield from authentication_families(st.authentications())
+
+
+def authentication_families(counts: AuthenticationCounts) -> Iterator[Metric]:
+    """Kafka's ``successful-authentication-total`` and ``failed-authentication-total``
+    (socket-server-metrics, per listener) as Prometheus counters, labelled by listener and
+    mechanism: ``kafka_server_socket_server_metrics_{successful,failed}_authentication_total``."""
+    for name, help_text, values in (
+        (
+            "kafka_server_socket_server_metrics_successful_authentication",
+            "Connections that authenticated (SASL exchanges completed).",
+            counts[0],
+        ),
+        (
+            "kafka_server_socket_server_metrics_failed_authentication",
+            "Failed authentications: SASL exchanges refused and TLS handshakes failed "
+            "(mechanism SSL).",
+            counts[1],
+        ),
+    ):
+        family = CounterMetricFamily(name, help_text, labels=["listener", "mechanism"])
+        for (listener, mechanism), value in sorted(values.items()):
+            family.add_metric([listener, mechanism], value)
+        yield family
 
 
 class EventLoopLag(Collector):

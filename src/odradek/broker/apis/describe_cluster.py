@@ -10,7 +10,7 @@ from kio.schema.errors import ErrorCode
 
 from odradek.broker.api import ApiSpec, RequestContext
 from odradek.broker.apis import _authz
-from odradek.broker.apis._listeners import address_for
+from odradek.broker.apis._listeners import endpoint_for
 from odradek.broker.apis._util import (
     AUTHORIZED_OPERATIONS_NOT_REQUESTED,
     CLUSTER_OPERATIONS,
@@ -39,15 +39,16 @@ async def handle(ctx: RequestContext, request: DescribeClusterRequest) -> Descri
             endpoint_type=1,
             cluster_id=store.cluster_id,
             controller_id=store.controller_id(),
-            brokers=tuple(
+            brokers=tuple(  # those with the request's listener, at their endpoint on it
                 make(
                     types.DescribeClusterBroker,
                     broker_id=b.node_id,
-                    host=address_for(ctx, b.node_id, b.host, b.port)[0],
-                    port=address_for(ctx, b.node_id, b.host, b.port)[1],
+                    host=address[0],
+                    port=address[1],
                     rack=b.rack,
                 )
-                for b in store.live_brokers()
+                for b, address in ((b, endpoint_for(ctx, b)) for b in store.live_brokers())
+                if address is not None
             ),
             # when asked for: the principal's cluster operations (every one without authorizer)
             cluster_authorized_operations=_authz.authorized_operations(

@@ -1,9 +1,12 @@
 """Metadata (3): brokers, topics, partitions, leaders; auto-creates topics when allowed.
 
-Everything comes from the ``MetadataStore``: every live broker, the controller id, and per
+Everything comes from the ``MetadataStore``: every live broker with an endpoint on the
+listener the request came in on (its address there; a broker without that listener is left
+out, as Kafka's MetadataCache does), the controller id, and per
 partition the leader, leader epoch, replicas, ISR and offline replicas (replicas on brokers
 that are not live). A partition whose leader is not a live broker is answered with
-LEADER_NOT_AVAILABLE and leader -1.
+LEADER_NOT_AVAILABLE and leader -1; one whose live leader lacks the request's listener with
+LISTENER_NOT_FOUND (v6+; LEADER_NOT_AVAILABLE before) and leader -1.
 
 Topics are auto-created when the request allows it (``allow_auto_topic_creation``, implicit
 before v4) and ``auto.create.topics.enable`` is true, with ``num.partitions`` partitions.
@@ -17,13 +20,14 @@ apply; authorized operations, when asked for, are the principal's.
 from __future__ import annotations
 
 import uuid
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeAlias, TypeGuard, cast
 
 from kio.schema.errors import ErrorCode
 
 from odradek.broker.api import ApiSpec, RequestContext
 from odradek.broker.apis import _authz
-from odradek.broker.apis._listeners import address_for
+from odradek.broker.apis._listeners import endpoint_for
 from odradek.broker.apis._util import (
     AUTHORIZED_OPERATIONS_NOT_REQUESTED,
     CLUSTER_OPERATIONS,
@@ -80,11 +84,18 @@ _CLUSTER = _authz.ResourceType.CLUSTER
 _DESCRIBE = _authz.AclOperation.DESCRIBE
 
 
-def _partition_entry(types: Any, p: PartitionState, live: frozenset[int]) -> Any:
-    leader = p.leader if p.leader in live else -1
+def _partition_entry(types: Any, p: PartitionState, live: frozenset[int], listed: _Listed) -> Any:
+    leader = p.leader if p.leader in listed.reachable else -1
+    if leader >= 0:
+        code = ErrorCode.none
+    elif p.leader in live and listed.version >= 6:
+        # a live leader without the request's listener (Kafka: v6+; LEADER_NOT_AVAILABLE before)
+        code = ErrorCode.listener_not_found
+    else:
+        code = ErrorCode.leader_not_available
     return make(
         types.MetadataResponsePartition,
-        error_code=ErrorCode.none if leader >= 0 else ErrorCode.leader_not_available,
+        error_code=code,
         partition_index=p.partition,
         leader_id=leader,
         leader_epoch=p.leader_epoch,
@@ -94,14 +105,28 @@ def _partition_entry(types: Any, p: PartitionState, live: frozenset[int]) -> Any
     )
 
 
+@dataclass(frozen=True, slots=True)
+class _Listed:
+    """The brokers a Metadata answer names: those with an endpoint on the request's listener
+    (``reachable``), and the request's version."""
+
+    reachable: frozenset[int]
+    version: int
+
+
 def _topic_entry(
-    ctx: RequestContext, types: Any, name: str, live: frozenset[int], ops: int = _NOT_REQUESTED
+    ctx: RequestContext,
+    types: Any,
+    name: str,
+    live: frozenset[int],
+    listed: _Listed,
+    ops: int = _NOT_REQUESTED,
 ) -> Any:
 
     topic = ctx.services.metadata.topic(name)
     if topic is None:
         return None
-    partitions = tuple(_partition_entry(types, p, live) for p in topic.partitions)
+    partitions = tuple(_partition_entry(types, p, live, listed) for p in topic.partitions)
     return make(
         types.MetadataResponseTopic,
         error_code=ErrorCode.none,
@@ -152,8 +177,12 @@ async def handle(ctx: RequestContext, request: MetadataRequest) -> MetadataRespo
     store = services.metadata
     brokers = store.live_brokers()
     live = frozenset(b.node_id for b in brokers)
-    types = response_types(request)
+    # each broker's endpoint on the listener the request came in on; one without it is left out
+    addresses = [(b, endpoint_for(ctx, b)) for b in brokers]
+    listed_brokers = [(b, a) for b, a in addresses if a is not None]
     version = ctx.header.api_version
+    listed = _Listed(frozenset(b.node_id for b, _ in listed_brokers), version)
+    types = response_types(request)
     allow_auto = request.allow_auto_topic_creation if _allows_auto_creation(request) else True
     # no authorizer: every operation of the resource type, when asked for (v8+)
     topic_ops = (
@@ -179,7 +208,7 @@ async def handle(ctx: RequestContext, request: MetadataRequest) -> MetadataRespo
         for t in sorted(store.topics(), key=lambda t: t.name):
             if secured and not _authz.allowed(ctx, _DESCRIBE, _TOPIC, t.name):
                 continue
-            entries.append(_topic_entry(ctx, types, t.name, live, ops(t.name)))
+            entries.append(_topic_entry(ctx, types, t.name, live, listed, ops(t.name)))
     else:
         wanted: list[tuple[str | None, uuid.UUID | None]]
         if _names_topic_ids(request):
@@ -198,7 +227,7 @@ async def handle(ctx: RequestContext, request: MetadataRequest) -> MetadataRespo
             if secured and not _authz.allowed(ctx, _DESCRIBE, _TOPIC, name):
                 entries.append(_error_entry(types, name, _DENIED, topic_ops))
                 continue
-            entry = _topic_entry(ctx, types, name, live, ops(name))
+            entry = _topic_entry(ctx, types, name, live, listed, ops(name))
             if entry is None:
                 if topic_name_error(name) is not None:
                     entries.append(
@@ -210,7 +239,7 @@ async def handle(ctx: RequestContext, request: MetadataRequest) -> MetadataRespo
                         entries.append(_error_entry(types, name, _DENIED, topic_ops))
                         continue
                     await services.topic_admin.auto_create_topic(name)
-                    entry = _topic_entry(ctx, types, name, live, ops(name))
+                    entry = _topic_entry(ctx, types, name, live, listed, ops(name))
                 if entry is None:
                     entries.append(
                         _error_entry(types, name, ErrorCode.unknown_topic_or_partition, topic_ops)
@@ -226,11 +255,11 @@ async def handle(ctx: RequestContext, request: MetadataRequest) -> MetadataRespo
                 make(
                     types.MetadataResponseBroker,
                     node_id=b.node_id,
-                    host=address_for(ctx, b.node_id, b.host, b.port)[0],
-                    port=address_for(ctx, b.node_id, b.host, b.port)[1],
+                    host=address[0],
+                    port=address[1],
                     rack=b.rack,
                 )
-                for b in brokers
+                for b, address in listed_brokers
             ),
             cluster_id=store.cluster_id,
             controller_id=store.controller_id(),
