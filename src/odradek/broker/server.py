@@ -302,6 +302,7 @@ class Broker:
                 schema_registry_url=lambda: (
                     None if self.schema_registry is None else self.schema_registry.url
                 ),
+                client_telemetry=self.services.client_telemetry,
             )
             self._console = BrokerConsole(
                 console_host, cfg.http_listeners, ready=lambda: self._started

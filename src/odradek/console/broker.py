@@ -32,6 +32,7 @@ from odradek.console.listeners import parse_http_listeners
 
 if TYPE_CHECKING:
     from odradek.metrics.broker import BrokerMetrics, BrokerState
+    from odradek.metrics.client_telemetry import ClientTelemetrySource
 
 __all__ = ["BrokerConsole", "ConsoleHost"]
 
@@ -68,6 +69,8 @@ class ConsoleHost:
     api_names: Mapping[int, str]
     install_metrics: Callable[[BrokerMetrics], None]
     schema_registry_url: Callable[[], str | None] = lambda: None
+    client_telemetry: ClientTelemetrySource | None = None
+    """The metrics clients push (KIP-714): /metrics and the Clients page show them."""
 
 
 class BrokerConsole:
@@ -134,8 +137,11 @@ class BrokerConsole:
         def log_sizes() -> dict[tuple[str, int], int]:
             return {(plog.topic, plog.partition): plog.size_in_bytes for plog in state.logs()}
 
+        from odradek.metrics.client_telemetry import ClientTelemetryCollector
+
         loop_lag = EventLoopLag()
         source = ClusterSource(f"{kafka_host}:{kafka_port}", log_sizes=log_sizes)
+        telemetry = broker.client_telemetry
         console = Console(
             source,
             collectors=[
@@ -143,7 +149,9 @@ class BrokerConsole:
                 BrokerStateCollector(state, metrics),
                 loop_lag,
                 ProcessCollector(registry=None),  # process_* (CPU, RSS, open fds)
+                *([] if telemetry is None else [ClientTelemetryCollector(telemetry)]),
             ],
+            clients=None if telemetry is None else telemetry.instances,
             ready=self.ready,
             title=f"odradek broker {broker.node_id}",
             render_max_age_s=METRICS_MAX_AGE_S,
