@@ -30,16 +30,16 @@ CLIENT_METRICS = 16
 
 
 def metrics_data(name: str, value: float, *, node: str | None = None) -> bytes:
-    attrs = [] if node is None else [
-        common_pb2.KeyValue(key="node.id", value=common_pb2.AnyValue(string_value=node))
-    ]
+    attrs = (
+        []
+        if node is None
+        else [common_pb2.KeyValue(key="node.id", value=common_pb2.AnyValue(string_value=node))]
+    )
     point = metrics_pb2.NumberDataPoint(as_double=value, attributes=attrs)
     metric = metrics_pb2.Metric(name=name, gauge=metrics_pb2.Gauge(data_points=[point]))
     data = metrics_pb2.MetricsData(
         resource_metrics=[
-            metrics_pb2.ResourceMetrics(
-                scope_metrics=[metrics_pb2.ScopeMetrics(metrics=[metric])]
-            )
+            metrics_pb2.ResourceMetrics(scope_metrics=[metrics_pb2.ScopeMetrics(metrics=[metric])])
         ]
     )
     return data.SerializeToString()
@@ -50,8 +50,9 @@ def subscribe(w: Wire, name: str, **configs: str) -> int:
         req(44, 1, "AlterableConfig", name=k.replace("_", "."), config_operation=0, value=v)
         for k, v in configs.items()
     )
-    res = req(44, 1, "AlterConfigsResource", resource_type=CLIENT_METRICS,
-              resource_name=name, configs=ops)
+    res = req(
+        44, 1, "AlterConfigsResource", resource_type=CLIENT_METRICS, resource_name=name, configs=ops
+    )
     r = w.call(req(44, 1, resources=(res,), validate_only=False))
     return int(r.responses[0].error_code)
 
@@ -60,10 +61,26 @@ def get_subscriptions(w: Wire, instance: uuid.UUID | None = None) -> object:
     return w.call(req(71, 0, client_instance_id=instance or uuid.UUID(int=0)))
 
 
-def push(w: Wire, instance: uuid.UUID, subscription: int, payload: bytes, *,
-         compression: int = 0, terminating: bool = False) -> int:
-    r = w.call(req(72, 0, client_instance_id=instance, subscription_id=subscription,
-                   terminating=terminating, compression_type=compression, metrics=payload))
+def push(
+    w: Wire,
+    instance: uuid.UUID,
+    subscription: int,
+    payload: bytes,
+    *,
+    compression: int = 0,
+    terminating: bool = False,
+) -> int:
+    r = w.call(
+        req(
+            72,
+            0,
+            client_instance_id=instance,
+            subscription_id=subscription,
+            terminating=terminating,
+            compression_type=compression,
+            metrics=payload,
+        )
+    )
     return int(r.error_code)
 
 
@@ -71,8 +88,16 @@ def push(w: Wire, instance: uuid.UUID, subscription: int, payload: bytes, *,
 def subscribed(broker: BrokerProcess) -> str:
     """One subscription matching only client id ``wire`` (the raw client's), 100 ms."""
     with Wire(broker.bootstrap_servers) as w:
-        assert subscribe(w, "wire-sub", metrics="org.apache.kafka.", interval_ms="100",
-                         match="client_id=wire") == NONE
+        assert (
+            subscribe(
+                w,
+                "wire-sub",
+                metrics="org.apache.kafka.",
+                interval_ms="100",
+                match="client_id=wire",
+            )
+            == NONE
+        )
     return "wire-sub"
 
 
@@ -125,25 +150,35 @@ def test_bad_pushes_get_kafkas_errors_and_the_broker_stays_up(
     for data, compression, expected in cases:
         with Wire(broker.bootstrap_servers) as w:
             r = get_subscriptions(w)
-            got = push(w, r.client_instance_id, int(r.subscription_id), data,
-                       compression=compression)
+            got = push(
+                w, r.client_instance_id, int(r.subscription_id), data, compression=compression
+            )
             assert got == expected, (data[:20], compression)
     with Wire(broker.bootstrap_servers) as w:  # still serving
-        assert int(w.call(req(18, 3, client_software_name="w", client_software_version="1"))
-                   .error_code) == NONE
+        assert (
+            int(
+                w.call(req(18, 3, client_software_name="w", client_software_version="1")).error_code
+            )
+            == NONE
+        )
 
 
-def test_client_metrics_resource_is_described_and_validated(
-    wire: Wire, subscribed: str
-) -> None:
-    res = req(32, 4, "DescribeConfigsResource", resource_type=CLIENT_METRICS,
-              resource_name=subscribed, configuration_keys=None)
-    r = wire.call(req(32, 4, resources=(res,), include_synonyms=False,
-                      include_documentation=False))
+def test_client_metrics_resource_is_described_and_validated(wire: Wire, subscribed: str) -> None:
+    res = req(
+        32,
+        4,
+        "DescribeConfigsResource",
+        resource_type=CLIENT_METRICS,
+        resource_name=subscribed,
+        configuration_keys=None,
+    )
+    r = wire.call(req(32, 4, resources=(res,), include_synonyms=False, include_documentation=False))
     result = r.results[0]
     assert int(result.error_code) == NONE
     assert {c.name: c.value for c in result.configs} == {
-        "metrics": "org.apache.kafka.", "interval.ms": "100", "match": "client_id=wire"
+        "metrics": "org.apache.kafka.",
+        "interval.ms": "100",
+        "match": "client_id=wire",
     }
     assert subscribe(wire, "bad", interval_ms="5") == 40  # INVALID_CONFIG
     assert subscribe(wire, "bad", no_such_key="1") == 40

@@ -34,8 +34,14 @@ def telemetry_broker() -> Iterator[tuple[BrokerProcess, str]]:
                     ("interval.ms", str(INTERVAL_MS)),
                 )
             )
-            res = req(44, 1, "AlterConfigsResource", resource_type=CLIENT_METRICS,
-                      resource_name="every-client", configs=ops)
+            res = req(
+                44,
+                1,
+                "AlterConfigsResource",
+                resource_type=CLIENT_METRICS,
+                resource_name="every-client",
+                configs=ops,
+            )
             r = w.call(req(44, 1, resources=(res,), validate_only=False))
             assert int(r.responses[0].error_code) == 0
         yield broker, broker.console_url()
@@ -49,7 +55,9 @@ def _get(url: str) -> str:
 def _series(text: str, client_id: str, name: str) -> list[float]:
     """Values of ``odradek_client_metric`` for (client id, metric name), one per instance."""
     out = []
-    for labels, value in re.findall(r"^odradek_client_metric\{([^}]*)\} (\S+)$", text, re.MULTILINE):
+    for labels, value in re.findall(
+        r"^odradek_client_metric\{([^}]*)\} (\S+)$", text, re.MULTILINE
+    ):
         got = dict(re.findall(r'(\w+)="([^"]*)"', labels))
         if got.get("client_id") == client_id and got.get("name") == name:
             assert re.fullmatch(r"[0-9a-f-]{36}", got["client_instance_id"]), got
@@ -87,7 +95,9 @@ def test_producer_metrics_reach_metrics_and_the_clients_page(
         producer.produce(topic, f"v{i}".encode())
     assert producer.flush(15) == 0
     latency = _await_series(
-        url, client_id, "org.apache.kafka.producer.node.request.latency.avg",
+        url,
+        client_id,
+        "org.apache.kafka.producer.node.request.latency.avg",
         lambda: producer.poll(0.2),
     )
     assert latency >= 0
@@ -120,7 +130,9 @@ def test_consumer_metrics_reach_metrics(telemetry_broker: tuple[BrokerProcess, s
     try:
         consumer.subscribe([topic])
         _await_series(
-            url, client_id, "org.apache.kafka.consumer.fetch.manager.fetch.latency.avg",
+            url,
+            client_id,
+            "org.apache.kafka.consumer.fetch.manager.fetch.latency.avg",
             lambda: consumer.poll(0.2),
         )
     finally:

@@ -6,7 +6,7 @@ stored as the config entities of type ``client-metrics``, Kafka's ``/config/clie
 each with the keys
 
 * ``metrics``: comma-separated metric name prefixes (``org.apache.kafka.producer.``); ``*`` is
-  every metric; empty is none;
+  every metric; empty is none (the resource still sets the interval of the clients it matches);
 * ``interval.ms``: the push interval (100 to 3600000; default 300000);
 * ``match``: comma-separated ``selector=regex`` pairs, every one of which must match the whole
   client attribute: ``client_instance_id``, ``client_id``, ``client_software_name``,
@@ -20,15 +20,18 @@ shortest of their intervals (Kafka's rule). When no client-metrics resource is c
 all, ``DEFAULT_SUBSCRIPTION`` applies (an odradek default: Kafka subscribes no metric until
 one is configured): every ``org.apache.kafka.producer.`` and ``org.apache.kafka.consumer.``
 metric every 30 s, so that librdkafka (``enable.metrics.push`` is on by default) and Java
-clients push without setup. A resource with an empty ``metrics`` turns pushing off.
+clients push without setup. One resource with an empty ``metrics`` turns pushing off.
 
 Requests, as Kafka 3.9 answers them:
 
 * GetTelemetrySubscriptions: a zero (or null) client instance id gets a new random id; the
   answer carries the subscription id (a CRC-32C of the prefixes, the interval and the
-  instance id), the accepted compression types (zstd, lz4, gzip, snappy), the interval,
-  ``telemetry.max.bytes`` and delta temporality (true). Asking again before one push interval
-  has passed since the last request of that instance: THROTTLING_QUOTA_EXCEEDED (89).
+  instance id), the requested metric prefixes (``*`` alone for every metric, none when no
+  subscription matches), the accepted compression types (zstd, lz4, gzip, snappy), the
+  interval (the shortest of the matching subscriptions', at most 300000), ``telemetry.max.bytes``
+  and delta temporality (true). Asking again before one push interval has passed since the
+  last request of that instance: THROTTLING_QUOTA_EXCEEDED (89), except right after a push
+  refused with UNKNOWN_SUBSCRIPTION_ID or UNSUPPORTED_COMPRESSION_TYPE.
 * PushTelemetry: the reserved ids (zero, one) are INVALID_REQUEST (42); after a push with
   ``terminating`` every further push is INVALID_REQUEST; a push sooner than one interval after
   the previous one (the first push after a GetTelemetrySubscriptions is always accepted,
@@ -272,6 +275,10 @@ class _Instance:
 
 
 _RESERVED = (uuid.UUID(int=0), uuid.UUID(int=1))
+_ASK_AGAIN_AT_ONCE = (ErrorCode.unknown_subscription_id, ErrorCode.unsupported_compression_type)
+"""A push refused with these makes the client ask for its subscription again at once: that
+GetTelemetrySubscriptions is not throttled (Kafka's stated intent; its 3.9 condition, an
+``a != X || a != Y``, throttles it anyway, and the client then waits one interval)."""
 
 
 def _subscription_id(metrics: Sequence[str], interval_ms: int, instance: uuid.UUID) -> int:
@@ -355,18 +362,17 @@ class ClientTelemetryManager:
             "client_source_address": inst.address,
         }
         prefixes: list[str] = []
-        interval: int | None = None
+        interval = DEFAULT_INTERVAL_MS
         for sub in self.configured():
             if not sub.matches(attributes):
                 continue
             for m in sub.metrics:
                 if m not in prefixes:
                     prefixes.append(m)
-            if sub.metrics:
-                interval = sub.interval_ms if interval is None else min(interval, sub.interval_ms)
+            interval = min(interval, sub.interval_ms)
         if ALL_METRICS in prefixes:
-            prefixes = [""]  # Kafka's "every metric": one empty prefix
-        return tuple(prefixes), DEFAULT_INTERVAL_MS if interval is None else interval
+            prefixes = [ALL_METRICS]  # Kafka answers "*" alone for every metric
+        return tuple(sorted(prefixes)), interval
 
     def _instance(self, instance_id: uuid.UUID, client_id: str, address: str) -> _Instance:
         """The cached instance, created (or renewed with a new subscription id and fresh
@@ -403,7 +409,9 @@ class ClientTelemetryManager:
         inst = self._instance(instance_id, client_id, address)
         inst.last_seen_ms = now
         error = ErrorCode.none
-        if now - max(inst.last_get_ms, inst.last_push_ms) >= inst.interval_ms:
+        if now - max(inst.last_get_ms, inst.last_push_ms) >= inst.interval_ms or (
+            inst.last_error in _ASK_AGAIN_AT_ONCE
+        ):
             inst.last_get_ms = now
             inst.last_error = ErrorCode.none
         else:
@@ -438,8 +446,9 @@ class ClientTelemetryManager:
         self.expire(now)
         inst = self._instance(client_instance_id, client_id, address)
         inst.last_seen_ms = now
-        outcome = self._validate_push(inst, subscription_id, terminating, compression_type,
-                                      payload, now)
+        outcome = self._validate_push(
+            inst, subscription_id, terminating, compression_type, payload, now
+        )
         inst.terminating = inst.terminating or terminating
         if outcome is not None:
             inst.last_error = outcome.error
