@@ -184,3 +184,13 @@ def test_client_metrics_resource_is_described_and_validated(wire: Wire, subscrib
     assert subscribe(wire, "bad", no_such_key="1") == 40
     assert subscribe(wire, "bad", match="nobody=x") == 40
     assert subscribe(wire, "", metrics="*") == INVALID_REQUEST
+
+
+def test_telemetry_max_bytes_is_the_brokers_key() -> None:
+    with BrokerProcess({"telemetry.max.bytes": 1000}) as small, Wire(small.bootstrap_servers) as w:
+        r = get_subscriptions(w)
+        assert int(r.telemetry_max_bytes) == 1000
+        instance, sub = r.client_instance_id, int(r.subscription_id)
+        assert push(w, instance, sub, b"\x00" * 1001) == TELEMETRY_TOO_LARGE
+        payload = metrics_data("org.apache.kafka.producer.record.queue.time.avg", 2.0)
+        assert push(w, instance, sub, payload, terminating=True) == NONE

@@ -243,7 +243,9 @@ def compose(
         dynamic_config=dynamic_config,
         group_configs=group_configs,
         cluster=cluster,
-        client_telemetry=ClientTelemetryManager(clock, dynamic_config.store),
+        client_telemetry=ClientTelemetryManager(
+            clock, dynamic_config.store, lambda: int(cfg.get("telemetry.max.bytes"))
+        ),
     )
     return BrokerComponents(
         log_manager=log_manager,

@@ -121,6 +121,8 @@ MEANINGS: dict[str, str] = {
     # client quotas
     "quota.window.num": "Samples a client's rate is measured over (client quotas).",
     "quota.window.size.seconds": "Length of one sample of a client's rate, in seconds.",
+    # client telemetry
+    "telemetry.max.bytes": "Largest metrics payload a client may push (KIP-714 client telemetry).",
     # topics
     "num.partitions": "Partitions of an automatically created topic.",
     "default.replication.factor": "Replicas of an automatically created topic.",
