@@ -242,3 +242,23 @@ def test_garbage_is_not_metrics_data() -> None:
 def test_invalid_client_metrics_configs(configs: dict[str, str]) -> None:
     with pytest.raises(ValueError):
         parse_subscription("s", configs)
+
+
+async def test_the_least_recent_instance_goes_first_when_full(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from odradek.broker import client_telemetry
+
+    monkeypatch.setattr(client_telemetry, "MAX_INSTANCES", 3)
+    m, clock, _store = await manager({"all": {"metrics": "*", "interval.ms": "100"}})
+    ids = []
+    for n in range(3):
+        ids.append(m.get_subscriptions(None, f"c{n}", "h").client_instance_id)
+        clock.advance(100)
+    m.get_subscriptions(ids[0], "c0", "h")  # c0 is heard from again: c1 is now the oldest
+    m.get_subscriptions(None, "c3", "h")
+    assert m.instance_count() == 3
+    clock.advance(100)
+    assert m.get_subscriptions(ids[2], "c2", "h").subscription_id != 0
+    known = {i.client_id for i in m._instances.values()}
+    assert known == {"c0", "c2", "c3"}

@@ -117,6 +117,7 @@ MAX_INSTANCES = 16_384
 MAX_METRICS_PER_INSTANCE = 512
 """Metric names held per instance at most; names past it are ignored."""
 MIN_EXPIRY_MS = 60_000
+EXPIRY_CHECK_MS = 1_000
 ALL_METRICS = "*"
 
 
@@ -318,6 +319,7 @@ class ClientTelemetryManager:
         )
         self._max_bytes = max_bytes
         self._instances: dict[uuid.UUID, _Instance] = {}
+        self._last_expiry_ms = -EXPIRY_CHECK_MS
         self.unknown_subscription_requests = 0
         self.throttled_requests = 0
         self.pushes = 0
@@ -377,15 +379,14 @@ class ClientTelemetryManager:
     def _instance(self, instance_id: uuid.UUID, client_id: str, address: str) -> _Instance:
         """The cached instance, created (or renewed with a new subscription id and fresh
         timestamps, as Kafka does) when the subscriptions that match it changed."""
-        inst = self._instances.get(instance_id)
+        inst = self._instances.pop(instance_id, None)  # re-inserted last: least recent first
         if inst is None:
             inst = _Instance(instance_id, client_id, address)
             while len(self._instances) >= MAX_INSTANCES:
-                oldest = min(self._instances.values(), key=lambda i: i.last_seen_ms)
-                del self._instances[oldest.instance_id]
-            self._instances[instance_id] = inst
+                del self._instances[next(iter(self._instances))]
         else:
             inst.client_id, inst.address = client_id, address
+        self._instances[instance_id] = inst
         metrics, interval = self._subscription_for(inst)
         if inst.subscription_id == 0 or (metrics, interval) != (inst.metrics, inst.interval_ms):
             inst.metrics, inst.interval_ms = metrics, interval
@@ -542,6 +543,9 @@ class ClientTelemetryManager:
         """Drop the instances not heard from for three push intervals (at least a minute), and
         terminated ones once their interval has passed."""
         now = self.clock.now_ms() if now_ms is None else now_ms
+        if now - self._last_expiry_ms < EXPIRY_CHECK_MS:
+            return  # one scan a second at most: a push costs O(1), not O(instances)
+        self._last_expiry_ms = now
         gone = [
             key
             for key, inst in self._instances.items()
