@@ -5,6 +5,7 @@ IncrementalAlterConfigs, and Kafka's error codes for bad pushes."""
 from __future__ import annotations
 
 import uuid
+from typing import Any
 
 import cramjam
 import pytest
@@ -57,7 +58,7 @@ def subscribe(w: Wire, name: str, **configs: str) -> int:
     return int(r.responses[0].error_code)
 
 
-def get_subscriptions(w: Wire, instance: uuid.UUID | None = None) -> object:
+def get_subscriptions(w: Wire, instance: uuid.UUID | None = None) -> Any:
     return w.call(req(71, 0, client_instance_id=instance or uuid.UUID(int=0)))
 
 

@@ -4,6 +4,8 @@ combining of pushed metrics, and the expiry that bounds what /metrics exports.""
 
 from __future__ import annotations
 
+from typing import Any
+
 import cramjam
 import pytest
 from kio.schema.errors import ErrorCode
@@ -48,7 +50,7 @@ def gauge(name: str, *points: metrics_pb2.NumberDataPoint) -> metrics_pb2.Metric
     return metrics_pb2.Metric(name=name, gauge=metrics_pb2.Gauge(data_points=points))
 
 
-def total(name: str, value: int, temporality: int) -> metrics_pb2.Metric:
+def total(name: str, value: int, temporality: Any) -> metrics_pb2.Metric:
     point = metrics_pb2.NumberDataPoint(as_int=value)
     return metrics_pb2.Metric(
         name=name,
