@@ -87,14 +87,15 @@ def push(
 
 @pytest.fixture(scope="module")
 def subscribed(broker: BrokerProcess) -> str:
-    """One subscription matching only client id ``wire`` (the raw client's), 100 ms."""
+    """One subscription matching only client id ``wire`` (the raw client's), every 60 s: long
+    enough that a second push within the test is always within the interval."""
     with Wire(broker.bootstrap_servers) as w:
         assert (
             subscribe(
                 w,
                 "wire-sub",
                 metrics="org.apache.kafka.",
-                interval_ms="100",
+                interval_ms="60000",
                 match="client_id=wire",
             )
             == NONE
@@ -116,7 +117,7 @@ def test_subscription_then_push_is_accepted_and_resubscribing_is_throttled(
     instance = r.client_instance_id
     assert instance is not None and instance.int not in (0, 1)
     assert tuple(r.requested_metrics) == ("org.apache.kafka.",)
-    assert r.push_interval.total_seconds() * 1000 == 100
+    assert r.push_interval.total_seconds() * 1000 == 60000
     assert int(r.telemetry_max_bytes) == 1048576
     assert r.delta_temporality is True
     assert sorted(int(c) for c in r.accepted_compression_types) == [1, 2, 3, 4]
@@ -178,7 +179,7 @@ def test_client_metrics_resource_is_described_and_validated(wire: Wire, subscrib
     assert int(result.error_code) == NONE
     assert {c.name: c.value for c in result.configs} == {
         "metrics": "org.apache.kafka.",
-        "interval.ms": "100",
+        "interval.ms": "60000",
         "match": "client_id=wire",
     }
     assert subscribe(wire, "bad", interval_ms="5") == 40  # INVALID_CONFIG
