@@ -86,6 +86,8 @@ __all__ = [
     "SubscriptionAnswer",
     "TelemetryDecodeError",
     "decode_metrics_data",
+    "decoder_loaded",
+    "load_decoder",
     "parse_subscription",
 ]
 
@@ -190,6 +192,23 @@ class MetricPoint(NamedTuple):
 def _attr_value(value: Any) -> str:
     kind = value.WhichOneof("value")
     return "" if kind is None else str(getattr(value, kind))
+
+
+_decoder_loaded = False
+
+
+def decoder_loaded() -> bool:
+    """Whether opentelemetry-proto's modules are imported (~30 ms the first time)."""
+    return _decoder_loaded
+
+
+def load_decoder() -> None:
+    """Import the OTLP protobuf modules (the broker does it in a worker thread, once, before
+    the first push is decoded on its event loop)."""
+    global _decoder_loaded
+    from opentelemetry.proto.metrics.v1 import metrics_pb2  # noqa: F401
+
+    _decoder_loaded = True
 
 
 def decode_metrics_data(payload: bytes) -> list[MetricPoint]:

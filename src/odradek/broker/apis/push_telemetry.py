@@ -7,6 +7,7 @@ UNSUPPORTED_COMPRESSION_TYPE, TELEMETRY_TOO_LARGE, INVALID_RECORD).
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from typing import TYPE_CHECKING, cast
 
@@ -14,6 +15,7 @@ from kio.schema.errors import ErrorCode
 
 from odradek.broker.api import ApiSpec, RequestContext
 from odradek.broker.apis._util import NO_THROTTLE, make, response_types
+from odradek.broker.client_telemetry import decoder_loaded, load_decoder
 
 if TYPE_CHECKING:
     from odradek.protocol.api_types import PushTelemetryRequest, PushTelemetryResponse
@@ -24,6 +26,8 @@ log = logging.getLogger("odradek.broker.client_telemetry")
 
 
 async def handle(ctx: RequestContext, request: PushTelemetryRequest) -> PushTelemetryResponse:
+    if request.metrics and not decoder_loaded():  # once: its imports stay off the event loop
+        await asyncio.get_running_loop().run_in_executor(None, load_decoder)
     outcome = ctx.services.client_telemetry.push(
         request.client_instance_id,
         int(request.subscription_id),
