@@ -101,6 +101,10 @@ _INTER_BROKER = (
     "(only odradek brokers join an odradek cluster)"
 )
 _SECURITY = "security: delegation tokens are not served"
+_TELEMETRY = (
+    "client telemetry (KIP-714) is served as a Kafka 3.9 KRaft broker serves it; ZooKeeper "
+    "mode does not list it"
+)
 
 REASONS: dict[int, str] = {
     4: _INTER_BROKER,
@@ -128,6 +132,8 @@ REASONS: dict[int, str] = {
         "the consumer group protocol (KIP-848) is not implemented; librdkafka's "
         "describe_consumer_groups uses it once offered"
     ),
+    71: _TELEMETRY,
+    72: _TELEMETRY,
 }
 """Why odradek's range differs from Kafka 3.9's, per API key."""
 

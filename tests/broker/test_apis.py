@@ -92,8 +92,9 @@ def test_api_versions_follows_design_rules(wire: Wire) -> None:
     assert ranges[2][0] == 0  # ListOffsets
     assert ranges[22][0] == 0 and ranges[22][1] >= 4  # InitProducerId
     assert ranges[18][1] >= 3
-    for key in (68, 69, 71):
+    for key in (68, 69):
         assert key not in ranges
+    assert ranges[71] == ranges[72] == (0, 0)  # client telemetry (KIP-714)
     for key in (3, 19, 20, 37, 32, 33, 44, 60):
         assert key in ranges
 

@@ -82,6 +82,8 @@ KAFKA_3_9 = {
     61: (0, 0),  # DescribeProducers
     65: (0, 0),  # DescribeTransactions
     66: (0, 1),  # ListTransactions
+    71: (0, 0),  # GetTelemetrySubscriptions (a KRaft broker's: KIP-714)
+    72: (0, 0),  # PushTelemetry (a KRaft broker's: KIP-714)
 }
 """The request versions Apache Kafka 3.9's broker serves, for the APIs odradek has: the
 ``validVersions`` of clients/src/main/resources/common/message/*Request.json at the 3.9.0-rc3

@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from odradek.broker.broker_channel import BrokerChannel
+from odradek.broker.client_telemetry import ClientTelemetryManager
 from odradek.broker.config import BrokerConfig
 from odradek.broker.coordinator_writer import BrokerPartitionWriter, follow_leadership
 from odradek.broker.dynamic_config import DynamicBrokerConfig
@@ -240,6 +241,9 @@ def compose(
         dynamic_config=dynamic_config,
         group_configs=group_configs,
         cluster=cluster,
+        client_telemetry=ClientTelemetryManager(
+            clock, dynamic_config.store, lambda: int(cfg.get("telemetry.max.bytes"))
+        ),
     )
     return BrokerComponents(
         log_manager=log_manager,

@@ -50,6 +50,7 @@ from odradek.broker.apis import (
     end_txn,
     fetch,
     find_coordinator,
+    get_telemetry_subscriptions,
     heartbeat,
     incremental_alter_configs,
     init_producer_id,
@@ -66,6 +67,7 @@ from odradek.broker.apis import (
     offset_fetch,
     offsets_for_leader_epoch,
     produce,
+    push_telemetry,
     sasl_authenticate,
     sasl_handshake,
     stop_replica,
@@ -144,6 +146,9 @@ API_SPECS: tuple[ApiSpec[Any, Any], ...] = (
     # client quotas
     describe_client_quotas.API,
     alter_client_quotas.API,
+    # client telemetry (KIP-714)
+    get_telemetry_subscriptions.API,
+    push_telemetry.API,
 )
 
 

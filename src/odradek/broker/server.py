@@ -331,6 +331,7 @@ class Broker:
                 auth=http.auth,
                 session_timeout_ms=http.session_timeout_ms,
                 skip_paths=http.skip_paths,
+                client_telemetry=self.services.client_telemetry,
             )
             self._console = BrokerConsole(
                 console_host, cfg.http_listeners, ready=lambda: self._started

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from odradek.broker.broker_channel import BrokerChannel
+from odradek.broker.client_telemetry import ClientTelemetryManager
 from odradek.broker.config import BrokerConfig
 from odradek.broker.dynamic_config import DynamicBrokerConfig
 from odradek.broker.group_configs import GroupConfigManager
@@ -21,7 +22,7 @@ from odradek.broker.purgatory import Purgatory
 from odradek.broker.replica_manager import ReplicaManager
 from odradek.broker.topic_admin import TopicAdmin
 from odradek.broker.txn_markers import TxnMarkerAppender
-from odradek.clock import Clock
+from odradek.clock import Clock, SystemClock
 from odradek.coordinator import GroupCoordinator
 from odradek.coordinator.transaction.coordinator import TransactionCoordinator
 from odradek.security.quota_store import QuotaStore
@@ -60,6 +61,10 @@ class BrokerServices:
     """The ACLs and the authorizer (None without ``authorizer.class.name``: all allowed)."""
     quotas: QuotaStore = field(default_factory=QuotaStore)
     """Client quota configs (DescribeClientQuotas, AlterClientQuotas, throttling)."""
+    client_telemetry: ClientTelemetryManager = field(
+        default_factory=lambda: ClientTelemetryManager(SystemClock())
+    )
+    """Client telemetry (KIP-714): subscriptions, pushes, the clients' latest metrics."""
 
     @property
     def node_id(self) -> int:

@@ -67,7 +67,7 @@ class ZkConfigEntityStore:
         zk: zkc.KafkaZkClient,
         *,
         admin_timeout_ms: int = 30_000,
-        entity_types: Iterable[str] = (BROKERS, GROUPS, "users"),
+        entity_types: Iterable[str] = (BROKERS, GROUPS, "users", "client-metrics"),
         change_expiration_ms: int = CHANGE_EXPIRATION_MS,
         clock: Clock | None = None,
     ) -> None:

@@ -14,6 +14,8 @@ Routes (GET unless marked):
 * ``/schemas`` subjects (latest version, id, type, compatibility level) of the schema registry
   the console is handed (``schemas``; inside a broker its own); ``/schemas/<subject>`` its
   versions and level, ``?from=&to=`` a diff between two versions;
+* ``/clients`` the client instances that push their metrics (KIP-714 client telemetry) with
+  the latest value of each metric (inside a broker: what it received);
 * ``/mirroring`` the mirror flows into this cluster, derived from its ``heartbeats``,
   ``<source>.checkpoints.internal`` and remote topics (console/mirroring.py);
 * the message browser shows the schema id of Confluent-framed values and, for Avro, the
@@ -48,7 +50,7 @@ import datetime
 import json
 import logging
 import math
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from contextvars import ContextVar
 from importlib import resources
 from typing import Any
@@ -190,9 +192,13 @@ class Console:
         sample_interval_s: float = 5.0,
         schemas: SchemaSource | None = None,
         auth: ConsoleAuth | None = None,
+        clients: Callable[[], Sequence[Any]] | None = None,
     ) -> None:
         self.source = source
         self.auth = auth
+        self.clients = clients
+        """The client instances that pushed telemetry and their latest metrics (KIP-714;
+        ``metrics.client_telemetry.ClientInstance``), None where nothing collects them."""
         self.schemas = schemas if schemas is not None else SchemaSource(None)
         self.ready = ready
         self.title = title
@@ -376,6 +382,11 @@ class Console:
                 snap = await self.source.snapshot(self.metrics_max_age_s)
                 flows = await mirror_flows(self.source, snap)
                 return self._page("mirroring.html", {"flows": flows, "now_ms": snap.taken_ms})
+            case ["clients"]:
+                if viewer is not None and not viewer.cluster():
+                    return self._forbidden(viewer, "describe the cluster")
+                clients = None if self.clients is None else self.clients()
+                return self._page("clients.html", {"clients": clients})
             case ["groups"]:
                 snap = await self._snapshot(viewer, self.metrics_max_age_s)
                 return self._page("groups.html", {"snap": snap})

@@ -41,6 +41,7 @@ if TYPE_CHECKING:
     from odradek.metrics.broker import BrokerMetrics, BrokerState
     from odradek.security.http_auth import HttpAuthenticator
     from odradek.security.tls import ServerTls
+    from odradek.metrics.client_telemetry import ClientTelemetrySource
 
 __all__ = ["BrokerConsole", "ConsoleHost"]
 
@@ -84,6 +85,8 @@ class ConsoleHost:
     auth: HttpAuthenticator | None = None
     session_timeout_ms: int = 8 * 3600 * 1000
     skip_paths: tuple[str, ...] = ("/metrics", "/health")
+    client_telemetry: ClientTelemetrySource | None = None
+    """The metrics clients push (KIP-714): /metrics and the Clients page show them."""
 
 
 def _own_registry_context() -> ssl.SSLContext:
@@ -180,8 +183,11 @@ class BrokerConsole:
         def log_sizes() -> dict[tuple[str, int], int]:
             return {(plog.topic, plog.partition): plog.size_in_bytes for plog in state.logs()}
 
+        from odradek.metrics.client_telemetry import ClientTelemetryCollector
+
         loop_lag = EventLoopLag()
         source = ClusterSource(f"{kafka_host}:{kafka_port}", log_sizes=log_sizes)
+        telemetry = broker.client_telemetry
         console = Console(
             source,
             collectors=[
@@ -189,7 +195,9 @@ class BrokerConsole:
                 BrokerStateCollector(state, metrics),
                 loop_lag,
                 ProcessCollector(registry=None),  # process_* (CPU, RSS, open fds)
+                *([] if telemetry is None else [ClientTelemetryCollector(telemetry)]),
             ],
+            clients=None if telemetry is None else telemetry.instances,
             ready=self.ready,
             title=f"odradek broker {broker.node_id}",
             render_max_age_s=METRICS_MAX_AGE_S,

@@ -426,6 +426,12 @@ if TYPE_CHECKING:
     from kio.schema.find_coordinator.v6.response import (
         FindCoordinatorResponse as FindCoordinatorResponseV6,
     )
+    from kio.schema.get_telemetry_subscriptions.v0.request import (
+        GetTelemetrySubscriptionsRequest as GetTelemetrySubscriptionsRequestV0,
+    )
+    from kio.schema.get_telemetry_subscriptions.v0.response import (
+        GetTelemetrySubscriptionsResponse as GetTelemetrySubscriptionsResponseV0,
+    )
     from kio.schema.heartbeat.v0.request import HeartbeatRequest as HeartbeatRequestV0
     from kio.schema.heartbeat.v0.response import HeartbeatResponse as HeartbeatResponseV0
     from kio.schema.heartbeat.v1.request import HeartbeatRequest as HeartbeatRequestV1
@@ -643,6 +649,10 @@ if TYPE_CHECKING:
     )
     from kio.schema.offset_for_leader_epoch.v4.response import (
         OffsetForLeaderEpochResponse as OffsetForLeaderEpochResponseV4,
+    )
+    from kio.schema.push_telemetry.v0.request import PushTelemetryRequest as PushTelemetryRequestV0
+    from kio.schema.push_telemetry.v0.response import (
+        PushTelemetryResponse as PushTelemetryResponseV0,
     )
     from kio.schema.sasl_authenticate.v0.request import (
         SaslAuthenticateRequest as SaslAuthenticateRequestV0,
@@ -1205,3 +1215,7 @@ if TYPE_CHECKING:
     DescribeTransactionsResponse: TypeAlias = DescribeTransactionsResponseV0
     ListTransactionsRequest: TypeAlias = ListTransactionsRequestV0 | ListTransactionsRequestV1
     ListTransactionsResponse: TypeAlias = ListTransactionsResponseV0 | ListTransactionsResponseV1
+    GetTelemetrySubscriptionsRequest: TypeAlias = GetTelemetrySubscriptionsRequestV0
+    GetTelemetrySubscriptionsResponse: TypeAlias = GetTelemetrySubscriptionsResponseV0
+    PushTelemetryRequest: TypeAlias = PushTelemetryRequestV0
+    PushTelemetryResponse: TypeAlias = PushTelemetryResponseV0

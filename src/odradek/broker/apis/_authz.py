@@ -294,6 +294,7 @@ _CONFIG_RESOURCES: dict[int, tuple[ResourceType, ErrorCode]] = {
     4: (ResourceType.CLUSTER, ErrorCode.cluster_authorization_failed),  # BROKER
     8: (ResourceType.CLUSTER, ErrorCode.cluster_authorization_failed),  # BROKER_LOGGER
     32: (ResourceType.GROUP, ErrorCode.group_authorization_failed),
+    16: (ResourceType.CLUSTER, ErrorCode.cluster_authorization_failed),  # CLIENT_METRICS
 }
 
 

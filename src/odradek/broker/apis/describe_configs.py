@@ -1,6 +1,6 @@
 """DescribeConfigs (32): topic configs (override or the broker's current default), broker
 configs (this broker's id: every config with its current value, source and read-only flag;
-"": the cluster-wide dynamic defaults) and group configs, with synonyms on request (see
+"": the cluster-wide dynamic defaults), group configs and client-metrics subscriptions, with synonyms on request (see
 ``_configs``). Unknown topic → UNKNOWN_TOPIC_OR_PARTITION; another broker id → INVALID_REQUEST."""
 
 from __future__ import annotations
@@ -26,6 +26,7 @@ from odradek.broker.apis._configs import (
     topic_entries,
 )
 from odradek.broker.apis._util import NO_THROTTLE, make, response_types
+from odradek.broker.client_telemetry import CLIENT_METRICS, DYNAMIC_CLIENT_METRICS_CONFIG
 
 if TYPE_CHECKING:
     from odradek.protocol.api_types import DescribeConfigsRequest, DescribeConfigsResponse
@@ -70,6 +71,12 @@ async def handle(ctx: RequestContext, request: DescribeConfigsRequest) -> Descri
                 code, message = ErrorCode.invalid_request, "Group name must not be empty"
             else:
                 entries = group_entries(services, res.resource_name, keys)
+        elif res.resource_type == CLIENT_METRICS:  # KIP-714 subscriptions
+            entries = [
+                (k, v, False, DYNAMIC_CLIENT_METRICS_CONFIG, [])
+                for k, v in services.client_telemetry.describe(res.resource_name)
+                if not keys or k in keys
+            ]
         else:
             code, message = (
                 ErrorCode.invalid_request,

@@ -1,6 +1,7 @@
 """IncrementalAlterConfigs (44): SET (0) / DELETE (1) / APPEND (2) / SUBTRACT (3) on a
 topic's overrides, one level of dynamic broker configs (the broker id, or "" for the
-cluster-wide default), a group's configs, or logger levels (BROKER_LOGGER: SET / DELETE). APPEND/SUBTRACT work on list configs
+cluster-wide default), a group's configs, a client-metrics subscription (CLIENT_METRICS,
+KIP-714), or logger levels (BROKER_LOGGER: SET / DELETE). APPEND/SUBTRACT work on list configs
 (``cleanup.policy``, ``log.cleanup.policy``); their base is the current value of the
 resource's own level, else the default, as in Kafka. A key altered twice is INVALID_REQUEST."""
 
@@ -26,6 +27,7 @@ from odradek.broker.apis._configs import (
     check_broker_resource,
 )
 from odradek.broker.apis._util import NO_THROTTLE, make, response_types
+from odradek.broker.client_telemetry import CLIENT_METRICS
 from odradek.broker.config import BROKER_KEYS
 from odradek.broker.group_configs import GROUP_CONFIG_KEYS
 from odradek.broker.services import BrokerServices
@@ -129,6 +131,21 @@ async def _group(
     return await alter_group(services, name, configs, validate_only)
 
 
+async def _client_metrics(
+    services: BrokerServices, name: str, ops: Any, validate_only: bool
+) -> tuple[ErrorCode, str | None]:
+    """A client-metrics resource (KIP-714 subscriptions: ``broker/client_telemetry.py``)."""
+    telemetry = services.client_telemetry
+    configs, code, message = apply_operations(dict(telemetry.describe(name)), ops, {})
+    if code != ErrorCode.none:
+        return code, message
+    try:
+        await telemetry.alter(name, configs, validate_only)
+    except ValueError as exc:
+        return (ErrorCode.invalid_request if not name else ErrorCode.invalid_config), str(exc)
+    return ErrorCode.none, None
+
+
 async def handle(
     ctx: RequestContext, request: IncrementalAlterConfigsRequest
 ) -> IncrementalAlterConfigsResponse:
@@ -144,9 +161,13 @@ async def handle(
             return await _broker(services, name, ops, request.validate_only)
         if rtype == BROKER_LOGGER:
             return await alter_loggers(services, name, ops, request.validate_only)
+        if rtype == CLIENT_METRICS:
+            return await _client_metrics(services, name, ops, request.validate_only)
         return await _group(services, name, ops, request.validate_only)
 
-    responses = await alter_resources(request, alter, (TOPIC, BROKER, BROKER_LOGGER, GROUP))
+    responses = await alter_resources(
+        request, alter, (TOPIC, BROKER, BROKER_LOGGER, GROUP, CLIENT_METRICS)
+    )
     return cast(
         "IncrementalAlterConfigsResponse",
         make(

@@ -282,5 +282,7 @@ BROKER_KEYS: dict[str, ConfigKey] = {
         _k("quota.window.size.seconds", _int(1), 1),
         _k("controller.quota.window.num", _int(1), 11),
         _k("controller.quota.window.size.seconds", _int(1), 1),
+        # client telemetry, KIP-714 (odradek.broker.client_telemetry)
+        _k("telemetry.max.bytes", _int(1), 1048576),
     ]
 }

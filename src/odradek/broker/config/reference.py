@@ -141,6 +141,8 @@ MEANINGS: dict[str, str] = {
     "holds this many windows' worth of the quota.",
     "controller.quota.window.size.seconds": "Length of one controller_mutation_rate sample, "
     "in seconds.",
+    # client telemetry
+    "telemetry.max.bytes": "Largest metrics payload a client may push (KIP-714 client telemetry).",
     # topics
     "num.partitions": "Partitions of an automatically created topic.",
     "default.replication.factor": "Replicas of an automatically created topic.",
