@@ -39,9 +39,9 @@ from odradek.console.listeners import http_url, parse_http_endpoints
 
 if TYPE_CHECKING:
     from odradek.metrics.broker import BrokerMetrics, BrokerState
+    from odradek.metrics.client_telemetry import ClientTelemetrySource
     from odradek.security.http_auth import HttpAuthenticator
     from odradek.security.tls import ServerTls
-    from odradek.metrics.client_telemetry import ClientTelemetrySource
 
 __all__ = ["BrokerConsole", "ConsoleHost"]
 
