@@ -78,6 +78,15 @@ class FutureLog:
     def size_in_bytes(self) -> int:
         return sum(size for _, size, _ in self._copied.values())
 
+    def copied_offset(self) -> int:
+        """The first offset of the source not yet copied, as far as whole segments tell: the
+        base offset of the first segment not wholly copied (the end offset when all are)."""
+        for segment in self.source.segments:
+            done = self._copied.get(segment.base_offset)
+            if done is None or done[0] is not segment or done[1] < segment.size:
+                return segment.base_offset
+        return self.source.log_end_offset
+
     def remaining_bytes(self) -> int:
         """Bytes of the source not yet copied (owner thread)."""
         return sum(step.end - step.start for step in self.plan(readers=False))
