@@ -151,8 +151,9 @@ def test_alter_replica_log_dirs_while_producing(tmp_path: Path) -> None:
         deadline = time.monotonic() + 30
         while len(got) < len(acked) and time.monotonic() < deadline:
             for m in consumer.consume(1000, 0.5):
-                assert m.error() is None
-                got.append(int(m.value()[1:].split(b"-")[0]))
+                value = m.value()
+                assert m.error() is None and value is not None
+                got.append(int(value[1:].split(b"-")[0]))
         consumer.close()
         assert sorted(got) == sorted(acked)
         assert len(got) == len(set(got))
