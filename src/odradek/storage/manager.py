@@ -31,6 +31,7 @@ from odradek.storage.future_log import (
 )
 from odradek.storage.log import FileLog, parse_log_dir_name
 from odradek.storage.memory import MemoryLog
+from odradek.storage.producer_state import move_loaded_state
 
 __all__ = [
     "TOPIC_NAME_MAX",
@@ -441,6 +442,7 @@ class LogManager:
             high_watermark=log.high_watermark,
         )
         moved.high_watermark_follows_leo = log.high_watermark_follows_leo
+        move_loaded_state(log, moved)
         log.directory = dead
         log.delete(defer_close=True)
         self._deleted.append(log)

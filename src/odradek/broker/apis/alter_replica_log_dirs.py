@@ -23,21 +23,12 @@ from odradek.broker.apis import _authz
 from odradek.broker.apis._util import NO_THROTTLE, make, response_types
 
 if TYPE_CHECKING:
-    from kio.schema.alter_replica_log_dirs.v1.request import (
-        AlterReplicaLogDirsRequest as AlterReplicaLogDirsRequestV1,
+    from odradek.protocol.api_types import (
+        AlterReplicaLogDirsRequest as Request,
     )
-    from kio.schema.alter_replica_log_dirs.v1.response import (
-        AlterReplicaLogDirsResponse as AlterReplicaLogDirsResponseV1,
+    from odradek.protocol.api_types import (
+        AlterReplicaLogDirsResponse as Response,
     )
-    from kio.schema.alter_replica_log_dirs.v2.request import (
-        AlterReplicaLogDirsRequest as AlterReplicaLogDirsRequestV2,
-    )
-    from kio.schema.alter_replica_log_dirs.v2.response import (
-        AlterReplicaLogDirsResponse as AlterReplicaLogDirsResponseV2,
-    )
-
-    Request = AlterReplicaLogDirsRequestV1 | AlterReplicaLogDirsRequestV2
-    Response = AlterReplicaLogDirsResponseV1 | AlterReplicaLogDirsResponseV2
 
 __all__ = ["API", "handle"]
 
