@@ -193,8 +193,12 @@ def test_a_full_dir_goes_offline_alone(tmp_path: Path, clock: ManualClock) -> No
         with pytest.raises(KafkaStorageError):
             offline.read(0, 100)
         logs[healthy].append(make_batch(1), 0)  # the other dir serves on
-        assert manager.get_or_create("t", 2) is not None
-        assert manager.log_dir_of("t", 2) == dirs[0]  # nothing new in an offline dir
+        # while a dir is offline, a partition not known to be new may have its data there
+        # (Kafka's rule): it is offline too; a new topic's partitions go to the live dirs
+        assert isinstance(manager.get_or_create("t", 2), OfflineLog)
+        manager.expect_new_topic("n")
+        assert isinstance(manager.get_or_create("n", 0), FileLog)
+        assert manager.log_dir_of("n", 0) == dirs[0]
         manager.checkpoint()
         manager.close()  # an offline dir gets no checkpoint nor clean-shutdown marker
         assert (dirs[0] / ".kafka_cleanshutdown").exists()
@@ -206,8 +210,10 @@ def test_an_unusable_dir_is_offline_at_start(tmp_path: Path, clock: ManualClock)
     bad.write_text("a file where a directory is expected")
     manager = LogManager([good, bad], LogConfig(), clock)
     assert list(manager.offline_dirs) == [bad] and manager.live_log_dirs == [good]
-    manager.get_or_create("t", 0)
-    assert manager.log_dir_of("t", 0) == good
+    assert isinstance(manager.get_or_create("t", 0), OfflineLog)
+    manager.expect_new_topic("n")
+    manager.get_or_create("n", 0)
+    assert manager.log_dir_of("n", 0) == good
     manager.close()
     with pytest.raises(KafkaStorageError):  # all offline: the broker cannot start
         LogManager([bad], LogConfig(), clock)

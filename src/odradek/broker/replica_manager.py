@@ -341,6 +341,7 @@ class ReplicaManager(LeadershipChanges):
     def open_topic(self, topic: TopicMetadata, start: int = 0) -> None:
         """Create the logs of a new topic's partitions from ``start`` (not an internal
         topic's: those are created on first use)."""
+        self.log_manager.expect_new_topic(topic.name)  # created even while a log dir is offline
         if not topic.internal:
             for p in range(start, topic.num_partitions):
                 self.get_partition(topic.name, p)

@@ -202,6 +202,25 @@ class OfflineLog:
         self.recovery_point: int = log.recovery_point
         self.high_watermark_follows_leo: bool = log.high_watermark_follows_leo
 
+    @classmethod
+    def unknown(
+        cls, topic: str, partition: int, config: Any, log_dir: Path, reason: str
+    ) -> OfflineLog:
+        """The log of a partition that may be in the offline ``log_dir`` (offsets 0)."""
+
+        @dataclass
+        class _Unknown:
+            topic: str
+            partition: int
+            config: Any
+            log_start_offset: int = 0
+            log_end_offset: int = 0
+            high_watermark: int = 0
+            recovery_point: int = 0
+            high_watermark_follows_leo: bool = True
+
+        return cls(_Unknown(topic, partition, config), log_dir, KafkaStorageError(5, reason))
+
     def _fail(self, *args: Any, **kwargs: Any) -> Any:
         raise KafkaStorageError(
             5, f"log dir {self.log_dir} is offline ({self.topic}-{self.partition}): {self.error}"

@@ -145,6 +145,7 @@ class LogManager:
         self.preferred_dirs: dict[tuple[str, int], Path] = {}
         """Where a partition not hosted yet is to be created (AlterReplicaLogDirs)."""
         self._failure_listeners: list[Callable[[Path, list[tuple[str, int]]], None]] = []
+        self._new_topics: set[str] = set()
         self.retention_check_interval_ms = retention_check_interval_ms
         self.flush_check_interval_ms = flush_check_interval_ms
         self.checkpoint_interval_ms = checkpoint_interval_ms
@@ -266,6 +267,13 @@ class LogManager:
         log_config = self._topic_configs.get(topic, self.default_config)
         if self.in_memory:
             log = MemoryLog(topic, partition, log_config, self.clock)
+        elif self.offline_dirs and topic not in self._new_topics:
+            # Kafka's rule: no log is created for a partition that is not new while a dir is
+            # offline (its data may be there): the partition is offline instead
+            offline_dir = next(iter(self.offline_dirs))
+            log = OfflineLog.unknown(
+                topic, partition, log_config, offline_dir, "a log dir is offline"
+            )
         else:
             live = self.live_log_dirs
             if not live:
@@ -291,6 +299,11 @@ class LogManager:
             self._log_dir_of[key] = log_dir
         self._logs[key] = log
         return log
+
+    def expect_new_topic(self, topic: str) -> None:
+        """``topic`` was just created: its logs may be created while a dir is offline (a
+        partition of any other topic without a log then gets an ``OfflineLog``)."""
+        self._new_topics.add(topic)
 
     def all_logs(self) -> list[PartitionLog]:
         return list(self._logs.values())
@@ -466,6 +479,7 @@ class LogManager:
         for key in [k for k in self._logs if k[0] == topic]:
             self._delete_log(key)
         self._topic_configs.pop(topic, None)
+        self._new_topics.discard(topic)
         if not self.in_memory:
             self.checkpoint()
 
