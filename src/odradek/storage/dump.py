@@ -26,6 +26,7 @@ from odradek.protocol.records import BATCH_HEADER_SIZE, LOG_OVERHEAD, RecordBatc
 __all__ = ["dump_file", "main"]
 
 
+
 def _dump_log(path: Path, records: bool) -> Iterator[str]:
     data = path.read_bytes()
     stem = path.name.split(".")[0]
