@@ -282,3 +282,22 @@ def test_a_full_log_dir_goes_offline_alone(tmp_path: Path) -> None:
                 assert moved[TopicPartitionReplica("f", healthy, 0)].errno == 56
             finally:
                 admin.close()
+
+
+def test_a_log_dir_that_cannot_be_opened_is_offline_from_the_start(tmp_path: Path) -> None:
+    good = (tmp_path / "good").resolve()
+    bad = (tmp_path / "bad").resolve()
+    bad.write_text("a file where a directory is expected")
+    with BrokerProcess({"log.dirs": f"{good},{bad}"}) as broker:
+        admin = KafkaAdminClient(bootstrap_servers=broker.bootstrap_servers)
+        try:
+            with Wire(broker.bootstrap_servers) as w:
+                create(w, "s", 2)
+                r = w.call(produce_request("s", 1, build_batch([(None, b"v", (), None)])))
+                assert int(r.responses[0].partition_responses[0].error_code) == 0
+            described = {d["log_dir"]: d for d in admin.describe_log_dirs()[0]["log_dirs"]}
+            assert described[str(bad)]["error_code"] == 56
+            assert described[str(good)]["error_code"] == 0
+            assert {t["name"] for t in described[str(good)]["topics"]} == {"s"}
+        finally:
+            admin.close()

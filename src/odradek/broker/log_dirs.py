@@ -23,17 +23,14 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import Any, Protocol
 
 from kio.schema.errors import ErrorCode
 
 from odradek.storage.errors import KafkaStorageError
-from odradek.storage.manager import LogDirNotFoundError
-
-if TYPE_CHECKING:
-    from odradek.broker.replica_manager import ReplicaManager
+from odradek.storage.manager import LogDirNotFoundError, LogManager
 
 __all__ = ["FINAL_ROUND_BYTES", "MAX_ROUNDS", "LogDirs"]
 
@@ -45,12 +42,24 @@ partition takes more than that in appends during each of ``MAX_ROUNDS`` rounds."
 MAX_ROUNDS = 20
 
 
-class LogDirs:
-    """Moves between log dirs and failed log dirs, for one ``ReplicaManager``."""
+class _HasLog(Protocol):
+    log: Any
 
-    def __init__(self, replica_manager: ReplicaManager) -> None:
-        self.replica_manager = replica_manager
-        self.log_manager = replica_manager.log_manager
+
+class LogDirs:
+    """Moves between log dirs and failed log dirs, for one ``ReplicaManager``: its log
+    manager, its partitions by (topic, partition) (whose ``log`` is replaced after a move or
+    a failure) and its set of tasks (cancelled when it closes)."""
+
+    def __init__(
+        self,
+        log_manager: LogManager,
+        partitions: Mapping[tuple[str, int], _HasLog],
+        tasks: set[asyncio.Task[Any]],
+    ) -> None:
+        self.log_manager = log_manager
+        self._partitions = partitions
+        self._tasks = tasks
         self._moving: dict[tuple[str, int], asyncio.Task[None]] = {}
         self._listeners: list[Callable[[Path, list[tuple[str, int]]], None]] = []
         self.moves_completed = 0
@@ -94,7 +103,7 @@ class LogDirs:
     def _start(self, key: tuple[str, int]) -> None:
         task = asyncio.get_running_loop().create_task(self._move(key))
         self._moving[key] = task
-        tasks = self.replica_manager._tasks  # cancelled by ReplicaManager.close
+        tasks = self._tasks
         tasks.add(task)
 
         def done(t: asyncio.Task[None]) -> None:
@@ -125,7 +134,7 @@ class LogDirs:
             log.error("moving %s-%d failed: %s", topic, partition, exc)
             lm.cancel_move(topic, partition)
             return
-        handle = self.replica_manager._partitions.get(key)
+        handle = self._partitions.get(key)
         if handle is not None:
             handle.log = moved
         self.moves_completed += 1
@@ -147,7 +156,7 @@ class LogDirs:
         self.log_manager.fail_log(topic, partition, KafkaStorageError(5, reason))
 
     def _on_failure(self, log_dir: Path, keys: list[tuple[str, int]]) -> None:
-        partitions = self.replica_manager._partitions
+        partitions = self._partitions
         for key in keys:
             handle = partitions.get(key)
             offline = self.log_manager.get(*key)
