@@ -217,3 +217,24 @@ def test_an_unusable_dir_is_offline_at_start(tmp_path: Path, clock: ManualClock)
     manager.close()
     with pytest.raises(KafkaStorageError):  # all offline: the broker cannot start
         LogManager([bad], LogConfig(), clock)
+
+
+def test_a_truncation_between_rounds_is_copied_again(tmp_path: Path, clock: ManualClock) -> None:
+    """A follower's log is truncated and written again while it moves: the copy follows."""
+    dirs = [tmp_path / "a", tmp_path / "b"]
+    manager = LogManager(dirs, LogConfig(), clock)  # one segment: all of it is active
+    log = manager.get_or_create("t", 0)
+    for _ in range(10):
+        log.append(make_batch(2, value_size=30), 0)
+    src = manager.log_dir_of("t", 0)
+    target = next(d for d in dirs if d != src)
+    future = manager.start_move("t", 0, target)
+    assert future is not None
+    future.copy(future.plan())
+    log.truncate_to(6)
+    for _ in range(12):  # past the size copied, with other bytes
+        log.append(make_batch(2, value_size=31), 1)
+    before = _log_bytes(log)
+    moved = manager.complete_move("t", 0)
+    assert _log_bytes(moved) == before
+    manager.close()

@@ -38,6 +38,7 @@ __all__ = ["FUTURE_SUFFIX", "FutureLog", "OfflineLog", "parse_future_dir_name"]
 FUTURE_SUFFIX = "-future"
 DELETE_SUFFIX = "-delete"
 _CHUNK = 1 << 20
+_TAIL_CHECK = 4096
 
 
 def parse_future_dir_name(name: str) -> str | None:
@@ -128,9 +129,11 @@ class FutureLog:
     def _copy_step(self, step: _Step) -> int:
         base = step.segment.base_offset
         path = self.directory / log_file_name(base, ".log")
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT, 0o644)
+        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
         copied = 0
         try:
+            if step.start > 0 and not self._same_tail(fd, step):
+                step.start = 0  # the segment was truncated and written again: start over
             if step.start == 0:
                 os.ftruncate(fd, 0)
             position = step.start
@@ -155,6 +158,13 @@ class FutureLog:
                     indexes = False
         self._copied[base] = (step.segment, step.start + copied, indexes)
         return copied
+
+    @staticmethod
+    def _same_tail(fd: int, step: _Step) -> bool:
+        """Whether the ``_TAIL_CHECK`` bytes before ``step.start`` are still the source's (a
+        follower's log can be truncated and appended to again between two rounds)."""
+        n = min(step.start, _TAIL_CHECK)
+        return bool(os.pread(fd, n, step.start - n) == step.reader.read(step.start - n, n))
 
     def finish(self) -> None:
         """The last round (owner thread, the source flushed): copy what is left, drop files of

@@ -354,8 +354,8 @@ class LogManager:
         """Take ``log_dir`` offline (owner thread; once): its logs become ``OfflineLog``s
         (their files closed without a flush), moves into or out of it are cancelled, the
         listeners are told. Returns the partitions that were in it."""
-        if log_dir in self.offline_dirs or log_dir not in self.log_dirs:
-            return []
+        if self.closed or log_dir in self.offline_dirs or log_dir not in self.log_dirs:
+            return []  # closed: an append racing the broker's stop is no disk failure
         logger.error("log dir %s failed and is offline: %s", log_dir, error)
         self._mark_offline(log_dir, str(error))
         keys = [k for k, d in self._log_dir_of.items() if d == log_dir]
