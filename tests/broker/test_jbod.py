@@ -42,7 +42,7 @@ def _dirs_of(admin: KafkaAdminClient, topic: str) -> dict[tuple[int, bool], str]
 def test_alter_replica_log_dirs_while_producing(tmp_path: Path) -> None:
     a, b = (tmp_path / "a").resolve(), (tmp_path / "b").resolve()
     settings = {"log.dirs": f"{a},{b}", "log.segment.bytes": 65536, "num.partitions": 1}
-    topic, parts, total = "mv", 4, 20_000
+    topic, parts, total = "mv", 4, 200_000
     with BrokerProcess(settings) as broker:
         bootstrap = broker.bootstrap_servers
         with Wire(bootstrap) as w:
@@ -69,7 +69,7 @@ def test_alter_replica_log_dirs_while_producing(tmp_path: Path) -> None:
 
             deadline = time.monotonic() + 40
             for i in range(total):
-                if time.monotonic() > deadline:
+                if stop.is_set() or time.monotonic() > deadline:
                     break
                 value = b"v%d-" % i + b"x" * 100
                 while True:
@@ -81,11 +81,12 @@ def test_alter_replica_log_dirs_while_producing(tmp_path: Path) -> None:
                 p.poll(0)
             assert p.flush(30) == 0
 
+        stop = threading.Event()
         writer = threading.Thread(target=produce)
         writer.start()
         try:
             deadline = time.monotonic() + 20
-            while len(acked) < total // 4 and time.monotonic() < deadline:
+            while len(acked) < 5_000 and time.monotonic() < deadline:
                 time.sleep(0.02)
             before = _dirs_of(admin, topic)
             moves = {
@@ -105,6 +106,11 @@ def test_alter_replica_log_dirs_while_producing(tmp_path: Path) -> None:
                     break
                 time.sleep(0.05)
             assert all(now.get((r.partition, False)) == d for r, d in moves.items()), now
+            acked_at_move = len(acked)
+            deadline = time.monotonic() + 20  # writes go on after the swap
+            while len(acked) < acked_at_move + 2_000 and time.monotonic() < deadline:
+                time.sleep(0.02)
+            stop.set()
             # what the admin client answers for a dir not in log.dirs, a partition not here
             bad = admin.alter_replica_log_dirs(
                 {
@@ -134,10 +140,11 @@ def test_alter_replica_log_dirs_while_producing(tmp_path: Path) -> None:
                 old.close()
             assert r["results"][0]["partitions"][0]["error_code"] == 0
         finally:
+            stop.set()
             writer.join(60)
             admin.close()
         assert not writer.is_alive() and errors == []
-        assert len(acked) >= total // 4
+        assert len(acked) >= acked_at_move + 2_000
         for r, d in moves.items():  # the files are in the new dir, none in the old one
             assert list((Path(d) / f"{topic}-{r.partition}").glob("*.log"))
             other = a if Path(d) == b else b

@@ -238,7 +238,7 @@ class OfflineLog:
 
     append = append_as_follower = read = offset_for_timestamp = max_timestamp = _fail
     increment_log_start_offset = delete_segments_below_log_start = truncate_to = _fail
-    truncate_fully_and_start_at = roll = flush = end_offset_for_epoch = _fail
+    truncate_fully_and_start_at = roll = end_offset_for_epoch = _fail
     assign_leader_epoch = segment_base_offsets = cleaner_segments = segment_reader = _fail
 
     def update_high_watermark(self, offset: int) -> int:
@@ -252,6 +252,9 @@ class OfflineLog:
 
     def maybe_flush(self, now_ms: int | None = None) -> None:
         return None
+
+    def flush(self, offset: int | None = None) -> None:
+        return None  # nothing of it can be written any more (the broker's stop flushes all)
 
     def delete_old_segments(self, now_ms: int | None = None) -> int:
         return 0
