@@ -308,3 +308,30 @@ def test_a_log_dir_that_cannot_be_opened_is_offline_from_the_start(tmp_path: Pat
             assert {t["name"] for t in described[str(good)]["topics"]} == {"s"}
         finally:
             admin.close()
+
+
+def test_alter_replica_log_dirs_refused_answers_each_partition() -> None:
+    """Without ALTER on the cluster every partition named answers
+    CLUSTER_AUTHORIZATION_FAILED (31): the response has no top-level error code."""
+    from kio.schema.errors import ErrorCode
+
+    from odradek.broker.apis import alter_replica_log_dirs
+    from odradek.broker.registry import load_registry
+
+    assert load_registry()[34].authorize is not None
+    topics = (
+        req(34, 2, "AlterReplicaLogDirTopic", name="a", partitions=(0, 1)),
+        req(34, 2, "AlterReplicaLogDirTopic", name="b", partitions=(3,)),
+    )
+    dirs = (
+        req(34, 2, "AlterReplicaLogDir", path="/x", topics=topics[:1]),
+        req(34, 2, "AlterReplicaLogDir", path="/y", topics=topics[1:]),
+    )
+    refused = alter_replica_log_dirs._refuse(
+        req(34, 2, dirs=dirs), ErrorCode.cluster_authorization_failed
+    )
+    assert [
+        (t.topic_name, int(p.partition_index), int(p.error_code))
+        for t in refused.results
+        for p in t.partitions
+    ] == [("a", 0, 31), ("a", 1, 31), ("b", 3, 31)]
