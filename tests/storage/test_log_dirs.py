@@ -238,3 +238,21 @@ def test_a_truncation_between_rounds_is_copied_again(tmp_path: Path, clock: Manu
     moved = manager.complete_move("t", 0)
     assert _log_bytes(moved) == before
     manager.close()
+
+
+def test_a_dir_locked_by_another_manager_stops_the_start(
+    tmp_path: Path, clock: ManualClock
+) -> None:
+    """Unlike a dir that cannot be opened, one in use by another broker is fatal (Kafka's
+    rule), and nothing in the other dirs is touched (no -future dir removed)."""
+    a, b = tmp_path / "a", tmp_path / "b"
+    holder = LogManager([b], LogConfig(), clock)
+    left = a / "t-0.0123456789abcdef0123456789abcdef-future"
+    left.mkdir(parents=True)
+    with pytest.raises(KafkaStorageError):
+        LogManager([a, b], LogConfig(), clock)
+    assert left.exists()
+    holder.close()
+    again = LogManager([a, b], LogConfig(), clock)  # a -future with no log: promoted
+    assert again.log_dir_of("t", 0) == a and not left.exists()
+    again.close()

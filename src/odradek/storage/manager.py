@@ -53,6 +53,10 @@ class InvalidTopicError(ValueError):
     """A topic name Kafka would refuse (INVALID_TOPIC_EXCEPTION, 17)."""
 
 
+class _LockTakenError(KafkaStorageError):
+    """Another process holds a log dir's lock: the manager does not open."""
+
+
 class LogDirNotFoundError(ValueError):
     """A path that is not one of ``log.dirs`` (LOG_DIR_NOT_FOUND, 57)."""
 
@@ -155,11 +159,19 @@ class LogManager:
         self._next_checkpoint_ms = now + checkpoint_interval_ms
         self.closed = False
         try:
+            for log_dir in self.log_dirs:  # a dir another process holds is fatal (Kafka's)
+                try:
+                    self._lock_dir(log_dir)
+                except _LockTakenError:
+                    raise
+                except OSError as exc:  # Kafka: an unusable dir is offline, the others serve
+                    logger.error("log dir %s is offline at start: %s", log_dir, exc)
+                    self._mark_offline(log_dir, str(exc))
             self._resolve_future_dirs()
-            for log_dir in self.log_dirs:
+            for log_dir in self.live_log_dirs:
                 try:
                     self._open_dir(log_dir)
-                except OSError as exc:  # Kafka: an unusable dir is offline, the others serve
+                except OSError as exc:
                     logger.error("log dir %s is offline at start: %s", log_dir, exc)
                     self._mark_offline(log_dir, str(exc))
             if self.log_dirs and len(self.offline_dirs) == len(self.log_dirs):
@@ -173,7 +185,10 @@ class LogManager:
 
     def _resolve_future_dirs(self) -> None:
         """Remove or promote the ``-future`` directories a crash left (see the class
-        docstring). Nothing is done when a directory cannot be listed."""
+        docstring; the dirs locked). Nothing is done while a directory is offline or cannot
+        be listed (the partition's log may be there)."""
+        if self.offline_dirs:
+            return
         listings: dict[Path, list[Path]] = {}
         try:
             for log_dir in self.log_dirs:
@@ -196,18 +211,20 @@ class LogManager:
                     current.add(name)
                     fsync_dir(log_dir)
 
-    def _open_dir(self, log_dir: Path) -> None:
+    def _lock_dir(self, log_dir: Path) -> None:
         log_dir.mkdir(parents=True, exist_ok=True)
         fd = os.open(log_dir / _LOCK_FILE, os.O_RDWR | os.O_CREAT, 0o644)
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except OSError as exc:
             os.close(fd)
-            raise KafkaStorageError(
+            raise _LockTakenError(
                 exc.errno, f"{log_dir} is in use by another process (lock {_LOCK_FILE})"
             ) from exc
         self._locks.append(fd)
         self._dir_locks[log_dir] = fd
+
+    def _open_dir(self, log_dir: Path) -> None:
         recovery_points = OffsetCheckpointFile(log_dir / RECOVERY_POINT_CHECKPOINT).read()
         start_offsets = OffsetCheckpointFile(log_dir / LOG_START_OFFSET_CHECKPOINT).read()
         high_watermarks = OffsetCheckpointFile(log_dir / REPLICATION_OFFSET_CHECKPOINT).read()
