@@ -51,6 +51,16 @@ def parse_future_dir_name(name: str) -> str | None:
     return stem
 
 
+def _copy_durable(source: Path, target: Path) -> None:
+    """Copy a file and fsync the copy."""
+    shutil.copyfile(source, target)
+    fd = os.open(target, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
 @dataclass(slots=True)
 class _Step:
     """Copy ``[start, end)`` of ``segment``'s ``.log`` (and its indexes when ``closed``)."""
@@ -153,7 +163,7 @@ class FutureLog:
             indexes = True
             for index in (step.segment.index.path, step.segment.time_index.path):
                 try:
-                    shutil.copyfile(index, self.directory / index.name)
+                    _copy_durable(index, self.directory / index.name)
                 except FileNotFoundError:  # cleaned meanwhile: rebuilt on open if needed
                     indexes = False
         self._copied[base] = (step.segment, step.start + copied, indexes)
@@ -168,22 +178,25 @@ class FutureLog:
 
     def finish(self) -> None:
         """The last round (owner thread, the source flushed): copy what is left, drop files of
-        segments the source no longer has, copy the other files of the log's directory
-        (``leader-epoch-checkpoint``, ``partition.metadata``), drop the active segment's
-        indexes (rebuilt when the log opens) and fsync the directory."""
+        segments the source no longer has, copy the active segment's indexes and the other
+        files of the log's directory (``leader-epoch-checkpoint``, ``partition.metadata``)
+        and fsync the directory: the copy is then what a clean shutdown leaves."""
         self.copy(self.plan())
         bases = {s.base_offset for s in self.source.segments}
         for path in self.directory.iterdir():
             stem = path.name.partition(".")[0]
             if len(stem) == 20 and stem.isdigit() and int(stem) not in bases:
                 path.unlink()
-        active = self.source.segments[-1]
+        active = self.source.segments[-1]  # its indexes as the flush just wrote them
         for index in (active.index.path, active.time_index.path):
-            (self.directory / index.name).unlink(missing_ok=True)
+            try:
+                _copy_durable(index, self.directory / index.name)
+            except FileNotFoundError:
+                (self.directory / index.name).unlink(missing_ok=True)  # rebuilt on open
         for path in self.source.directory.iterdir():
             stem = path.name.partition(".")[0]
             if path.is_file() and not (len(stem) == 20 and stem.isdigit()):
-                shutil.copyfile(path, self.directory / path.name)
+                _copy_durable(path, self.directory / path.name)
         fsync_dir(self.directory)
 
     def discard(self) -> None:

@@ -470,6 +470,7 @@ class LogManager:
             recovery_point=log.log_end_offset,
             log_start_offset=log.log_start_offset,
             high_watermark=log.high_watermark,
+            clean_shutdown=True,  # flushed and fsynced by finish(): no recovery scan
         )
         moved.high_watermark_follows_leo = log.high_watermark_follows_leo
         move_loaded_state(log, moved)
