@@ -456,31 +456,48 @@ class LogManager:
         del self._moves[key]
         source = log.directory
         dead = source.with_name(f"{source.name}.{future.tag}{DELETE_SUFFIX}")
-        source.rename(dead)  # the commit point: from here on the future log is the log
-        fsync_dir(source.parent)
         final = future.target_dir / source.name
-        future.directory.rename(final)
-        fsync_dir(future.target_dir)
-        moved = FileLog(
-            final,
-            log.config,
-            self.clock,
-            topic=topic,
-            partition=partition,
-            recovery_point=log.log_end_offset,
-            log_start_offset=log.log_start_offset,
-            high_watermark=log.high_watermark,
-            clean_shutdown=True,  # flushed and fsynced by finish(): no recovery scan
-        )
-        moved.high_watermark_follows_leo = log.high_watermark_follows_leo
+        source.rename(dead)  # the commit point: from here on the future log is the log
+        try:
+            fsync_dir(source.parent)
+            future.directory.rename(final)
+        except OSError:
+            if not final.exists():  # roll back: the current log stays where it was
+                dead.rename(source)
+                future.discard()
+            raise
+        late: OSError | None = None
+        try:
+            fsync_dir(future.target_dir)
+        except OSError as exc:  # the target fails once the copy is in place
+            late = exc
+        moved: PartitionLog
+        try:
+            moved = FileLog(
+                final,
+                log.config,
+                self.clock,
+                topic=topic,
+                partition=partition,
+                recovery_point=log.log_end_offset,
+                log_start_offset=log.log_start_offset,
+                high_watermark=log.high_watermark,
+                clean_shutdown=True,  # flushed and fsynced by finish(): no recovery scan
+            )
+            moved.high_watermark_follows_leo = log.high_watermark_follows_leo
+        except OSError as exc:  # the copy is the log now, but its dir fails
+            moved = OfflineLog(log, future.target_dir, exc)
+            late = late or exc
         move_loaded_state(log, moved)
         log.directory = dead
         log.delete(defer_close=True)
         self._deleted.append(log)
         self._logs[key] = moved
         self._log_dir_of[key] = future.target_dir
+        if late is not None:
+            self.fail_log_dir(future.target_dir, late)
         self.checkpoint()
-        return moved
+        return self._logs[key]
 
     def topic_config(self, topic: str) -> LogConfig:
         return self._topic_configs.get(topic, self.default_config)
