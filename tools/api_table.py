@@ -112,7 +112,6 @@ REASONS: dict[int, str] = {
     6: _INTER_BROKER,
     7: _INTER_BROKER,
     27: _INTER_BROKER,
-    34: "JBOD: one log directory per broker; moving a replica between directories is not served",
     38: _SECURITY,
     39: _SECURITY,
     40: _SECURITY,

@@ -48,6 +48,7 @@ KP = {
     30: (kp_admin.CreateAclsRequest, kp_admin.CreateAclsResponse),
     31: (kp_admin.DeleteAclsRequest, kp_admin.DeleteAclsResponse),
     32: (kp_admin.DescribeConfigsRequest, kp_admin.DescribeConfigsResponse),
+    34: (kp_admin.AlterReplicaLogDirsRequest, kp_admin.AlterReplicaLogDirsResponse),
     35: (kp_admin.DescribeLogDirsRequest, kp_admin.DescribeLogDirsResponse),
 }
 
@@ -75,7 +76,10 @@ def response(api_key: int, target: int, values: dict[str, Any]) -> Any:
 
 
 def test_table_covers_every_version_below_kio() -> None:
-    expected = {0: 3, 1: 4, 2: 1, 8: 2, 9: 1, 19: 2, 20: 1, 23: 2, 29: 1, 30: 1, 31: 1, 32: 1, 35: 1}
+    expected = {
+        **{0: 3, 1: 4, 2: 1, 8: 2, 9: 1, 19: 2, 20: 1, 23: 2, 29: 1, 30: 1, 31: 1, 32: 1},
+        **{34: 1, 35: 1},
+    }
     assert {k: r.stop for k, r in LEGACY_VERSIONS.items()} == expected
     for (key, _v), entry in LEGACY.items():
         assert entry.target_version == expected[key]

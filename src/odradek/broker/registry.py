@@ -27,6 +27,7 @@ from odradek.broker.apis import (
     alter_configs,
     alter_partition,
     alter_partition_reassignments,
+    alter_replica_log_dirs,
     alter_user_scram_credentials,
     api_versions,
     controlled_shutdown,
@@ -108,6 +109,7 @@ API_SPECS: tuple[ApiSpec[Any, Any], ...] = (
     incremental_alter_configs.API,
     describe_cluster.API,
     describe_log_dirs.API,
+    alter_replica_log_dirs.API,
     # group coordinator APIs
     find_coordinator.API,
     join_group.API,

@@ -59,6 +59,7 @@ from odradek.broker.leadership import (
     LeadershipListener,
     StopReplicaPartition,
 )
+from odradek.broker.log_dirs import LogDirs
 from odradek.broker.metadata_store import MetadataStore, PartitionState, TopicMetadata
 from odradek.broker.partition import (
     AppendOrigin,
@@ -99,6 +100,7 @@ _UNKNOWN = ErrorCode.unknown_topic_or_partition
 _NONE = ErrorCode.none
 _TIMED_OUT = ErrorCode.request_timed_out
 _NOT_LEADER = ErrorCode.not_leader_or_follower
+_STORAGE = ErrorCode.kafka_storage_error
 _NOBODY: frozenset[tuple[str, int]] = frozenset()
 
 
@@ -240,6 +242,8 @@ class ReplicaManager(LeadershipChanges):
         (Kafka's IsrShrinksPerSec); ``isr_expands`` likewise (IsrExpandsPerSec)."""
         self.isr_expands = 0
         self._closed = False
+        self.log_dirs = LogDirs(log_manager, self._partitions, self._tasks)
+        """Moves between log dirs and failed log dirs (``odradek.broker.log_dirs``)."""
 
     # -- partitions ---------------------------------------------------------------------------
 
@@ -337,6 +341,7 @@ class ReplicaManager(LeadershipChanges):
     def open_topic(self, topic: TopicMetadata, start: int = 0) -> None:
         """Create the logs of a new topic's partitions from ``start`` (not an internal
         topic's: those are created on first use)."""
+        self.log_manager.expect_new_topic(topic.name)  # created even while a log dir is offline
         if not topic.internal:
             for p in range(start, topic.num_partitions):
                 self.get_partition(topic.name, p)
@@ -446,6 +451,8 @@ class ReplicaManager(LeadershipChanges):
                     else min_insync_replicas
                 )
             result = handle.append_as_leader(records, origin, acks, min_insync, now_ms, verify_txn)
+            if result.error is _STORAGE:  # an I/O error: the log's dir goes offline
+                self.log_dirs.log_dir_failed(topic, index, result.message or "append failed")
             if acks == -1 and result.error is _NONE:
                 plog = handle.log
                 if plog.high_watermark < plog.log_end_offset:
@@ -582,6 +589,8 @@ class ReplicaManager(LeadershipChanges):
                     now_ms=self.clock.now_ms() if params.client_rack else -1,
                 )
                 records = result.records
+                if result.error is _STORAGE:  # an I/O error: the log's dir goes offline
+                    self.log_dirs.log_dir_failed(topic, index, "read failed")
                 if records is None:
                     # an error, a diverging epoch or a preferred read replica answers at once
                     if (

@@ -114,6 +114,18 @@ if TYPE_CHECKING:
     from kio.schema.alter_partition_reassignments.v0.response import (
         AlterPartitionReassignmentsResponse as AlterPartitionReassignmentsResponseV0,
     )
+    from kio.schema.alter_replica_log_dirs.v1.request import (
+        AlterReplicaLogDirsRequest as AlterReplicaLogDirsRequestV1,
+    )
+    from kio.schema.alter_replica_log_dirs.v1.response import (
+        AlterReplicaLogDirsResponse as AlterReplicaLogDirsResponseV1,
+    )
+    from kio.schema.alter_replica_log_dirs.v2.request import (
+        AlterReplicaLogDirsRequest as AlterReplicaLogDirsRequestV2,
+    )
+    from kio.schema.alter_replica_log_dirs.v2.response import (
+        AlterReplicaLogDirsResponse as AlterReplicaLogDirsResponseV2,
+    )
     from kio.schema.alter_user_scram_credentials.v0.request import (
         AlterUserScramCredentialsRequest as AlterUserScramCredentialsRequestV0,
     )
@@ -1138,6 +1150,12 @@ if TYPE_CHECKING:
     )
     AlterConfigsResponse: TypeAlias = (
         AlterConfigsResponseV0 | AlterConfigsResponseV1 | AlterConfigsResponseV2
+    )
+    AlterReplicaLogDirsRequest: TypeAlias = (
+        AlterReplicaLogDirsRequestV1 | AlterReplicaLogDirsRequestV2
+    )
+    AlterReplicaLogDirsResponse: TypeAlias = (
+        AlterReplicaLogDirsResponseV1 | AlterReplicaLogDirsResponseV2
     )
     DescribeLogDirsRequest: TypeAlias = (
         DescribeLogDirsRequestV1

@@ -735,6 +735,35 @@ LEGACY: dict[tuple[int, int], LegacyEntry] = {
             ),
         ),
     ),
+    (34, 0): LegacyEntry(  # AlterReplicaLogDirs v0: v1's layout (v1 only throttles first)
+        1,
+        (
+            (
+                "dirs",
+                Array(
+                    (
+                        ("path", "string"),
+                        ("topics", Array((("name", "string"), ("partitions", Array("int32"))))),
+                    )
+                ),
+            ),
+        ),
+        (
+            _THROTTLE,
+            (
+                "results",
+                Array(
+                    (
+                        ("topic_name", "string"),
+                        (
+                            "partitions",
+                            Array((("partition_index", "int32"), ("error_code", "int16"))),
+                        ),
+                    )
+                ),
+            ),
+        ),
+    ),
     (32, 0): LegacyEntry(
         1,
         (

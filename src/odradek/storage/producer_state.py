@@ -75,6 +75,7 @@ __all__ = [
     "ProducerStateManager",
     "Verdict",
     "loaded_state",
+    "move_loaded_state",
     "snapshot_offset",
     "write_snapshot",
 ]
@@ -91,6 +92,14 @@ _LOADED: weakref.WeakKeyDictionary[Any, ProducerStateManager] = weakref.WeakKeyD
 def loaded_state(plog: Any) -> ProducerStateManager | None:
     """The producer state last loaded for ``plog`` (``load`` / ``load_async``), if any."""
     return _LOADED.get(plog)
+
+
+def move_loaded_state(old: Any, new: Any) -> None:
+    """``new`` replaces ``old`` (a log moved to another log dir): the state loaded for
+    ``old`` is ``new``'s from now on."""
+    state = _LOADED.pop(old, None)
+    if state is not None:
+        _LOADED[new] = state
 
 
 class Verdict(enum.Enum):

@@ -4,9 +4,13 @@
 One result per directory of ``log.dirs`` (none with in-memory storage): its absolute path and,
 for every partition log in it (led or followed, internal topics included) that the request
 names (``topics`` null: all), the size of its segments, ``offset_lag`` = max(high watermark -
-log end offset, 0) and ``is_future_key`` false (no AlterReplicaLogDirs moves yet). v3 adds the
-top-level error code (NONE), v4 the volume's total and usable bytes (``os.statvfs``, -1 when
-unavailable). v0 is served through v1's handler (the same layout, ``legacy_versions``).
+log end offset, 0) and ``is_future_key`` false; a partition being moved here by
+AlterReplicaLogDirs is listed in the target directory too, with ``is_future_key`` true, the
+bytes copied so far and ``offset_lag`` = the current log's end offset minus the first offset
+not yet copied (Kafka's: the current log end offset minus the future log's). An offline
+directory answers KAFKA_STORAGE_ERROR (56) and no topics. v3 adds the top-level error code
+(NONE), v4 the volume's total and usable bytes (``os.statvfs``, -1 when unavailable or
+offline). v0 is served through v1's handler (the same layout, ``legacy_versions``).
 """
 
 from __future__ import annotations
@@ -61,8 +65,35 @@ async def handle(ctx: RequestContext, request: DescribeLogDirsRequest) -> Descri
                 is_future_key=False,
             )
         )
+    for (topic, index), future in sorted(log_manager.future_logs().items()):
+        if wanted is not None and index not in wanted.get(topic, ()):
+            continue
+        current = log_manager.get(topic, index)
+        lag = 0 if current is None else max(current.log_end_offset - future.copied_offset(), 0)
+        by_dir.setdefault(future.target_dir.resolve(), {}).setdefault(topic, []).append(
+            make(
+                types.DescribeLogDirsPartition,
+                partition_index=index,
+                partition_size=future.size_in_bytes,
+                offset_lag=lag,
+                is_future_key=True,
+            )
+        )
+    offline = {Path(d).resolve() for d in log_manager.offline_dirs}
     results = []
     for log_dir, topics in by_dir.items():
+        if log_dir in offline:
+            results.append(
+                make(
+                    types.DescribeLogDirsResult,
+                    error_code=ErrorCode.kafka_storage_error,
+                    log_dir=str(log_dir),
+                    topics=(),
+                    total_bytes=-1,
+                    usable_bytes=-1,
+                )
+            )
+            continue
         total, usable = _volume(log_dir)
         results.append(
             make(
