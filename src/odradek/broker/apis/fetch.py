@@ -90,7 +90,7 @@ from odradek.protocol.fetch_response import (
     encode_fetch_response,
 )
 
-__all__ = ["API", "handle"]
+__all__ = ["API", "handle", "throttled_response"]
 
 if TYPE_CHECKING:
     # the versions decoded here (older ones arrive upgraded by ``protocol.legacy_versions``)
@@ -311,7 +311,7 @@ async def handle(ctx: RequestContext, request: FetchRequest) -> EncodedResponse:
             unrecord_if_throttled=True,
         )
         if throttle_ms > 0:  # Kafka answers a throttled consumer with no partition at all
-            return encode(request, [], throttle_ms)
+            return throttled_response(request, throttle_ms)
     if ids is None:
         return encode(request, results, throttle_ms)
     read = iter(results)
@@ -362,6 +362,13 @@ def encode(
         int(request.__version__), responses, throttle_time_ms=throttle_time_ms
     )
     return EncodedResponse(parts, size)
+
+
+def throttled_response(request: FetchRequest, throttle_time_ms: int) -> EncodedResponse:
+    """A consumer's Fetch answered over one of its quotas (``consumer_byte_rate``, or
+    ``request_percentage`` as the connection charges it): ``throttle_time_ms`` and no partition,
+    as Kafka's ``FetchContext.getThrottledResponse`` (no fetch session is kept here)."""
+    return encode(request, [], throttle_time_ms)
 
 
 def _encode_with_leaders(
