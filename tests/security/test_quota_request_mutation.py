@@ -18,8 +18,9 @@ import pytest
 from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 from kafka.admin import KafkaAdminClient
-from tests.broker.wire import Wire, req
+from tests.broker.wire import Wire, fetch_request, produce_request, req
 
+from odradek.protocol.records import build_batch
 from odradek.testing.helpers import create_topic
 from odradek.testing.process import BrokerProcess
 
@@ -88,6 +89,33 @@ def test_request_percentage_throttles_a_busy_client(broker: BrokerProcess) -> No
     free = time.monotonic()
     assert not any(throttles_while_producing_for(broker, topic, "relaxed", 1.5))
     assert time.monotonic() - free < 10
+
+
+def test_fetch_over_request_percentage_gets_the_throttle_and_no_partition(
+    broker: BrokerProcess,
+) -> None:
+    """Kafka's KafkaApis.handleFetchRequest: a consumer's Fetch over its request quota is
+    answered with throttle_time_ms and no partition data (its records are fetched again)."""
+    topic, client = f"rf-{uuid.uuid4().hex[:8]}", f"greedy-{uuid.uuid4().hex[:8]}"
+    create_topic(broker, topic, partitions=1)
+    with Wire(broker.bootstrap_servers) as w:
+        batch = build_batch([(None, b"v" * 100, (), int(time.time() * 1000))] * 10)
+        produced = w.call(produce_request(topic, 0, batch))
+    assert int(produced.responses[0].partition_responses[0].error_code) == 0
+    set_quota(broker, client, "request_percentage", 1.0)
+    answers: list[tuple[int, int]] = []  # (throttle ms, topics answered)
+    deadline = time.monotonic() + 15
+    with ClientWire(broker.bootstrap_servers, client) as w:
+        for _ in range(500):  # bounded: ends at the first throttled answer
+            resp = w.call(fetch_request(topic, {0: 0}, version=12))
+            throttle = int(resp.throttle_time.total_seconds() * 1000)
+            answers.append((throttle, len(resp.responses)))
+            if throttle > 0 or time.monotonic() > deadline:
+                break
+    assert answers[0] == (0, 1), answers  # within the quota: the records
+    throttle, topics = answers[-1]
+    assert 0 < throttle <= 1000, answers  # at most one window
+    assert topics == 0, answers  # over it: the throttle, and no partition at all
 
 
 def throttles_while_producing_for(

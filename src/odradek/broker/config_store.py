@@ -20,7 +20,7 @@ and tells its change listeners about the changes other brokers make.
 from __future__ import annotations
 
 import json
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Protocol
 
@@ -64,6 +64,13 @@ class ConfigEntityStore(Protocol):
         """Replace one entity's configs (an empty map removes the entity), durably."""
         ...
 
+    async def alter_entity_config(
+        self, entity_type: str, name: str, sets: Mapping[str, str], removes: Iterable[str] = ()
+    ) -> dict[str, str]:
+        """Set ``sets`` and remove ``removes`` in the entity as it is stored now (other keys
+        kept, even those written a moment ago by another broker), durably; its new configs."""
+        ...
+
     def add_change_listener(self, listener: EntityChangeListener) -> None:
         """Call ``listener`` (on the event loop) after an entity was changed by someone else
         (another broker of the cluster); the store already answers with the new configs."""
@@ -105,6 +112,16 @@ class LocalConfigEntityStore:
         self, entity_type: str, name: str, configs: Mapping[str, str]
     ) -> None:
         self.write_entity_config(entity_type, name, configs)
+
+    async def alter_entity_config(
+        self, entity_type: str, name: str, sets: Mapping[str, str], removes: Iterable[str] = ()
+    ) -> dict[str, str]:
+        configs = self.entity_config(entity_type, name)  # nothing else writes the file
+        for key in removes:
+            configs.pop(key, None)
+        configs.update(sets)
+        self.write_entity_config(entity_type, name, configs)
+        return configs
 
     def write_entity_config(self, entity_type: str, name: str, configs: Mapping[str, str]) -> None:
         """``change_entity_config`` without the coroutine (it never suspends here)."""

@@ -62,6 +62,7 @@ from kio.schema.errors import ErrorCode
 if TYPE_CHECKING:
     from odradek.broker.endpoints import ListenerEndpoint
 from odradek.broker.api import ApiSpec, EncodedResponse, RequestContext, TopicMetrics
+from odradek.broker.apis import fetch as fetch_api
 from odradek.broker.request_quota import is_exempt, with_throttle_time
 from odradek.broker.services import BrokerServices
 from odradek.protocol.errors import FrameTooLargeError, InvalidRequestError
@@ -685,6 +686,8 @@ class KafkaConnection(asyncio.Protocol):
         if ms <= 0:
             return response
         self.mute(ms)
+        if spec.key == fetch_api.API.key:  # Kafka: a consumer's Fetch over it gets no partition
+            return fetch_api.throttled_response(request, ms)
         version = int(getattr(request, "__version__", 0))
         return with_throttle_time(spec.key, version, response, ms)
 

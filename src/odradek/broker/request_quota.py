@@ -16,8 +16,10 @@ a Produce with acks=0 (no response).
 
 ``with_throttle_time`` sets ``throttle_time_ms`` in a kio response, and in the hand-written
 encodings of Produce (the last field, before the empty tagged fields from v9), Fetch v1+ and
-OffsetCommit v3+ (the first field). Kafka answers a Fetch over its request quota with no
-partition; odradek answers it with the records read and the throttle time.
+OffsetCommit v3+ (the first field). A consumer's Fetch over its request quota is answered as
+Kafka's ``KafkaApis.handleFetchRequest`` answers it: the throttle time and no partition at all
+(the connection replaces the response with ``apis.fetch.throttled_response``); the records read
+are not sent, and the consumer fetches them again after the throttle.
 """
 
 from __future__ import annotations

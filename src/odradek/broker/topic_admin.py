@@ -21,7 +21,12 @@ import logging
 from collections.abc import Mapping, Sequence
 
 from odradek.broker.config import BrokerConfig, effective_topic_configs
-from odradek.broker.metadata_store import InvalidPartitionsError, MetadataStore, TopicMetadata
+from odradek.broker.metadata_store import (
+    InvalidPartitionsError,
+    MetadataStore,
+    TopicExistsError,
+    TopicMetadata,
+)
 from odradek.broker.replica_manager import ReplicaManager
 from odradek.coordinator.transaction.records import TRANSACTION_STATE_TOPIC
 from odradek.storage import LogConfig
@@ -127,7 +132,12 @@ class TopicAdmin:
         return topic
 
     async def auto_create_topic(self, name: str) -> TopicMetadata | None:
-        """Auto-create ``name`` with num.partitions partitions when auto.create.topics.enable."""
+        """Auto-create ``name`` with num.partitions partitions when auto.create.topics.enable.
+        A topic that exists already (in a cluster: created through another broker, its znode
+        not yet in this broker's metadata) is not an error: the topic as this broker knows it
+        is returned, None while it does not (the request then answers
+        UNKNOWN_TOPIC_OR_PARTITION, which the client retries, as Kafka's
+        AutoTopicCreationManager does with TOPIC_ALREADY_EXISTS)."""
         if not self.config.auto_create_topics_enable:
             return None
         existing = self.metadata.topic(name)
@@ -141,6 +151,9 @@ class TopicAdmin:
         except InvalidReplicationFactorError as exc:
             log.warning("cannot auto-create topic %r: %s", name, exc)
             return None
+        except TopicExistsError:
+            log.info("topic %r was created meanwhile (not auto-created here)", name)
+            return self.metadata.topic(name)
 
     async def delete_topic(self, name: str) -> None:
         topic = await self.metadata.delete_topic(name)

@@ -22,6 +22,15 @@ every entity at its start anyway.
 An empty config is written as ``{"version":1,"config":{}}`` (Kafka keeps the znode) and the
 entity disappears from the copy.
 
+``/config/users/<user>`` is shared: it holds the user's SCRAM credentials (``SCRAM-SHA-256``,
+``SCRAM-SHA-512``) and the user's client quotas, written by ``ZkQuotaStore`` on any broker. A
+change of some of an entity's keys (``alter_entity_config``, the SCRAM path) therefore never
+writes from the copy, which may not have seen another broker's write yet: it reads the znode,
+changes only its keys, and writes it back on condition that the znode's version is unchanged
+(``BadVersion``, or a ``NodeExists`` for a znode created meanwhile, reads again). The other keys
+keep their place and a new key goes last, and the map is written in Kafka's key order
+(``quota_store.encode_entity_config``), as Kafka's ``AdminZkClient.changeConfigs`` writes it.
+
 This module imports kazoo (through ``odradek.cluster.zk``): only a broker with
 ``zookeeper.connect`` imports it.
 """
@@ -29,17 +38,25 @@ This module imports kazoo (through ``odradek.cluster.zk``): only a broker with
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 from collections.abc import Callable, Iterable, Mapping
 from typing import TypeVar
 
-from kazoo.exceptions import ConnectionLoss, SessionExpiredError
+from kazoo.exceptions import (
+    BadVersionError,
+    ConnectionLoss,
+    NodeExistsError,
+    NoNodeError,
+    SessionExpiredError,
+)
 
 from odradek.broker.config_store import BROKERS, GROUPS, EntityChangeListener
 from odradek.broker.metadata_store import MetadataUnavailableError
 from odradek.clock import Clock, SystemClock
 from odradek.cluster import zk as zkc
 from odradek.cluster import znodes
+from odradek.security.quota_store import encode_entity_config
 
 __all__ = ["CHANGE_EXPIRATION_MS", "ZkConfigEntityStore", "config_change_sequence"]
 
@@ -57,6 +74,19 @@ def config_change_sequence(notification: str) -> int | None:
         return None
     suffix = notification[len(znodes.CONFIG_CHANGE_PREFIX) :]
     return int(suffix) if suffix.isdigit() else None
+
+
+def _decode_config(data: bytes | None) -> dict[str, str]:
+    """The ``config`` map of an entity znode, in its order (empty for an empty znode, or one
+    that is not Kafka's JSON)."""
+    if not data:
+        return {}
+    try:
+        config = json.loads(data).get("config") or {}
+        return {str(k): str(v) for k, v in dict(config).items()}
+    except (ValueError, TypeError, AttributeError):
+        log.warning("a config znode is not Kafka's JSON (its keys are dropped): %r", data[:200])
+        return {}
 
 
 class ZkConfigEntityStore:
@@ -150,6 +180,77 @@ class ZkConfigEntityStore:
 
         await self._run(write)
         self._put(entity_type, name, new)
+
+    async def alter_entity_config(
+        self,
+        entity_type: str,
+        name: str,
+        sets: Mapping[str, str],
+        removes: Iterable[str] = (),
+    ) -> dict[str, str]:
+        """Set ``sets`` and remove ``removes`` in the entity's znode as it is in ZooKeeper now,
+        keeping its other keys (module docstring: read, change, write conditionally on the
+        version, again on a concurrent write); the entity's configs after the change. Errors as
+        ``change_entity_config``."""
+        if entity_type not in self._types:
+            raise ValueError(f"this store does not keep {entity_type!r} configs")
+        to_set = {str(k): str(v) for k, v in sets.items()}
+        to_remove = [str(k) for k in removes]
+        timeout_s = self.admin_timeout_ms / 1000
+
+        def write() -> dict[str, str]:
+            if not self.zk.wait_writable(timeout_s):
+                raise MetadataUnavailableError(
+                    f"ZooKeeper is not reachable (waited {self.admin_timeout_ms} ms)"
+                )
+            try:
+                while True:
+                    configs, version = self.read_entity_znode(entity_type, name)
+                    for key in to_remove:
+                        configs.pop(key, None)
+                    configs.update(to_set)  # Kafka's setProperty: a new key goes last
+                    if self.write_entity_znode(entity_type, name, configs, version):
+                        return configs
+            except (ConnectionLoss, SessionExpiredError, znodes.NotConnectedError) as exc:
+                raise MetadataUnavailableError(
+                    f"the ZooKeeper session was interrupted: {type(exc).__name__}"
+                ) from exc
+
+        configs = await self._run(write)
+        self._put(entity_type, name, configs)
+        return dict(configs)
+
+    def read_entity_znode(self, entity_type: str, name: str) -> tuple[dict[str, str], int | None]:
+        """(configs in the znode's order, znode version) of ``/config/<type>/<name>`` as it is
+        in ZooKeeper now; version None when the znode does not exist. Blocking."""
+        try:
+            data, stat = self.zk.zk.get(f"{znodes.CONFIG}/{entity_type}/{name}")
+        except NoNodeError:
+            return {}, None
+        return _decode_config(data), int(stat.version)
+
+    def write_entity_znode(
+        self, entity_type: str, name: str, configs: Mapping[str, str], version: int | None
+    ) -> bool:
+        """Write ``configs`` (Kafka's key order) to ``/config/<type>/<name>`` if the znode is
+        still at ``version`` (None: if it still does not exist) and announce the change; False,
+        with nothing written, when another write came first. Blocking."""
+        path = f"{znodes.CONFIG}/{entity_type}/{name}"
+        data = encode_entity_config(configs)
+        kz = self.zk.zk
+        try:
+            if version is None:
+                kz.create(path, data, makepath=True)
+            else:
+                kz.set(path, data, version=version)
+        except (BadVersionError, NodeExistsError):
+            return False
+        kz.create(
+            f"{znodes.CONFIG_CHANGES}/{znodes.CONFIG_CHANGE_PREFIX}",
+            znodes.path_json({"version": 2, "entity_path": f"{entity_type}/{name}"}),
+            sequence=True,
+        )
+        return True
 
     def _put(self, entity_type: str, name: str, configs: dict[str, str]) -> bool:
         """Take ``configs`` into the copy; whether it changed."""

@@ -177,16 +177,23 @@ class ZkQuotaStore(QuotaStore):
         )
         if not new:
             return None
-        self._last_sequence = new[-1][0]
         entities: list[ClientQuotaEntity] = []
-        for _, child in new:
-            path = self.zk.get_config_change_entity_path(child)
-            entity = None if path is None else parse_entity_path(path)
-            if entity is not None and entity not in entities:
-                entities.append(entity)
-        if not entities:
+        try:
+            for _, child in new:
+                path = self.zk.get_config_change_entity_path(child)
+                entity = None if path is None else parse_entity_path(path)
+                if entity is not None and entity not in entities:
+                    entities.append(entity)
+            updates = [(e, self._read(e)) for e in entities]
+        except Exception:
+            if self._closed:  # the client was closed under the read: the broker is stopping
+                return False
+            # not taken as seen: the next notification (or reconnection) reads these again
+            log.warning("could not read client quota changes from ZooKeeper", exc_info=True)
             return None
-        updates = [(e, self._read(e)) for e in entities]
+        self._last_sequence = new[-1][0]
+        if not updates:
+            return None
 
         def apply() -> None:
             for entity, values in updates:

@@ -5,7 +5,7 @@ broker's config-entities file in single-node mode), key = mechanism name, value 
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Iterable, Mapping
 from typing import Protocol
 
 from odradek.security.scram import MECHANISMS, ScramCredential
@@ -23,6 +23,10 @@ class EntityStore(Protocol):
     def change_entity_config(
         self, entity_type: str, name: str, configs: Mapping[str, str]
     ) -> Awaitable[None]: ...
+
+    def alter_entity_config(
+        self, entity_type: str, name: str, sets: Mapping[str, str], removes: Iterable[str] = ()
+    ) -> Awaitable[dict[str, str]]: ...
 
 
 class ScramCredentials:
@@ -67,13 +71,11 @@ class ScramCredentials:
         self, user: str, upserts: Mapping[str, ScramCredential], deletions: set[str]
     ) -> None:
         """Set the credentials of ``upserts`` and remove the mechanisms of ``deletions`` for
-        one user; the user's other configs (quotas) are kept."""
+        one user; the user's other configs (quotas, which another broker may have written a
+        moment ago) are kept: the store changes these keys in the entity as it is stored now,
+        never in a copy."""
         store = self._store()
         if store is None:
             raise RuntimeError("no credential store")
-        configs = dict(store.entity_config(USERS, user))
-        for mechanism in deletions:
-            configs.pop(mechanism, None)
-        for mechanism, credential in upserts.items():
-            configs[mechanism] = credential.to_config()
-        await store.change_entity_config(USERS, user, configs)
+        sets = {mechanism: credential.to_config() for mechanism, credential in upserts.items()}
+        await store.alter_entity_config(USERS, user, sets, sorted(deletions))

@@ -90,7 +90,7 @@ from odradek.protocol.fetch_response import (
     encode_fetch_response,
 )
 
-__all__ = ["API", "handle"]
+__all__ = ["API", "handle", "throttled_response"]
 
 if TYPE_CHECKING:
     # the versions decoded here (older ones arrive upgraded by ``protocol.legacy_versions``)
@@ -146,20 +146,10 @@ def fetch_infos(request: FetchRequest) -> list[tuple[str, list[FetchPartitionInf
     topic is the id's text (``str(uuid)``) until ``handle`` maps it to a name."""
     if _by_id(request):
         return [
-            (
-                str(ft.topic_id),
-                [
-                    FetchPartitionInfo(
-                        fp.partition,
-                        fp.fetch_offset,
-                        fp.partition_max_bytes,
-                        fp.current_leader_epoch,
-                        fp.last_fetched_epoch,
-                    )
-                    for fp in ft.partitions
-                ],
+            (str(topic_id), partitions)
+            for topic_id, partitions in zip(
+                _topic_ids(request), _partition_infos_by_id(request), strict=True
             )
-            for ft in request.topics
         ]
     if not _by_name(request):  # pragma: no cover - every version is one or the other
         raise AssertionError(request.__version__)
@@ -226,40 +216,56 @@ def _topic_ids(request: ByIdFetchRequest) -> list[uuid.UUID]:
     return [ft.topic_id or _ZERO_UUID for ft in request.topics]
 
 
-def _names_for_ids(
-    services: BrokerServices, ids: Sequence[uuid.UUID]
-) -> list[tuple[str | None, ErrorCode | None]]:
-    """Per requested id: the topic's name, or None and the error its partitions get."""
-    out: list[tuple[str | None, ErrorCode | None]] = []
-    for topic_id in ids:
-        meta = services.metadata.topic_by_id(topic_id)
-        out.append((None, _UNKNOWN_TOPIC_ID) if meta is None else (meta.name, None))
-    return out
+def _partition_infos_by_id(request: ByIdFetchRequest) -> list[list[FetchPartitionInfo]]:
+    """v13+: the partitions asked for, per requested topic id, in request order."""
+    return [
+        [
+            FetchPartitionInfo(
+                fp.partition,
+                fp.fetch_offset,
+                fp.partition_max_bytes,
+                fp.current_leader_epoch,
+                fp.last_fetched_epoch,
+            )
+            for fp in ft.partitions
+        ]
+        for ft in request.topics
+    ]
+
+
+def _resolve_ids(
+    services: BrokerServices, ids: Sequence[uuid.UUID], infos: Sequence[list[FetchPartitionInfo]]
+) -> tuple[list[tuple[str, list[FetchPartitionInfo]]], dict[int, ErrorCode]]:
+    """v13+: the requested topics the metadata image knows by id, by name, in request order;
+    and by request index the error of the others (UNKNOWN_TOPIC_ID, or INCONSISTENT_TOPIC_ID
+    when a local replica of it was created under another id)."""
+    topic_by_id = services.metadata.topic_by_id
+    inconsistent = services.replica_manager.has_inconsistent_topic_id
+    named: list[tuple[str, list[FetchPartitionInfo]]] = []
+    failed: dict[int, ErrorCode] = {}
+    for i, (topic_id, partitions) in enumerate(zip(ids, infos, strict=True)):
+        meta = topic_by_id(topic_id)
+        if meta is None:
+            failed[i] = _UNKNOWN_TOPIC_ID
+        elif inconsistent(meta.name, topic_id, (info.partition for info in partitions)):
+            failed[i] = _INCONSISTENT_TOPIC_ID
+        else:
+            named.append((meta.name, partitions))
+    return named, failed
 
 
 async def handle(ctx: RequestContext, request: FetchRequest) -> EncodedResponse:
     services = ctx.services
     follower = replica_id(request) >= 0
-    infos = fetch_infos(request)
     ids: list[uuid.UUID] | None = None
+    by_id_infos: list[list[FetchPartitionInfo]] = []
     failed: dict[int, ErrorCode] = {}
-    if _by_id(request):
+    if _by_id(request):  # names looked up once per topic; no id is formatted
         ids = _topic_ids(request)
-        named: list[tuple[str, list[FetchPartitionInfo]]] = []
-        for i, ((name, error), (_, partitions)) in enumerate(
-            zip(_names_for_ids(services, ids), infos, strict=True)
-        ):
-            if name is not None and services.replica_manager.has_inconsistent_topic_id(
-                name, ids[i], (info.partition for info in partitions)
-            ):
-                error = _INCONSISTENT_TOPIC_ID
-            if error is not None or name is None:
-                failed[i] = error or _UNKNOWN_TOPIC_ID
-            else:
-                named.append((name, partitions))
-        infos_by_name = named
+        by_id_infos = _partition_infos_by_id(request)
+        infos_by_name, failed = _resolve_ids(services, ids, by_id_infos)
     else:
-        infos_by_name = infos
+        infos_by_name = fetch_infos(request)
     max_bytes = request.max_bytes if request.max_bytes > 0 else 0x7FFFFFFF
     if not follower:
         max_bytes = min(max_bytes, services.config.fetch_max_bytes)  # fetch.max.bytes cap
@@ -311,18 +317,26 @@ async def handle(ctx: RequestContext, request: FetchRequest) -> EncodedResponse:
             unrecord_if_throttled=True,
         )
         if throttle_ms > 0:  # Kafka answers a throttled consumer with no partition at all
-            return encode(request, [], throttle_ms)
+            return throttled_response(request, throttle_ms)
     if ids is None:
         return encode(request, results, throttle_ms)
-    read = iter(results)
-    by_id: list[tuple[str | uuid.UUID, Sequence[FetchPartitionData]]] = []
-    for i, (topic_id, (_, partitions)) in enumerate(zip(ids, infos, strict=True)):
-        error = failed.get(i)
-        if error is None:
-            by_id.append((topic_id, next(read)[1]))
-        else:
-            by_id.append((topic_id, [FetchPartitionData(p.partition, error) for p in partitions]))
-    if request.__version__ >= 16:
+    by_id: list[tuple[str | uuid.UUID, Sequence[FetchPartitionData]]]
+    if not failed:
+        by_id = [(topic_id, r[1]) for topic_id, r in zip(ids, results, strict=True)]
+    else:
+        read = iter(results)
+        by_id = []
+        for i, (topic_id, partitions) in enumerate(zip(ids, by_id_infos, strict=True)):
+            error = failed.get(i)
+            if error is None:
+                by_id.append((topic_id, next(read)[1]))
+            else:
+                by_id.append(
+                    (topic_id, [FetchPartitionData(p.partition, error) for p in partitions])
+                )
+    if request.__version__ >= 16 and any(
+        p.error in _LEADER_MOVED for _, partitions in results for p in partitions
+    ):  # KIP-951's leader hints only where a leader moved: else v16+ encodes as v13-15
         return _encode_with_leaders(services, request, results, by_id, throttle_ms)
     return encode(request, by_id, throttle_ms)
 
@@ -362,6 +376,13 @@ def encode(
         int(request.__version__), responses, throttle_time_ms=throttle_time_ms
     )
     return EncodedResponse(parts, size)
+
+
+def throttled_response(request: FetchRequest, throttle_time_ms: int) -> EncodedResponse:
+    """A consumer's Fetch answered over one of its quotas (``consumer_byte_rate``, or
+    ``request_percentage`` as the connection charges it): ``throttle_time_ms`` and no partition,
+    as Kafka's ``FetchContext.getThrottledResponse`` (no fetch session is kept here)."""
+    return encode(request, [], throttle_time_ms)
 
 
 def _encode_with_leaders(
