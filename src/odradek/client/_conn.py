@@ -5,20 +5,36 @@ to v0 when the broker answers UNSUPPORTED_VERSION). ``request(entity)`` sends a 
 awaits its decoded response; any number of requests may be in flight; responses are matched by
 correlation id (Kafka answers in order per connection, but matching does not rely on it).
 When the connection drops, every pending request fails with ``KafkaConnectionError``.
+
+With ``security`` (``_security.ClientSecurity``, None for PLAINTEXT) the socket is TLS-wrapped
+by asyncio (the handshake is part of ``open``'s connect timeout) and, after ApiVersions, SASL
+authenticates before ``open`` returns; a TLS handshake that fails (the broker's certificate,
+or the broker refusing ours) raises ``SslAuthenticationError``, a refused SASL exchange
+``SaslAuthenticationError``. Nothing changes per request: a secured connection is the same
+protocol object over a TLS transport.
 """
 
 from __future__ import annotations
 
 import asyncio
 import socket
+import ssl
 import struct
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from odradek.protocol.framing import FrameDecoder
 
 from . import _protocol as proto
-from .errors import KafkaConnectionError, KafkaTimeoutError, UnsupportedVersionError
+from .errors import (
+    KafkaConnectionError,
+    KafkaTimeoutError,
+    SslAuthenticationError,
+    UnsupportedVersionError,
+)
+
+if TYPE_CHECKING:
+    from ._security import ClientSecurity
 
 __all__ = ["BrokerConnection"]
 
@@ -53,17 +69,38 @@ class BrokerConnection(asyncio.Protocol):
         client_id: str = "odradek",
         request_timeout_ms: int = 30000,
         connect_timeout_ms: int = 10000,
+        security: ClientSecurity | None = None,
     ) -> BrokerConnection:
         loop = asyncio.get_running_loop()
         conn = cls(node_id, host, port, client_id, request_timeout_ms)
+        context = security.ssl_context if security is not None else None
         try:
-            await asyncio.wait_for(
-                loop.create_connection(lambda: conn, host, port), connect_timeout_ms / 1000
-            )
+            if context is None:
+                connect = loop.create_connection(lambda: conn, host, port)
+            else:
+                connect = loop.create_connection(
+                    lambda: conn, host, port, ssl=context, server_hostname=host,
+                    ssl_handshake_timeout=connect_timeout_ms / 1000,
+                )
+            await asyncio.wait_for(connect, connect_timeout_ms / 1000)
+        except ssl.SSLError as exc:
+            raise SslAuthenticationError(f"TLS handshake with {host}:{port} failed: {exc}") from exc
         except (TimeoutError, OSError) as exc:
             raise KafkaConnectionError(f"cannot connect to {host}:{port}: {exc}") from exc
         try:
-            await conn._negotiate()
+            try:
+                await conn._negotiate()
+            except KafkaConnectionError as exc:
+                if context is None:
+                    raise
+                # closed before answering ApiVersions, right after the handshake: with TLS 1.3
+                # this is how a broker refuses our certificate (or its absence)
+                raise SslAuthenticationError(
+                    f"{host}:{port} closed the connection after the TLS handshake ({exc}): "
+                    "does the broker require a client certificate (ssl.keystore.*) it trusts?"
+                ) from exc
+            if security is not None:
+                await security.authenticate(conn)
         except BaseException:
             conn.close()
             raise
@@ -79,7 +116,10 @@ class BrokerConnection(asyncio.Protocol):
                 pass
 
     def connection_lost(self, exc: Exception | None) -> None:
-        self._fail_all(KafkaConnectionError(f"connection to {self.host}:{self.port} lost: {exc or 'closed'}"))
+        if isinstance(exc, ssl.SSLError):  # a TLS alert: e.g. TLS 1.3's refusal of our certificate
+            self._fail_all(SslAuthenticationError(f"TLS with {self.host}:{self.port} failed: {exc}"))
+        else:
+            self._fail_all(KafkaConnectionError(f"connection to {self.host}:{self.port} lost: {exc or 'closed'}"))
         self.transport = None
 
     def pause_writing(self) -> None:
