@@ -390,3 +390,75 @@ def test_reconnects_authenticate_again(certs: Certs) -> None:
         with Admin({"bootstrap.servers": b.bootstrap_servers}) as admin:
             ends = admin.list_offsets({(name, p): -1 for p in range(2)})
         assert sum(offset for offset, _ts in ends.values()) == sent
+
+
+# -- the client-based commands with --command-config --------------------------------------------
+
+
+def _cli(*args: str, input: str | None = None) -> Any:
+    from typer.testing import CliRunner
+
+    from odradek.cli.main import _register, app
+
+    _register()
+    return CliRunner().invoke(app, list(args), input=input)
+
+
+def test_cli_commands_with_command_config(broker: EmbeddedBroker, certs: Certs, tmp_path: Path) -> None:
+    props = tmp_path / "client.properties"
+    props.write_text(
+        "# a Java client's properties file\n"
+        "security.protocol=SASL_SSL\n"
+        "sasl.mechanism=SCRAM-SHA-512\n"
+        f"ssl.truststore.location={certs.ca_pem}\n"
+        "ssl.truststore.type=PEM\n"
+        'sasl.jaas.config=org.apache.kafka.common.security.scram.ScramLoginModule required \\\n'
+        '    username="alice" password="alice-pw";\n'
+    )
+    b = ["--bootstrap-server", addr(broker, "SASL_SSL"), "--command-config", str(props)]
+    name = f"cli-{uuid.uuid4().hex[:6]}"
+    r = _cli("topics", "create", name, "--partitions", "1", *b)
+    assert r.exit_code == 0, r.output
+    assert name in _cli("topics", "list", *b).output.split()
+    assert "PartitionCount: 1" in _cli("topics", "describe", name, *b).output
+    r = _cli("produce", name, *b, input="one\ntwo\nthree\n")
+    assert r.exit_code == 0, r.output
+    r = _cli("consume", name, "--from-beginning", "--max-messages", "3", "--timeout-ms", "10000",
+             "--group", f"g-{name}", *b)
+    assert r.exit_code == 0, r.output
+    assert r.output.split()[:3] == ["one", "two", "three"]
+    r = _cli("groups", "list", *b)
+    assert r.exit_code == 0 and f"g-{name}" in r.output, r.output
+    r = _cli("groups", "describe", f"g-{name}", *b)
+    assert r.exit_code == 0 and name in r.output, r.output
+    r = _cli("perf", "produce", "--topic", name, "--num-records", "200", "--quiet", *b)
+    assert r.exit_code == 0, r.output
+    r = _cli("perf", "consume", "--topic", name, "--messages", "203", "--quiet", "--timeout", "10000", *b)
+    assert r.exit_code == 0, r.output
+    # without the file the same commands cannot reach the SASL_SSL listener
+    r = _cli("topics", "list", "--bootstrap-server", addr(broker, "SASL_SSL"))
+    assert r.exit_code != 0
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        (None, "No such file"),
+        ("security.protocol=SASL_SSL\nsasl.mechanism=PLAIN\n", "needs sasl.jaas.config"),
+        ("security.protocol=SASL_SSL\nsasl.mechanism=PLAIN\nsasl.jaas.config=nonsense\n", ":3: sasl.jaas.config"),
+        ("security.protocol=TLS\n", ":1: security.protocol"),
+        ("linger.mss=5\n", ":1: linger.mss"),
+        ("ssl.truststore.location=/nonexistent.pem\nsecurity.protocol=SSL\n", "ssl"),
+    ],
+)
+def test_cli_bad_command_config_exits_2(tmp_path: Path, text: str | None, message: str) -> None:
+    props = tmp_path / "bad.properties"
+    if text is not None:
+        props.write_text(text)
+    commands = [["topics", "list"]]
+    if text is None:  # every command reads the file the same way
+        commands += [["produce", "t"], ["consume", "t"], ["groups", "list"], ["perf", "produce", "--topic", "t"]]
+    for command in commands:
+        r = _cli(*command, "--bootstrap-server", "127.0.0.1:1", "--command-config", str(props), input="")
+        assert r.exit_code == 2, (command, r.output)
+        assert message in r.output, (command, r.output)
