@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import base64
 import json
+import os
 import ssl
 import time
 from collections.abc import Callable, Mapping
@@ -100,6 +101,10 @@ def _store_type(explicit: str | None, location: str | None, key: str) -> str:
 def _ssl_context(config: Mapping[str, Any]) -> ssl.SSLContext:
     from odradek.security.tls import SslConfigError, SslSettings, client_context
 
+    for key in ("ssl.truststore.location", "ssl.keystore.location"):
+        location = config.get(key)
+        if location and not os.path.isfile(location):
+            raise ConfigError(f"{key}: no such file {location}")
     settings = SslSettings(
         keystore_type=_store_type(config.get("ssl.keystore.type"), config.get("ssl.keystore.location"), "ssl.keystore.type"),
         keystore_location=config.get("ssl.keystore.location"),
