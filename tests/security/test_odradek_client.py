@@ -357,39 +357,71 @@ def test_oauthbearer_unsecured_and_given_token() -> None:
             Admin(no_scope)
 
 
-def test_reconnects_authenticate_again(certs: Certs) -> None:
-    """With connections.max.reauth.ms the broker closes a connection whose session expired at
-    its next request; the client's next connection authenticates again and producing goes on."""
-    settings = {
+def _reauth_broker(reauth_ms: int) -> EmbeddedBroker:
+    return EmbeddedBroker({
         "listeners": "PLAINTEXT://127.0.0.1:0,SASL_PLAINTEXT://127.0.0.1:0",
-        "sasl.enabled.mechanisms": "PLAIN",
+        "sasl.enabled.mechanisms": "PLAIN,SCRAM-SHA-512",
         "listener.name.sasl_plaintext.plain.sasl.jaas.config": PLAIN_JAAS,
-        "connections.max.reauth.ms": 500,
+        "connections.max.reauth.ms": reauth_ms,
         "auto.create.topics.enable": "false",
+    })
+
+
+def _sasl_connections(b: EmbeddedBroker) -> set[int]:
+    return b.call(lambda: {c.connection_id for c in b.broker.listener.connections() if c.listener_name == "SASL_PLAINTEXT"})
+
+
+def _plain(b: EmbeddedBroker) -> dict[str, Any]:
+    return {
+        "bootstrap.servers": addr(b, "SASL_PLAINTEXT"),
+        "security.protocol": "SASL_PLAINTEXT",
+        "sasl.mechanism": "PLAIN",
+        "sasl.jaas.config": f'{PLAIN} required username="carol" password="carol-pw";',
     }
-    with EmbeddedBroker(settings) as b:
+
+
+def _records(b: EmbeddedBroker, name: str) -> int:
+    with Admin({"bootstrap.servers": b.bootstrap_servers}) as admin:
+        ends = admin.list_offsets({(name, p): -1 for p in range(2)})
+    return sum(offset for offset, _ts in ends.values())
+
+
+def test_reauthenticates_on_the_same_connection() -> None:
+    """KIP-368: with connections.max.reauth.ms the broker tells each login's lifetime; the
+    client authenticates again on the same connections before it runs out, while producing."""
+    with _reauth_broker(1000) as b:
         name = topic(b)
-        conf = {
-            "bootstrap.servers": addr(b, "SASL_PLAINTEXT"),
-            "security.protocol": "SASL_PLAINTEXT",
-            "sasl.mechanism": "PLAIN",
-            "sasl.jaas.config": f'{PLAIN} required username="carol" password="carol-pw";',
-        }
         succeeded = b.broker.endpoints.counters.succeeded
-        with Producer({**conf, "linger.ms": 0}) as producer:
+        with Producer({**_plain(b), "linger.ms": 0}) as producer:
             producer.send(name, b"first").result(10)
+            first = _sasl_connections(b)
             logins = succeeded[("SASL_PLAINTEXT", "PLAIN")]
             deadline = time.monotonic() + 20
             sent = 1
-            while succeeded[("SASL_PLAINTEXT", "PLAIN")] < logins + 2:
-                assert time.monotonic() < deadline, succeeded
+            while succeeded[("SASL_PLAINTEXT", "PLAIN")] < logins + 2 * len(first):  # two rounds each
+                assert time.monotonic() < deadline and sent < 200_000, succeeded
                 producer.send(name, b"x").result(15)
                 sent += 1
-                time.sleep(0.2)  # lets the session expire between sends
+            assert _sasl_connections(b) == first  # none closed, none opened
         assert b.broker.endpoints.counters.failed[("SASL_PLAINTEXT", "PLAIN")] == 0
-        with Admin({"bootstrap.servers": b.bootstrap_servers}) as admin:
-            ends = admin.list_offsets({(name, p): -1 for p in range(2)})
-        assert sum(offset for offset, _ts in ends.values()) == sent
+        assert _records(b, name) == sent
+
+
+def test_reconnects_authenticate_again() -> None:
+    """Connections the broker drops are opened again, each authenticating anew."""
+    with _reauth_broker(0) as b:
+        name = topic(b)
+        succeeded = b.broker.endpoints.counters.succeeded
+        with Producer({**_plain(b), "linger.ms": 0}) as producer:
+            producer.send(name, b"first").result(10)
+            first = _sasl_connections(b)
+            logins = succeeded[("SASL_PLAINTEXT", "PLAIN")]
+            b.call(lambda: [c.abort("dropped by the test") for c in b.broker.listener.connections()
+                            if c.listener_name == "SASL_PLAINTEXT"])
+            producer.send(name, b"second").result(15)
+            assert succeeded[("SASL_PLAINTEXT", "PLAIN")] > logins
+            assert not _sasl_connections(b) & first
+        assert _records(b, name) == 2
 
 
 # -- the client-based commands with --command-config --------------------------------------------

@@ -12,11 +12,20 @@ authenticates before ``open`` returns; a TLS handshake that fails (the broker's 
 or the broker refusing ours) raises ``SslAuthenticationError``, a refused SASL exchange
 ``SaslAuthenticationError``. Nothing changes per request: a secured connection is the same
 protocol object over a TLS transport.
+
+Re-authentication (KIP-368): when SaslAuthenticate tells a session lifetime (the broker's
+``connections.max.reauth.ms``, or an OAUTHBEARER token's expiry), the connection authenticates
+again on the same socket at 85-95 % of it: new requests are held (written later, in order,
+with the correlation ids they were given), the requests already written are answered, then
+SaslHandshake and SaslAuthenticate run again, then the held requests go out. The broker closes
+a connection whose session expired at its next request, so a lost race costs a reconnect,
+which authenticates anew. While nothing is held, ``send_frame`` costs one comparison more.
 """
 
 from __future__ import annotations
 
 import asyncio
+import random
 import socket
 import ssl
 import struct
@@ -28,6 +37,7 @@ from odradek.protocol.framing import FrameDecoder
 from . import _protocol as proto
 from .errors import (
     KafkaConnectionError,
+    KafkaError,
     KafkaTimeoutError,
     SslAuthenticationError,
     UnsupportedVersionError,
@@ -57,6 +67,11 @@ class BrokerConnection(asyncio.Protocol):
         self._closed_exc: Exception | None = None
         self._paused = False
         self._drain_waiters: list[asyncio.Future[None]] = []
+        # KIP-368: frames held while re-authenticating (None: not re-authenticating)
+        self._held: list[Sequence[bytes | memoryview]] | None = None
+        self._security: ClientSecurity | None = None
+        self._reauth_timer: asyncio.TimerHandle | None = None
+        self._reauth_task: asyncio.Task[None] | None = None
 
     # -- connection lifecycle ---------------------------------------------------------------
     @classmethod
@@ -100,7 +115,9 @@ class BrokerConnection(asyncio.Protocol):
                     "does the broker require a client certificate (ssl.keystore.*) it trusts?"
                 ) from exc
             if security is not None:
-                await security.authenticate(conn)
+                lifetime_ms = await security.authenticate(conn)
+                conn._security = security
+                conn._schedule_reauthentication(lifetime_ms)
         except BaseException:
             conn.close()
             raise
@@ -155,6 +172,10 @@ class BrokerConnection(asyncio.Protocol):
     def _fail_all(self, exc: Exception) -> None:
         if self._closed_exc is None:
             self._closed_exc = exc
+        if self._reauth_timer is not None:
+            self._reauth_timer.cancel()
+            self._reauth_timer = None
+        self._held = None
         pending, self._pending = self._pending, {}
         for _k, _v, fut, _raw in pending.values():
             if not fut.done():
@@ -212,11 +233,52 @@ class BrokerConnection(asyncio.Protocol):
         if expect_response:
             fut = asyncio.get_running_loop().create_future()
             self._pending[corr] = (api_key, version, fut, raw)
+        if self._held is not None and api_key != 17 and api_key != 36:  # re-authenticating
+            self._held.append(parts)
+            return fut
         if len(parts) == 1:
             transport.write(parts[0])
         else:
             transport.writelines(parts)
         return fut
+
+    # -- re-authentication (KIP-368) ---------------------------------------------------------
+    def _schedule_reauthentication(self, lifetime_ms: int) -> None:
+        if lifetime_ms <= 0 or self._closed_exc is not None:
+            return
+        delay = lifetime_ms / 1000 * random.uniform(0.85, 0.95)
+        self._reauth_timer = asyncio.get_running_loop().call_later(delay, self._start_reauthentication)
+
+    def _start_reauthentication(self) -> None:
+        self._reauth_timer = None
+        if self._closed_exc is not None or self.transport is None:
+            return
+        self._held = []
+        self._reauth_task = asyncio.ensure_future(self._reauthenticate())
+
+    async def _reauthenticate(self) -> None:
+        security = self._security
+        assert security is not None
+        written = [fut for _k, _v, fut, _raw in self._pending.values() if not fut.done()]
+        try:
+            if written:  # the broker takes only SASL requests until the exchange completes
+                await asyncio.wait(written, timeout=self.request_timeout)
+            lifetime_ms = await security.authenticate(self)
+        except Exception as exc:
+            failure = exc if isinstance(exc, KafkaError) else KafkaConnectionError(
+                f"re-authentication to {self.host}:{self.port} failed: {exc}")
+            self._fail_all(failure)
+            if self.transport is not None:
+                self.transport.close()
+                self.transport = None
+            return
+        held, self._held = self._held or [], None
+        transport = self.transport
+        if transport is None:
+            return
+        for parts in held:
+            transport.writelines(parts)
+        self._schedule_reauthentication(lifetime_ms)
 
     def next_correlation_id(self) -> int:
         return self._corr()

@@ -27,7 +27,8 @@ answers before authentication, as Kafka's clients do it): SaslHandshake v1, then
 SaslAuthenticate v1 tokens from ``odradek.security.sasl_client.SaslClient`` (SCRAM's server
 signature is verified). A refusal raises ``SaslAuthenticationError`` with the broker's message;
 it is not retriable, so callers see it at once instead of a timeout. A reconnect authenticates
-again (every connection goes through ``BrokerConnection.open``).
+again (every connection goes through ``BrokerConnection.open``), and an open connection
+re-authenticates before the session lifetime the broker told runs out (KIP-368, in ``_conn``).
 """
 
 from __future__ import annotations
@@ -186,10 +187,12 @@ class ClientSecurity:
             raise ConfigError(f"sasl.jaas.config: {expected} needs username=\"..\" password=\"..\"")
         return cls(protocol, context, mechanism, username, password)
 
-    async def authenticate(self, conn: BrokerConnection) -> None:
-        """The SASL exchange on a new connection (nothing for SSL: TLS is the socket's)."""
+    async def authenticate(self, conn: BrokerConnection) -> int:
+        """The SASL exchange on a new connection, or again on an open one (KIP-368); returns
+        the session lifetime the broker told (ms; 0: none). Nothing for SSL: TLS is the
+        socket's."""
         if self.mechanism is None:
-            return
+            return 0
         from odradek.security import sasl_client as sc
         from odradek.security.scram import AuthenticationError
 
@@ -227,12 +230,12 @@ class ClientSecurity:
                 if not answer.error_code:
                     raise SaslAuthenticationError(f"authentication to {where} failed: {detail}")
             self._check(answer, where)
-            return
+            return answer.session_lifetime_ms
         client = sc.SaslClient(self.mechanism, self.username, self.password)
         answer = sc.decode_authenticate(await call(SASL_AUTHENTICATE, sc.authenticate_body(client.first())))
         self._check(answer, where)
         if self.mechanism == "PLAIN":
-            return
+            return answer.session_lifetime_ms
         try:
             final = client.respond(answer.auth_bytes)
         except (AuthenticationError, ValueError, KeyError) as exc:
@@ -243,6 +246,7 @@ class ClientSecurity:
             client.check_final(answer.auth_bytes)
         except (AuthenticationError, ValueError) as exc:
             raise SaslAuthenticationError(f"authentication to {where} failed: {exc}") from None
+        return answer.session_lifetime_ms
 
     @staticmethod
     def _check(answer: Any, where: str) -> None:
