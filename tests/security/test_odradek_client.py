@@ -357,6 +357,36 @@ def test_oauthbearer_unsecured_and_given_token() -> None:
             Admin(no_scope)
 
 
+def test_credentials_removed_while_running_fail_sends_and_polls(broker: EmbeddedBroker, certs: Certs) -> None:
+    """A user deleted while its clients run: their next connection is refused; queued sends
+    fail and poll raises with SaslAuthenticationError, instead of retrying until a timeout."""
+    from confluent_kafka.admin import UserScramCredentialDeletion
+
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap_servers})
+    info = ScramCredentialInfo(ScramMechanism.SCRAM_SHA_512, 4096)
+    for f in admin.alter_user_scram_credentials([UserScramCredentialUpsertion("frank", info, b"frank-pw")]).values():
+        f.result(10)
+    name = topic(broker)
+    conf = scram_conf(broker, certs, user="frank", password="frank-pw")
+    with Producer({**conf, "linger.ms": 0}) as producer, Consumer({**conf, "auto.offset.reset": "earliest"}) as consumer:
+        producer.send(name, b"before", partition=0).result(10)
+        consumer.assign([(name, 0)])
+        deadline = time.monotonic() + 10
+        while not consumer.poll(0.2):
+            assert time.monotonic() < deadline
+        for f in admin.alter_user_scram_credentials([UserScramCredentialDeletion("frank", ScramMechanism.SCRAM_SHA_512)]).values():
+            f.result(10)
+        broker.call(lambda: [c.abort("dropped by the test") for c in broker.broker.listener.connections()
+                             if c.listener_name == "SASL_SSL"])
+        start = time.monotonic()
+        with pytest.raises(SaslAuthenticationError):
+            producer.send(name, b"after", partition=0).result(30)
+        with pytest.raises(SaslAuthenticationError):
+            while time.monotonic() - start < 30:
+                consumer.poll(0.2)
+        assert time.monotonic() - start < FAST_FAIL_S
+
+
 def _reauth_broker(reauth_ms: int) -> EmbeddedBroker:
     return EmbeddedBroker({
         "listeners": "PLAINTEXT://127.0.0.1:0,SASL_PLAINTEXT://127.0.0.1:0",
