@@ -474,6 +474,8 @@ def test_cli_commands_with_command_config(broker: EmbeddedBroker, certs: Certs, 
         "sasl.mechanism=SCRAM-SHA-512\n"
         f"ssl.truststore.location={certs.ca_pem}\n"
         "ssl.truststore.type=PEM\n"
+        "linger.ms=1\n"  # a producer key: the other commands leave it out
+        "isolation.level=read_committed\n"
         'sasl.jaas.config=org.apache.kafka.common.security.scram.ScramLoginModule required \\\n'
         '    username="alice" password="alice-pw";\n'
     )

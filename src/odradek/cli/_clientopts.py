@@ -38,7 +38,8 @@ CommandConfig = Annotated[Path | None, typer.Option("--command-config", help=COM
 def load_command_config(path: Path | None, kind: str = "admin") -> dict[str, Any]:
     """The client settings in the properties file ``path`` (Java's properties syntax, as
     Kafka's tools read ``--command-config``), checked as a ``kind`` ("admin", "producer",
-    "consumer") client's configuration, TLS files and JAAS text included. A file that cannot
+    "consumer") client's configuration, TLS files and JAAS text included; keys of the other
+    kinds are left out, so one file serves every command. A file that cannot
     be read, does not parse, or holds a key or value the client refuses exits with code 2,
     naming the file (and line) and the key. None -> {}."""
     if path is None:
@@ -56,9 +57,13 @@ def load_command_config(path: Path | None, kind: str = "admin") -> dict[str, Any
         props = parse_properties(text, str(path))
     except MirrorConfigError as exc:
         fail(f"--command-config {exc}", 2)
-    values: dict[str, Any] = dict(props.values)
-    values.pop("bootstrap.servers", None)  # --bootstrap-server says where
     spec = {"admin": ADMIN, "producer": PRODUCER, "consumer": CONSUMER}[kind]
+    # one file serves every command: a key of another kind of client is left out (an admin
+    # command ignores linger.ms); a key no client knows is an error
+    values: dict[str, Any] = {
+        k: v for k, v in props.values.items() if k in spec or (k not in ADMIN and k not in PRODUCER and k not in CONSUMER)
+    }
+    values.pop("bootstrap.servers", None)  # --bootstrap-server says where
     try:
         parsed = parse_config({"bootstrap.servers": "127.0.0.1:9092", **values}, spec, kind)
         ClientSecurity.from_config(parsed)

@@ -102,10 +102,6 @@ def _store_type(explicit: str | None, location: str | None, key: str) -> str:
 def _ssl_context(config: Mapping[str, Any]) -> ssl.SSLContext:
     from odradek.security.tls import SslConfigError, SslSettings, client_context
 
-    for key in ("ssl.truststore.location", "ssl.keystore.location"):
-        location = config.get(key)
-        if location and not os.path.isfile(location):
-            raise ConfigError(f"{key}: no such file {location}")
     settings = SslSettings(
         keystore_type=_store_type(config.get("ssl.keystore.type"), config.get("ssl.keystore.location"), "ssl.keystore.type"),
         keystore_location=config.get("ssl.keystore.location"),
@@ -121,6 +117,10 @@ def _ssl_context(config: Mapping[str, Any]) -> ssl.SSLContext:
         cipher_suites=config.get("ssl.cipher.suites") or "",
         endpoint_identification_algorithm=config.get("ssl.endpoint.identification.algorithm") or "",
     )
+    for key in ("ssl.truststore.location", "ssl.keystore.location"):
+        location = config.get(key)
+        if location and not os.path.isfile(location):
+            raise ConfigError(f"{key}: no such file {location}")
     try:
         return client_context(settings)
     except SslConfigError as exc:
