@@ -115,7 +115,11 @@ def _ssl_context(config: Mapping[str, Any]) -> ssl.SSLContext:
         truststore_certificates=config.get("ssl.truststore.certificates"),
         enabled_protocols=config.get("ssl.enabled.protocols") or "TLSv1.2,TLSv1.3",
         cipher_suites=config.get("ssl.cipher.suites") or "",
-        endpoint_identification_algorithm=config.get("ssl.endpoint.identification.algorithm") or "",
+        # Java's default (https) unless given; only an explicit empty value turns the check off
+        endpoint_identification_algorithm=(
+            "https" if config.get("ssl.endpoint.identification.algorithm") is None
+            else str(config["ssl.endpoint.identification.algorithm"])
+        ),
     )
     for key in ("ssl.truststore.location", "ssl.keystore.location"):
         location = config.get(key)
