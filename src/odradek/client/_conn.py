@@ -72,6 +72,7 @@ class BrokerConnection(asyncio.Protocol):
         self._security: ClientSecurity | None = None
         self._reauth_timer: asyncio.TimerHandle | None = None
         self._reauth_task: asyncio.Task[None] | None = None
+        self._opened = False  # open() returned: a TLS error is no longer about authentication
 
     # -- connection lifecycle ---------------------------------------------------------------
     @classmethod
@@ -121,6 +122,7 @@ class BrokerConnection(asyncio.Protocol):
         except BaseException:
             conn.close()
             raise
+        conn._opened = True
         return conn
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
@@ -133,7 +135,7 @@ class BrokerConnection(asyncio.Protocol):
                 pass
 
     def connection_lost(self, exc: Exception | None) -> None:
-        if isinstance(exc, ssl.SSLError):  # a TLS alert: e.g. TLS 1.3's refusal of our certificate
+        if isinstance(exc, ssl.SSLError) and not self._opened:  # e.g. TLS 1.3's refusal of our certificate
             self._fail_all(SslAuthenticationError(f"TLS with {self.host}:{self.port} failed: {exc}"))
         else:
             self._fail_all(KafkaConnectionError(f"connection to {self.host}:{self.port} lost: {exc or 'closed'}"))
