@@ -33,19 +33,17 @@ re-authenticates before the session lifetime the broker told runs out (KIP-368, 
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import json
 import os
 import ssl
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from .errors import ConfigError, SaslAuthenticationError, UnsupportedVersionError
-
-if TYPE_CHECKING:
-    from ._conn import BrokerConnection
 
 __all__ = ["ClientSecurity", "unsecured_jwt"]
 
@@ -58,6 +56,24 @@ _LOGIN_MODULES = {
     "SCRAM-SHA-512": "org.apache.kafka.common.security.scram.ScramLoginModule",
     "OAUTHBEARER": "org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule",
 }
+
+
+class Connection(Protocol):
+    """What the SASL exchange uses of ``_conn.BrokerConnection``."""
+
+    host: str
+    port: int
+    client_id: str
+    broker_versions: dict[int, tuple[int, int]]
+
+    def next_correlation_id(self) -> int: ...
+
+    def send_frame(
+        self, api_key: int, version: int, parts: Sequence[bytes | memoryview], corr: int, *,
+        expect_response: bool = True, raw: bool = False,
+    ) -> asyncio.Future[Any] | None: ...
+
+    async def wait(self, fut: asyncio.Future[Any], corr: int, timeout: float | None = None) -> Any: ...
 
 
 def _b64url(data: bytes) -> str:
@@ -191,7 +207,7 @@ class ClientSecurity:
             raise ConfigError(f"sasl.jaas.config: {expected} needs username=\"..\" password=\"..\"")
         return cls(protocol, context, mechanism, username, password)
 
-    async def authenticate(self, conn: BrokerConnection) -> int:
+    async def authenticate(self, conn: Connection) -> int:
         """The SASL exchange on a new connection, or again on an open one (KIP-368); returns
         the session lifetime the broker told (ms; 0: none). Nothing for SSL: TLS is the
         socket's."""
