@@ -50,3 +50,31 @@ def test_facades_reject_unknown_keys() -> None:
     for cls in (Producer, Consumer, Admin):
         with pytest.raises(ConfigError, match="'nope'"):
             cls({"bootstrap.servers": "127.0.0.1:1", "nope": 1})
+
+
+def test_security_keys_are_the_java_clients() -> None:
+    import base64
+    import json
+
+    from odradek.client._config import ADMIN
+    from odradek.client._security import ClientSecurity, unsecured_jwt
+
+    plain = parse_config({"bootstrap.servers": "a:1"}, ADMIN, "admin")
+    assert plain["security.protocol"] == "PLAINTEXT"
+    assert ClientSecurity.from_config(plain) is None  # PLAINTEXT: nothing added to connections
+    scram = parse_config({
+        "bootstrap.servers": "a:1", "security.protocol": "sasl_plaintext", "sasl.mechanism": "scram-sha-256",
+        "sasl.jaas.config": 'org.apache.kafka.common.security.scram.ScramLoginModule required username="u" password="p\\"w";',
+    }, ADMIN, "admin")
+    sec = ClientSecurity.from_config(scram)
+    assert sec is not None and sec.ssl_context is None
+    assert (sec.protocol, sec.mechanism, sec.username, sec.password) == ("SASL_PLAINTEXT", "SCRAM-SHA-256", "u", 'p"w')
+    token = unsecured_jwt({"unsecuredLoginStringClaim_sub": "dave", "unsecuredLoginListClaim_scope": ",a,b",
+                           "unsecuredLoginNumberClaim_n": "3", "unsecuredLoginLifetimeSeconds": "60"}, 1000.5)
+    header, payload, signature = token.split(".")
+    pad = lambda s: s + "=" * (-len(s) % 4)  # noqa: E731
+    assert json.loads(base64.urlsafe_b64decode(pad(header))) == {"alg": "none"}
+    assert json.loads(base64.urlsafe_b64decode(pad(payload))) == {"iat": 1000, "exp": 1060, "sub": "dave", "scope": ["a", "b"], "n": 3}
+    assert signature == ""
+    with pytest.raises(ValueError, match="sub"):
+        unsecured_jwt({}, 0)

@@ -125,7 +125,10 @@ def test_replication_policies() -> None:
         ("clusters=A,B\nA.bootstrap.servers=h:1\nB.bootstrap.servers=h:2\nA->B.enabled=true\nreplication.policy.class=Foo\n", ":5: replication.policy.class: unknown"),
         ("clusters=A,B\nA.bootstrap.servers=h:1\nB.bootstrap.servers=h:2\nA->B.enabled=true\nB.exactly.once.source.support=yes\n", ":5: B.exactly.once.source.support: invalid value"),
         ("clusters=A,B\nA.bootstrap.servers=h:1\nB.bootstrap.servers=h:2\nA->B.enabled=true\nA.consumer.fetch.min.bytes=lots\n", ":5: A.consumer.fetch.min.bytes"),
-        ("clusters=A,B\nA.bootstrap.servers=h:1\nB.bootstrap.servers=h:2\nA->B.enabled=true\nA.security.protocol=SASL_SSL\n", ":5: A.security.protocol"),
+        ("clusters=A,B\nA.bootstrap.servers=h:1\nB.bootstrap.servers=h:2\nA->B.enabled=true\nA.security.protocol=SASL_TLS\n", ":5: A.security.protocol"),
+        ("clusters=A,B\nA.bootstrap.servers=h:1\nB.bootstrap.servers=h:2\nA->B.enabled=true\nA.security.protocol=SASL_SSL\nA.sasl.mechanism=SCRAM-SHA-512\n", "needs sasl.jaas.config"),
+        ("clusters=A,B\nA.bootstrap.servers=h:1\nB.bootstrap.servers=h:2\nA->B.enabled=true\nB.security.protocol=SASL_SSL\nB.sasl.mechanism=PLAIN\nB.sasl.jaas.config=nonsense\n", ":7: B.sasl.jaas.config"),
+        ("clusters=A,B\nA.bootstrap.servers=h:1\nB.bootstrap.servers=h:2\nA->B.enabled=true\nA.security.protocol=SSL\nA.ssl.truststore.location=/nonexistent/ca.pem\n", "A.ssl.truststore.location"),
         ("clusters=A,B\nA.bootstrap.servers=h:1\nB.bootstrap.servers=h:2\nA->B.enabled=true\n= 3\n", "<properties>:5: a value without a key"),
     ],
 )

@@ -24,7 +24,14 @@ from typing import Annotated, Any
 
 import typer
 
-from ._clientopts import BOOTSTRAP_HELP, DEFAULT_BOOTSTRAP, fail, parse_props
+from ._clientopts import (
+    BOOTSTRAP_HELP,
+    DEFAULT_BOOTSTRAP,
+    CommandConfig,
+    fail,
+    load_command_config,
+    parse_props,
+)
 
 __all__ = ["app"]
 
@@ -53,6 +60,7 @@ def consume(
     print_headers: Annotated[bool, typer.Option("--print-headers")] = False,
     prop: Annotated[list[str] | None, typer.Option("--property", "-X", help="Consumer config key=value, repeatable.")] = None,
     bootstrap_server: Annotated[str, typer.Option("--bootstrap-server", "-b", help=BOOTSTRAP_HELP)] = DEFAULT_BOOTSTRAP,
+    command_config: CommandConfig = None,
     value_format: Annotated[str, typer.Option("--value-format", help="raw (default) or avro: print values decoded as JSON.")] = "raw",
     schema_file: Annotated[str | None, typer.Option("--schema-file", help="Avro reader schema (.avsc) to resolve values to.")] = None,
     schema_registry: Annotated[str, typer.Option("--schema-registry", help="Schema registry URL.")] = "http://127.0.0.1:8081",
@@ -65,6 +73,7 @@ def consume(
     if offset is not None and partition is None:
         fail("--offset needs --partition", 2)
     config = {
+        **load_command_config(command_config, "consumer"),
         "bootstrap.servers": bootstrap_server,
         "client.id": "odradek-consume",
         "auto.offset.reset": "earliest" if from_beginning else "latest",

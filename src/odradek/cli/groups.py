@@ -34,6 +34,8 @@ import typer
 
 from odradek.client import Admin, KafkaError, TopicPartition
 
+from ._clientopts import CommandConfig, load_command_config
+
 __all__ = ["app"]
 
 app = typer.Typer(no_args_is_help=True, add_completion=False)
@@ -51,10 +53,11 @@ class GroupsError(Exception):
 
 
 @contextmanager
-def _admin(bootstrap: str) -> Iterator[Admin]:
-    """An Admin client for ``bootstrap``; client errors become GroupsError."""
+def _admin(bootstrap: str, extra: dict[str, Any]) -> Iterator[Admin]:
+    """An Admin client for ``bootstrap`` with the ``--command-config`` settings ``extra``;
+    client errors become GroupsError."""
     try:
-        admin = Admin({"bootstrap.servers": bootstrap, "client.id": CLIENT_ID})
+        admin = Admin({**extra, "bootstrap.servers": bootstrap, "client.id": CLIENT_ID})
     except KafkaError as exc:
         raise GroupsError(str(exc)) from exc
     try:
@@ -95,7 +98,8 @@ def _committed(admin: Admin, group: str) -> dict[TopicPartition, int]:
 
 
 def _first_timestamps(
-    bootstrap: str, positions: dict[TopicPartition, int], timeout_s: float = 5.0
+    bootstrap: str, positions: dict[TopicPartition, int], timeout_s: float = 5.0,
+    extra: dict[str, Any] | None = None,
 ) -> dict[TopicPartition, int]:
     """Timestamp of the record at each position (the first one a group has not consumed), read
     with a group-less consumer; partitions that give no record within ``timeout_s`` are left out."""
@@ -105,6 +109,7 @@ def _first_timestamps(
     if not positions:
         return out
     config = {
+        **(extra or {}),
         "bootstrap.servers": bootstrap,
         "client.id": CLIENT_ID,
         "enable.auto.commit": False,
@@ -150,11 +155,12 @@ def list_groups(
     bootstrap_server: str = typer.Option(
         DEFAULT_BOOTSTRAP, "--bootstrap-server", help=BOOTSTRAP_HELP
     ),
+    command_config: CommandConfig = None,
 ) -> None:
     """List the consumer groups with their state."""
 
     def run() -> None:
-        with _admin(bootstrap_server) as admin:
+        with _admin(bootstrap_server, load_command_config(command_config)) as admin:
             groups = admin.list_groups()  # (group_id, protocol_type, state); state: ListGroups v4+
             states = {gid: state for gid, _type, state in groups}
             unknown = [gid for gid, state in states.items() if not state]
@@ -173,12 +179,13 @@ def describe(
     bootstrap_server: str = typer.Option(
         DEFAULT_BOOTSTRAP, "--bootstrap-server", help=BOOTSTRAP_HELP
     ),
+    command_config: CommandConfig = None,
 ) -> None:
     """State, members, and per partition: committed offset, log end offset, lag in records
     and in seconds (age of the first record not yet consumed), owner."""
 
     def run() -> None:
-        with _admin(bootstrap_server) as admin:
+        with _admin(bootstrap_server, load_command_config(command_config)) as admin:
             g = _describe(admin, group)
             committed = _committed(admin, group)
             owners: dict[TopicPartition, Any] = {}
@@ -193,7 +200,7 @@ def describe(
                 for tp in partitions
                 if tp in committed and tp in ends and ends[tp] > committed[tp]
             }
-            stamps = _first_timestamps(bootstrap_server, lagging)
+            stamps = _first_timestamps(bootstrap_server, lagging, extra=load_command_config(command_config, "consumer"))
             now_ms = int(time.time() * 1000)
             typer.echo(
                 f"Group {group}: state {g.state}, protocol {g.protocol_type or '-'}"
@@ -335,6 +342,7 @@ def reset_offsets(
     bootstrap_server: str = typer.Option(
         DEFAULT_BOOTSTRAP, "--bootstrap-server", help=BOOTSTRAP_HELP
     ),
+    command_config: CommandConfig = None,
     progress: bool | None = typer.Option(
         None, "--progress/--no-progress", help="Progress bar on stderr (default: on a terminal)."
     ),
@@ -354,7 +362,7 @@ def reset_offsets(
                 "give exactly one of --to-earliest, --to-latest, --to-offset, --to-datetime, --shift-by"
             )
         name, parts = _parse_topic(topic)
-        with _admin(bootstrap_server) as admin:
+        with _admin(bootstrap_server, load_command_config(command_config)) as admin:
             g = _describe(admin, group)
             if g.members or g.state not in ("Empty", "Dead"):
                 raise GroupsError(
@@ -409,11 +417,12 @@ def delete(
     bootstrap_server: str = typer.Option(
         DEFAULT_BOOTSTRAP, "--bootstrap-server", help=BOOTSTRAP_HELP
     ),
+    command_config: CommandConfig = None,
 ) -> None:
     """Delete a group without members, with its committed offsets."""
 
     def run() -> None:
-        with _admin(bootstrap_server) as admin:
+        with _admin(bootstrap_server, load_command_config(command_config)) as admin:
             try:
                 admin.delete_groups([group])
             except KafkaError as exc:

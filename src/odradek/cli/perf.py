@@ -19,7 +19,14 @@ from typing import Annotated, Any
 
 import typer
 
-from ._clientopts import BOOTSTRAP_HELP, DEFAULT_BOOTSTRAP, fail, parse_props
+from ._clientopts import (
+    BOOTSTRAP_HELP,
+    DEFAULT_BOOTSTRAP,
+    CommandConfig,
+    fail,
+    load_command_config,
+    parse_props,
+)
 
 __all__ = ["app", "percentile"]
 
@@ -59,11 +66,13 @@ def produce(
     prop: Props = None,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress bar.")] = False,
     bootstrap_server: Bootstrap = DEFAULT_BOOTSTRAP,
+    command_config: CommandConfig = None,
 ) -> None:
     """Producer performance test: records/s, MB/s, latency percentiles."""
     from odradek.client import KafkaError, Producer
 
-    config = {"bootstrap.servers": bootstrap_server, "client.id": "odradek-perf", **parse_props(prop)}
+    config = {**load_command_config(command_config, "producer"), "bootstrap.servers": bootstrap_server,
+              "client.id": "odradek-perf", **parse_props(prop)}
     value = os.urandom(record_size)
     sample_every = max(1, num_records // 100_000)
     latencies: list[float] = []
@@ -128,11 +137,13 @@ def consume(
     prop: Props = None,
     quiet: Annotated[bool, typer.Option("--quiet", "-q")] = False,
     bootstrap_server: Bootstrap = DEFAULT_BOOTSTRAP,
+    command_config: CommandConfig = None,
 ) -> None:
     """Consumer performance test from the beginning of the topic: records/s, MB/s."""
     from odradek.client import Consumer, KafkaError, TopicPartition
 
     config = {
+        **load_command_config(command_config, "consumer"),
         "bootstrap.servers": bootstrap_server,
         "client.id": "odradek-perf",
         "auto.offset.reset": "earliest",

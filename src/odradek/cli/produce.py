@@ -19,7 +19,14 @@ from typing import Annotated
 
 import typer
 
-from ._clientopts import BOOTSTRAP_HELP, DEFAULT_BOOTSTRAP, fail, parse_props
+from ._clientopts import (
+    BOOTSTRAP_HELP,
+    DEFAULT_BOOTSTRAP,
+    CommandConfig,
+    fail,
+    load_command_config,
+    parse_props,
+)
 
 __all__ = ["app"]
 
@@ -38,6 +45,7 @@ def produce(
     header: Annotated[list[str] | None, typer.Option("--header", "-H", help="Header key=value added to every record, repeatable.")] = None,
     prop: Annotated[list[str] | None, typer.Option("--property", "-X", help="Producer config key=value, repeatable.")] = None,
     bootstrap_server: Annotated[str, typer.Option("--bootstrap-server", "-b", help=BOOTSTRAP_HELP)] = DEFAULT_BOOTSTRAP,
+    command_config: CommandConfig = None,
     value_format: Annotated[str, typer.Option("--value-format", help="raw (default) or avro: each line is JSON encoded with --schema-file.")] = "raw",
     schema_file: Annotated[str | None, typer.Option("--schema-file", help="The Avro schema (.avsc) of the values.")] = None,
     schema_registry: Annotated[str, typer.Option("--schema-registry", help="Schema registry URL.")] = DEFAULT_REGISTRY,
@@ -47,7 +55,8 @@ def produce(
 
     encode = _value_encoder(value_format, schema_file, schema_registry, topic)
 
-    config = {"bootstrap.servers": bootstrap_server, "client.id": "odradek-produce", **parse_props(prop)}
+    config = {**load_command_config(command_config, "producer"), "bootstrap.servers": bootstrap_server,
+              "client.id": "odradek-produce", **parse_props(prop)}
     headers = [(k, v.encode()) for k, v in parse_props(header).items()] or None
     errors: list[BaseException] = []
 

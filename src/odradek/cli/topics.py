@@ -22,7 +22,14 @@ from typing import Annotated
 
 import typer
 
-from ._clientopts import BOOTSTRAP_HELP, DEFAULT_BOOTSTRAP, fail, parse_props
+from ._clientopts import (
+    BOOTSTRAP_HELP,
+    DEFAULT_BOOTSTRAP,
+    CommandConfig,
+    fail,
+    load_command_config,
+    parse_props,
+)
 
 __all__ = ["app"]
 
@@ -31,11 +38,12 @@ app = typer.Typer(no_args_is_help=True, add_completion=False)
 Bootstrap = Annotated[str, typer.Option("--bootstrap-server", "-b", help=BOOTSTRAP_HELP)]
 
 
-def _admin(bootstrap: str):  # type: ignore[no-untyped-def]
+def _admin(bootstrap: str, command_config: Path | None = None):  # type: ignore[no-untyped-def]
     from odradek.client import Admin, KafkaError
 
+    extra = load_command_config(command_config)
     try:
-        return Admin({"bootstrap.servers": bootstrap, "client.id": "odradek-topics"})
+        return Admin({**extra, "bootstrap.servers": bootstrap, "client.id": "odradek-topics"})
     except KafkaError as exc:
         fail(f"cannot reach {bootstrap}: {exc}")
 
@@ -48,12 +56,13 @@ def create(
     config: Annotated[list[str] | None, typer.Option("--config", "-c", help="Topic config key=value, repeatable.")] = None,
     if_not_exists: Annotated[bool, typer.Option("--if-not-exists", help="No error if the topic exists.")] = False,
     bootstrap_server: Bootstrap = DEFAULT_BOOTSTRAP,
+    command_config: CommandConfig = None,
 ) -> None:
     """Create a topic."""
     from odradek.client import KafkaError, NewTopic
 
     cfg = parse_props(config)
-    with _admin(bootstrap_server) as admin:
+    with _admin(bootstrap_server, command_config) as admin:
         try:
             result = admin.create_topics([NewTopic(topic, partitions, replication_factor, cfg)], raise_on_exists=not if_not_exists)
         except KafkaError as exc:
@@ -68,9 +77,10 @@ def create(
 def list_(
     internal: Annotated[bool, typer.Option("--internal", help="Include internal topics.")] = False,
     bootstrap_server: Bootstrap = DEFAULT_BOOTSTRAP,
+    command_config: CommandConfig = None,
 ) -> None:
     """List topic names."""
-    with _admin(bootstrap_server) as admin:
+    with _admin(bootstrap_server, command_config) as admin:
         for name in admin.list_topics(include_internal=internal):
             typer.echo(name)
 
@@ -79,11 +89,12 @@ def list_(
 def describe(
     topics: Annotated[list[str] | None, typer.Argument(help="Topics (default: all).")] = None,
     bootstrap_server: Bootstrap = DEFAULT_BOOTSTRAP,
+    command_config: CommandConfig = None,
 ) -> None:
     """Describe topics: partitions, leaders, replicas, ISR and non-default configs."""
     from odradek.client import KafkaError
 
-    with _admin(bootstrap_server) as admin:
+    with _admin(bootstrap_server, command_config) as admin:
         try:
             descs = admin.describe_topics(topics) if topics else admin.list_topics()
             configs = admin.describe_configs(list(descs)) if descs else {}
@@ -105,6 +116,7 @@ def alter(
     config: Annotated[list[str] | None, typer.Option("--config", "-c", help="Set topic config key=value, repeatable.")] = None,
     delete_config: Annotated[list[str] | None, typer.Option("--delete-config", help="Revert a topic config to its default.")] = None,
     bootstrap_server: Bootstrap = DEFAULT_BOOTSTRAP,
+    command_config: CommandConfig = None,
 ) -> None:
     """Add partitions and/or change topic configs."""
     from odradek.client import KafkaError
@@ -114,7 +126,7 @@ def alter(
         changes[key] = None
     if partitions is None and not changes:
         fail("nothing to alter: give --partitions, --config or --delete-config", 2)
-    with _admin(bootstrap_server) as admin:
+    with _admin(bootstrap_server, command_config) as admin:
         try:
             if partitions is not None:
                 admin.create_partitions({topic: partitions})
@@ -130,11 +142,12 @@ def alter(
 def delete(
     topics: Annotated[list[str], typer.Argument(help="Topics to delete.")],
     bootstrap_server: Bootstrap = DEFAULT_BOOTSTRAP,
+    command_config: CommandConfig = None,
 ) -> None:
     """Delete topics."""
     from odradek.client import KafkaError
 
-    with _admin(bootstrap_server) as admin:
+    with _admin(bootstrap_server, command_config) as admin:
         try:
             admin.delete_topics(topics)
         except KafkaError as exc:
@@ -159,6 +172,7 @@ def explain_retention(
         str | None,
         typer.Option("--bootstrap-server", "-b", help="Read the topic's configs from this broker."),
     ] = None,
+    command_config: CommandConfig = None,
 ) -> None:
     """Per partition: the oldest data kept, the rule that keeps it and when it will go.
 
@@ -175,7 +189,7 @@ def explain_retention(
     if bootstrap_server:
         from odradek.client import KafkaError
 
-        with _admin(bootstrap_server) as admin:
+        with _admin(bootstrap_server, command_config) as admin:
             try:
                 entries = admin.describe_configs([topic]).get(topic, {})
             except KafkaError as exc:

@@ -27,11 +27,14 @@ if TYPE_CHECKING:
     from .aio.admin import ConfigEntry, GroupDescription, MemberDescription, NewTopic
     from .aio.consumer import ConsumerRebalanceListener
     from .errors import (
+        AuthenticationError,
         ConfigError,
         KafkaConnectionError,
         KafkaError,
         KafkaTimeoutError,
         ProducerFencedError,
+        SaslAuthenticationError,
+        SslAuthenticationError,
         TransactionAbortableError,
         TransactionStateError,
     )
@@ -59,11 +62,14 @@ _LAZY: dict[str, str] = {
     "MemberDescription": ".aio.admin",
     "NewTopic": ".aio.admin",
     "ConsumerRebalanceListener": ".aio.consumer",
+    "AuthenticationError": ".errors",
     "ConfigError": ".errors",
     "KafkaConnectionError": ".errors",
     "KafkaError": ".errors",
     "KafkaTimeoutError": ".errors",
     "ProducerFencedError": ".errors",
+    "SaslAuthenticationError": ".errors",
+    "SslAuthenticationError": ".errors",
     "TransactionAbortableError": ".errors",
     "TransactionStateError": ".errors",
     "ConsumerRecord": ".types",
@@ -92,6 +98,7 @@ def __dir__() -> list[str]:
 
 __all__ = [
     "Admin",
+    "AuthenticationError",
     "ConfigEntry",
     "ConfigError",
     "Consumer",
@@ -110,6 +117,8 @@ __all__ = [
     "Producer",
     "ProducerFencedError",
     "RecordMetadata",
+    "SaslAuthenticationError",
+    "SslAuthenticationError",
     "TopicDescription",
     "TopicPartition",
     "TransactionAbortableError",

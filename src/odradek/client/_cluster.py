@@ -26,6 +26,7 @@ from typing import Any
 from . import _protocol as proto
 from ._config import parse_bootstrap
 from ._conn import BrokerConnection
+from ._security import ClientSecurity
 from .errors import BrokerNotAvailableError, KafkaConnectionError, KafkaError, KafkaTimeoutError
 from .types import PartitionInfo, TopicPartition
 
@@ -39,6 +40,8 @@ class Cluster:
         self.config = config
         self.client_id: str = config["client.id"]
         self.bootstrap = parse_bootstrap(config["bootstrap.servers"])
+        # TLS context and SASL credentials, built once (None: PLAINTEXT); raises ConfigError
+        self.security = ClientSecurity.from_config(config)
         self.brokers: dict[int, tuple[str, int]] = {}
         self.topics: dict[str, list[PartitionInfo]] = {}
         self.topic_errors: dict[str, int] = {}
@@ -105,6 +108,7 @@ class Cluster:
                 client_id=self.client_id,
                 request_timeout_ms=self.config["request.timeout.ms"],
                 connect_timeout_ms=self.config["socket.connection.setup.timeout.ms"],
+                security=self.security,
             )
         except KafkaError:
             base = self.config["reconnect.backoff.ms"] / 1000

@@ -52,6 +52,21 @@ def _choice(*choices: str) -> Callable[[Any], str]:
     return conv
 
 
+def _upper_choice(*choices: str) -> Callable[[Any], str]:
+    def conv(v: Any) -> str:
+        s = str(v).strip().upper()
+        if s not in choices:
+            raise ValueError(f"must be one of {', '.join(choices)}")
+        return s
+
+    return conv
+
+
+def _secret(v: Any) -> Any:
+    """A password or token: kept as given (a str, or for ``sasl.oauthbearer.token`` a callable)."""
+    return v
+
+
 def _acks(v: Any) -> int:
     s = str(v).strip().lower()
     if s == "all":
@@ -75,7 +90,24 @@ COMMON: Spec = {
     "metadata.max.age.ms": (_int, 300000),
     "socket.connection.setup.timeout.ms": (_int, 10000),
     "connections.max.idle.ms": (_int, 540000),
-    "security.protocol": (_choice("plaintext"), "plaintext"),
+    # security (client/_security.py): Kafka's Java client keys
+    "security.protocol": (_upper_choice("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"), "PLAINTEXT"),
+    "ssl.truststore.location": (_str, None),
+    "ssl.truststore.type": (_upper_choice("PEM", "PKCS12", "JKS"), None),
+    "ssl.truststore.password": (_secret, None),
+    "ssl.truststore.certificates": (_str, None),
+    "ssl.keystore.location": (_str, None),
+    "ssl.keystore.type": (_upper_choice("PEM", "PKCS12", "JKS"), None),
+    "ssl.keystore.password": (_secret, None),
+    "ssl.keystore.key": (_secret, None),
+    "ssl.keystore.certificate.chain": (_str, None),
+    "ssl.key.password": (_secret, None),
+    "ssl.endpoint.identification.algorithm": (lambda v: str(v).strip().lower(), "https"),
+    "ssl.enabled.protocols": (_str, "TLSv1.2,TLSv1.3"),
+    "ssl.cipher.suites": (_str, ""),
+    "sasl.mechanism": (_upper_choice("GSSAPI", "PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512", "OAUTHBEARER"), "GSSAPI"),
+    "sasl.jaas.config": (_secret, None),
+    "sasl.oauthbearer.token": (_secret, None),
     "receive.buffer.bytes": (_int, 65536),
     "send.buffer.bytes": (_int, 131072),
 }

@@ -5,20 +5,46 @@ to v0 when the broker answers UNSUPPORTED_VERSION). ``request(entity)`` sends a 
 awaits its decoded response; any number of requests may be in flight; responses are matched by
 correlation id (Kafka answers in order per connection, but matching does not rely on it).
 When the connection drops, every pending request fails with ``KafkaConnectionError``.
+
+With ``security`` (``_security.ClientSecurity``, None for PLAINTEXT) the socket is TLS-wrapped
+by asyncio (the handshake is part of ``open``'s connect timeout) and, after ApiVersions, SASL
+authenticates before ``open`` returns; a TLS handshake that fails (the broker's certificate,
+or the broker refusing ours) raises ``SslAuthenticationError``, a refused SASL exchange
+``SaslAuthenticationError``. Nothing changes per request: a secured connection is the same
+protocol object over a TLS transport.
+
+Re-authentication (KIP-368): when SaslAuthenticate tells a session lifetime (the broker's
+``connections.max.reauth.ms``, or an OAUTHBEARER token's expiry), the connection authenticates
+again on the same socket at 85-95 % of it: new requests are held (written later, in order,
+with the correlation ids they were given), the requests already written are answered, then
+SaslHandshake and SaslAuthenticate run again, then the held requests go out. The broker closes
+a connection whose session expired at its next request, so a lost race costs a reconnect,
+which authenticates anew. While nothing is held, ``send_frame`` costs one comparison more.
 """
 
 from __future__ import annotations
 
 import asyncio
+import random
 import socket
+import ssl
 import struct
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from odradek.protocol.framing import FrameDecoder
 
 from . import _protocol as proto
-from .errors import KafkaConnectionError, KafkaTimeoutError, UnsupportedVersionError
+from .errors import (
+    KafkaConnectionError,
+    KafkaError,
+    KafkaTimeoutError,
+    SslAuthenticationError,
+    UnsupportedVersionError,
+)
+
+if TYPE_CHECKING:
+    from ._security import ClientSecurity
 
 __all__ = ["BrokerConnection"]
 
@@ -41,6 +67,12 @@ class BrokerConnection(asyncio.Protocol):
         self._closed_exc: Exception | None = None
         self._paused = False
         self._drain_waiters: list[asyncio.Future[None]] = []
+        # KIP-368: frames held while re-authenticating (None: not re-authenticating)
+        self._held: list[Sequence[bytes | memoryview]] | None = None
+        self._security: ClientSecurity | None = None
+        self._reauth_timer: asyncio.TimerHandle | None = None
+        self._reauth_task: asyncio.Task[None] | None = None
+        self._opened = False  # open() returned: a TLS error is no longer about authentication
 
     # -- connection lifecycle ---------------------------------------------------------------
     @classmethod
@@ -53,20 +85,44 @@ class BrokerConnection(asyncio.Protocol):
         client_id: str = "odradek",
         request_timeout_ms: int = 30000,
         connect_timeout_ms: int = 10000,
+        security: ClientSecurity | None = None,
     ) -> BrokerConnection:
         loop = asyncio.get_running_loop()
         conn = cls(node_id, host, port, client_id, request_timeout_ms)
+        context = security.ssl_context if security is not None else None
         try:
-            await asyncio.wait_for(
-                loop.create_connection(lambda: conn, host, port), connect_timeout_ms / 1000
-            )
+            if context is None:
+                connect = loop.create_connection(lambda: conn, host, port)
+            else:
+                connect = loop.create_connection(
+                    lambda: conn, host, port, ssl=context, server_hostname=host,
+                    ssl_handshake_timeout=connect_timeout_ms / 1000,
+                )
+            await asyncio.wait_for(connect, connect_timeout_ms / 1000)
+        except ssl.SSLError as exc:
+            raise SslAuthenticationError(f"TLS handshake with {host}:{port} failed: {exc}") from exc
         except (TimeoutError, OSError) as exc:
             raise KafkaConnectionError(f"cannot connect to {host}:{port}: {exc}") from exc
         try:
-            await conn._negotiate()
+            try:
+                await conn._negotiate()
+            except KafkaConnectionError as exc:
+                if context is None:
+                    raise
+                # closed before answering ApiVersions, right after the handshake: with TLS 1.3
+                # this is how a broker refuses our certificate (or its absence)
+                raise SslAuthenticationError(
+                    f"{host}:{port} closed the connection after the TLS handshake ({exc}): "
+                    "does the broker require a client certificate (ssl.keystore.*) it trusts?"
+                ) from exc
+            if security is not None:
+                lifetime_ms = await security.authenticate(conn)
+                conn._security = security
+                conn._schedule_reauthentication(lifetime_ms)
         except BaseException:
             conn.close()
             raise
+        conn._opened = True
         return conn
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
@@ -79,7 +135,10 @@ class BrokerConnection(asyncio.Protocol):
                 pass
 
     def connection_lost(self, exc: Exception | None) -> None:
-        self._fail_all(KafkaConnectionError(f"connection to {self.host}:{self.port} lost: {exc or 'closed'}"))
+        if isinstance(exc, ssl.SSLError) and not self._opened:  # e.g. TLS 1.3's refusal of our certificate
+            self._fail_all(SslAuthenticationError(f"TLS with {self.host}:{self.port} failed: {exc}"))
+        else:
+            self._fail_all(KafkaConnectionError(f"connection to {self.host}:{self.port} lost: {exc or 'closed'}"))
         self.transport = None
 
     def pause_writing(self) -> None:
@@ -115,6 +174,10 @@ class BrokerConnection(asyncio.Protocol):
     def _fail_all(self, exc: Exception) -> None:
         if self._closed_exc is None:
             self._closed_exc = exc
+        if self._reauth_timer is not None:
+            self._reauth_timer.cancel()
+            self._reauth_timer = None
+        self._held = None
         pending, self._pending = self._pending, {}
         for _k, _v, fut, _raw in pending.values():
             if not fut.done():
@@ -172,11 +235,52 @@ class BrokerConnection(asyncio.Protocol):
         if expect_response:
             fut = asyncio.get_running_loop().create_future()
             self._pending[corr] = (api_key, version, fut, raw)
+        if self._held is not None and api_key != 17 and api_key != 36:  # re-authenticating
+            self._held.append(parts)
+            return fut
         if len(parts) == 1:
             transport.write(parts[0])
         else:
             transport.writelines(parts)
         return fut
+
+    # -- re-authentication (KIP-368) ---------------------------------------------------------
+    def _schedule_reauthentication(self, lifetime_ms: int) -> None:
+        if lifetime_ms <= 0 or self._closed_exc is not None:
+            return
+        delay = lifetime_ms / 1000 * random.uniform(0.85, 0.95)
+        self._reauth_timer = asyncio.get_running_loop().call_later(delay, self._start_reauthentication)
+
+    def _start_reauthentication(self) -> None:
+        self._reauth_timer = None
+        if self._closed_exc is not None or self.transport is None:
+            return
+        self._held = []
+        self._reauth_task = asyncio.ensure_future(self._reauthenticate())
+
+    async def _reauthenticate(self) -> None:
+        security = self._security
+        assert security is not None
+        written = [fut for _k, _v, fut, _raw in self._pending.values() if not fut.done()]
+        try:
+            if written:  # the broker takes only SASL requests until the exchange completes
+                await asyncio.wait(written, timeout=self.request_timeout)
+            lifetime_ms = await security.authenticate(self)
+        except Exception as exc:
+            failure = exc if isinstance(exc, KafkaError) else KafkaConnectionError(
+                f"re-authentication to {self.host}:{self.port} failed: {exc}")
+            self._fail_all(failure)
+            if self.transport is not None:
+                self.transport.close()
+                self.transport = None
+            return
+        held, self._held = self._held or [], None
+        transport = self.transport
+        if transport is None:
+            return
+        for parts in held:
+            transport.writelines(parts)
+        self._schedule_reauthentication(lifetime_ms)
 
     def next_correlation_id(self) -> int:
         return self._corr()

@@ -10,6 +10,7 @@ from __future__ import annotations
 from kio.schema.errors import ErrorCode
 
 __all__ = [
+    "AuthenticationError",
     "BrokerNotAvailableError",
     "ConfigError",
     "ErrorCode",
@@ -19,6 +20,8 @@ __all__ = [
     "ProducerClosedError",
     "ProducerFencedError",
     "RebalanceInProgressError",
+    "SaslAuthenticationError",
+    "SslAuthenticationError",
     "TransactionAbortableError",
     "TransactionStateError",
     "UnsupportedVersionError",
@@ -72,6 +75,35 @@ class BrokerNotAvailableError(KafkaConnectionError):
 
     def __init__(self, message: str) -> None:
         KafkaError.__init__(self, message, int(ErrorCode.broker_not_available), retriable=True)
+
+
+class AuthenticationError(KafkaError):
+    """The broker did not accept this client's credentials (Kafka's
+    ``AuthenticationException``): not retriable, raised to the caller at once instead of
+    retrying until a timeout. Subclasses say whether TLS or SASL refused."""
+
+    def __init__(self, message: str, code: int) -> None:
+        super().__init__(message, code, retriable=False)
+
+
+class SaslAuthenticationError(AuthenticationError):
+    """SASL authentication failed (Kafka's ``SaslAuthenticationException``,
+    SASL_AUTHENTICATION_FAILED = 58): a wrong password, an unknown user, a refused token, a
+    mechanism the broker does not enable (UNSUPPORTED_SASL_MECHANISM = 33). The message is the
+    broker's."""
+
+    def __init__(self, message: str, code: int = int(ErrorCode.sasl_authentication_failed)) -> None:
+        super().__init__(message, code)
+
+
+class SslAuthenticationError(AuthenticationError):
+    """The TLS handshake failed (Kafka's ``SslAuthenticationException``): the broker's
+    certificate does not verify against the trust store or its host name does not match, or
+    the broker refused this client's certificate (or its absence, with
+    ``ssl.client.auth=required``)."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message, -1)  # Kafka has no error code for it: it never crosses the wire
 
 
 class KafkaTimeoutError(KafkaError, TimeoutError):

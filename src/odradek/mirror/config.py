@@ -10,6 +10,10 @@ escapes) and remembers the line of every key, ``load_config`` resolves it as MM2
   ``A.admin.<key>`` for one client only); top-level client keys apply to every cluster.
 * ``A->B.enabled = true`` turns a flow on (MM2's default is off). Every flow setting is read
   from ``A->B.<key>`` first, then from the top level, then MM2's default.
+* security as the Java clients configure it, per cluster: ``A.security.protocol`` (PLAINTEXT,
+  SSL, SASL_PLAINTEXT, SASL_SSL), ``A.sasl.mechanism``, ``A.sasl.jaas.config``,
+  ``A.ssl.truststore.location``, ``A.ssl.keystore.*`` ... (``odradek.client._security``);
+  the settings of each cluster are checked together at start (files opened, JAAS parsed).
 * ``exactly.once.source.support`` (``enabled`` | ``preparing`` | ``disabled``) globally, or
   ``B.exactly.once.source.support`` for the flows that target B (KIP-618's per-worker setting).
 
@@ -417,6 +421,7 @@ def _registry(props: Properties, alias: str) -> str | None:
 def _validate_clients(props: Properties, clients: Mapping[str, Mapping[str, Mapping[str, str]]], used: set[str]) -> None:
     """Every used cluster's client settings must be ones odradek.client accepts."""
     from odradek.client._config import ADMIN, CONSUMER, PRODUCER, parse_config
+    from odradek.client._security import ClientSecurity
     from odradek.client.errors import ConfigError
 
     specs = {"consumer": CONSUMER, "producer": PRODUCER, "admin": ADMIN}
@@ -429,6 +434,14 @@ def _validate_clients(props: Properties, clients: Mapping[str, Mapping[str, Mapp
                     parse_config({"bootstrap.servers": "x:1", k: v}, {**spec}, kind)
                 except ConfigError as exc:
                     raise MirrorConfigError(f"{_where_client(props, alias, kind, k)}: {exc}") from None
+            # the settings together: TLS stores that open, SASL credentials that parse
+            try:
+                ClientSecurity.from_config(parse_config({"bootstrap.servers": "x:1", **clients[alias][kind]}, spec, kind))
+            except ConfigError as exc:
+                message = str(exc)
+                key = next((k for k in sorted(clients[alias][kind], key=len, reverse=True) if message.startswith(k)), None)
+                where = _where_client(props, alias, kind, key) if key else f"{props.source}: cluster {alias}'s {kind} settings"
+                raise MirrorConfigError(f"{where}: {message}") from None
 
 
 def _where_client(props: Properties, alias: str, kind: str, key: str) -> str:

@@ -38,6 +38,7 @@ from .._cluster import Cluster
 from .._futures import BatchResult
 from .._signal import Signal
 from ..errors import (
+    AuthenticationError,
     KafkaConnectionError,
     KafkaError,
     KafkaTimeoutError,
@@ -190,6 +191,9 @@ class Sender:
     async def _open_connection(self, node: int) -> None:
         try:
             await self.cluster.connection(node)
+        except AuthenticationError as exc:  # not retried: what is queued fails with it now
+            log.warning("connection to node %s refused: %s", node, exc)
+            self.fail_queued(exc)
         except KafkaError as exc:
             log.debug("connection to node %s failed: %s", node, exc)
         finally:

@@ -27,7 +27,7 @@ from .. import _records
 from .._cluster import Cluster
 from .._config import CONSUMER, parse_config
 from .._signal import Signal
-from ..errors import KafkaConnectionError, KafkaError, KafkaTimeoutError
+from ..errors import AuthenticationError, KafkaConnectionError, KafkaError, KafkaTimeoutError
 from ..types import ConsumerRecord, OffsetAndMetadata, OffsetAndTimestamp, TopicPartition
 from ._group import GroupHost, GroupMembership
 from ._offsets import commit_group_offsets, fetch_group_offsets, list_offsets
@@ -553,6 +553,8 @@ class AsyncConsumer:
                 pass
         except KafkaError as exc:
             log.debug("fetch from node %s failed: %s", node, exc)
+            if isinstance(exc, AuthenticationError):  # raised by the next poll, as Java's consumer
+                self._fetch_error = exc
             await asyncio.sleep(c["retry.backoff.ms"] / 1000)
         finally:
             in_flight_nodes.discard(node)
