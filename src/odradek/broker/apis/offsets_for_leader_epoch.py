@@ -14,25 +14,9 @@ to v2 by ``protocol.legacy_versions``.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from kio.schema.errors import ErrorCode
-from kio.schema.offset_for_leader_epoch.v2.request import (
-    OffsetForLeaderEpochRequest as OffsetForLeaderEpochRequestV2,
-)
-from kio.schema.offset_for_leader_epoch.v2.response import (
-    OffsetForLeaderEpochResponse as OffsetForLeaderEpochResponseV2,
-)
-from kio.schema.offset_for_leader_epoch.v3.request import (
-    OffsetForLeaderEpochRequest as OffsetForLeaderEpochRequestV3,
-)
-from kio.schema.offset_for_leader_epoch.v3.response import (
-    OffsetForLeaderEpochResponse as OffsetForLeaderEpochResponseV3,
-)
-from kio.schema.offset_for_leader_epoch.v4.request import (
-    OffsetForLeaderEpochRequest as OffsetForLeaderEpochRequestV4,
-)
-from kio.schema.offset_for_leader_epoch.v4.response import (
-    OffsetForLeaderEpochResponse as OffsetForLeaderEpochResponseV4,
-)
 
 from odradek.broker.api import ApiSpec, RequestContext
 from odradek.broker.apis import _authz
@@ -40,12 +24,38 @@ from odradek.broker.apis._util import NO_THROTTLE, make, response_types
 
 __all__ = ["API", "handle"]
 
-AnyOffsetForLeaderEpochRequest = (
-    OffsetForLeaderEpochRequestV2 | OffsetForLeaderEpochRequestV3 | OffsetForLeaderEpochRequestV4
-)
-AnyOffsetForLeaderEpochResponse = (
-    OffsetForLeaderEpochResponseV2 | OffsetForLeaderEpochResponseV3 | OffsetForLeaderEpochResponseV4
-)
+if TYPE_CHECKING:
+    # Only for the checker: importing every kio version costs the broker's start-up (the
+    # one a request uses is imported when it is first decoded).
+    from kio.schema.offset_for_leader_epoch.v2.request import (
+        OffsetForLeaderEpochRequest as OffsetForLeaderEpochRequestV2,
+    )
+    from kio.schema.offset_for_leader_epoch.v2.response import (
+        OffsetForLeaderEpochResponse as OffsetForLeaderEpochResponseV2,
+    )
+    from kio.schema.offset_for_leader_epoch.v3.request import (
+        OffsetForLeaderEpochRequest as OffsetForLeaderEpochRequestV3,
+    )
+    from kio.schema.offset_for_leader_epoch.v3.response import (
+        OffsetForLeaderEpochResponse as OffsetForLeaderEpochResponseV3,
+    )
+    from kio.schema.offset_for_leader_epoch.v4.request import (
+        OffsetForLeaderEpochRequest as OffsetForLeaderEpochRequestV4,
+    )
+    from kio.schema.offset_for_leader_epoch.v4.response import (
+        OffsetForLeaderEpochResponse as OffsetForLeaderEpochResponseV4,
+    )
+
+    AnyOffsetForLeaderEpochRequest = (
+        OffsetForLeaderEpochRequestV2
+        | OffsetForLeaderEpochRequestV3
+        | OffsetForLeaderEpochRequestV4
+    )
+    AnyOffsetForLeaderEpochResponse = (
+        OffsetForLeaderEpochResponseV2
+        | OffsetForLeaderEpochResponseV3
+        | OffsetForLeaderEpochResponseV4
+    )
 
 
 async def handle(
