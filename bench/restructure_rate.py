@@ -93,19 +93,28 @@ def settle(pids: list[int], timeout: float = 10.0) -> None:
 
 
 def paced_produce(
-    bootstrap: str, topic: str, records: int, rate: int, acks: str, max_seconds: float = 120.0
+    bootstrap: str,
+    topic: str,
+    records: int,
+    rate: int,
+    acks: str,
+    batch_records: int = 0,
+    max_seconds: float = 120.0,
 ) -> tuple[int, float]:
     """(records acknowledged, seconds): ``records`` records at most ``rate`` per second (paced in
-    ``STEP`` steps against the wall clock); raises on a delivery error or after ``max_seconds``."""
-    producer = Producer(
-        {
-            "bootstrap.servers": bootstrap,
-            "acks": acks,
-            "linger.ms": 5,
-            "batch.size": 262144,
-            "message.timeout.ms": 120_000,
-        }
-    )
+    ``STEP`` steps against the wall clock); raises on a delivery error or after ``max_seconds``.
+    ``batch_records`` > 0: batches are cut at that many records (batch.num.messages, linger.ms
+    1000), so the number of Produce requests does not follow the client's scheduling."""
+    config: dict[str, Any] = {
+        "bootstrap.servers": bootstrap,
+        "acks": acks,
+        "linger.ms": 5,
+        "batch.size": 262144,
+        "message.timeout.ms": 120_000,
+    }
+    if batch_records > 0:
+        config.update({"linger.ms": 1000, "batch.num.messages": batch_records})
+    producer = Producer(config)
     producer.list_topics(topic, timeout=30)
     value = b"x" * SIZE
     acked = 0
@@ -187,7 +196,13 @@ class Rf3:
         self.dirs = [c.brokers[b].data_dir for b in (self.leader, *self.followers)]
 
     def round(
-        self, records: int, rate: int, profile: Path | None, tag: str, cprofile: bool = False
+        self,
+        records: int,
+        rate: int,
+        profile: Path | None,
+        tag: str,
+        cprofile: bool = False,
+        batch_records: int = 0,
     ) -> dict[str, float]:
         settle(list(self.pids.values()))
         if cprofile:
@@ -200,7 +215,7 @@ class Rf3:
                         PySpy(self.pids[b], profile / f"{self.name}-{role}-{tag}.txt")
                     )
             before = {b: cpu(p) for b, p in self.pids.items()}
-            n, secs = paced_produce(self.bootstrap, self.topic, records, rate, "all")
+            n, secs = paced_produce(self.bootstrap, self.topic, records, rate, "all", batch_records)
             wait_caught_up(self.bootstrap, self.topic, PARTITIONS, self.dirs)
             after = {b: cpu(p) for b, p in self.pids.items()}
         if cprofile:
@@ -223,10 +238,12 @@ class Rf1:
         self.topic = f"rate-rf1-{name}"
         create(self.broker.bootstrap_servers, NewTopic(self.topic, PARTITIONS, 1))
 
-    def round(self, records: int, rate: int) -> dict[str, float]:
+    def round(self, records: int, rate: int, batch_records: int = 0) -> dict[str, float]:
         settle([self.pid])
         c0 = cpu(self.pid)
-        n, secs = paced_produce(self.broker.bootstrap_servers, self.topic, records, rate, "1")
+        n, secs = paced_produce(
+            self.broker.bootstrap_servers, self.topic, records, rate, "1", batch_records
+        )
         c1 = cpu(self.pid)
         return {"rf1": (c1 - c0) / n * 1e6, "rf1_rate": n / secs}
 
@@ -247,6 +264,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--rate", type=int, default=50_000)
     ap.add_argument("--records", type=int, default=250_000)
     ap.add_argument("--rounds", type=int, default=10)
+    ap.add_argument(
+        "--batch-records",
+        type=int,
+        default=0,
+        help="cut batches at this many records (default: linger.ms 5, as restructure_ab.py)",
+    )
     ap.add_argument("--rf1", action="store_true", help="also RF 1 (one broker per tree)")
     ap.add_argument("--no-rf3", action="store_true", help="leave RF 3 out (with --rf1)")
     ap.add_argument("--profile", type=Path, help="py-spy stacks into this directory")
@@ -281,11 +304,16 @@ def main(argv: list[str] | None = None) -> int:
                 if which in rf3:
                     row.update(
                         rf3[which].round(
-                            args.records, args.rate, args.profile, str(r), bool(args.cprofile)
+                            args.records,
+                            args.rate,
+                            args.profile,
+                            str(r),
+                            bool(args.cprofile),
+                            args.batch_records,
                         )
                     )
                 if which in rf1:
-                    row.update(rf1[which].round(args.records, args.rate))
+                    row.update(rf1[which].round(args.records, args.rate, args.batch_records))
                 runs[which].append(row)
                 print(
                     f"round {r + 1} {which}: " + ", ".join(f"{k} {v:.3g}" for k, v in row.items())
@@ -296,7 +324,8 @@ def main(argv: list[str] | None = None) -> int:
     load1 = os.getloadavg()
     print()
     print(
-        f"{args.rounds} rounds, {args.records:,} records of {SIZE} B at {args.rate:,}/s; "
+        f"{args.rounds} rounds, {args.records:,} records of {SIZE} B at {args.rate:,}/s"
+        f" (batches: {args.batch_records or 'linger.ms 5'}); "
         f"load average before {load0[0]:.1f}/{load0[1]:.1f}, after {load1[0]:.1f}/{load1[1]:.1f}"
     )
     print("| measure | old median (p25-p75) | new median (p25-p75) | new/old |")
