@@ -238,13 +238,19 @@ class Rf1:
         self.topic = f"rate-rf1-{name}"
         create(self.broker.bootstrap_servers, NewTopic(self.topic, PARTITIONS, 1))
 
-    def round(self, records: int, rate: int, batch_records: int = 0) -> dict[str, float]:
+    def round(
+        self, records: int, rate: int, batch_records: int = 0, cprofile: bool = False
+    ) -> dict[str, float]:
         settle([self.pid])
+        if cprofile:
+            os.kill(self.pid, signal.SIGUSR1)
         c0 = cpu(self.pid)
         n, secs = paced_produce(
             self.broker.bootstrap_servers, self.topic, records, rate, "1", batch_records
         )
         c1 = cpu(self.pid)
+        if cprofile:
+            os.kill(self.pid, signal.SIGUSR2)
         return {"rf1": (c1 - c0) / n * 1e6, "rf1_rate": n / secs}
 
 
@@ -276,7 +282,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument(
         "--cprofile",
         type=Path,
-        help="cProfile the RF 3 brokers during each round (pstats files in DIR/old, DIR/new)",
+        help="cProfile the brokers during each round (pstats files in DIR/old, DIR/new)",
     )
     ap.add_argument("--json", type=Path)
     args = ap.parse_args(argv)
@@ -313,7 +319,11 @@ def main(argv: list[str] | None = None) -> int:
                         )
                     )
                 if which in rf1:
-                    row.update(rf1[which].round(args.records, args.rate, args.batch_records))
+                    row.update(
+                        rf1[which].round(
+                            args.records, args.rate, args.batch_records, bool(args.cprofile)
+                        )
+                    )
                 runs[which].append(row)
                 print(
                     f"round {r + 1} {which}: " + ", ".join(f"{k} {v:.3g}" for k, v in row.items())
