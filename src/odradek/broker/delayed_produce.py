@@ -5,22 +5,20 @@ coordinator write after its leader appends (Kafka's ``DelayedProduce``).
 and returns a ``DelayedProduce`` holding the local outcomes (``results``, one per entry, in
 order) and, for every acks=-1 entry appended without error whose records are not yet below
 the high watermark, (index into results, partition, required offset, min.insync.replicas).
-``complete()`` waits for all of those through the replica manager's ``wait_for_acks``, one
-after the other against one deadline (the timeout from the start of ``complete``): each
-partition's outcome is the one it has when its HW passes, its leadership goes, or the deadline
-comes, as if all were awaited at once, without a task per partition. Then it returns the
-results with every entry that did not make it replaced by its error. With nothing to wait for
-it returns at once.
+``complete()`` waits for all of those at once through the replica manager's
+``wait_for_acks`` (at most the timeout, each; one partition is awaited directly, several in a
+task each), then returns the results with every entry that did not make it replaced by its
+error. With nothing to wait for it returns at once.
 """
 
 from __future__ import annotations
 
+import asyncio
 from typing import Protocol
 
 from kio.schema.errors import ErrorCode
 
 from odradek.broker.partition import LeaderAppendResult, Partition
-from odradek.clock import Clock
 
 __all__ = ["AcksWaiter", "DelayedProduce"]
 
@@ -28,10 +26,7 @@ _NONE = ErrorCode.none
 
 
 class AcksWaiter(Protocol):
-    """What ``DelayedProduce`` waits through (``ReplicaManager.wait_for_acks`` and its clock)."""
-
-    @property
-    def clock(self) -> Clock: ...
+    """What ``DelayedProduce`` waits through (``ReplicaManager.wait_for_acks``)."""
 
     async def wait_for_acks(
         self, handle: Partition, required_offset: int, min_insync: int, timeout_s: float
@@ -65,14 +60,19 @@ class DelayedProduce:
         if not waits:
             return self.results
         self._waits = []
-        replicas = self._replicas
-        wait = replicas.wait_for_acks
-        clock = replicas.clock
-        deadline = clock.monotonic() + self._timeout_s
+        wait = self._replicas.wait_for_acks
+        timeout_s = self._timeout_s
         results = self.results
-        for i, handle, end, min_insync in waits:
-            # a partition already done (or past the deadline) answers without suspending
-            code = await wait(handle, end, min_insync, max(0.0, deadline - clock.monotonic()))
+        if len(waits) == 1:  # the common case: no task, no gather
+            i, handle, end, min_insync = waits[0]
+            code = await wait(handle, end, min_insync, timeout_s)
+            if code is not _NONE:
+                results[i] = LeaderAppendResult(code)
+            return results
+        codes = await asyncio.gather(
+            *(wait(handle, end, min_insync, timeout_s) for _i, handle, end, min_insync in waits)
+        )
+        for (i, _handle, _end, _min), code in zip(waits, codes, strict=True):
             if code is not _NONE:
                 results[i] = LeaderAppendResult(code)
         return results
