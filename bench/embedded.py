@@ -18,7 +18,8 @@ and reported separately as "cold"):
 
 ``--against REV`` (e.g. ``553798a``, the last commit before the broker started the log
 cleaner's threads: the previous release's start-up) compares this tree with REV's ``src``
-(``git archive``, in a temporary directory), each in fresh child interpreters run in turn
+(``git archive``, in a temporary directory; ``--against-src DIR``: that tree's ``src`` as it
+is, e.g. a worktree), each in fresh child interpreters run in turn
 (A B A B ..., so that the machine's drift hits both), and prints the medians side by side:
 
 * ``EmbeddedBroker().start()`` returns / ``stop()`` (memory storage), --runs cycles in
@@ -316,7 +317,8 @@ def bench_process_ready_ab(
         for label, src in srcs.items():
             log_dir = tempfile.mkdtemp(prefix="odradek-bench-ready-")
             settings = ["listeners=PLAINTEXT://127.0.0.1:0", f"log.dirs={log_dir}"]
-            if "http.listeners" in (src / "odradek" / "broker" / "config.py").read_text():
+            config = src / "odradek" / "broker" / "config.py"  # a package in later trees
+            if not config.is_file() or "http.listeners" in config.read_text():
                 settings.append("http.listeners=http://127.0.0.1:0")
             cmd = [sys.executable, "-m", "odradek", "broker"]
             for item in settings:
@@ -356,11 +358,12 @@ def bench_process_ready_ab(
 
 
 def compare(rev: str, args: argparse.Namespace) -> None:
-    base = checkout_src(rev)
+    base = Path(args.against_src).resolve() if args.against_src else checkout_src(rev)
     srcs = {"this tree": ROOT / "src", f"{rev}": base}
     try:
-        cycles = bench_cycles_ab(srcs, args.runs, args.ab_rounds)
-        print(f"\nEmbeddedBroker (memory), {args.ab_rounds} x {args.runs} cycles each, in turn")
+        cycles = bench_cycles_ab(srcs, args.runs, args.ab_rounds) if args.runs else {}
+        if cycles:
+            print(f"\nEmbeddedBroker (memory), {args.ab_rounds} x {args.runs} cycles each, in turn")
         for label, (starts, stops) in cycles.items():
             print(f"  {label:12s} start() {summary(starts)}")
             print(f"  {'':12s} stop()  {summary(stops)}")
@@ -379,7 +382,8 @@ def compare(rev: str, args: argparse.Namespace) -> None:
                     f" {statistics.median(afters):.2f} s"
                 )
     finally:
-        shutil.rmtree(base.parent, ignore_errors=True)
+        if not args.against_src:
+            shutil.rmtree(base.parent, ignore_errors=True)
 
 
 def main() -> None:
@@ -391,6 +395,12 @@ def main() -> None:
     parser.add_argument("--storage", choices=["memory", "file"], default="memory")
     parser.add_argument("--profile", action="store_true")
     parser.add_argument("--against", default="", help="a git revision to compare with")
+    parser.add_argument(
+        "--against-src",
+        default="",
+        help="with --against: that revision's src directory as it is (e.g. a worktree whose"
+        " bytecode cache is kept) instead of a git archive",
+    )
     parser.add_argument("--ab-rounds", type=int, default=3)
     parser.add_argument("--after-ready", type=float, default=3.0)
     parser.add_argument("--memory-child", type=int, default=0, help=argparse.SUPPRESS)

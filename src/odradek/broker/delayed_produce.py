@@ -6,8 +6,9 @@ and returns a ``DelayedProduce`` holding the local outcomes (``results``, one pe
 order) and, for every acks=-1 entry appended without error whose records are not yet below
 the high watermark, (index into results, partition, required offset, min.insync.replicas).
 ``complete()`` waits for all of those at once through the replica manager's
-``wait_for_acks`` (at most the timeout, each), then returns the results with every entry that
-did not make it replaced by its error. With nothing to wait for it returns at once.
+``wait_for_acks`` (at most the timeout, each; one partition is awaited directly, several in a
+task each), then returns the results with every entry that did not make it replaced by its
+error. With nothing to wait for it returns at once.
 """
 
 from __future__ import annotations
@@ -61,10 +62,16 @@ class DelayedProduce:
         self._waits = []
         wait = self._replicas.wait_for_acks
         timeout_s = self._timeout_s
+        results = self.results
+        if len(waits) == 1:  # the common case: no task, no gather
+            i, handle, end, min_insync = waits[0]
+            code = await wait(handle, end, min_insync, timeout_s)
+            if code is not _NONE:
+                results[i] = LeaderAppendResult(code)
+            return results
         codes = await asyncio.gather(
             *(wait(handle, end, min_insync, timeout_s) for _i, handle, end, min_insync in waits)
         )
-        results = self.results
         for (i, _handle, _end, _min), code in zip(waits, codes, strict=True):
             if code is not _NONE:
                 results[i] = LeaderAppendResult(code)

@@ -14,7 +14,8 @@ either *truncating* or *fetching*:
   end of the same epoch; if the leader answers an older epoch the follower does not hold, the
   follower cuts to its end of the largest epoch below and asks again. A log without epochs
   truncates to its high watermark. Then the partition fetches.
-* **Fetching**: Fetch v12 with ``replica_id`` = own id, ``fetch_offset`` = the log end,
+* **Fetching**: Fetch v12 (its body written by ``protocol.fetch_request_encoder``, the
+  answer decoded by kio) with ``replica_id`` = own id, ``fetch_offset`` = the log end,
   ``last_fetched_epoch`` = the log's latest epoch. A ``diverging_epoch`` in the answer is
   truncated the same way (back to truncating if not settled); records are appended as they
   are (``PartitionLog.append_as_follower``: offsets and epochs kept); then the high watermark
@@ -39,21 +40,27 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import datetime
 import logging
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any, Protocol
 
 from kio.schema.errors import ErrorCode
-from kio.schema.fetch.v12 import request as fetch_v12
 from kio.schema.offset_for_leader_epoch.v4 import request as ofle_v4
 
 from odradek.broker.inter_broker_client import InterBrokerClient, InterBrokerRequestError, Node
 from odradek.broker.partition import Partition
 from odradek.clock import Clock
 from odradek.coordinator.records import java_string_hash
+from odradek.protocol.fetch_request_encoder import (
+    FETCH_API_KEY,
+    REPLICA_FETCH_VERSION,
+    ReplicaFetchPartition,
+    encode_replica_fetch_body,
+)
+from odradek.protocol.messages import decode_response
 from odradek.protocol.messages import make_entity as make
+from odradek.protocol.network_client import OutboundRequest
 from odradek.storage import PartitionLog
 from odradek.storage.errors import (
     CorruptRecordError,
@@ -68,6 +75,10 @@ log = logging.getLogger("odradek.replication")
 
 _NONE = ErrorCode.none
 _OUT_OF_RANGE = ErrorCode.offset_out_of_range
+
+
+def _decode_fetch_response(version: int, body: memoryview) -> Any:
+    return decode_response(FETCH_API_KEY, version, body)
 
 
 class _ReplicationSettings(Protocol):
@@ -401,38 +412,37 @@ class ReplicaFetcher:
 
     async def _fetch(self, states: list[_FetchState]) -> None:
         cfg = self.config
-        topics: dict[str, list[Any]] = {}
+        topics: dict[str, list[ReplicaFetchPartition]] = {}
         sent: dict[tuple[str, int], tuple[_FetchState, int]] = {}
         for s in states:
             p = s.partition
             plog = p.log
+            end = plog.log_end_offset
             topics.setdefault(p.topic, []).append(
-                make(
-                    fetch_v12.FetchPartition,
-                    partition=p.partition,
-                    current_leader_epoch=s.leader_epoch,
-                    fetch_offset=plog.log_end_offset,
-                    last_fetched_epoch=latest_epoch(plog),
-                    log_start_offset=plog.log_start_offset,
-                    partition_max_bytes=cfg.partition_max_bytes,
+                (
+                    p.partition,
+                    s.leader_epoch,
+                    end,
+                    latest_epoch(plog),
+                    plog.log_start_offset,
+                    cfg.partition_max_bytes,
                 )
             )
-            sent[(p.topic, p.partition)] = (s, plog.log_end_offset)
-        request = make(
-            fetch_v12.FetchRequest,
-            replica_id=self.node_id,
-            max_wait=datetime.timedelta(milliseconds=cfg.max_wait_ms),
-            min_bytes=cfg.min_bytes,
-            max_bytes=cfg.response_max_bytes,
-            isolation_level=0,
-            session_id=0,
-            session_epoch=-1,
-            topics=tuple(
-                make(fetch_v12.FetchTopic, topic=t, partitions=tuple(ps))
-                for t, ps in topics.items()
-            ),
-            forgotten_topics_data=(),
-            rack_id="",
+            sent[(p.topic, p.partition)] = (s, end)
+        body = encode_replica_fetch_body(
+            self.node_id,
+            cfg.max_wait_ms,
+            cfg.min_bytes,
+            cfg.response_max_bytes,
+            list(topics.items()),
+        )
+        request = OutboundRequest(
+            FETCH_API_KEY,
+            REPLICA_FETCH_VERSION,
+            REPLICA_FETCH_VERSION,
+            lambda _version: body,
+            _decode_fetch_response,
+            "FetchRequest",
         )
         response = await self._call(request, cfg.socket_timeout_ms + cfg.max_wait_ms)
         if response.error_code is not _NONE:

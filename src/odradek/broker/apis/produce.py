@@ -42,15 +42,9 @@ copy; smaller requests are kio entities (faster to decode). Both have the same f
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from kio.schema.errors import ErrorCode
-from kio.schema.produce.v3.request import ProduceRequest as ProduceRequestV3
-from kio.schema.produce.v4.request import ProduceRequest as ProduceRequestV4
-from kio.schema.produce.v5.request import ProduceRequest as ProduceRequestV5
-from kio.schema.produce.v6.request import ProduceRequest as ProduceRequestV6
-from kio.schema.produce.v7.request import ProduceRequest as ProduceRequestV7
-from kio.schema.produce.v8.request import ProduceRequest as ProduceRequestV8
-from kio.schema.produce.v9.request import ProduceRequest as ProduceRequestV9
-from kio.schema.produce.v10.request import ProduceRequest as ProduceRequestV10
 
 from odradek.broker.api import ApiSpec, EncodedResponse, RequestContext
 from odradek.broker.apis import _authz
@@ -65,19 +59,32 @@ from odradek.protocol.produce_response import encode_produce_response
 
 __all__ = ["API", "handle"]
 
-DecodedProduceRequest = (
-    ProduceRequest
-    | ProduceRequestV3
-    | ProduceRequestV4
-    | ProduceRequestV5
-    | ProduceRequestV6
-    | ProduceRequestV7
-    | ProduceRequestV8
-    | ProduceRequestV9
-    | ProduceRequestV10
-)
-"""What ``decode_produce_request`` gives: kio's request below 16 KiB, the zero-copy one above
-(the same field names, but ``timeout_ms`` for kio's ``timeout``)."""
+if TYPE_CHECKING:
+    # Only for the checker: importing every kio version costs the broker's start-up (the
+    # one a request uses is imported when it is first decoded).
+    from kio.schema.produce.v3.request import ProduceRequest as ProduceRequestV3
+    from kio.schema.produce.v4.request import ProduceRequest as ProduceRequestV4
+    from kio.schema.produce.v5.request import ProduceRequest as ProduceRequestV5
+    from kio.schema.produce.v6.request import ProduceRequest as ProduceRequestV6
+    from kio.schema.produce.v7.request import ProduceRequest as ProduceRequestV7
+    from kio.schema.produce.v8.request import ProduceRequest as ProduceRequestV8
+    from kio.schema.produce.v9.request import ProduceRequest as ProduceRequestV9
+    from kio.schema.produce.v10.request import ProduceRequest as ProduceRequestV10
+
+    DecodedProduceRequest = (
+        ProduceRequest
+        | ProduceRequestV3
+        | ProduceRequestV4
+        | ProduceRequestV5
+        | ProduceRequestV6
+        | ProduceRequestV7
+        | ProduceRequestV8
+        | ProduceRequestV9
+        | ProduceRequestV10
+    )
+    """What ``decode_produce_request`` gives: kio's request below 16 KiB, the zero-copy one above
+    (the same field names, but ``timeout_ms`` for kio's ``timeout``)."""
+
 
 _NONE = ErrorCode.none
 _TXN_STATE = ErrorCode.invalid_txn_state
