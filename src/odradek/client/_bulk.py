@@ -96,7 +96,8 @@ def column_ints(col: Any) -> list[Any]:
 
         if pa.types.is_timestamp(col.type):
             col = col.cast(pa.timestamp("ms", tz=col.type.tz)).cast(pa.int64())
-        return col.to_pylist()
+        values: list[Any] = col.to_pylist()
+        return values
     return list(col)
 
 

@@ -159,7 +159,8 @@ class Cluster:
         self._wanted_topics.update(topics)
 
     def metadata_stale(self) -> bool:
-        return time.monotonic() - self._metadata_time > self.config["metadata.max.age.ms"] / 1000
+        max_age_s = float(self.config["metadata.max.age.ms"]) / 1000
+        return time.monotonic() - self._metadata_time > max_age_s
 
     async def refresh(self, topics: Iterable[str] | None = None, *, all_topics: bool = False, auto_create: bool = False) -> None:
         """Fetch metadata for ``topics`` (plus those wanted before), or every topic."""

@@ -90,9 +90,8 @@ class AvroSchema:
         found: list[tuple[str, str, str]] = []
         _RECORDING.found = found
         try:
-            result = ReaderWriterCompatibilityChecker().get_compatibility(
-                self.parsed, writer.parsed
-            )
+            checker_type: Any = ReaderWriterCompatibilityChecker  # avro's code is untyped
+            result = checker_type().get_compatibility(self.parsed, writer.parsed)
         finally:
             _RECORDING.found = None
         if result.compatibility is SchemaCompatibilityType.compatible:

@@ -164,7 +164,7 @@ def _from_text(text: str) -> tuple[str, dict[str, Fields], set[str]]:
     from proto_schema_parser import ast
     from proto_schema_parser.parser import Parser
 
-    class _Raise(ErrorListener):
+    class _Raise(ErrorListener):  # type: ignore[misc, unused-ignore]  # antlr4 is untyped
         def syntaxError(
             self, recognizer: Any, symbol: Any, line: int, column: int, msg: str, e: Any
         ) -> None:

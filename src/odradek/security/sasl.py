@@ -197,6 +197,9 @@ class SaslServerAuthenticator:
 
     # -- SaslAuthenticate and raw tokens ----------------------------------------------------
 
+    def _complete(self) -> bool:
+        return self.state is SaslState.COMPLETE
+
     def authenticate(self, auth_bytes: bytes) -> AuthenticateResult:
         """One SaslAuthenticate request's token -> its answer."""
         if self.state is not SaslState.AUTHENTICATE or self.raw_tokens:
@@ -210,7 +213,7 @@ class SaslServerAuthenticator:
         except AuthenticationError as exc:
             return AuthenticateResult(SASL_AUTHENTICATION_FAILED, str(exc), b"")
         lifetime = 0
-        if self.state is SaslState.COMPLETE and self.session_expires_ms is not None:
+        if self._complete() and self.session_expires_ms is not None:
             lifetime = max(0, self.session_expires_ms - self._now_ms())
         return AuthenticateResult(NONE, None, challenge, lifetime)
 

@@ -696,7 +696,7 @@ class LogCleanerManager:
     def first_dirty_offset(self, log: Any) -> int:
         """The checkpointed first dirty offset, reset to the log start offset when it is out of
         range (Kafka's rule)."""
-        offset = self._checkpoints.get((log.topic, log.partition), log.log_start_offset)
+        offset: int = self._checkpoints.get((log.topic, log.partition), log.log_start_offset)
         if offset < log.log_start_offset or offset > log.log_end_offset:
             offset = log.log_start_offset
         return offset

@@ -95,7 +95,7 @@ class FutureLog:
         for segment in self.source.segments:
             done = self._copied.get(segment.base_offset)
             if done is None or done[0] is not segment or done[1] < segment.size:
-                return segment.base_offset
+                return int(segment.base_offset)
         return self.source.log_end_offset
 
     def remaining_bytes(self) -> int:

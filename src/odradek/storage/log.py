@@ -318,7 +318,9 @@ class LogBase:
         start = self.log_start_offset
         for segment in self.segments:
             if segment.max_timestamp >= timestamp_ms and segment.next_offset > start:
-                found = segment.find_offset_by_timestamp(timestamp_ms, start)
+                found: tuple[int, int] | None = segment.find_offset_by_timestamp(
+                    timestamp_ms, start
+                )
                 if found is not None:
                     return found
         return None

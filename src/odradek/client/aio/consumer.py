@@ -418,7 +418,7 @@ class AsyncConsumer:
                     log.debug("auto commit failed: %s", exc)
 
     def _spawn(self, coro: Any) -> asyncio.Task[Any]:
-        t = asyncio.ensure_future(coro)
+        t: asyncio.Task[Any] = asyncio.ensure_future(coro)
         self._tasks.add(t)
         t.add_done_callback(self._tasks.discard)
         return t

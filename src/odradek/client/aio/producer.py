@@ -220,7 +220,7 @@ class AsyncProducer:
     def _give_up_after(self) -> float:
         """How long flush()/close() without a timeout wait: delivery.timeout.ms bounds every
         batch in a queue, request.timeout.ms one in flight (plus a second of slack)."""
-        return self._delivery_timeout + self._request_timeout + 1.0
+        return float(self._delivery_timeout + self._request_timeout + 1.0)
 
     async def flush(self, timeout: float | None = None) -> None:
         """Send everything buffered now and wait until it is acknowledged (or failed).
