@@ -4,6 +4,8 @@ VENV := .venv
 BIN := $(VENV)/bin
 SUDO := $(shell [ "$$(id -u)" = "0" ] || echo sudo)
 PYTEST_ARGS ?=
+# the packages held to `mypy --strict` (the broker and what decides for it)
+STRICT_PACKAGES := src/odradek/broker src/odradek/coordinator src/odradek/controller src/odradek/cluster
 
 .PHONY: run test check package-check stress spark-kill test-cluster-slow venv install install-test system-deps lint typecheck bench clean console-assets
 
@@ -12,6 +14,8 @@ run: install ## create .venv, install odradek, start one broker on 127.0.0.1:909
 
 test: install-test system-deps ## install what the tests need, then run the whole suite
 	$(BIN)/ruff check src tests bench tools
+	$(BIN)/mypy
+	$(BIN)/mypy --strict $(STRICT_PACKAGES)
 	$(BIN)/python tools/check_docs.py
 	$(BIN)/python tools/package_check.py
 	$(BIN)/python tools/package_check.py --no-compiler
@@ -20,6 +24,7 @@ test: install-test system-deps ## install what the tests need, then run the whol
 check: install-test ## the quick tier: ruff, mypy, the docs check and the tests that start no broker, ZooKeeper, Spark or browser
 	$(BIN)/ruff check src tests bench tools
 	$(BIN)/mypy
+	$(BIN)/mypy --strict $(STRICT_PACKAGES)
 	$(BIN)/python tools/check_docs.py
 	$(BIN)/python -m pytest -p no:cacheprovider -m "not interop and not spark and not slow" $$($(BIN)/python tools/quick_tests.py) $(PYTEST_ARGS)
 
