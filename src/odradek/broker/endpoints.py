@@ -322,6 +322,13 @@ class Endpoints:
         endpoint = self.by_name(self.config.advertised_listener.name) or self.endpoints[0]
         return endpoint.address
 
+    def registered_listeners(self) -> tuple[tuple[str, str, int, str], ...]:
+        """(name, advertised host, port, security protocol) of every listener, the registered
+        one first: what this broker registers (``/brokers/ids/<id>``'s ``endpoints``)."""
+        first = self.by_name(self.config.advertised_listener.name) or self.endpoints[0]
+        ordered = [first, *(e for e in self.endpoints if e is not first)]
+        return tuple((e.name, *e.address, e.security_protocol) for e in ordered)
+
     def by_name(self, name: str) -> ListenerEndpoint | None:
         for endpoint in self.endpoints:
             if endpoint.name == name:

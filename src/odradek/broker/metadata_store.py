@@ -82,13 +82,16 @@ class MetadataUnavailableError(MetadataError):
 @dataclass(frozen=True, slots=True)
 class BrokerInfo:
     """A live broker: id, advertised address, rack and epoch (ZooKeeper: czxid of
-    ``/brokers/ids/<id>``)."""
+    ``/brokers/ids/<id>``). ``listeners``: (listener name, host, port, security protocol) of
+    each of its advertised listeners, the registered one first (empty: only ``host``:``port``
+    is known); clients are told the address on the listener they came in on."""
 
     node_id: int
     host: str
     port: int
     rack: str | None = None
     epoch: int = 0
+    listeners: tuple[tuple[str, str, int, str], ...] = ()
 
 
 @dataclass(slots=True)

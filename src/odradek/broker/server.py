@@ -268,7 +268,8 @@ class Broker:
             await self.listener.bind(lambda: endpoints.bind(lambda ep: KafkaConnection(self, ep)))
             host, port = self.advertised_address
             rack = self.config.broker_rack
-            await metadata.register_broker(BrokerInfo(self.node_id, host, port, rack))
+            listeners = endpoints.registered_listeners()
+            await metadata.register_broker(BrokerInfo(self.node_id, host, port, rack, 0, listeners))
             await self.group_coordinator.start()
             await self.txn_coordinator.start()
             await self.listener.start_serving()

@@ -74,10 +74,16 @@ from odradek.broker.metadata_store import (
 from odradek.cluster import zk as zkc
 from odradek.cluster import znodes
 from odradek.protocol.errors import ErrorCode
-from odradek.protocol.inter_broker import TYPE_FULL, ZERO_UUID, UpdateMetadataRequest
+from odradek.protocol.inter_broker import (
+    SECURITY_PROTOCOL_IDS,
+    TYPE_FULL,
+    ZERO_UUID,
+    UpdateMetadataRequest,
+)
 
 __all__ = ["INTERNAL_TOPICS", "LEADER_DURING_DELETE", "ZkMetadataStore", "topic_id_to_zk"]
 
+_PROTOCOL_NAMES = {v: k for k, v in SECURITY_PROTOCOL_IDS.items()}
 log = logging.getLogger("odradek.broker")
 
 T = TypeVar("T")
@@ -188,7 +194,11 @@ class ZkMetadataStore(MetadataImage):
             if ep is None:
                 continue
             epoch = own_epoch if b.id == self._node_id else 0
-            brokers[b.id] = BrokerInfo(b.id, ep.host, ep.port, b.rack, epoch)
+            listeners = tuple(
+                (e.listener, e.host, e.port, _PROTOCOL_NAMES.get(e.security_protocol, ""))
+                for e in b.endpoints
+            )
+            brokers[b.id] = BrokerInfo(b.id, ep.host, ep.port, b.rack, epoch, listeners)
         controller_moved = request.controller_id != self._controller_id
         self._controller_epoch = request.controller_epoch
         self._controller_id = request.controller_id
@@ -358,7 +368,14 @@ class ZkMetadataStore(MetadataImage):
         """Create ``/brokers/ids/<id>``. A registration left by this broker's previous life
         (killed, its session not expired yet) is waited out, up to twice the session
         timeout; a live broker with the same id fails the start."""
-        zinfo = znodes.BrokerInfo(info.node_id, info.host, info.port, info.rack)
+        zinfo = znodes.BrokerInfo(
+            info.node_id,
+            info.host,
+            info.port,
+            info.rack,
+            listener=info.listeners[0][0] if info.listeners else "PLAINTEXT",
+            endpoints=info.listeners,
+        )
         path = f"{znodes.BROKER_IDS}/{info.node_id}"
 
         def register() -> int:
@@ -380,7 +397,7 @@ class ZkMetadataStore(MetadataImage):
         epoch = await self._run(register)
         if info.node_id not in self._brokers:
             self._brokers[info.node_id] = BrokerInfo(
-                info.node_id, info.host, info.port, info.rack, epoch
+                info.node_id, info.host, info.port, info.rack, epoch, info.listeners
             )
             self._announce(BrokersChanged(tuple(self.live_brokers()), self._controller_id))
         log.info("broker %d registered in ZooKeeper, epoch %d", info.node_id, epoch)

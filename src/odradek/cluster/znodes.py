@@ -120,7 +120,10 @@ def now_ms() -> str:
 
 @dataclass(frozen=True)
 class BrokerInfo:
-    """A registered broker; ``epoch`` is the czxid of its ``/brokers/ids/<id>`` znode (-1 if unknown)."""
+    """A registered broker; ``epoch`` is the czxid of its ``/brokers/ids/<id>`` znode (-1 if unknown).
+    ``endpoints``: (listener name, host, port, security protocol) of every advertised listener,
+    the registered one (``listener``, ``host``, ``port``) first, as Kafka's ``endpoints`` and
+    ``listener_security_protocol_map``; empty: that one alone, as PLAINTEXT."""
 
     id: int
     host: str
@@ -128,11 +131,13 @@ class BrokerInfo:
     rack: str | None = None
     epoch: int = -1
     listener: str = "PLAINTEXT"
+    endpoints: tuple[tuple[str, str, int, str], ...] = ()
 
     def to_json(self) -> bytes:
+        endpoints = self.endpoints or ((self.listener, self.host, self.port, "PLAINTEXT"),)
         data: dict[str, Any] = {
-            "listener_security_protocol_map": {self.listener: "PLAINTEXT"},
-            "endpoints": [f"{self.listener}://{self.host}:{self.port}"],
+            "listener_security_protocol_map": {e[0]: e[3] for e in endpoints},
+            "endpoints": [f"{name}://{host}:{port}" for name, host, port, _ in endpoints],
             "jmx_port": -1,
             "features": {},
             "host": self.host,
@@ -149,11 +154,15 @@ class BrokerInfo:
         d = json.loads(data)
         host, port = d.get("host"), d.get("port")
         listener = "PLAINTEXT"
-        if d.get("endpoints"):
-            listener, _, hostport = d["endpoints"][0].partition("://")
-            host, _, port_s = hostport.rpartition(":")
-            port = int(port_s)
-        return cls(broker_id, host, int(port), d.get("rack"), epoch, listener)
+        protocols = d.get("listener_security_protocol_map") or {}
+        endpoints = []
+        for endpoint in d.get("endpoints") or ():
+            name, _, hostport = endpoint.partition("://")
+            h, _, port_s = hostport.rpartition(":")
+            endpoints.append((name, h, int(port_s), protocols.get(name, name)))
+        if endpoints:
+            listener, host, port, _ = endpoints[0]
+        return cls(broker_id, host, int(port), d.get("rack"), epoch, listener, tuple(endpoints))
 
 
 @dataclass(frozen=True)

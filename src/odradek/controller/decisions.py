@@ -52,6 +52,7 @@ from odradek.controller.election import (
 )
 from odradek.protocol.errors import ErrorCode
 from odradek.protocol.inter_broker import (
+    SECURITY_PROTOCOL_IDS,
     TYPE_FULL,
     TYPE_UNKNOWN,
     ZERO_UUID,
@@ -272,7 +273,13 @@ def topic_uuid(topic_id: str | None) -> uuid.UUID:
 
 
 def _um_broker(b: BrokerInfo) -> UpdateMetadataBroker:
-    return UpdateMetadataBroker(b.id, (UpdateMetadataEndpoint(b.port, b.host, b.listener),), b.rack)
+    """Every endpoint the broker registered (the registered one first), as Kafka's controller
+    sends them: brokers tell clients the address on the listener they came in on."""
+    endpoints = tuple(
+        UpdateMetadataEndpoint(port, host, name, SECURITY_PROTOCOL_IDS.get(protocol, 0))
+        for name, host, port, protocol in b.endpoints
+    ) or (UpdateMetadataEndpoint(b.port, b.host, b.listener),)
+    return UpdateMetadataBroker(b.id, endpoints, b.rack)
 
 
 def _live_set(ctx: ControllerContext) -> set[int]:

@@ -74,6 +74,8 @@ TYPE_UNKNOWN = 0
 TYPE_INCREMENTAL = 1
 TYPE_FULL = 2
 SECURITY_PROTOCOL_PLAINTEXT = 0
+# Kafka's SecurityProtocol ids (UpdateMetadata's endpoints)
+SECURITY_PROTOCOL_IDS = {"PLAINTEXT": 0, "SSL": 1, "SASL_PLAINTEXT": 2, "SASL_SSL": 3}
 
 
 @dataclass(frozen=True)
