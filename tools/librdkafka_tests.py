@@ -5,6 +5,8 @@
     .venv/bin/python tools/librdkafka_tests.py --tests 0102,0113 \\
         --set group.initial.rebalance.delay.ms=0                    # some, with a broker setting
     .venv/bin/python tools/librdkafka_tests.py --list               # the selection and exclusions
+    .venv/bin/python tools/librdkafka_tests.py --brokers 3 --tests 0101,0103,0107,0111
+    .venv/bin/python tools/librdkafka_tests.py --security           # TLS, SASL and ACL tests
 
 What it does, in a scratch folder (``--workdir``, default ``/tmp/odradek-librdkafka-<tag>``;
 nothing of it is ever committed):
@@ -12,9 +14,10 @@ nothing of it is ever committed):
 1. Source: ``git archive <tag>`` of a librdkafka git directory (``--git-dir``, or
    ``$ODRADEK_LIBRDKAFKA_GIT_DIR``; otherwise a bare clone of
    https://github.com/confluentinc/librdkafka made in the workdir).
-2. Build: ``./configure --disable-ssl --disable-gssapi --disable-curl``, ``make libs`` and
-   ``make -C tests test-runner``. Debian build dependencies: ``build-essential``
-   (gcc, g++, make), ``pkg-config``, ``python3``, ``zlib1g-dev``, ``libzstd-dev`` (optional;
+2. Build: ``./configure --enable-ssl --enable-gssapi --disable-curl`` (``CONFIGURE``), ``make
+   libs`` and ``make -C tests test-runner``. Debian build dependencies: ``build-essential``
+   (gcc, g++, make), ``pkg-config``, ``python3``, ``zlib1g-dev``, ``libssl-dev``,
+   ``libsasl2-dev``, ``libzstd-dev`` (optional;
    lz4 and snappy are bundled), ``rapidjson-dev`` (optional: without it 0053_stats,
    0098_consumer_txn and 0110_batch_size skip themselves, "RapidJSON >=1.1.0 not available"). They are *not* part of ``make test``.
 3. For every test (grouped by test number and librdkafka test scenario) a fresh odradek
@@ -31,12 +34,19 @@ to one plaintext Kafka 3.9 broker. The broker gets the settings of the test's li
 scenario (tests/scenarios/*.json: ``num.partitions=4``; ``auto.create.topics.enable=false``
 for the ``noautocreate`` tests), then the ``--set`` ones. Tests that drive Kafka's own command-line tools get
 ``KAFKA_PATH`` pointing at a shim whose ``kafka-topics.sh`` does the same through the admin
-API (``confluent_kafka``); ``kafka-acls.sh`` is not shimmed. ``EXCLUDED`` lists what is left
-out and why.
+API (``confluent_kafka``) and whose ``kafka-acls.sh`` runs ``odradek acls``. ``EXCLUDED`` lists
+what is left out and why.
 
 ``--brokers 3``: each run gets a ZooKeeper server and three brokers on it instead of one
-broker (replication factors up to 3, ``transaction.state.log.min.isr`` 2): for the tests that
-create topics with replication factor 3, such as 0103_transactions.
+broker (replication factors up to 3, ``transaction.state.log.min.isr`` 2, ``broker.rack``
+RACK<id> and the rack-aware replica selector, as librdkafka's cluster_testing.py sets up Kafka):
+for the tests that create topics with replication factor 3, such as 0103_transactions, and
+``THREE_BROKERS`` (0101 fetch-from-follower, 0107, 0111).
+
+``--security``: the runs of ``SECURITY`` instead (``--tests`` picks runs by name prefix): TLS,
+SASL and ACL tests and librdkafka's sasl_test.py suites, each against a broker (or three)
+configured as trivup's KafkaBrokerApp configures Kafka for them (``SecurityRun``), with PEM
+certificates generated in ``<workdir>/ssl``.
 
 Modes: librdkafka's full mode (``--quick`` adds ``-Q``, which skips most subtests, 0102's
 static-membership test and 0113 after its first subtests among them) and
