@@ -1032,10 +1032,10 @@ def main_security(args: argparse.Namespace) -> int:
     runs = SECURITY
     if args.tests:
         wanted = [w.strip() for w in args.tests.split(",") if w.strip()]
-        runs = [r for r in SECURITY if any(r.name.startswith(w) for w in wanted)]
+        runs = [s for s in SECURITY if any(s.name.startswith(w) for w in wanted)]
     if args.list or not runs:
-        for r in runs or SECURITY:
-            print(f"{r.name}  (TESTS={r.tests}, {r.protocol} {r.mechanism})")
+        for s in runs or SECURITY:
+            print(f"{s.name}  (TESTS={s.tests}, {s.protocol} {s.mechanism})")
         return 0 if runs else 2
     workdir = args.workdir or Path(f"/tmp/odradek-librdkafka-{args.tag}")
     src = prepare_source(args.tag, args.git_dir, workdir)
