@@ -32,7 +32,8 @@ nothing of it is ever committed):
 The selection: every test of librdkafka's table (tests/test.c) that needs a broker and applies
 to one plaintext Kafka 3.9 broker. The broker gets the settings of the test's librdkafka
 scenario (tests/scenarios/*.json: ``num.partitions=4``; ``auto.create.topics.enable=false``
-for the ``noautocreate`` tests), then the ``--set`` ones. Tests that drive Kafka's own command-line tools get
+for the ``noautocreate`` tests), the authorizer trivup gives Kafka (``AUTHORIZER``), then the
+``--set`` ones. Tests that drive Kafka's own command-line tools get
 ``KAFKA_PATH`` pointing at a shim whose ``kafka-topics.sh`` does the same through the admin
 API (``confluent_kafka``) and whose ``kafka-acls.sh`` runs ``odradek acls``. ``EXCLUDED`` lists
 what is left out and why.
@@ -298,6 +299,15 @@ def scenario_settings(src: Path, scenario: str) -> dict[str, str]:
     }
 
 
+# trivup's KafkaBrokerApp gives every ZooKeeper-mode Kafka broker of librdkafka's tests an
+# authorizer (SimpleAclAuthorizer, today's AclAuthorizer); everyone is allowed where no ACL
+# says otherwise, which 0081's ACL subtests, 0109, 0115 and 0119 rely on
+AUTHORIZER = {
+    "authorizer.class.name": "kafka.security.authorizer.AclAuthorizer",
+    "allow.everyone.if.no.acl.found": "true",
+}
+
+
 def groups(selection: list[tuple[str, str]]) -> list[tuple[str, str, list[str]]]:
     """(test number, scenario, entry names): one test-runner invocation each."""
     out: dict[tuple[str, str], list[str]] = {}
@@ -316,6 +326,7 @@ def run_one(
     args: argparse.Namespace,
 ) -> list[Result]:
     settings = scenario_settings(src, scenario)
+    settings.update(AUTHORIZER)
     settings.update(kv.split("=", 1) for kv in args.set)
     tag = f"{num}-{scenario}"
     out_path = logs / f"{tag}.out"
@@ -734,10 +745,7 @@ def security_setup(
         }
         for i in range(run.brokers)
     ]
-    broker = {
-        "authorizer.class.name": "kafka.security.authorizer.AclAuthorizer",
-        "allow.everyone.if.no.acl.found": "true",
-    }
+    broker = dict(AUTHORIZER)
     client = {
         "bootstrap.servers": ",".join(a[run.protocol] for a in addresses),
         "security.protocol": run.protocol,
