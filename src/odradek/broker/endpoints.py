@@ -248,8 +248,27 @@ def jaas_config(cfg: BrokerConfig, listener: str, mechanism: str) -> str | None:
     return None if value is None else str(value)
 
 
-def ssl_settings(cfg: BrokerConfig, listener: str) -> SslSettings:
-    return SslSettings.from_lookup(lambda key: listener_value(cfg, listener, key))
+def ssl_settings(cfg: BrokerConfig, listener: str, protocol: str = "SSL") -> SslSettings:
+    """The TLS settings of ``listener``. On a SASL_SSL listener ``ssl.client.auth`` counts only
+    when listener-prefixed (Kafka's KIP-684): the broker-wide value is for SSL listeners, and
+    SASL_SSL clients authenticate with SASL, certificate or not."""
+
+    def get(key: str) -> str | None:
+        if protocol == "SASL_SSL" and key == "ssl.client.auth":
+            value = cfg.explicit().get(f"{LISTENER_PREFIX}{listener.lower()}.{key}")
+            broker_wide = listener_value(cfg, listener, key)
+            if value is None and broker_wide and broker_wide.strip().lower() != "none":
+                log.warning(
+                    "ssl.client.auth applies to SSL listeners only: listener %s (SASL_SSL) "
+                    "asks for no client certificate; set listener.name.%s.ssl.client.auth "
+                    "for it",
+                    listener,
+                    listener.lower(),
+                )
+            return value
+        return listener_value(cfg, listener, key)
+
+    return SslSettings.from_lookup(get)
 
 
 def protocol_map(cfg: BrokerConfig) -> dict[str, str]:
@@ -297,7 +316,7 @@ class Endpoints:
             )
             if protocol in ("SSL", "SASL_SSL"):
                 try:
-                    endpoint.tls = ServerTls(ssl_settings(cfg, listener.name))
+                    endpoint.tls = ServerTls(ssl_settings(cfg, listener.name, protocol))
                 except SslConfigError as exc:
                     raise ConfigError("listeners", f"listener {listener.name}: {exc}") from None
                 # failed handshakes are counted by TlsAcceptor, which knows the client's address
