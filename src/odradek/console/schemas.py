@@ -30,7 +30,12 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from odradek.client.avro import CONTENT_TYPE, SchemaRegistryClient, SchemaRegistryError
+from odradek.client.avro import (
+    CONTENT_TYPE,
+    SchemaRegistryClient,
+    SchemaRegistryError,
+    referenced_schemas,
+)
 
 __all__ = ["DecodedValue", "SchemaSource", "SubjectView", "pretty_schema"]
 
@@ -206,9 +211,9 @@ class SchemaSource:
             parsed = None
             if schema_type == "AVRO":
                 named: dict[str, Any] = {}
-                for ref in answer.get("references") or ():  # referenced named types first
-                    got = client._call("GET", f"/subjects/{_q(str(ref['subject']))}/versions/{ref['version']}")
-                    fastavro.parse_schema(json.loads(got["schema"]), named_schemas=named)
+                # referenced named types first, with theirs (nested references, depth first)
+                for dep in referenced_schemas(client, answer.get("references") or ()):
+                    fastavro.parse_schema(dep, named_schemas=named)
                 parsed = fastavro.parse_schema(json.loads(str(answer["schema"])), named_schemas=named)
             found = self._writers[schema_id] = (schema_type, parsed)
         return found
