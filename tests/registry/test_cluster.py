@@ -101,3 +101,61 @@ def test_writer_election_forwarding_and_failover(
         _eventually(lambda: other.get_schema(third))
     finally:
         cluster.close()
+
+
+def test_store_writes_right_after_the_leader_of_schemas_dies(
+    zookeeper: ZooKeeperServer, tmp_path: Path
+) -> None:
+    """The writer's producer has written to the leader of ``_schemas-0``; that broker (here also
+    the controller) dies and the next write comes before the partition has a new leader. The
+    write lands once the controller has moved the leadership (seconds), not when the store's
+    deadline expires: the producer asks for metadata again when it cannot reach the leader,
+    rather than trying the dead broker until ``metadata.max.age.ms``."""
+    import asyncio
+
+    from odradek.registry.records import ConfigRecord
+    from odradek.registry.store import SchemaStore
+
+    cluster = Cluster(zookeeper, tmp_path, 3)
+    try:
+        cluster.start()
+        md = cluster.wait_metadata(lambda m: m.controller_id > 0)
+        victim = md.controller_id
+        # the victim leads _schemas-0: created with it first in the replica list
+        from confluent_kafka.admin import AdminClient, NewTopic
+
+        admin = AdminClient({"bootstrap.servers": cluster.bootstrap_servers})
+        others = [i for i in cluster.brokers if i != victim]
+        topic = NewTopic(
+            "_schemas",
+            num_partitions=1,
+            replica_assignment=[[victim, *others]],
+            config={"cleanup.policy": "compact"},
+        )
+        admin.create_topics([topic])["_schemas"].result(30)
+        cluster.wait_metadata(
+            lambda m: (p := cluster.partitions(m, "_schemas").get(0)) is not None
+            and p.leader_id == victim
+            and len(p.isr_nodes) == 3
+        )
+        bootstrap = ",".join(cluster.brokers[i].bootstrap_servers for i in others)
+
+        async def run() -> float:
+            store = SchemaStore(bootstrap, timeout_s=25.0)
+            await store.start()
+            try:
+                await store.write(ConfigRecord(None, "FULL"))
+                cluster.brokers[victim].kill()
+                loop = asyncio.get_running_loop()
+                began = loop.time()
+                await store.write(ConfigRecord(None, "NONE"))
+                assert store.state.configs == {None: "NONE"}
+                return loop.time() - began
+            finally:
+                await store.close()
+
+        took = asyncio.run(run())
+        # a new controller (ZooKeeper session 3 s) and a new leader: seconds, not the deadline
+        assert took < 20.0, f"the write took {took:.1f} s\n{cluster.logs()}"
+    finally:
+        cluster.close()
