@@ -34,23 +34,36 @@ def _schema(name: str, *extra: str) -> Schema:
 
 
 def _writer(cluster: Cluster, urls: dict[int, str], timeout: float = 30.0) -> int:
-    """The broker whose registry logged that it is the writer last (bounded wait)."""
+    """The broker whose registry holds ``_schemas-0`` in the group ``schema-registry``, as the
+    group coordinator describes it once the group is stable with one member per running broker
+    (bounded wait). The registries' "is the writer" log lines do not tell: a registry that got
+    the partition before the last member joined logs it, then loses it in the next rebalance."""
+    from confluent_kafka import ConsumerGroupState, KafkaException
+    from confluent_kafka.admin import AdminClient
+
+    by_url = {u: i for i, u in urls.items()}
     deadline = time.monotonic() + timeout
+    seen = None
+    admin = AdminClient({"bootstrap.servers": cluster.bootstrap_servers})
     while True:
-        latest: tuple[str, int] | None = None
-        for i, b in cluster.brokers.items():
-            if not b.running:
-                continue
-            for line in b.stderr_tail(1 << 20).splitlines():
-                if f"schema registry {urls[i]} is the writer" in line:
-                    stamp = line[:23]
-                    if latest is None or stamp > latest[0]:
-                        latest = (stamp, i)
-        if latest is not None:
-            return latest[1]
+        running = [i for i, b in cluster.brokers.items() if b.running]
+        try:
+            group = admin.describe_consumer_groups(["schema-registry"], request_timeout=10)[
+                "schema-registry"
+            ].result()
+            seen = group
+            if group.state == ConsumerGroupState.STABLE and len(group.members) == len(running):
+                for m in group.members:
+                    parts = m.assignment.topic_partitions if m.assignment else []
+                    if any(tp.topic == "_schemas" and tp.partition == 0 for tp in parts):
+                        i = by_url.get(m.client_id.split("@", 1)[-1])
+                        if i in running:
+                            return i
+        except KafkaException:
+            pass  # the coordinator moves (a broker died): ask again
         if time.monotonic() > deadline:
-            raise AssertionError(f"no writer elected:\n{cluster.logs()}")
-        time.sleep(0.1)
+            raise AssertionError(f"no writer elected: {seen}\n{cluster.logs()}")
+        time.sleep(0.2)
 
 
 def _eventually(fn, timeout: float = 20.0):  # type: ignore[no-untyped-def]
