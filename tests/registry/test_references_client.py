@@ -117,3 +117,18 @@ def test_latest_self_contained_reader_schema(registry: RegistryBroker) -> None:
         ]
     )
     assert array.to_pylist() == [VALUE]
+
+
+def test_console_decodes_values_whose_schema_references_nest(registry: RegistryBroker) -> None:
+    """The console's message browser (``SchemaSource.decode``) parses every schema a writer
+    schema references, also those referenced by the referenced ones (Person -> Address ->
+    Country)."""
+    import asyncio
+
+    from odradek.console.schemas import SchemaSource
+
+    schema_id, _subject = _register(registry.url, uuid.uuid4().hex[:8])
+    data = _encode(schema_id, VALUE)
+    (decoded,) = asyncio.run(SchemaSource(registry.url).decode([data]))
+    assert decoded is not None and decoded.schema_id == schema_id, decoded
+    assert decoded.text is not None and json.loads(decoded.text) == VALUE, decoded

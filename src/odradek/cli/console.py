@@ -56,10 +56,11 @@ def console(
     host, port = addresses[0]
     client_config = parse_props(prop)
     registry = registry_url(schema_registry, client_config.pop("schema.registry.url", None))
+    registry_config = registry_settings(registry, client_config)
 
     async def main() -> None:
         source = ClusterSource(bootstrap_server, client_config=client_config)
-        app_ = Console(source, title="odradek console", sample_interval_s=sample_interval, schemas=SchemaSource(registry))
+        app_ = Console(source, title="odradek console", sample_interval_s=sample_interval, schemas=SchemaSource(registry, config=registry_config))
         try:
             bound = await app_.start(host, port)
         except OSError as exc:
@@ -79,6 +80,24 @@ def console(
         await app_.stop()
 
     asyncio.run(main())
+
+
+def registry_settings(url: str | None, props: dict[str, str]) -> dict[str, str]:
+    """The schema registry client's settings taken out of ``props``: ``schema.registry.<key>``
+    for Confluent's registry client keys (``basic.auth.user.info``, ``bearer.auth.token``,
+    ``ssl.ca.location``, ...), returned without the prefix; exits with code 2 when they are
+    given without a registry or do not make a valid client."""
+    from odradek.client.avro import REGISTRY_CLIENT_KEYS, SchemaRegistryClient
+
+    out = {k: props.pop(f"schema.registry.{k}") for k in REGISTRY_CLIENT_KEYS if f"schema.registry.{k}" in props}
+    if out and url is None:
+        fail(f"schema.registry.{next(iter(out))} needs a schema registry (--schema-registry)", 2)
+    if url is not None:
+        try:
+            SchemaRegistryClient(url, config=out)
+        except (ValueError, OSError) as exc:
+            fail(f"schema registry settings: {exc}", 2)
+    return out
 
 
 def registry_url(flag: str | None, prop: str | None) -> str | None:

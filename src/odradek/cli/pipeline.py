@@ -142,10 +142,11 @@ def warehouse(
     """Load topics into Parquet partitioned by topic, date and hour (UTC)."""
     from odradek.pipelines.warehouse import build_warehouse_query
 
-    from .console import registry_url
+    from .console import registry_settings, registry_url
 
     client_options = _client_options(client_set)
     registry = registry_url(schema_registry, client_options.pop("schema.registry.url", None))
+    registry_config = registry_settings(registry, client_options)
     if registry is not None:
         if value_format == "raw":  # the default: a registry means Avro values
             value_format = "avro"
@@ -177,6 +178,7 @@ def warehouse(
         value_schema=value_schema,
         avro_schemas=schemas,
         schema_registry_url=registry,
+        schema_registry_config=registry_config,
         value_subject=value_subject,
         max_offsets_per_trigger=max_offsets_per_trigger,
         client_options=client_options,

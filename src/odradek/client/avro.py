@@ -32,6 +32,7 @@ the URL.
 from __future__ import annotations
 
 import json
+import ssl
 import struct
 import time
 import urllib.error
@@ -42,6 +43,7 @@ from typing import Any
 
 __all__ = [
     "MAGIC_BYTE",
+    "REGISTRY_CLIENT_KEYS",
     "AvroDeserializer",
     "AvroSerializer",
     "SchemaIdTranslator",
@@ -87,27 +89,139 @@ def unframe(data: bytes) -> tuple[int, memoryview]:
     return int.from_bytes(data[1:5], "big", signed=True), memoryview(data)[5:]
 
 
+CREDENTIAL_SOURCES = ("URL", "USER_INFO")
+"""``basic.auth.credentials.source`` values (Confluent's ``SASL_INHERIT`` is not supported)."""
+
+REGISTRY_CLIENT_KEYS = (
+    "basic.auth.credentials.source",
+    "basic.auth.user.info",
+    "bearer.auth.token",
+    "ssl.ca.location",
+    "ssl.certificate.location",
+    "ssl.key.location",
+)
+"""The Confluent schema registry client settings ``SchemaRegistryClient(config=...)`` takes
+(the Spark options and ``-X`` flags are these with ``schema.registry.`` in front)."""
+
+
+def _authorization(conf: Mapping[str, str], url_user: tuple[str, str] | None) -> str | None:
+    """The ``Authorization`` header value of ``conf`` (see ``SchemaRegistryClient``)."""
+    import base64
+
+    info = conf.get("basic.auth.user.info")
+    token = conf.get("bearer.auth.token")
+    source = conf.get("basic.auth.credentials.source", "USER_INFO" if info else "URL").upper()
+    if source not in CREDENTIAL_SOURCES:
+        raise ValueError(
+            f"basic.auth.credentials.source must be one of {', '.join(CREDENTIAL_SOURCES)}, "
+            f"got {source!r}"
+        )
+    user: tuple[str, str] | None = None
+    if source == "USER_INFO":
+        if not info or ":" not in info:
+            raise ValueError(
+                "basic.auth.credentials.source USER_INFO needs basic.auth.user.info "
+                "as user:password"
+            )
+        name, _, password = info.partition(":")
+        user = (name, password)
+    elif url_user is not None:
+        user = url_user
+    if user is not None and token:
+        raise ValueError("give basic auth credentials or bearer.auth.token, not both")
+    if user is not None:
+        raw = f"{user[0]}:{user[1]}".encode()
+        return "Basic " + base64.b64encode(raw).decode("ascii")
+    if token:
+        return f"Bearer {token}"
+    return None
+
+
+def _ssl_context(conf: Mapping[str, str], scheme: str) -> ssl.SSLContext | None:
+    """The TLS context of an ``https`` registry: verified against ``ssl.ca.location`` (else the
+    system's CAs), with the client certificate of ``ssl.certificate.location`` /
+    ``ssl.key.location`` when given."""
+    ca = conf.get("ssl.ca.location")
+    cert = conf.get("ssl.certificate.location")
+    key = conf.get("ssl.key.location")
+    if scheme != "https":
+        if ca or cert or key:
+            raise ValueError("ssl.*.location settings need an https:// schema registry URL")
+        return None
+    if bool(cert) != bool(key) and not cert:
+        raise ValueError("ssl.key.location needs ssl.certificate.location")
+    context = ssl.create_default_context(cafile=ca or None)
+    if cert:
+        context.load_cert_chain(cert, key or None)
+    return context
+
+
 class SchemaRegistryClient:
-    def __init__(self, url: str, *, timeout: float = 10.0, retries: int = 3) -> None:
-        self.url = url.rstrip("/")
+    """Confluent's REST API over ``urllib``. ``config`` takes the Confluent client's keys:
+
+    * ``basic.auth.credentials.source``: ``USER_INFO`` (``basic.auth.user.info``, the default
+      when that key is given) or ``URL`` (the ``user:password@`` of ``url``, the default
+      otherwise); the credentials go as ``Authorization: Basic base64(user:password)``;
+    * ``basic.auth.user.info``: ``user:password``;
+    * ``bearer.auth.token``: sent as ``Authorization: Bearer <token>`` (not with basic auth);
+    * ``ssl.ca.location`` (PEM CA file an ``https`` registry is verified with),
+      ``ssl.certificate.location`` / ``ssl.key.location`` (PEM client certificate and key).
+
+    ``url`` may carry ``user:password@``; it is never shown in errors (``self.url`` has it
+    removed). A 401 answer raises ``SchemaRegistryError`` naming 401 and whether credentials
+    were sent."""
+
+    def __init__(
+        self,
+        url: str,
+        *,
+        timeout: float = 10.0,
+        retries: int = 3,
+        config: Mapping[str, str] | None = None,
+    ) -> None:
+        conf = {k: str(v) for k, v in (config or {}).items()}
+        unknown = sorted(set(conf) - set(REGISTRY_CLIENT_KEYS))
+        if unknown:
+            raise ValueError(
+                f"unknown schema registry client setting(s) {', '.join(unknown)} "
+                f"(known: {', '.join(REGISTRY_CLIENT_KEYS)})"
+            )
+        parts = urllib.parse.urlsplit(url.rstrip("/"))
+        url_user = (
+            (urllib.parse.unquote(parts.username or ""), urllib.parse.unquote(parts.password or ""))
+            if parts.username is not None
+            else None
+        )
+        netloc = parts.hostname or ""
+        if ":" in netloc:  # an IPv6 literal
+            netloc = f"[{netloc}]"
+        if parts.port is not None:
+            netloc += f":{parts.port}"
+        self.url = urllib.parse.urlunsplit((parts.scheme, netloc, parts.path, "", ""))
         self.timeout = timeout
         self.retries = retries
+        self._headers = {"Content-Type": CONTENT_TYPE, "Accept": CONTENT_TYPE}
+        authorization = _authorization(conf, url_user)
+        if authorization is not None:
+            self._headers["Authorization"] = authorization
+        self._context = _ssl_context(conf, parts.scheme)
         self._ids: dict[tuple[str, str], int] = {}
         self._schemas: dict[int, str] = {}
         self._versions: dict[tuple[str, int], dict[str, Any]] = {}
+
+    @property
+    def sends_credentials(self) -> bool:
+        return "Authorization" in self._headers
 
     def _call(self, method: str, path: str, body: Any = None) -> Any:
         data = None if body is None else json.dumps(body).encode()
         delay = 0.2
         for attempt in range(self.retries + 1):
             req = urllib.request.Request(
-                self.url + path,
-                data=data,
-                method=method,
-                headers={"Content-Type": CONTENT_TYPE, "Accept": CONTENT_TYPE},
+                self.url + path, data=data, method=method, headers=self._headers
             )
             try:
-                with urllib.request.urlopen(req, timeout=self.timeout) as r:
+                with urllib.request.urlopen(req, timeout=self.timeout, context=self._context) as r:
                     return json.loads(r.read())
             except urllib.error.HTTPError as exc:
                 text = exc.read()
@@ -116,6 +230,16 @@ class SchemaRegistryClient:
                     message, code = str(err.get("message")), int(err.get("error_code", -1))
                 except (ValueError, AttributeError):
                     message, code = text.decode("utf-8", "replace"), -1
+                if exc.code == 401:
+                    sent = (
+                        "the credentials sent were refused"
+                        if self.sends_credentials
+                        else "no credentials were sent: set basic.auth.user.info "
+                        "(or bearer.auth.token)"
+                    )
+                    raise SchemaRegistryError(
+                        f"{method} {self.url}{path}: 401 Unauthorized ({sent})", 401, code
+                    ) from None
                 if exc.code < 500 or attempt == self.retries:
                     raise SchemaRegistryError(
                         f"{method} {self.url}{path}: {message}", exc.code, code

@@ -26,11 +26,16 @@ import ssl
 import urllib.error
 import urllib.parse
 import urllib.request
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from odradek.client.avro import CONTENT_TYPE, SchemaRegistryClient, SchemaRegistryError
+from odradek.client.avro import (
+    CONTENT_TYPE,
+    SchemaRegistryClient,
+    SchemaRegistryError,
+    referenced_schemas,
+)
 
 __all__ = ["DecodedValue", "SchemaSource", "SubjectView", "pretty_schema"]
 
@@ -97,18 +102,23 @@ class _HostRegistryClient(SchemaRegistryClient):
 
 class SchemaSource:
     """``headers`` and ``ssl_context``, when given, go with every request (inside a broker:
-    its internal token and a context for its own registry's HTTPS listener)."""
+    its internal token and a context for its own registry's HTTPS listener). ``config``: the
+    registry client's credentials and TLS settings (``SchemaRegistryClient``'s keys, e.g.
+    ``basic.auth.user.info``), for a registry elsewhere (``odradek console``)."""
 
     def __init__(
         self,
         url: str | Callable[[], str | None] | None,
         headers: dict[str, str] | None = None,
         ssl_context: ssl.SSLContext | None = None,
+        config: Mapping[str, str] | None = None,
     ) -> None:
         self._url = url
         self._headers = headers
         self._ssl_context = ssl_context
+        self._config = dict(config or {})
         self._client: SchemaRegistryClient | None = None
+        self._client_url: str | None = None
         self._writers: dict[int, tuple[str, Any]] = {}  # id -> (schema type, parsed Avro or None)
 
     @property
@@ -119,11 +129,14 @@ class SchemaSource:
         url = self.url
         if not url:
             return None
-        if self._client is None or self._client.url != url.rstrip("/"):
-            if self._headers is not None or url.startswith("https:"):
+        if self._client is None or self._client_url != url:
+            self._client_url = url
+            if self._headers is not None or (url.startswith("https:") and not self._config):
                 self._client = _HostRegistryClient(url, self._headers or {}, self._ssl_context)
             else:
-                self._client = SchemaRegistryClient(url, timeout=5.0, retries=1)
+                self._client = SchemaRegistryClient(
+                    url, timeout=5.0, retries=1, config=self._config
+                )
         return self._client
 
     async def _get(self, path: str) -> Any:
@@ -198,9 +211,9 @@ class SchemaSource:
             parsed = None
             if schema_type == "AVRO":
                 named: dict[str, Any] = {}
-                for ref in answer.get("references") or ():  # referenced named types first
-                    got = client._call("GET", f"/subjects/{_q(str(ref['subject']))}/versions/{ref['version']}")
-                    fastavro.parse_schema(json.loads(got["schema"]), named_schemas=named)
+                # referenced named types first, with theirs (nested references, depth first)
+                for dep in referenced_schemas(client, answer.get("references") or ()):
+                    fastavro.parse_schema(dep, named_schemas=named)
                 parsed = fastavro.parse_schema(json.loads(str(answer["schema"])), named_schemas=named)
             found = self._writers[schema_id] = (schema_type, parsed)
         return found

@@ -134,6 +134,7 @@ def build_warehouse_query(
     value_schema: str | None = None,
     avro_schemas: Mapping[int, Any] | None = None,
     schema_registry_url: str | None = None,
+    schema_registry_config: Mapping[str, str] | None = None,
     value_subject: str | None = None,
     starting_offsets: str = "earliest",
     max_offsets_per_trigger: int | None = None,
@@ -145,7 +146,9 @@ def build_warehouse_query(
 
     ``checkpoint`` defaults to ``<output>/_checkpoint`` so that the offsets live with the data.
     ``schema_registry_url`` (with ``value_format="avro"``): typed ``value`` columns decoded by
-    schema id (module doc); ``value_subject`` overrides ``<topic>-value``.
+    schema id (module doc); ``value_subject`` overrides ``<topic>-value``;
+    ``schema_registry_config``: the registry client's credentials and TLS settings
+    (``basic.auth.user.info``, ...), passed as the options ``schema.registry.<key>``.
     """
     reader = (
         spark.readStream.format("odradek")
@@ -169,6 +172,8 @@ def build_warehouse_query(
         )
         if value_subject:
             reader = reader.option("value.subject", value_subject)
+        for key, setting in (schema_registry_config or {}).items():
+            reader = reader.option(f"schema.registry.{key}", setting)
     reader = with_client_options(reader, client_options)
     frame = warehouse_frame(
         reader.load(),

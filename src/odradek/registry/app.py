@@ -271,6 +271,7 @@ class RegistryApp:
             except RegistryError as exc:
                 return Response(exc.status, exc.body(), CONTENT_TYPE)
             except TimeoutError:
+                log.warning("schema registry: %s %s timed out", method, request.path, exc_info=True)
                 return self._error(500, 50002, "Operation timed out")
             except Exception as exc:
                 log.exception("schema registry: %s %s failed", method, request.path)

@@ -37,6 +37,8 @@ log = logging.getLogger("odradek.registry")
 DEFAULT_TOPIC = "_schemas"
 """Confluent's ``kafkastore.topic`` default."""
 WRITE_TIMEOUT_S = 30.0
+CLOSE_TIMEOUT_S = 5.0
+"""How long ``close()`` lets the producer deliver what it still holds."""
 
 
 class SchemaStore:
@@ -129,7 +131,10 @@ class SchemaStore:
             reader.cancel()
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await reader
-        for client in (self._producer, self._consumer, self._admin):
+        if self._producer is not None:  # a write that never landed fails rather than holds
+            with contextlib.suppress(Exception):  # the close for delivery.timeout.ms
+                await self._producer.close(timeout=CLOSE_TIMEOUT_S)
+        for client in (self._consumer, self._admin):
             if client is not None:
                 with contextlib.suppress(Exception):
                     await client.close()

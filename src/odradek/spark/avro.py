@@ -58,20 +58,24 @@ __all__ = [
 CORRUPT_RECORD = "_corrupt_record"
 
 _lock = threading.Lock()
-_registries: dict[str, Any] = {}
-_decoders: dict[tuple[str, str, str], Any] = {}
-_serializers: dict[tuple[str, str, str, bool], Any] = {}
+RegistryConfig = tuple[tuple[str, str], ...]
+"""The registry client's settings (``SchemaRegistryClient(config=...)`` keys), sorted pairs."""
+_registries: dict[tuple[str, RegistryConfig], Any] = {}
+_decoders: dict[tuple[str, RegistryConfig, str, str], Any] = {}
+_serializers: dict[tuple[str, RegistryConfig, str, str, bool], Any] = {}
 
 
-def registry(url: str) -> Any:
-    """A ``SchemaRegistryClient`` for ``url``, one per process (its id cache is shared)."""
+def registry(url: str, config: RegistryConfig = ()) -> Any:
+    """A ``SchemaRegistryClient`` for ``url`` with ``config`` (credentials, TLS), one per
+    process and settings (its id cache is shared)."""
+    key = (url, tuple(sorted(config)))
     with _lock:
-        client = _registries.get(url)
+        client = _registries.get(key)
         if client is None:
             # lazy: the client loads in the process that uses it
             from odradek.client.avro import SchemaRegistryClient
 
-            client = _registries[url] = SchemaRegistryClient(url)
+            client = _registries[key] = SchemaRegistryClient(url, config=dict(config))
         return client
 
 
@@ -108,22 +112,24 @@ def avro_spark_type(schema: str) -> Any:
 
 @dataclass(frozen=True, slots=True)
 class AvroRead:
-    """What executors need to decode a batch (picklable): registry URL, mode, and the reader
-    schema text of each Avro column (``"key"`` / ``"value"``)."""
+    """What executors need to decode a batch (picklable): registry URL, mode, the reader
+    schema text of each Avro column (``"key"`` / ``"value"``) and the registry client's
+    settings (credentials, TLS: ``registry``)."""
 
     url: str
     mode: str
     columns: tuple[tuple[str, str], ...]
+    registry_config: RegistryConfig = ()
 
 
-def _decoder(url: str, schema: str, mode: str) -> Any:
-    key = (url, schema, mode)
+def _decoder(url: str, schema: str, mode: str, config: RegistryConfig = ()) -> Any:
+    key = (url, config, schema, mode)
     with _lock:
         dec = _decoders.get(key)
     if dec is None:
         from odradek.client.avro_arrow import AvroArrowDecoder
 
-        dec = AvroArrowDecoder(registry(url), schema, mode=mode)
+        dec = AvroArrowDecoder(registry(url, config), schema, mode=mode)
         with _lock:
             _decoders[key] = dec
     return dec
@@ -151,7 +157,7 @@ def decode_batch(
     decoded: dict[str, pa.Array] = {}
     corrupt: list[str | None] = [None] * batch.num_rows
     for column, reader_schema in avro.columns:
-        array, errors = _decoder(avro.url, reader_schema, avro.mode).decode(
+        array, errors = _decoder(avro.url, reader_schema, avro.mode, avro.registry_config).decode(
             batch.column(column).to_pylist(), positions
         )
         decoded[column] = array
@@ -249,15 +255,19 @@ def _fixer(t: pa.DataType) -> Any:
     return None
 
 
-def serializer(url: str, subject: str, schema: str, auto_register: bool) -> Any:
+def serializer(
+    url: str, subject: str, schema: str, auto_register: bool, config: RegistryConfig = ()
+) -> Any:
     """An ``AvroSerializer`` for (subject, schema), one per process."""
-    key = (url, subject, schema, auto_register)
+    key = (url, config, subject, schema, auto_register)
     with _lock:
         ser = _serializers.get(key)
     if ser is None:
         from odradek.client.avro import AvroSerializer
 
-        ser = AvroSerializer(registry(url), schema, subject=subject, auto_register=auto_register)
+        ser = AvroSerializer(
+            registry(url, config), schema, subject=subject, auto_register=auto_register
+        )
         with _lock:
             _serializers[key] = ser
     return ser

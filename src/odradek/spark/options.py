@@ -28,6 +28,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Literal
 
+from odradek.client.avro import REGISTRY_CLIENT_KEYS, SchemaRegistryClient
+
 __all__ = [
     "EARLIEST",
     "LATEST",
@@ -86,11 +88,16 @@ class OffsetSpec:
 class AvroFormats:
     """``key.format`` / ``value.format`` (``raw`` or ``avro``), ``schema.registry.url``, and per
     column the subject (``key.subject`` / ``value.subject``) and schema (``key.schema`` /
-    ``value.schema``) when given."""
+    ``value.schema``) when given. ``registry_config``: the registry client's credentials and
+    TLS settings, the options ``schema.registry.<key>`` for the keys of
+    ``odradek.client.avro.REGISTRY_CLIENT_KEYS`` (``schema.registry.basic.auth.user.info``,
+    ``schema.registry.bearer.auth.token``, ``schema.registry.ssl.ca.location``, ...), stored
+    without the prefix."""
 
     key_format: Literal["raw", "avro"] = "raw"
     value_format: Literal["raw", "avro"] = "raw"
     registry_url: str | None = None
+    registry_config: tuple[tuple[str, str], ...] = ()
     key_subject: str | None = None
     value_subject: str | None = None
     key_schema: str | None = None
@@ -121,6 +128,7 @@ class AvroFormats:
         return self.key_schema if column == "key" else self.value_schema
 
 
+_REGISTRY_PREFIX = "schema.registry."
 _FORMAT_OPTIONS = {
     "key.format",
     "value.format",
@@ -129,7 +137,7 @@ _FORMAT_OPTIONS = {
     "value.subject",
     "key.schema",
     "value.schema",
-}
+} | {_REGISTRY_PREFIX + k for k in REGISTRY_CLIENT_KEYS}
 
 
 def _avro_formats(opts: dict[str, str]) -> AvroFormats:
@@ -154,10 +162,29 @@ def _avro_formats(opts: dict[str, str]) -> AvroFormats:
                 raise OptionError(f"option '{name}' needs '{column}.format' avro")
             if name in opts and not opts[name].strip():
                 raise OptionError(f"option '{name}' must not be empty")
+    registry_config = tuple(
+        sorted(
+            (name[len(_REGISTRY_PREFIX) :], opts[name].strip())
+            for name in opts
+            if name.startswith(_REGISTRY_PREFIX)
+            and name[len(_REGISTRY_PREFIX) :] in REGISTRY_CLIENT_KEYS
+            and opts[name].strip()
+        )
+    )
+    if registry_config and url is None:
+        raise OptionError(
+            f"option '{_REGISTRY_PREFIX}{registry_config[0][0]}' needs 'schema.registry.url'"
+        )
+    if url is not None:
+        try:  # the settings' own errors (a bad credentials source, TLS files) name the option
+            SchemaRegistryClient(url, config=dict(registry_config))
+        except (ValueError, OSError) as exc:
+            raise OptionError(f"schema registry options: {exc}") from None
     return AvroFormats(
         key_format=formats["key"],
         value_format=formats["value"],
         registry_url=url.rstrip("/") if url else None,
+        registry_config=registry_config,
         key_subject=opts.get("key.subject", "").strip() or None,
         value_subject=opts.get("value.subject", "").strip() or None,
         key_schema=opts.get("key.schema", "").strip() or None,

@@ -143,6 +143,7 @@ class AvroColumn:
     subject: str | None
     """None: ``<topic>-<column>`` of each row's target topic."""
     auto_register: bool
+    registry_config: tuple[tuple[str, str], ...] = ()
 
 
 def avro_columns(opts: SinkOptions, schema: StructType) -> dict[str, AvroColumn]:
@@ -162,13 +163,13 @@ def avro_columns(opts: SinkOptions, schema: StructType) -> dict[str, AvroColumn]
             from odradek.client.avro import SchemaRegistryError
 
             try:
-                _id, text = _avro.registry(formats.registry_url).latest(subject)
+                _id, text = _avro.registry(formats.registry_url, formats.registry_config).latest(subject)
             except SchemaRegistryError as exc:
                 raise RuntimeError(
                     f"odradek sink: cannot get the latest schema of subject {subject!r} from the "
                     f"schema registry {formats.registry_url}: {exc}"
                 ) from None
-            out[column] = AvroColumn(formats.registry_url, text, subject, False)
+            out[column] = AvroColumn(formats.registry_url, text, subject, False, formats.registry_config)
             continue
         if given is not None:
             text = given
@@ -183,7 +184,7 @@ def avro_columns(opts: SinkOptions, schema: StructType) -> dict[str, AvroColumn]
             raise OptionError(f"option '{column}.schema': {exc}") from None
         if subject is None and opts.topic is not None:
             subject = f"{opts.topic}-{column}"
-        out[column] = AvroColumn(formats.registry_url, text, subject, True)
+        out[column] = AvroColumn(formats.registry_url, text, subject, True, formats.registry_config)
     return out
 
 
@@ -195,7 +196,9 @@ def _encoded(
     if array is None or spec is None:
         return array
     subject = spec.subject or f"{topic}-{column}"
-    ser = _avro.serializer(spec.url, subject, spec.schema, spec.auto_register)
+    ser = _avro.serializer(
+        spec.url, subject, spec.schema, spec.auto_register, spec.registry_config
+    )
     return _avro.encode_column(array, ser)
 
 

@@ -158,7 +158,9 @@ def reader_schemas(opts: SourceOptions) -> dict[str, str]:
         from odradek.client.avro import SchemaRegistryError
 
         try:
-            _id, text = _avro.registry(formats.registry_url).latest(subject, self_contained=True)
+            _id, text = _avro.registry(formats.registry_url, formats.registry_config).latest(
+                subject, self_contained=True
+            )
         except SchemaRegistryError as exc:
             raise RuntimeError(
                 f"odradek source: cannot get the latest schema of subject {subject!r} for "
@@ -195,7 +197,12 @@ def avro_plan(
             f"{expected.simpleString()}, got {schema.simpleString()}; load() it again"
         )
     assert opts.formats.registry_url is not None
-    avro = _avro.AvroRead(opts.formats.registry_url, opts.mode, tuple(sorted(schemas.items())))
+    avro = _avro.AvroRead(
+        opts.formats.registry_url,
+        opts.mode,
+        tuple(sorted(schemas.items())),
+        opts.formats.registry_config,
+    )
     return avro, spark_arrow_schema(schema)
 
 

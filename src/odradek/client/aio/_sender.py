@@ -196,6 +196,8 @@ class Sender:
             self.fail_queued(exc)
         except KafkaError as exc:
             log.debug("connection to node %s failed: %s", node, exc)
+            # the node may be gone for good (a dead leader): ask who leads now, as Java does
+            self.metadata_needed = True
         finally:
             self.connecting.discard(node)
         self.wake()
