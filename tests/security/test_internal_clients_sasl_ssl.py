@@ -9,6 +9,8 @@ from __future__ import annotations
 import json
 import re
 import socket
+import subprocess
+import sys
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -189,3 +191,45 @@ def test_registry_registers_and_serves_a_schema(broker: Broker) -> None:
     # stored in _schemas through the registry's own SASL_SSL clients
     admin = AdminClient(broker.conf("admin"))
     assert "_schemas" in admin.list_topics(timeout=TIMEOUT).topics
+
+
+def _acls(broker: Broker, props: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "odradek", "acls", *args, "-b", broker.process.bootstrap_servers,
+         "--command-config", str(props)],
+        capture_output=True, text=True, timeout=60,
+    )
+
+
+@pytest.mark.parametrize("keys", ["librdkafka", "java"])
+def test_acls_cli_over_sasl_ssl(broker: Broker, tmp_path: Path, keys: str) -> None:
+    """``odradek acls --command-config`` with the file ``cluster up --security`` writes
+    (librdkafka's keys, as kcat reads them) and with the Java client's keys."""
+    ca = broker.certs.ca_pem
+    props = tmp_path / "client.properties"
+    if keys == "librdkafka":
+        props.write_text(
+            "security.protocol=SASL_SSL\nsasl.mechanism=SCRAM-SHA-512\nsasl.username=admin\n"
+            f"sasl.password={PASSWORDS['admin']}\nssl.ca.location={ca}\n"
+        )
+    else:
+        props.write_text(
+            "security.protocol=SASL_SSL\nsasl.mechanism=SCRAM-SHA-512\n"
+            "sasl.jaas.config=org.apache.kafka.common.security.scram.ScramLoginModule required "
+            f'username="admin" password="{PASSWORDS["admin"]}";\n'
+            f"ssl.truststore.type=PEM\nssl.truststore.location={ca}\n"
+        )
+    topic = f"acl-{keys}"
+    added = _acls(
+        broker, props, "add", "--allow-principal", "User:carol", "--operation", "Read",
+        "--topic", topic,
+    )
+    assert added.returncode == 0, added.stderr
+    listed = _acls(broker, props, "list", "--topic", topic)
+    assert listed.returncode == 0, listed.stderr
+    assert f"name={topic}, patternType=LITERAL) principal=User:carol" in listed.stdout
+    removed = _acls(
+        broker, props, "remove", "--allow-principal", "User:carol", "--operation", "Read",
+        "--topic", topic,
+    )
+    assert removed.returncode == 0 and "Removed " in removed.stdout, removed.stderr
