@@ -76,6 +76,13 @@ def test_cluster_up_security_consoles(tmp_path: Path) -> None:
                 return "seen" in {t["name"] for t in r.json()}
 
             wait_until(listed, 30, f"{console} lists the topic")
+        # the controller's tools with the same client.properties
+        elected = _odradek(
+            "topics", "elect-leaders", "seen", "-b", state["bootstrap_servers"],
+            "--command-config", str(d / "client.properties"),
+        )
+        assert elected.returncode == 0, elected.stderr
+        assert elected.stdout.startswith("seen-0: "), elected.stdout
     finally:
         down = _odradek("cluster", "down", "-d", str(d), timeout=100)
     assert down.returncode == 0, down.stdout + down.stderr

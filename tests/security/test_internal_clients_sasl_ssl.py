@@ -233,3 +233,22 @@ def test_acls_cli_over_sasl_ssl(broker: Broker, tmp_path: Path, keys: str) -> No
         "--topic", topic,
     )
     assert removed.returncode == 0 and "Removed " in removed.stdout, removed.stderr
+
+
+def test_elect_leaders_with_command_config(broker: Broker, tmp_path: Path) -> None:
+    """``odradek topics elect-leaders --command-config`` is answered over SASL_SSL."""
+    admin = AdminClient(broker.conf("admin"))
+    for f in admin.create_topics([NewTopic("elected", 1, 1)]).values():
+        f.result(TIMEOUT)
+    props = tmp_path / "client.properties"
+    props.write_text(
+        "security.protocol=SASL_SSL\nsasl.mechanism=SCRAM-SHA-512\nsasl.username=admin\n"
+        f"sasl.password={PASSWORDS['admin']}\nssl.ca.location={broker.certs.ca_pem}\n"
+    )
+    run = subprocess.run(
+        [sys.executable, "-m", "odradek", "topics", "elect-leaders", "elected",
+         "-b", broker.process.bootstrap_servers, "--command-config", str(props)],
+        capture_output=True, text=True, timeout=60,
+    )
+    # a single broker has no controller to elect with: its answer came back over SASL_SSL
+    assert (run.returncode, run.stderr.strip()) == (1, "error: not_controller"), run.stderr

@@ -262,11 +262,16 @@ def send_secured(
     raise ConnectionError(f"no broker of {servers} answered: {last}")
 
 
-def to_controller(bootstrap: str, request: Any, timeout: float = 60.0) -> Any:
-    """``request`` to the active controller (found through Metadata)."""
-    md = metadata(bootstrap)
+def to_controller(
+    bootstrap: str, request: Any, timeout: float = 60.0, properties: dict[str, str] | None = None
+) -> Any:
+    """``request`` to the active controller (found through Metadata); ``properties`` (a
+    client's security properties, ``--command-config``) for a secured listener."""
+    md = metadata(bootstrap, properties=properties)
     for b in md.brokers:
         if b.node_id == md.controller_id:
+            if properties and properties.get("security.protocol", "PLAINTEXT").upper() != "PLAINTEXT":
+                return send_secured(f"{b.host}:{b.port}", request, properties, timeout)
             return send(f"{b.host}:{b.port}", request, timeout)
     raise ConnectionError("the cluster has no controller")
 
