@@ -287,6 +287,15 @@ class Broker:
             if cfg.http_listeners or cfg.schema_registry_listeners:
                 http = http_security(cfg, endpoints, self.acls)
             await self.listener.bind(lambda: endpoints.bind(lambda ep: KafkaConnection(self, ep)))
+            # the console's and the registry's Kafka clients: the inter-broker listener, its security
+            from odradek.broker.internal_clients import internal_client_config
+
+            internal_address = self.advertised_address
+            internal_config: dict[str, str] = {}
+            if cfg.http_listeners or cfg.schema_registry_listeners:
+                internal_address, internal_config = internal_client_config(
+                    cfg, endpoints, self.advertised_address
+                )
             host, port = self.advertised_address
             rack = self.config.broker_rack
             listeners = tuple(
@@ -320,7 +329,8 @@ class Broker:
 
             console_host = ConsoleHost(
                 node_id=self.node_id,
-                kafka_address=self.advertised_address,
+                kafka_address=internal_address,
+                kafka_client_config=internal_config,
                 state=self.observed_state(),
                 api_names={key: spec.name for key, spec in self.registry.items()},
                 install_metrics=install_metrics,
@@ -342,12 +352,13 @@ class Broker:
             from odradek.registry.broker import BrokerSchemaRegistry
 
             self.schema_registry = BrokerSchemaRegistry(
-                self.advertised_address,
+                internal_address,
                 min(3, cfg.default_replication_factor),
                 cfg.schema_registry_listeners,
                 tls=http.tls,
                 auth=http.auth,
                 client_ssl=http.client_ssl,
+                client_config=internal_config,
             )
             self.schema_registry.start_soon()
         log.info("broker %s listening on %s:%s", self.node_id, self.host, self.bound_port)

@@ -9,7 +9,9 @@
 Resources: ``--topic``, ``--group``, ``--transactional-id`` (repeatable) and ``--cluster``.
 Operations and pattern types take Kafka's names in any case (``Read``, ``DESCRIBE_CONFIGS``,
 ``prefixed``). ``--command-config FILE`` reads client properties (``key=value`` lines, as
-Kafka's tools) merged into the admin client's config. The requests are CreateAcls,
+Kafka's tools) merged into the admin client's config (odradek.client: TLS and SASL with the
+Java client's keys; librdkafka's ``sasl.username``/``sasl.password``/``ssl.ca.location``, as in
+the file ``odradek cluster up --security`` writes, are read as their Java equivalents). The requests are CreateAcls,
 DescribeAcls and DeleteAcls v1, sent to one broker (every broker shares the ACLs).
 """
 
@@ -70,7 +72,44 @@ def _config(bootstrap: str, command_config: Path | None) -> dict[str, Any]:
             if not sep:
                 fail(f"{command_config}: expected key=value, got {line!r}")
             config[key.strip()] = value.strip()
-    return config
+    return java_client_keys(config)
+
+
+LIBRDKAFKA_ONLY = ("sasl.username", "sasl.password", "sasl.mechanisms", "ssl.ca.location")
+
+
+def java_client_keys(props: dict[str, Any]) -> dict[str, Any]:
+    """A client properties file in librdkafka's keys (what ``odradek cluster up --security``
+    writes for kcat and confluent-kafka) as the Java client's, which odradek.client reads:
+    ``sasl.mechanisms`` -> ``sasl.mechanism``; ``sasl.username``/``sasl.password`` -> a
+    ``sasl.jaas.config`` for that mechanism's login module; ``ssl.ca.location`` -> a PEM
+    ``ssl.truststore.location``. Keys the Java client has win over librdkafka's."""
+    out = {k: v for k, v in props.items() if k not in LIBRDKAFKA_ONLY}
+    if "sasl.mechanisms" in props and "sasl.mechanism" not in props:
+        out["sasl.mechanism"] = props["sasl.mechanisms"]
+    if "ssl.ca.location" in props and "ssl.truststore.location" not in props:
+        out["ssl.truststore.location"] = props["ssl.ca.location"]
+        out["ssl.truststore.type"] = "PEM"
+    if "sasl.username" in props and "sasl.jaas.config" not in props:
+        from odradek.security.jaas import (
+            OAUTHBEARER_LOGIN_MODULE,
+            PLAIN_LOGIN_MODULE,
+            SCRAM_LOGIN_MODULE,
+        )
+
+        mechanism = str(out.get("sasl.mechanism", "GSSAPI")).upper()
+        module = {"PLAIN": PLAIN_LOGIN_MODULE, "OAUTHBEARER": OAUTHBEARER_LOGIN_MODULE}.get(
+            mechanism, SCRAM_LOGIN_MODULE
+        )
+
+        def quoted(value: Any) -> str:
+            return '"' + str(value).replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+        out["sasl.jaas.config"] = (
+            f"{module} required username={quoted(props['sasl.username'])} "
+            f"password={quoted(props.get('sasl.password', ''))};"
+        )
+    return out
 
 
 def _enum(kind: str, name: str) -> int:

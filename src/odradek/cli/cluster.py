@@ -31,10 +31,11 @@ listener, ``SASL_SSL`` (clients and brokers, SCRAM-SHA-512). The admin password 
 ``<dir>/client.properties`` (owner-only) holds what a client needs: ``bootstrap.servers``,
 ``security.protocol``, ``sasl.mechanism``, ``sasl.username``/``sasl.password`` and
 ``ssl.ca.location``, keys that librdkafka (confluent-kafka, ``kcat -F``) and
-``odradek ... --command-config`` read alike. The consoles are off unless ``--set
-http.listeners=...`` asks for them (they would serve unauthenticated). The brokers' own
-password is in ``<dir>/security/broker-secrets.properties`` (owner-only, read with ``odradek
-broker --config``).
+``odradek ... --command-config`` read alike. The consoles serve HTTPS with the broker's
+certificate (trusted through ``ca.pem``) and require a login: the admin user and password, or
+any SCRAM user, who sees what their ACLs allow. The brokers' own password is in
+``<dir>/security/broker-secrets.properties`` (owner-only, read with ``odradek broker
+--config``); the consoles' own clients connect with it, over SASL_SSL like the brokers.
 
 ``status`` asks a broker for Metadata: the live brokers with their addresses (and, from
 ``cluster.json``, their consoles), the controller, and the under-replicated partitions (ISR
@@ -160,6 +161,8 @@ def up(
             if admin_password is not None:
                 typer.echo("security: SASL_SSL with SCRAM-SHA-512 on every listener")
                 typer.echo(f"admin password (shown once): {admin_password}")
+                if any(b.get("console") for b in state["brokers"]):
+                    typer.echo("consoles: log in as admin with that password (HTTPS, CA in security/ca.pem)")
                 typer.echo(f"client properties: {state['client_properties']}")
             return
         if proc.poll() is not None:
@@ -259,11 +262,16 @@ def send_secured(
     raise ConnectionError(f"no broker of {servers} answered: {last}")
 
 
-def to_controller(bootstrap: str, request: Any, timeout: float = 60.0) -> Any:
-    """``request`` to the active controller (found through Metadata)."""
-    md = metadata(bootstrap)
+def to_controller(
+    bootstrap: str, request: Any, timeout: float = 60.0, properties: dict[str, str] | None = None
+) -> Any:
+    """``request`` to the active controller (found through Metadata); ``properties`` (a
+    client's security properties, ``--command-config``) for a secured listener."""
+    md = metadata(bootstrap, properties=properties)
     for b in md.brokers:
         if b.node_id == md.controller_id:
+            if properties and properties.get("security.protocol", "PLAINTEXT").upper() != "PLAINTEXT":
+                return send_secured(f"{b.host}:{b.port}", request, properties, timeout)
             return send(f"{b.host}:{b.port}", request, timeout)
     raise ConnectionError("the cluster has no controller")
 
@@ -404,8 +412,9 @@ def prepare_security(dir_: Path, brokers: int) -> str:
     return passwords["admin"]
 
 
-def secure_settings(dir_: Path, broker_id: int, port: int) -> dict[str, Any]:
-    """The broker settings of ``--security`` (the password comes from the secrets file)."""
+def secure_settings(dir_: Path, broker_id: int, port: int, console_port: int) -> dict[str, Any]:
+    """The broker settings of ``--security`` (the password comes from the secrets file); the
+    console on HTTPS at ``console_port`` (0: a free port)."""
     sec = dir_ / SECURITY_DIR
     return {
         "listeners": f"SASL_SSL://127.0.0.1:{port}",
@@ -418,7 +427,7 @@ def secure_settings(dir_: Path, broker_id: int, port: int) -> dict[str, Any]:
         "ssl.truststore.location": str(sec / "ca.pem"),
         "authorizer.class.name": "kafka.security.authorizer.AclAuthorizer",
         "super.users": ";".join(f"User:{u}" for u in SUPER_USERS),
-        "http.listeners": "",
+        "http.listeners": f"https://127.0.0.1:{console_port}",
     }
 
 
@@ -501,7 +510,7 @@ def _supervise(dir_: Path, n: int, base_port: int, http_port: int, extra: list[s
                     "offsets.topic.replication.factor": min(3, n),
                     "transaction.state.log.replication.factor": min(3, n),
                     "transaction.state.log.min.isr": min(2, n),
-                    **(secure_settings(dir_, i, port) if secure else {}),
+                    **(secure_settings(dir_, i, port, console_port) if secure else {}),
                     **settings,
                 },
                 data_dir=dir_ / f"broker-{i}",

@@ -259,12 +259,15 @@ def reassign(
     assignment: Annotated[list[str], typer.Argument(help="PARTITION=BROKER,BROKER,... (first: preferred leader).")],
     cancel: Annotated[bool, typer.Option("--cancel", help="Cancel the reassignment of these partitions.")] = False,
     bootstrap_server: Bootstrap = DEFAULT_BOOTSTRAP,
+    command_config: CommandConfig = None,
 ) -> None:
     """Move partitions' replicas to other brokers (AlterPartitionReassignments to the controller)."""
     from kio.schema.alter_partition_reassignments.v0 import request as r
 
     from odradek.cli.cluster import to_controller
+    from odradek.cli.users import _properties
 
+    props = _properties(command_config)  # Java's or librdkafka's security keys
     wanted = _parse_assignment(assignment)
     request = r.AlterPartitionReassignmentsRequest(
         timeout=datetime.timedelta(seconds=30),  # type: ignore[arg-type]
@@ -282,7 +285,7 @@ def reassign(
         ),
     )
     try:
-        response = to_controller(bootstrap_server, request)
+        response = to_controller(bootstrap_server, request, properties=props)
     except ConnectionError as exc:
         fail(str(exc))
         return
@@ -304,16 +307,19 @@ def elect_leaders(
     partition: Annotated[list[int] | None, typer.Option("--partition", "-p", help="Only these partitions.")] = None,
     unclean: Annotated[bool, typer.Option("--unclean", help="Unclean election (may lose records).")] = False,
     bootstrap_server: Bootstrap = DEFAULT_BOOTSTRAP,
+    command_config: CommandConfig = None,
 ) -> None:
     """Elect the preferred replica (or, --unclean, any live replica) as leader (ElectLeaders)."""
     from kio.schema.elect_leaders.v2 import request as r
 
     from odradek.cli.cluster import metadata, to_controller
+    from odradek.cli.users import _properties
 
+    props = _properties(command_config)  # Java's or librdkafka's security keys
     selected = None
     if topics:
         try:
-            md = metadata(bootstrap_server)
+            md = metadata(bootstrap_server, properties=props)
         except ConnectionError as exc:
             fail(str(exc))
             return
@@ -331,7 +337,7 @@ def elect_leaders(
         timeout=datetime.timedelta(seconds=30),  # type: ignore[arg-type]
     )
     try:
-        response = to_controller(bootstrap_server, request)
+        response = to_controller(bootstrap_server, request, properties=props)
     except ConnectionError as exc:
         fail(str(exc))
         return

@@ -32,7 +32,7 @@ import logging
 import ssl
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from odradek.console.listeners import http_url, parse_http_endpoints
@@ -87,6 +87,9 @@ class ConsoleHost:
     skip_paths: tuple[str, ...] = ("/metrics", "/health")
     client_telemetry: ClientTelemetrySource | None = None
     """The metrics clients push (KIP-714): /metrics and the Clients page show them."""
+    kafka_client_config: Mapping[str, str] = field(default_factory=dict)
+    """Java-client security settings the console's client connects to ``kafka_address``
+    with (``broker.internal_clients``; empty: PLAINTEXT)."""
 
 
 def _own_registry_context() -> ssl.SSLContext:
@@ -186,7 +189,11 @@ class BrokerConsole:
         from odradek.metrics.client_telemetry import ClientTelemetryCollector
 
         loop_lag = EventLoopLag()
-        source = ClusterSource(f"{kafka_host}:{kafka_port}", log_sizes=log_sizes)
+        source = ClusterSource(
+            f"{kafka_host}:{kafka_port}",
+            log_sizes=log_sizes,
+            client_config=dict(broker.kafka_client_config),
+        )
         telemetry = broker.client_telemetry
         console = Console(
             source,

@@ -54,10 +54,14 @@ class BrokerSchemaRegistry:
         tls: ServerTls | None = None,
         auth: HttpAuthenticator | None = None,
         client_ssl: ssl.SSLContext | None = None,
+        client_config: dict[str, str] | None = None,
     ) -> None:
         """``replication_factor`` of ``_schemas`` when this node creates it (Confluent's
-        kafkastore.topic.replication.factor is 3; the broker passes at most its default)."""
+        kafkastore.topic.replication.factor is 3; the broker passes at most its default).
+        ``client_config``: the Java-client security settings its Kafka clients connect to
+        ``kafka_address`` with (``broker.internal_clients``)."""
         self.kafka_address = kafka_address
+        self.client_config = dict(client_config or {})
         self.replication_factor = replication_factor
         self.endpoints = parse_http_endpoints(listeners)
         self.addresses = [(e.host, e.port) for e in self.endpoints]
@@ -106,6 +110,7 @@ class BrokerSchemaRegistry:
             f"{kafka_host}:{kafka_port}",
             topic=self.topic,
             replication_factor=self.replication_factor,
+            client_config=self.client_config,
         )
         self._store = store
         await store.start()
@@ -124,7 +129,9 @@ class BrokerSchemaRegistry:
         if host in ("", "0.0.0.0", "::"):  # other nodes reach this one at the broker's host
             host = kafka_host
         url = http_url(endpoint.scheme, host, bound_port)
-        election = WriterElection(f"{kafka_host}:{kafka_port}", url, topic=self.topic)
+        election = WriterElection(
+            f"{kafka_host}:{kafka_port}", url, topic=self.topic, client_config=self.client_config
+        )
         self._election = election
         await election.start()
         app.election = election

@@ -41,14 +41,19 @@ class WriterElection:
         topic: str = "_schemas",
         group_id: str = GROUP_ID,
         session_timeout_ms: int = 6000,
+        client_config: dict[str, Any] | None = None,
     ) -> None:
+        """``client_config``: Java-client security settings (``security.protocol``,
+        ``sasl.*``, ``ssl.*``) for the consumer and the admin client."""
         self.url = url
+        self._security: dict[str, Any] = dict(client_config or {})
         self.topic = topic
         self.group_id = group_id
         self.is_writer = False
         self._tp = TopicPartition(topic, 0)
         self._changed = asyncio.Event()
         self._config: dict[str, Any] = {
+            **self._security,
             "bootstrap.servers": bootstrap,
             "client.id": CLIENT_ID_PREFIX + url,
             "group.id": group_id,
@@ -80,9 +85,12 @@ class WriterElection:
         self._consumer = consumer
         consumer.subscribe([self.topic], self)  # type: ignore[arg-type]
         await consumer.start()
-        admin = AsyncAdmin({"bootstrap.servers": self._config["bootstrap.servers"]})
+        admin = self._new_admin()
         await admin.start()
         self._admin = admin
+
+    def _new_admin(self) -> AsyncAdmin:
+        return AsyncAdmin({**self._security, "bootstrap.servers": self._config["bootstrap.servers"]})
 
     async def close(self) -> None:
         self.is_writer = False
@@ -105,7 +113,7 @@ class WriterElection:
             # a new admin: the old one may keep asking the dead coordinator it cached
             old, self._admin = (
                 self._admin,
-                AsyncAdmin({"bootstrap.servers": self._config["bootstrap.servers"]}),
+                self._new_admin(),
             )
             with contextlib.suppress(Exception):
                 await old.close()
