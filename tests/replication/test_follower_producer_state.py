@@ -2,7 +2,7 @@
 and as it truncates (``Partition.append_as_follower`` / ``truncate_to``), so that a new leader
 has it without replaying the log. Property: after any sequence of follower appends (plain,
 idempotent, transactional batches, COMMIT/ABORT markers), truncations and producer-state
-snapshots, the incrementally kept state equals a replay of the log from scratch."""
+snapshots and reloads, the incrementally kept state equals a replay of the log from scratch."""
 
 from __future__ import annotations
 
@@ -91,6 +91,7 @@ _step = st.one_of(
     ),
     st.tuples(st.just("truncate"), st.integers(0, 1), st.integers(1, 6)),
     st.tuples(st.just("snapshot"), st.just(0), st.just(0)),
+    st.tuples(st.just("reload"), st.just(0), st.just(0)),
 )
 
 
@@ -100,6 +101,7 @@ _step = st.one_of(
 # an aborted transaction, a snapshot after it, then a truncation back to the snapshot's
 # offset: the reload from the snapshot must keep the aborted transaction below it
 @example([("txn", 1, 1), ("abort", 1, 1), ("snapshot", 0, 0), ("plain", 0, 1), ("truncate", 0, 1)])
+@example([("txn", 1, 1), ("abort", 1, 1), ("snapshot", 0, 0), ("plain", 0, 1), ("reload", 0, 0)])
 def test_incremental_state_equals_a_replay(
     on_disk: bool, steps: list[tuple[str, int, int]]
 ) -> None:
@@ -119,6 +121,9 @@ def _run_steps(p: Partition, path: Path, steps: list[tuple[str, int, int]]) -> N
         end = plog.log_end_offset
         if kind == "truncate":
             p.truncate_to(max(plog.log_start_offset, end - n))
+        elif kind == "reload":  # the state dropped and loaded again: snapshot, then the log
+            p.reset_producer_state()
+            p.producer_state()
         elif kind == "snapshot":
             payload = p.producer_state().snapshot_payload(plog, force=True)
             assert payload is not None
