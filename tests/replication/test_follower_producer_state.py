@@ -2,7 +2,7 @@
 and as it truncates (``Partition.append_as_follower`` / ``truncate_to``), so that a new leader
 has it without replaying the log. Property: after any sequence of follower appends (plain,
 idempotent, transactional batches, COMMIT/ABORT markers), truncations and producer-state
-snapshots, the incrementally kept state equals a replay of the log from scratch."""
+snapshots and reloads, the incrementally kept state equals a replay of the log from scratch."""
 
 from __future__ import annotations
 
@@ -16,20 +16,27 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from odradek.broker.metadata_store import PartitionState
 from odradek.broker.partition import Partition
 from odradek.protocol.records import build_batch
 from odradek.storage import LogConfig, MemoryLog
+from odradek.storage.api import PartitionLog
+from odradek.storage.log import FileLog
 from odradek.storage.producer_state import (
     ProducerStateManager,
     Verdict,
     snapshot_offset,
     write_snapshot,
 )
-from odradek.storage.transaction_index import ControlRecordType, build_control_batch
+from odradek.storage.transaction_index import (
+    AbortedTxn,
+    ControlRecordType,
+    TransactionIndex,
+    build_control_batch,
+)
 from odradek.testing.process import BrokerProcess
 
 from .controller import NONE, Controller, produce
@@ -37,8 +44,14 @@ from .controller import NONE, Controller, produce
 TS = 1_700_000_000_000
 
 
-def follower(snapshot_path: Path | None = None) -> Partition:
-    plog = MemoryLog("t", 0, LogConfig(segment_bytes=2048))
+def follower(snapshot_path: Path | None = None, log_dir: Path | None = None) -> Partition:
+    """A follower of broker 2 on a ``MemoryLog``, or on a ``FileLog`` in ``log_dir``."""
+    config = LogConfig(segment_bytes=2048)
+    plog: PartitionLog
+    if log_dir is None:
+        plog = MemoryLog("t", 0, config)
+    else:
+        plog = FileLog(log_dir / "t-0", config, topic="t", partition=0)
     p = Partition("t", 0, plog, LogConfig(), PartitionState(0, -1, -1), 1, snapshot_path)
     p.make_follower(PartitionState(0, 2, 0, [1, 2], [1, 2]))
     return p
@@ -78,45 +91,107 @@ _step = st.one_of(
     ),
     st.tuples(st.just("truncate"), st.integers(0, 1), st.integers(1, 6)),
     st.tuples(st.just("snapshot"), st.just(0), st.just(0)),
+    st.tuples(st.just("reload"), st.just(0), st.just(0)),
 )
 
 
+@pytest.mark.parametrize("on_disk", [False, True], ids=["memory", "disk"])
 @settings(max_examples=60, deadline=None)
 @given(st.lists(_step, min_size=1, max_size=30))
-def test_incremental_state_equals_a_replay(steps: list[tuple[str, int, int]]) -> None:
+# an aborted transaction, a snapshot after it, then a truncation back to the snapshot's
+# offset: the reload from the snapshot must keep the aborted transaction below it
+@example([("txn", 1, 1), ("abort", 1, 1), ("snapshot", 0, 0), ("plain", 0, 1), ("truncate", 0, 1)])
+@example([("txn", 1, 1), ("abort", 1, 1), ("snapshot", 0, 0), ("plain", 0, 1), ("reload", 0, 0)])
+def test_incremental_state_equals_a_replay(
+    on_disk: bool, steps: list[tuple[str, int, int]]
+) -> None:
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "producer_state.snapshot"
-        p = follower(path)
-        plog = p.log
-        seqs = [0, 0]
-        for kind, who, n in steps:
-            end = plog.log_end_offset
-            if kind == "truncate":
-                p.truncate_to(max(plog.log_start_offset, end - n))
-            elif kind == "snapshot":
-                payload = p.producer_state().snapshot_payload(plog, force=True)
-                assert payload is not None
-                write_snapshot(path, payload)
-            elif kind in ("commit", "abort"):
-                marker = ControlRecordType.COMMIT if kind == "commit" else ControlRecordType.ABORT
-                p.append_as_follower(
-                    build_control_batch(
-                        100 + who, 0, marker, 0, TS, base_offset=end, partition_leader_epoch=0
-                    )
+        p = follower(path, Path(tmp) if on_disk else None)
+        try:
+            _run_steps(p, path, steps)
+        finally:
+            p.log.close()
+
+
+def _run_steps(p: Partition, path: Path, steps: list[tuple[str, int, int]]) -> None:
+    plog = p.log
+    seqs = [0, 0]
+    for kind, who, n in steps:
+        end = plog.log_end_offset
+        if kind == "truncate":
+            p.truncate_to(max(plog.log_start_offset, end - n))
+        elif kind == "reload":  # the state dropped and loaded again: snapshot, then the log
+            p.reset_producer_state()
+            p.producer_state()
+        elif kind == "snapshot":
+            payload = p.producer_state().snapshot_payload(plog, force=True)
+            assert payload is not None
+            write_snapshot(path, payload)
+        elif kind in ("commit", "abort"):
+            marker = ControlRecordType.COMMIT if kind == "commit" else ControlRecordType.ABORT
+            p.append_as_follower(
+                build_control_batch(
+                    100 + who, 0, marker, 0, TS, base_offset=end, partition_leader_epoch=0
                 )
-            else:
-                pid = -1 if kind == "plain" else (10 if kind == "idempotent" else 100) + who
-                seq = -1 if pid < 0 else seqs[who]
-                if pid >= 0:
-                    seqs[who] += n
-                p.append_as_follower(
-                    data_batch(end, 0, n, pid=pid, seq=seq, transactional=kind == "txn")
+            )
+        else:
+            pid = -1 if kind == "plain" else (10 if kind == "idempotent" else 100) + who
+            seq = -1 if pid < 0 else seqs[who]
+            if pid >= 0:
+                seqs[who] += n
+            p.append_as_follower(
+                data_batch(end, 0, n, pid=pid, seq=seq, transactional=kind == "txn")
+            )
+        ps = p.loaded_producer_state()
+        if ps is None:  # nothing appended nor truncated yet
+            continue
+        hw = plog.log_end_offset
+        assert state_of(ps, hw) == state_of(ProducerStateManager.load(plog, None), hw)
+
+
+@pytest.mark.parametrize("on_disk", [False, True], ids=["memory", "disk"])
+def test_read_committed_still_skips_an_aborted_transaction_after_a_truncation(
+    on_disk: bool,
+) -> None:
+    """A truncation reloads the producer state from a snapshot taken after an ABORT marker:
+    the aborted transaction below the snapshot is still listed to read_committed fetches (and
+    its ``.txnindex`` entry stays); a truncation through the marker reopens the transaction."""
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "producer_state.snapshot"
+        p = follower(path, Path(tmp) if on_disk else None)
+        txnindex = Path(tmp) / "t-0" / f"{0:020d}.txnindex"
+        try:
+            p.append_as_follower(data_batch(0, 0, 2, pid=101, seq=0, transactional=True))
+            p.append_as_follower(
+                build_control_batch(
+                    101, 0, ControlRecordType.ABORT, 0, TS, base_offset=2, partition_leader_epoch=0
                 )
+            )
+            payload = p.producer_state().snapshot_payload(p.log, force=True)
+            assert payload is not None
+            write_snapshot(path, payload)  # covers [0, 3)
+            p.append_as_follower(data_batch(3, 0, 1))
+            p.truncate_to(3)
+            assert snapshot_offset(path) == 3 == p.log.log_end_offset
+            aborted = AbortedTxn(101, 0, 2, 3)
+            if on_disk:
+                assert TransactionIndex(0, txnindex).entries == [aborted]
+            p.make_leader(PartitionState(0, 1, 1, [1], [1]), now_ms=0)
+            p.log.update_high_watermark(3)
+            data = p.fetch_records(0, 1 << 20, True, follower=False, read_committed=True)
+            assert data.error == NONE
+            assert data.last_stable_offset == 3
+            assert data.aborted_transactions == [(101, 0)]
+            # through the marker: the transaction is open again, nothing is aborted
+            p.truncate_to(2)
             ps = p.loaded_producer_state()
-            if ps is None:  # nothing appended nor truncated yet
-                continue
-            hw = plog.log_end_offset
-            assert state_of(ps, hw) == state_of(ProducerStateManager.load(plog, None), hw)
+            assert ps is not None and ps.txn.aborted == [] and ps.in_transaction(101)
+            assert ps.last_stable_offset(2) == 0
+            if on_disk:
+                assert TransactionIndex(0, txnindex).entries == []
+        finally:
+            p.log.close()
 
 
 def test_a_follower_that_becomes_leader_continues_the_sequences() -> None:

@@ -32,7 +32,13 @@ longer replay). ``ProducerStateManager.load(log, path)`` reads the last snapshot
 unreadable or outside the log's offsets) reads the ``.txnindex`` entries whose markers lie below
 the snapshot's offset and replays the batches between its offset and the log end offset
 (``update``, and the markers into the tracker and the index files), so the state survives a
-restart and a kill -9. ``load_async`` does the same in chunks, yielding to the event loop.
+restart and a kill -9. A snapshot holds no aborted transactions: they live in the log's index,
+which every load truncates to the snapshot's offset and keeps below it (Kafka's
+``truncateAndReload``: the producer entries reload from a snapshot, the transaction index is
+truncated with the log). A log without a directory (``MemoryLog``) keeps that index in memory,
+with the log (``_MEMORY_INDEXES``), not with one loaded state, so that a reload after a
+truncation keeps the aborted transactions below its snapshot as the files do. ``load_async``
+does the same in chunks, yielding to the event loop.
 
 Replicas: a follower applies the batches it copies from the leader (``apply_batches``, the same
 code as the replay), so its state is current when it becomes the leader; after a truncation
@@ -87,6 +93,12 @@ MAX_CACHED_BATCHES = 5
 # the state last loaded for each log (the log cleaner tells it which aborted transactions'
 # markers it removed); weak keys: a closed and dropped log takes its entry with it
 _LOADED: weakref.WeakKeyDictionary[Any, ProducerStateManager] = weakref.WeakKeyDictionary()
+
+# the in-memory aborted-transaction index of each log without a directory (a MemoryLog). It
+# belongs to the log, not to one loaded state, as the ``.txnindex`` files do on disk: a reload
+# (after a truncation, from a snapshot, which holds no aborted transactions) reads the entries
+# below its replay offset from it, as it reads them from the files; weak keys, as ``_LOADED``
+_MEMORY_INDEXES: weakref.WeakKeyDictionary[Any, TransactionIndexFiles] = weakref.WeakKeyDictionary()
 
 
 def loaded_state(plog: Any) -> ProducerStateManager | None:
@@ -384,7 +396,7 @@ class ProducerStateManager:
                 if not is_current():
                     return None
                 since = time.perf_counter()
-        files.load(from_offset)  # drops anything past from_offset, as load does
+        _read_indexes(files, from_offset)  # drops anything past from_offset, as load does
         bases = plog.segment_base_offsets()
         for entry in state.txn.aborted:
             if entry.last_offset >= from_offset:
@@ -425,7 +437,9 @@ class ProducerStateManager:
         if state is None:
             state = cls(index_dir)
             state.offset = start
-        entries = state.txn_indexes.load(state.offset)
+        if index_dir is None:
+            state.txn_indexes = _MEMORY_INDEXES.setdefault(plog, TransactionIndexFiles(None))
+        entries = _read_indexes(state.txn_indexes, state.offset)
         state.txn.aborted = [e for e in entries if e.last_offset >= start]
         state.txn_indexes.delete_below(plog.segment_base_offsets())  # retention deleted some
         return state
@@ -519,6 +533,18 @@ class ProducerStateManager:
         data = self.snapshot()
         data["epoch"] = _epoch_at(plog, self.offset - 1)
         return json.dumps(data).encode()
+
+
+def _read_indexes(files: TransactionIndexFiles, replay_from: int) -> list[AbortedTxn]:
+    """The aborted transactions whose markers lie below ``replay_from``, in marker order, with
+    the index truncated to them (the replay from ``replay_from`` appends the others again):
+    ``TransactionIndexFiles.load`` for files, the same on the indexes held in memory."""
+    if files.directory is not None:
+        return files.load(replay_from)
+    files.truncate_to(replay_from)
+    entries = [e for index in files.indexes.values() for e in index.entries]
+    entries.sort(key=lambda e: e.last_offset)
+    return entries
 
 
 def _epoch_at(plog: PartitionLog, offset: int) -> int:
