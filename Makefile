@@ -89,7 +89,7 @@ typecheck: lint
 # Benchmarks (never part of `make test`): every script docs/benchmarks.md lists, with the
 # command the page gives, one after the other (hours on 2 cores). Each prints its table;
 # `make bench-clients` (or `make bench BENCH="clients groups"`) runs some of them.
-BENCH ?= storage compare clients groups embedded spark cleaner transactions console_scrape downconvert cluster replication spark_eos replication_cpu replication_lag
+BENCH ?= storage compare clients groups embedded spark cleaner transactions console_scrape downconvert fetch_versions cluster replication spark_eos replication_cpu replication_lag security
 BENCH_ARGS_compare := --runs 3
 BENCH_ARGS_clients := --broker odradek --records 1000000 --reps 3
 BENCH_ARGS_transactions := --records 300000 --reps 3
@@ -99,6 +99,7 @@ BENCH_ARGS_cluster := --records 100000 --failovers 3
 BENCH_ARGS_replication := --records 100000 --runs 3
 BENCH_ARGS_spark_eos := --records 200000 --batches 4 --repeat 3
 BENCH_ARGS_replication_cpu := --records 1000000 --runs 5
+BENCH_ARGS_security := --records 1000000 --runs 3 --logins 300
 bench: $(addprefix bench-,$(BENCH))
 bench-%: install-test system-deps
 	$(BIN)/python bench/$*.py $(BENCH_ARGS_$*)
