@@ -104,11 +104,13 @@ def _run(cluster: Cluster, dirs: list[Path], small: Path) -> None:
     for f in admin.create_topics([new], request_timeout=30).values():
         f.result(timeout=30)
     cluster.wait_metadata(
-        lambda md: all(
-            p.leader_id == 2 and len(p.isr_nodes) == 3
-            for p in cluster.partitions(md, TOPIC).values()
+        lambda md: (
+            all(
+                p.leader_id == 2 and len(p.isr_nodes) == 3
+                for p in cluster.partitions(md, TOPIC).values()
+            )
+            and len(cluster.partitions(md, TOPIC)) == 2
         )
-        and len(cluster.partitions(md, TOPIC)) == 2
     )
     # a new log goes to the dir with the fewest logs: one partition on each of broker 2's dirs
     deadline = time.monotonic() + 10
@@ -137,8 +139,10 @@ def _run(cluster: Cluster, dirs: list[Path], small: Path) -> None:
     # every broker's metadata says so (UpdateMetadata), broker 2's included
     for i in (1, 2, 3):
         md = cluster.wait_metadata(
-            lambda md: list(cluster.partitions(md, TOPIC)[doomed].offline_replicas) == [2]
-            and cluster.partitions(md, TOPIC)[doomed].leader_id in (1, 3),
+            lambda md: (
+                list(cluster.partitions(md, TOPIC)[doomed].offline_replicas) == [2]
+                and cluster.partitions(md, TOPIC)[doomed].leader_id in (1, 3)
+            ),
             broker_id=i,
             timeout=10,
         )
