@@ -148,6 +148,26 @@ def _run(cluster: Cluster, dirs: list[Path], small: Path) -> None:
         )
         kept = cluster.partitions(md, TOPIC)[healthy]
         assert kept.leader_id == 2 and len(kept.isr_nodes) == 3 and not list(kept.offline_replicas)
+    # a topic created while the dir is offline gets its replica on broker 2's live dir
+    new = NewTopic("after", 1, replica_assignment=[[2, 1, 3]])
+    for f in admin.create_topics([new], request_timeout=30).values():
+        f.result(timeout=30)
+    deadline = time.monotonic() + 10
+    while not (dirs[0] / "after-0").is_dir() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert (dirs[0] / "after-0").is_dir()
+    # every broker knows the topic first: a Produce for a topic a broker has not been told of
+    # yet auto-creates it there, which fails with UNKNOWN_SERVER_ERROR when it exists already
+    cluster.wait_every_broker(lambda md: len(cluster.partitions(md, "after")) == 1, timeout=10)
+    producer.producer.produce("after", b"new", partition=0, on_delivery=producer._done)
+    assert producer.producer.flush(30) == 0 and not producer.errors, (
+        f"{producer.errors[:5]}\n{cluster.logs(6000)}"
+    )
+    md = cluster.wait_metadata(lambda md: len(cluster.partitions(md, "after")) == 1)
+    after = cluster.partitions(md, "after")[0]
+    assert after.leader_id == 2 and len(after.isr_nodes) == 3, after
+    assert not list(after.offline_replicas), after
+    producer.acks = [a for a in producer.acks if a.value != b"new"]
     log = read_back(bootstrap, TOPIC, 2)
     result = check(producer.acks, log)
     assert result.ok, result.summary()

@@ -185,6 +185,8 @@ class LeadershipChanges:
             if self.node_id not in s.replicas:
                 result[key] = _UNKNOWN
                 continue
+            if getattr(s, "is_new", False):  # a new partition's log may go to a live dir
+                self.log_manager.expect_new_topic(key[0])  # even while another is offline
             try:
                 handle = self._partition_for_controller(*key)
             except (ValueError, OSError) as exc:  # illegal name, storage failure
