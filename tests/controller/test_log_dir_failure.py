@@ -6,12 +6,15 @@ from __future__ import annotations
 import pytest
 
 from odradek.controller.decisions import (
+    AlterPartitionItem,
     ElectionType,
+    on_alter_partition,
     on_broker_change,
     on_broker_log_dir_failure,
     on_elect_leaders,
     on_replicas_offline,
 )
+from odradek.protocol.errors import ErrorCode
 
 from .helpers import broker, context, leader_and_isr_to, update_metadata_to, with_topic
 
@@ -83,6 +86,15 @@ def test_offline_replica_is_not_elected_again_until_its_broker_restarts() -> Non
     # the preferred replica (2) is ineligible: out of the ISR and on an offline dir
     _, d = on_elect_leaders(ctx2, ElectionType.PREFERRED, [T0])
     assert d.update_states == {}
+    # nor taken back into the ISR (Kafka: INELIGIBLE_REPLICA), nor elected unclean
+    s = ctx2.states[T0]
+    _, d = on_alter_partition(
+        ctx2,
+        s.leader,
+        ctx2.broker_epoch(s.leader),
+        [AlterPartitionItem("t", 0, s.leader_epoch, (*s.isr, 2), s.zk_version)],
+    )
+    assert d.alter_partition[T0].error_code == ErrorCode.ineligible_replica.value
     # the new leader's dir failing too leaves 3, never 2
     ctx3, _ = on_replicas_offline(ctx2, 1, [T0])
     assert ctx3.states[T0].leader == 3
@@ -90,3 +102,12 @@ def test_offline_replica_is_not_elected_again_until_its_broker_restarts() -> Non
     live = {1: ctx3.live_brokers[1], 2: broker(2, epoch=999), 3: ctx3.live_brokers[3]}
     ctx4, _ = on_broker_change(ctx3, live)
     assert 2 not in ctx4.offline_dir_replicas and ctx4.offline_replicas(T0) == (1,)
+
+
+def test_unclean_election_skips_a_replica_on_a_failed_dir() -> None:
+    ctx = with_topic(context([1, 2, 3], unclean=True), "u", {0: (1, 2)})
+    ctx, _ = on_replicas_offline(ctx, 2, [("u", 0)])
+    ctx, _ = on_broker_change(ctx, {b: ctx.live_brokers[b] for b in (2, 3)})  # 1 dies
+    assert ctx.states[("u", 0)].leader == -1  # 2 is live but its replica is offline
+    _, d = on_elect_leaders(ctx, ElectionType.UNCLEAN, [("u", 0)])
+    assert d.elect_leaders[("u", 0)] == ErrorCode.eligible_leaders_not_available.value

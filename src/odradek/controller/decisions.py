@@ -553,7 +553,9 @@ def on_alter_partition(
         replicas = ctx.replicas(tp)
         stale = any(e != -1 and e != ctx.broker_epoch(r)
                     for r, e in zip(it.new_isr, it.new_isr_broker_epochs, strict=False))
-        if stale or broker_id not in it.new_isr or any(r not in replicas or r not in live for r in it.new_isr):
+        if stale or broker_id not in it.new_isr or any(
+            r not in replicas or r not in live or ctx.is_on_offline_dir(r, tp) for r in it.new_isr
+        ):
             batch.d.alter_partition[tp] = AlterPartitionResult(ErrorCode.ineligible_replica.value)
             continue
         batch.set_state(tp, state.leader, it.new_isr, bump=False)
@@ -625,13 +627,14 @@ def on_elect_leaders(
     """ElectLeaders (or ``/admin/preferred_replica_election`` when ``from_znode``): per partition an
     error code, 0 when a new leader was written."""
     batch = _Batch(ctx)
-    live = _live_set(ctx)
+    all_live = _live_set(ctx)
     for tp in sorted(set(partitions)):
         state = ctx.states.get(tp)
         if state is None or tp[0] in ctx.topics_to_be_deleted:
             batch.d.elect_leaders[tp] = ErrorCode.unknown_topic_or_partition.value
             continue
         replicas = ctx.replicas(tp)
+        live = {b for b in all_live if not ctx.is_on_offline_dir(b, tp)}
         if election_type is ElectionType.PREFERRED:
             if state.leader == replicas[0]:
                 batch.d.elect_leaders[tp] = ErrorCode.election_not_needed.value
