@@ -97,6 +97,7 @@ class ZkCluster:
         self.controller: Controller | None = None
         self.alter_partition_manager = ControllerAlterPartitionManager(self)
         self._tasks: set[asyncio.Task[None]] = set()
+        self._loop = asyncio.get_running_loop()  # built by Broker.start, on the broker's loop
 
     # -- lifecycle ---------------------------------------------------------------------------
 
@@ -141,12 +142,21 @@ class ZkCluster:
         await self.client.close()
 
     def log_dir_failed(self, log_dir: Path, partitions: list[tuple[str, int]]) -> None:
-        """A log dir of this broker went offline (on the event loop): announce it to the
+        """A log dir of this broker went offline (on any thread): announce it to the
         controller through ZooKeeper, in a worker thread (kazoo blocks), retried while
         ZooKeeper is away (at most ``LOG_DIR_EVENT_ATTEMPTS`` times, 1 s apart)."""
         log.error("log dir %s is offline (%d partitions); telling the controller", log_dir, len(partitions))
-        loop = asyncio.get_running_loop()
-        task = loop.create_task(self._propagate_log_dir_event(loop))
+        try:
+            running: asyncio.AbstractEventLoop | None = asyncio.get_running_loop()
+        except RuntimeError:  # a worker thread's write (checkpoints, the cleaner) failed
+            running = None
+        if running is self._loop:
+            self._start_propagation()
+        else:
+            self._loop.call_soon_threadsafe(self._start_propagation)
+
+    def _start_propagation(self) -> None:
+        task = self._loop.create_task(self._propagate_log_dir_event(self._loop))
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
 
