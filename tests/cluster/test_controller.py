@@ -14,7 +14,11 @@ from odradek.cluster.zk import KafkaZkClient
 from odradek.cluster.znodes import BrokerInfo, LeaderAndIsr, TopicAssignment
 from odradek.controller.controller import Controller, RecordingChannel
 from odradek.controller.decisions import AlterPartitionItem
-from odradek.protocol.inter_broker import LeaderAndIsrPartitionError, LeaderAndIsrRequest, LeaderAndIsrResponse
+from odradek.protocol.inter_broker import (
+    LeaderAndIsrPartitionError,
+    LeaderAndIsrRequest,
+    LeaderAndIsrResponse,
+)
 from odradek.testing.helpers import wait_until
 
 from .harness import expire_session
