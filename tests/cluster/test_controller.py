@@ -14,7 +14,11 @@ from odradek.cluster.zk import KafkaZkClient
 from odradek.cluster.znodes import BrokerInfo, LeaderAndIsr, TopicAssignment
 from odradek.controller.controller import Controller, RecordingChannel
 from odradek.controller.decisions import AlterPartitionItem
-from odradek.protocol.inter_broker import LeaderAndIsrRequest
+from odradek.protocol.inter_broker import (
+    LeaderAndIsrPartitionError,
+    LeaderAndIsrRequest,
+    LeaderAndIsrResponse,
+)
 from odradek.testing.helpers import wait_until
 
 from .harness import expire_session
@@ -405,3 +409,44 @@ def test_controller_that_resigned_while_zookeeper_was_down_takes_over_again(clus
     # and it works: a new topic gets its leader
     admin.create_topic_assignment("u", TopicAssignment({0: (2, 3)}))
     assert wait_until(lambda: (s := state(admin, ("u", 0))) is not None and s.leader == 2, 15)
+
+
+@pytest.mark.timeout(60)
+def test_log_dir_event_notification_and_storage_errors_take_replicas_offline(cluster) -> None:  # type: ignore[no-untyped-def]
+    _, start, admin = cluster
+    nodes = [start(i) for i in (1, 2, 3)]
+    assert wait_until(lambda: len(active(nodes)) == 1)
+    ctrl = active(nodes)[0]
+    failed = next(n for n in nodes if n is not ctrl)
+    others = [n.id for n in nodes if n is not failed]
+    admin.create_topic_assignment(
+        "t", TopicAssignment({0: (failed.id, *others), 1: (others[0], failed.id)})
+    )
+    assert wait_until(lambda: state(admin) is not None and state(admin, ("t", 1)) is not None)
+    sent_before = len(ctrl.channel.snapshot())
+    admin.propagate_log_dir_event(failed.id)  # what the broker writes when a dir fails
+    assert wait_until(lambda: admin.get_all_log_dir_event_notifications() == [])
+
+    def asked() -> list[tuple[str, int]]:
+        return sorted(
+            (s.topic_name, s.partition_index)
+            for b, r in ctrl.channel.snapshot()[sent_before:]
+            if b == failed.id and isinstance(r, LeaderAndIsrRequest)
+            for s in r.partition_states
+        )
+
+    assert wait_until(lambda: asked() == [T0, ("t", 1)])
+    # the broker answers KAFKA_STORAGE_ERROR for the partition on its failed dir only
+    ctrl.controller.leader_and_isr_response(
+        failed.id,
+        LeaderAndIsrResponse(
+            0, (LeaderAndIsrPartitionError("t", 0, 56), LeaderAndIsrPartitionError("t", 1, 0))
+        ),
+    )
+    assert wait_until(lambda: (s := state(admin)) is not None and s.leader == others[0])
+    s0 = state(admin)
+    assert s0 is not None and s0.isr == tuple(others) and s0.leader_epoch == 1
+    s1 = state(admin, ("t", 1))
+    assert s1 is not None and failed.id in s1.isr  # its other dir serves on
+    ctx = ctrl.controller.context
+    assert ctx is not None and ctx.offline_replicas(T0) == (failed.id,)

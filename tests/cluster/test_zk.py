@@ -185,6 +185,13 @@ def test_topic_config_deletion_admin_paths(clients: Callable[..., KafkaZkClient]
     assert c.get_partitions_from_isr_change_notifications([name]) == {("u", 0), ("u", 1)}
     c.delete_isr_change_notifications([name], v)
     assert c.get_all_isr_change_notifications() == []
+    first, second = c.propagate_log_dir_event(2), c.propagate_log_dir_event(3)
+    assert first.startswith("log_dir_event_") and c.get_all_log_dir_event_notifications() == [first, second]
+    data, _ = c.zk.get(f"/log_dir_event_notification/{first}")
+    assert json.loads(data) == {"version": 1, "broker": 2, "event": 1}  # Kafka's LogDirEventNotificationZNode
+    assert c.get_broker_ids_from_log_dir_events([first, second, "log_dir_event_9999999999"]) == [2, 3]
+    c.delete_log_dir_event_notifications([first, second], v)
+    assert c.get_all_log_dir_event_notifications() == []
 
 
 def test_cluster_id_and_producer_id_blocks(clients: Callable[..., KafkaZkClient]) -> None:

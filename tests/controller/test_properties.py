@@ -20,6 +20,7 @@ from odradek.controller.decisions import (
     on_controller_failover,
     on_elect_leaders,
     on_partition_reassignment,
+    on_replicas_offline,
     on_topic_change,
     on_topic_deletion,
 )
@@ -81,7 +82,7 @@ def unclean_allowed(ctx: ControllerContext) -> bool:
 events = st.lists(
     st.tuples(
         st.sampled_from(["down", "up", "bounce", "alter", "shutdown", "preferred", "unclean", "reassign",
-                         "rebalance", "delete", "create", "failover"]),
+                         "rebalance", "delete", "create", "failover", "dirfail"]),
         st.sampled_from(BROKERS),
         st.lists(st.sampled_from(BROKERS), min_size=1, max_size=3, unique=True),
         st.integers(0, 3),
@@ -143,6 +144,16 @@ def test_invariants_over_random_events(events, unclean) -> None:  # type: ignore
             if not topics:
                 continue
             ctx, d = on_topic_deletion(ctx, [topics[n % len(topics)]])
+        elif kind == "dirfail":  # some of b's replicas are on a dir that failed
+            on_b = [tp for tp in sorted(ctx.states) if b in ctx.replicas(tp)]
+            failed = on_b[n % 2::2] if on_b else []
+            ctx, d = on_replicas_offline(ctx, b, failed)
+            for tp in failed:
+                s = ctx.states[tp]
+                if tp[0] not in ctx.topics_to_be_deleted and b in before.live_brokers:
+                    assert s.leader != b, "a replica on a failed dir does not lead"
+                    assert b not in s.isr or s.isr == (b,), "it leaves the ISR unless it is the last"
+                    assert b in ctx.offline_replicas(tp)
         elif kind == "create":
             next_topic += 1
             ctx, d = on_topic_change(ctx, {f"n{next_topic}": TopicAssignment({0: tuple(replicas)})})

@@ -9,7 +9,8 @@ of the controller applied (Kafka's ``ReplicaManager.becomeLeaderOrFollower``, ``
   replicas (else UNKNOWN_TOPIC_OR_PARTITION) and its leader epoch is newer than ours (or the
   same epoch with a newer partition epoch), else STALE_CONTROLLER_EPOCH. A topic id the
   request names that differs from the one in the partition directory's ``partition.metadata``
-  → INCONSISTENT_TOPIC_ID (cluster mode). Leaders stop fetching and take the epoch
+  → INCONSISTENT_TOPIC_ID (cluster mode). A partition whose log dir failed (its log an
+  ``OfflineLog``) → KAFKA_STORAGE_ERROR: the controller takes that replica offline. Leaders stop fetching and take the epoch
   (``Partition.make_leader``); followers (``Partition.make_follower``) are handed to a
   ``ReplicaFetcher`` of their leader through the ``ReplicaFetcherManager``
   (``odradek.broker.replica_fetcher_manager``: ``num.replica.fetchers`` per leader broker),
@@ -44,6 +45,7 @@ from odradek.broker.purgatory import Purgatory
 from odradek.broker.replica_fetcher_manager import ReplicaFetcherManager
 from odradek.clock import Clock
 from odradek.storage import LogConfig, LogManager
+from odradek.storage.future_log import OfflineLog
 
 __all__ = [
     "LeaderAndIsrPartition",
@@ -183,6 +185,8 @@ class LeadershipChanges:
             if self.node_id not in s.replicas:
                 result[key] = _UNKNOWN
                 continue
+            if getattr(s, "is_new", False):  # a new partition's log may go to a live dir
+                self.log_manager.expect_new_topic(key[0])  # even while another is offline
             try:
                 handle = self._partition_for_controller(*key)
             except (ValueError, OSError) as exc:  # illegal name, storage failure
@@ -190,6 +194,9 @@ class LeadershipChanges:
                 result[key] = (
                     ErrorCode.kafka_storage_error if isinstance(exc, OSError) else _UNKNOWN
                 )
+                continue
+            if isinstance(handle.log, OfflineLog):  # its log dir failed (Kafka: an offline partition)
+                result[key] = ErrorCode.kafka_storage_error
                 continue
             current = handle.current_epoch_for_controller()
             newer = s.leader_epoch > current or (

@@ -15,8 +15,12 @@ KAFKA_STORAGE_ERROR) has its whole directory taken offline (``log_dir_failed``);
 manager replaces that directory's logs with ``OfflineLog``s, which this class hands to the
 partitions, so that each of them answers KAFKA_STORAGE_ERROR from then on (Produce and Fetch
 versions that predate it answer NOT_LEADER_OR_FOLLOWER, as Kafka maps it) while the other
-directories serve on. Listeners (``add_failure_listener``) are told; in a cluster on
-ZooKeeper, the broker's part writes the controller's ``/log_dir_event_notification``.
+directories serve on. The replica fetchers stop fetching for that directory's partitions, and
+a fetcher whose follower append raises an ``OSError`` takes the directory offline the same
+way. Listeners (``add_failure_listener``) are told; in a cluster on ZooKeeper, the broker's
+part (``ZkCluster.log_dir_failed``) writes the controller's ``/log_dir_event_notification``;
+the controller's next LeaderAndIsr is answered KAFKA_STORAGE_ERROR for those partitions
+(``leadership.py``), and they stay offline until the broker restarts.
 """
 
 from __future__ import annotations
@@ -46,6 +50,12 @@ class _HasLog(Protocol):
     log: Any
 
 
+class _Fetchers(Protocol):
+    on_storage_error: Callable[[str, int, str], None] | None
+
+    def remove_fetcher_for_partitions(self, keys: list[tuple[str, int]]) -> None: ...
+
+
 class LogDirs:
     """Moves between log dirs and failed log dirs, for one ``ReplicaManager``: its log
     manager, its partitions by (topic, partition) (whose ``log`` is replaced after a move or
@@ -56,14 +66,18 @@ class LogDirs:
         log_manager: LogManager,
         partitions: Mapping[tuple[str, int], _HasLog],
         tasks: set[asyncio.Task[Any]],
+        fetchers: _Fetchers | None = None,
     ) -> None:
         self.log_manager = log_manager
+        self._fetchers = fetchers
         self._partitions = partitions
         self._tasks = tasks
         self._moving: dict[tuple[str, int], asyncio.Task[None]] = {}
         self._listeners: list[Callable[[Path, list[tuple[str, int]]], None]] = []
         self.moves_completed = 0
         self.log_manager.add_log_dir_failure_listener(self._on_failure)
+        if fetchers is not None:
+            fetchers.on_storage_error = self.log_dir_failed
 
     # -- AlterReplicaLogDirs -------------------------------------------------------------------
 
@@ -157,6 +171,8 @@ class LogDirs:
 
     def _on_failure(self, log_dir: Path, keys: list[tuple[str, int]]) -> None:
         partitions = self._partitions
+        if self._fetchers is not None:  # Kafka: replicaFetcherManager.removeFetcherForPartitions
+            self._fetchers.remove_fetcher_for_partitions(list(keys))
         for key in keys:
             handle = partitions.get(key)
             offline = self.log_manager.get(*key)

@@ -131,6 +131,9 @@ class PartitionState:
     controller_epoch: int = -1
     version: int = 0
     """The state znode's version (every partition-state write is conditional on it)."""
+    offline_replicas: list[int] = field(default_factory=list)
+    """Replicas the controller lists as offline (UpdateMetadata): on a dead broker or on a
+    failed log dir of a live one."""
 
     def to_json(self) -> dict[str, Any]:
         return {

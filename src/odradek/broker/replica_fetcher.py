@@ -41,7 +41,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -216,6 +216,8 @@ class ReplicaFetcher:
         self._own_client = client is None
         self.client = client if client is not None else InterBrokerClient(node_id, clock=clock)
         self.purpose = f"fetcher-{fetcher_id}"
+        self.on_storage_error: Callable[[str, int, str], None] | None = None
+        """Told when a follower append raises an ``OSError`` (its log dir goes offline)."""
         self._states: dict[tuple[str, int], _FetchState] = {}
         self._wake = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
@@ -495,6 +497,12 @@ class ReplicaFetcher:
                 )
                 s.truncating = True
                 self._delay(s, "bad batches")
+                return
+            except OSError as exc:  # the log's dir failed: it goes offline, fetching stops
+                log.error("%s-%d: follower append failed: %s", p.topic, p.partition, exc)
+                self.remove_partitions([(p.topic, p.partition)])
+                if self.on_storage_error is not None:
+                    self.on_storage_error(p.topic, p.partition, f"follower append failed: {exc}")
                 return
         hw = min(int(pd.high_watermark), plog.log_end_offset)
         if hw > plog.high_watermark:

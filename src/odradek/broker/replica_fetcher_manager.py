@@ -23,7 +23,7 @@ Every fetcher shares the broker's ``InterBrokerClient`` (None: each opens its ow
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 
 from odradek.broker.inter_broker_client import InterBrokerClient
 from odradek.broker.partition import Partition
@@ -51,6 +51,9 @@ class ReplicaFetcherManager:
         self.inter_broker_client = inter_broker_client
         self._fetchers: dict[tuple[int, int], ReplicaFetcher] = {}
         """By (leader broker id, fetcher id)."""
+        self.on_storage_error: Callable[[str, int, str], None] | None = None
+        """``(topic, partition, reason)`` when a follower append raised an ``OSError`` (the
+        partition's log dir goes offline: ``LogDirs.log_dir_failed``); handed to every fetcher."""
 
     def add_fetcher_for_partition(
         self, leader_id: int, host: str, port: int, handle: Partition
@@ -83,6 +86,7 @@ class ReplicaFetcherManager:
                 fid,
                 self.inter_broker_client,
             )
+            fetcher.on_storage_error = self.on_storage_error
             self._fetchers[(leader_id, fid)] = fetcher
         return fetcher
 

@@ -242,7 +242,7 @@ class ReplicaManager(LeadershipChanges):
         (Kafka's IsrShrinksPerSec); ``isr_expands`` likewise (IsrExpandsPerSec)."""
         self.isr_expands = 0
         self._closed = False
-        self.log_dirs = LogDirs(log_manager, self._partitions, self._tasks)
+        self.log_dirs = LogDirs(log_manager, self._partitions, self._tasks, self.fetcher_manager)
         """Moves between log dirs and failed log dirs (``odradek.broker.log_dirs``)."""
 
     # -- partitions ---------------------------------------------------------------------------

@@ -253,6 +253,8 @@ class Broker:
             quotas=self.quotas,
         )
         self.log_manager, self.replica_manager = parts.log_manager, parts.replica_manager
+        if self.cluster is not None:  # a failed log dir is announced to the controller
+            self.replica_manager.log_dirs.add_failure_listener(self.cluster.log_dir_failed)
         self.topic_admin, self.producer_ids = parts.topic_admin, parts.producer_ids
         self.coordinator_writer, self.group_coordinator = (
             parts.coordinator_writer,

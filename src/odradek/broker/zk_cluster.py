@@ -35,6 +35,7 @@ import asyncio
 import logging
 import uuid
 from concurrent.futures import Future
+from pathlib import Path
 from typing import Any, TypeVar
 
 from kio.schema.alter_partition.v2 import request as ap_request
@@ -45,6 +46,7 @@ from odradek.broker.inter_broker_client import InterBrokerClient, InterBrokerReq
 from odradek.broker.metadata_store import PartitionState
 from odradek.broker.zk_metadata_store import ZkMetadataStore
 from odradek.clock import Clock
+from odradek.cluster.znodes import LOG_DIR_EVENT_NOTIFICATION
 from odradek.controller.channel import ControllerChannelManager
 from odradek.controller.context import ControllerConfig
 from odradek.controller.controller import Controller
@@ -63,6 +65,7 @@ log = logging.getLogger("odradek.broker")
 T = TypeVar("T")
 ALTER_PARTITION_PURPOSE = "alter-partition"
 CONTROLLED_SHUTDOWN_PURPOSE = "controlled-shutdown"
+LOG_DIR_EVENT_ATTEMPTS = 30
 """The purposes of this broker's connections to the active controller."""
 
 
@@ -93,6 +96,8 @@ class ZkCluster:
         self.channel: ControllerChannelManager | None = None
         self.controller: Controller | None = None
         self.alter_partition_manager = ControllerAlterPartitionManager(self)
+        self._tasks: set[asyncio.Task[None]] = set()
+        self._loop = asyncio.get_running_loop()  # built by Broker.start, on the broker's loop
 
     # -- lifecycle ---------------------------------------------------------------------------
 
@@ -132,11 +137,48 @@ class ZkCluster:
             await loop.run_in_executor(None, controller.stop)
         if channel is not None:
             await channel.close()
+        for task in list(self._tasks):
+            task.cancel()
         await self.client.close()
+
+    def log_dir_failed(self, log_dir: Path, partitions: list[tuple[str, int]]) -> None:
+        """A log dir of this broker went offline (on any thread): announce it to the
+        controller through ZooKeeper, in a worker thread (kazoo blocks), retried while
+        ZooKeeper is away (at most ``LOG_DIR_EVENT_ATTEMPTS`` times, 1 s apart)."""
+        log.error("log dir %s is offline (%d partitions); telling the controller", log_dir, len(partitions))
+        try:
+            running: asyncio.AbstractEventLoop | None = asyncio.get_running_loop()
+        except RuntimeError:  # a worker thread's write (checkpoints, the cleaner) failed
+            running = None
+        if running is self._loop:
+            self._start_propagation()
+        else:
+            self._loop.call_soon_threadsafe(self._start_propagation)
+
+    def _start_propagation(self) -> None:
+        task = self._loop.create_task(self._propagate_log_dir_event(self._loop))
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def _propagate_log_dir_event(self, loop: asyncio.AbstractEventLoop) -> None:
+        zk = self.store.zk
+        for attempt in range(LOG_DIR_EVENT_ATTEMPTS):
+            try:
+                name = await loop.run_in_executor(None, zk.propagate_log_dir_event, self.node_id)
+            except Exception as exc:  # ZooKeeper away: try again
+                log.warning("could not write the log dir event notification: %s", exc)
+                if attempt + 1 < LOG_DIR_EVENT_ATTEMPTS:
+                    await asyncio.sleep(1.0)
+                continue
+            log.info("wrote %s/%s", LOG_DIR_EVENT_NOTIFICATION, name)
+            return
 
     def _on_controller_response(
         self, broker_id: int, request: BrokerRequest, response: Any
     ) -> None:
+        controller = self.controller
+        if isinstance(response, ib.LeaderAndIsrResponse) and controller is not None:
+            controller.leader_and_isr_response(broker_id, response)
         code = getattr(response, "error_code", 0)
         if code:
             log.warning(

@@ -232,6 +232,7 @@ class ZkMetadataStore(MetadataImage):
                 list(s.isr),
                 s.controller_epoch,
                 s.zk_version,
+                list(s.offline_replicas),
             )
             topic = self._topics.get(name)
             tid = request.topic_ids.get(name, ZERO_UUID)

@@ -24,6 +24,7 @@ Znodes (paths relative to the chroot of ``zookeeper.connect``, e.g. ``127.0.0.1:
   ``{"version":1,"partitions":[{"topic","partition","replicas"}]}``,
   ``/admin/preferred_replica_election`` = ``{"version":1,"partitions":[{"topic","partition"}]}``,
   ``/isr_change_notification/isr_change_N`` = ``{"version":1,"partitions":[{"topic","partition"}]}``,
+  ``/log_dir_event_notification/log_dir_event_N`` = ``{"version":1,"broker":id,"event":1}`` (a failed log dir),
   ``/cluster/id`` = ``{"version":"1","id":"<22 chars>"}``,
   ``/latest_producer_id_block`` = ``{"version":1,"broker":id,"block_start":"n","block_end":"m"}``.
 
@@ -66,6 +67,8 @@ from odradek.cluster.znodes import (
     INITIAL_CONTROLLER_EPOCH,
     ISR_CHANGE_NOTIFICATION,
     LATEST_PRODUCER_ID_BLOCK,
+    LOG_DIR_EVENT_NOTIFICATION,
+    LOG_DIR_FAILURE_EVENT,
     PERSISTENT_PATHS,
     PREFERRED_REPLICA_ELECTION,
     PRODUCER_ID_BLOCK_SIZE,
@@ -706,6 +709,37 @@ class KafkaZkClient:
         def ops(tx: Any) -> None:
             for n in names:
                 tx.delete(f"{ISR_CHANGE_NOTIFICATION}/{n}")
+
+        self._fenced_commit(epoch_zk_version, ops)
+
+    # -- log dir event notifications (broker -> controller: a log dir failed)
+
+    def propagate_log_dir_event(self, broker_id: int) -> str:
+        """Announce that a log dir of ``broker_id`` failed (Kafka's propagateLogDirEvent); the
+        notification's name."""
+        self._check_writable()
+        data = path_json({"version": 1, "broker": broker_id, "event": LOG_DIR_FAILURE_EVENT})
+        path: str = self.zk.create(f"{LOG_DIR_EVENT_NOTIFICATION}/log_dir_event_", data, sequence=True)
+        return path.rsplit("/", 1)[1]
+
+    def get_all_log_dir_event_notifications(self) -> list[str]:
+        return sorted(self.zk.get_children(LOG_DIR_EVENT_NOTIFICATION))
+
+    def get_broker_ids_from_log_dir_events(self, names: Iterable[str]) -> list[int]:
+        """The brokers named by these notifications (gone or unreadable ones skipped)."""
+        out: list[int] = []
+        for name in names:
+            try:
+                data, _ = self.zk.get(f"{LOG_DIR_EVENT_NOTIFICATION}/{name}")
+                out.append(int(json.loads(data)["broker"]))
+            except (NoNodeError, ValueError, KeyError, TypeError):
+                continue
+        return out
+
+    def delete_log_dir_event_notifications(self, names: Iterable[str], epoch_zk_version: int) -> None:
+        def ops(tx: Any) -> None:
+            for n in names:
+                tx.delete(f"{LOG_DIR_EVENT_NOTIFICATION}/{n}")
 
         self._fenced_commit(epoch_zk_version, ops)
 

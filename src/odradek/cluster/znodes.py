@@ -31,6 +31,8 @@ __all__ = [
     "INITIAL_CONTROLLER_EPOCH_ZK_VERSION",
     "ISR_CHANGE_NOTIFICATION",
     "LATEST_PRODUCER_ID_BLOCK",
+    "LOG_DIR_EVENT_NOTIFICATION",
+    "LOG_DIR_FAILURE_EVENT",
     "NO_LEADER",
     "PERSISTENT_PATHS",
     "PREFERRED_REPLICA_ELECTION",
@@ -69,6 +71,10 @@ DELETE_TOPICS = "/admin/delete_topics"
 REASSIGN_PARTITIONS = "/admin/reassign_partitions"
 PREFERRED_REPLICA_ELECTION = "/admin/preferred_replica_election"
 ISR_CHANGE_NOTIFICATION = "/isr_change_notification"
+LOG_DIR_EVENT_NOTIFICATION = "/log_dir_event_notification"
+"""Children ``log_dir_event_<seq>`` (persistent sequential) = ``{"version":1,"broker":id,"event":1}``:
+a broker's log dir failed (Kafka's LogDirEventNotificationZNode); the controller deletes them."""
+LOG_DIR_FAILURE_EVENT = 1
 CLUSTER_ID = "/cluster/id"
 LATEST_PRODUCER_ID_BLOCK = "/latest_producer_id_block"
 # Kafka's KafkaZkClient creates these persistent paths at start.
@@ -79,6 +85,7 @@ PERSISTENT_PATHS = (
     CONFIG_CHANGES,
     DELETE_TOPICS,
     ISR_CHANGE_NOTIFICATION,
+    LOG_DIR_EVENT_NOTIFICATION,
     "/cluster",
     "/brokers/seqid",
     "/config/clients",

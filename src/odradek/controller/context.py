@@ -43,6 +43,9 @@ class ControllerContext:
     topics_to_be_deleted: frozenset[str] = frozenset()
     # tp -> target replica set (TRS) of a reassignment in flight
     reassignments: Mapping[TopicPartition, tuple[int, ...]] = field(default_factory=dict)
+    # broker -> its replicas on an offline log dir (Kafka's replicasOnOfflineDirs): they answered
+    # KAFKA_STORAGE_ERROR to a LeaderAndIsr and stay offline until the broker restarts
+    offline_dir_replicas: Mapping[int, frozenset[TopicPartition]] = field(default_factory=dict)
 
     # -- reading
 
@@ -74,11 +77,20 @@ class ControllerContext:
         return b.epoch if b else -1
 
     def offline_replicas(self, tp: TopicPartition) -> tuple[int, ...]:
-        return tuple(r for r in self.replicas(tp) if r not in self.live_brokers)
+        """Replicas on brokers that are not live or in one of their offline log dirs."""
+        return tuple(r for r in self.replicas(tp) if r not in self.live_brokers or self.is_on_offline_dir(r, tp))
+
+    def is_on_offline_dir(self, broker_id: int, tp: TopicPartition) -> bool:
+        return tp in self.offline_dir_replicas.get(broker_id, ())
 
     def is_online(self, tp: TopicPartition) -> bool:
         s = self.states.get(tp)
-        return s is not None and s.leader != NO_LEADER and self.is_live_or_shutting_down(s.leader)
+        return (
+            s is not None
+            and s.leader != NO_LEADER
+            and self.is_live_or_shutting_down(s.leader)
+            and not self.is_on_offline_dir(s.leader, tp)
+        )
 
     def unclean_enabled(self, topic: str) -> bool:
         v = self.topic_configs.get(topic, {}).get("unclean.leader.election.enable")

@@ -5,10 +5,13 @@ Every broker of a cluster runs a :class:`Controller`; the one that wins ``/contr
 All work happens in one thread, ``controller-event-thread``, one event at a time:
 
 * ZooKeeper watch firings (``/controller``, ``/brokers/ids``, ``/brokers/topics`` and each topic's
-  znode, ``/admin/delete_topics``, ``/isr_change_notification``, ``/admin/reassign_partitions``,
-  ``/admin/preferred_replica_election``) only enqueue events; the event reads what it needs;
+  znode, ``/admin/delete_topics``, ``/isr_change_notification``, ``/log_dir_event_notification``,
+  ``/admin/reassign_partitions``, ``/admin/preferred_replica_election``) only enqueue events; the
+  event reads what it needs;
 * requests from brokers (AlterPartition, ControlledShutdown) and admin (ElectLeaders, partition
-  reassignment) are events too, answered through a ``concurrent.futures.Future``;
+  reassignment) are events too, answered through a ``concurrent.futures.Future``; so are the
+  brokers' LeaderAndIsr answers (:meth:`Controller.leader_and_isr_response`): the partitions a
+  broker answers KAFKA_STORAGE_ERROR for are on a failed log dir and go offline;
 * a decision (``odradek.controller.decisions``) is applied by writing ZooKeeper (every write
   fenced by the controller epoch, partition states conditional on their version), then handing
   its requests to the :class:`ControllerChannel`. A state write that loses a race is re-read and
@@ -43,6 +46,7 @@ from odradek.cluster.znodes import (
     CONTROLLER,
     DELETE_TOPICS,
     ISR_CHANGE_NOTIFICATION,
+    LOG_DIR_EVENT_NOTIFICATION,
     PREFERRED_REPLICA_ELECTION,
     REASSIGN_PARTITIONS,
     BrokerInfo,
@@ -63,7 +67,12 @@ from odradek.controller.admin import (
 )
 from odradek.controller.alter_partition import alter_partition_items, alter_partition_response
 from odradek.controller.context import ControllerConfig, ControllerContext
-from odradek.protocol.inter_broker import LeaderAndIsrRequest, UpdateMetadataRequest
+from odradek.protocol.errors import ErrorCode
+from odradek.protocol.inter_broker import (
+    LeaderAndIsrRequest,
+    LeaderAndIsrResponse,
+    UpdateMetadataRequest,
+)
 
 __all__ = ["Controller", "ControllerChannel", "RecordingChannel"]
 
@@ -229,6 +238,16 @@ class Controller:
 
     def reassign_partitions(self, targets: Mapping[TopicPartition, Sequence[int] | None]) -> Future[dec.Decision]:
         return self._call(lambda ctx: dec.on_partition_reassignment(ctx, targets))
+
+    def leader_and_isr_response(self, broker_id: int, response: LeaderAndIsrResponse) -> None:
+        """A broker's answer to a LeaderAndIsr of this controller (any thread): the partitions it
+        answered KAFKA_STORAGE_ERROR for are on a failed log dir (Kafka's
+        LeaderAndIsrResponseReceived)."""
+        storage = ErrorCode.kafka_storage_error.value
+        offline = [(e.topic_name, e.partition_index) for e in response.partition_errors if e.error_code == storage]
+        if response.error_code or not offline:
+            return
+        self._enqueue_if_active(lambda: self._process(lambda ctx: dec.on_replicas_offline(ctx, broker_id, offline)))
 
     def run_in_loop(self, fn: Callable[[], Any]) -> Future[Any]:
         """Run ``fn`` in the event thread after the events queued before it (tests: a barrier)."""
@@ -399,6 +418,7 @@ class Controller:
         self.channel.update_brokers(self._ctx.live_brokers)
         self._next_rebalance = self.clock.monotonic() + self.rebalance_interval
         self._process(dec.on_controller_failover)
+        self._log_dir_event()  # notifications written while no controller was active
         for topic in self._ctx.assignments:
             self._watch_topic(topic)
         if self._watches_registered:
@@ -409,6 +429,7 @@ class Controller:
         zk.watch_children(BROKER_TOPICS, lambda _c: self._enqueue_if_active(self._topic_change))
         zk.watch_children(DELETE_TOPICS, lambda _c: self._enqueue_if_active(self._topic_deletion))
         zk.watch_children(ISR_CHANGE_NOTIFICATION, lambda _c: self._enqueue_if_active(self._isr_change))
+        zk.watch_children(LOG_DIR_EVENT_NOTIFICATION, lambda _c: self._enqueue_if_active(self._log_dir_event))
         zk.watch_data(REASSIGN_PARTITIONS, lambda _d, _s: self._enqueue_if_active(self._reassignment))
         zk.watch_data(PREFERRED_REPLICA_ELECTION, lambda _d, _s: self._enqueue_if_active(self._preferred_election))
 
@@ -526,6 +547,18 @@ class Controller:
         states = self.zk.get_topic_partition_states(tps)
         self._process(lambda ctx: dec.on_isr_change_notification(ctx, states))
         self.zk.delete_isr_change_notifications(names, self._ctx.epoch_zk_version)
+
+    def _log_dir_event(self) -> None:
+        """``/log_dir_event_notification`` children (Kafka's LogDirEventNotification): the
+        brokers named get a LeaderAndIsr for all their replicas; the notifications are deleted."""
+        assert self._ctx is not None
+        names = self.zk.get_all_log_dir_event_notifications()
+        if not names:
+            return
+        brokers = self.zk.get_broker_ids_from_log_dir_events(names)
+        log.info("log dir failure on brokers %s", sorted(set(brokers)))
+        self._process(lambda ctx: dec.on_broker_log_dir_failure(ctx, brokers))
+        self.zk.delete_log_dir_event_notifications(names, self._ctx.epoch_zk_version)
 
     def _reassignment(self) -> None:
         assert self._ctx is not None

@@ -24,7 +24,8 @@ Events and their handlers (Kafka's names): :func:`on_controller_failover`,
 :func:`on_broker_change` (joined, left, bounced = new czxid), :func:`on_topic_change` (new
 topics and new partitions), :func:`on_topic_deletion`, :func:`on_alter_partition`,
 :func:`on_isr_change_notification`, :func:`on_controlled_shutdown`, :func:`on_elect_leaders`
-(preferred / unclean), :func:`on_partition_reassignment` (RS = ORS+TRS, wait for TRS in ISR,
+(preferred / unclean), :func:`on_broker_log_dir_failure` and :func:`on_replicas_offline` (a failed
+log dir: its replicas leave the ISRs and lead no more), :func:`on_partition_reassignment` (RS = ORS+TRS, wait for TRS in ISR,
 move the leader, StopReplica the removed ones, RS = TRS) and :func:`on_auto_leader_rebalance`.
 """
 
@@ -77,12 +78,14 @@ __all__ = [
     "on_alter_partition",
     "on_auto_leader_rebalance",
     "on_broker_change",
+    "on_broker_log_dir_failure",
     "on_controlled_shutdown",
     "on_controller_failover",
     "on_elect_leaders",
     "on_isr_change_notification",
     "on_partition_reassignment",
     "on_partitions_refresh",
+    "on_replicas_offline",
     "on_topic_change",
     "on_topic_deletion",
     "topic_uuid",
@@ -296,7 +299,7 @@ def _online_partition(batch: _Batch, tp: TopicPartition) -> None:
     """New or Offline -> Online: create the state of a new partition, or elect a leader for an offline one."""
     ctx = batch.ctx
     replicas = ctx.replicas(tp)
-    live = _live_set(ctx)
+    live = {b for b in _live_set(ctx) if not ctx.is_on_offline_dir(b, tp)}
     state = ctx.states.get(tp)
     if state is None:  # NewPartition: every live replica is in the first ISR
         live_replicas = [r for r in replicas if r in live]
@@ -385,7 +388,10 @@ def on_broker_change(ctx: ControllerContext, live: Mapping[int, BrokerInfo]) -> 
     # First the failure of the dead and the bounced (Kafka's onBrokerFailure), with the bounced absent...
     without = {b: i for b, i in live.items() if b not in bounced}
     shutting = ctx.shutting_down_broker_ids - dead - bounced
-    batch = _Batch(replace(ctx, live_brokers=without, shutting_down_broker_ids=shutting))
+    # a broker that left or (re)started has its log dirs back (Kafka: replicasOnOfflineDirs -= broker)
+    offline_dirs = {b: tps for b, tps in ctx.offline_dir_replicas.items() if b not in dead | new | bounced}
+    batch = _Batch(replace(ctx, live_brokers=without, shutting_down_broker_ids=shutting,
+                           offline_dir_replicas=offline_dirs))
     gone = dead | bounced
     if gone:
         _offline_replicas(batch, gone, [tp for tp in ctx.all_partitions() if set(ctx.replicas(tp)) & gone])
@@ -408,6 +414,51 @@ def on_broker_change(ctx: ControllerContext, live: Mapping[int, BrokerInfo]) -> 
         ctx3, d2 = on_topic_deletion(ctx2, sorted(ctx2.topics_to_be_deleted))
         return ctx3, _merge(d, d2)
     return ctx2, d
+
+
+def on_broker_log_dir_failure(ctx: ControllerContext, broker_ids: Iterable[int]) -> tuple[ControllerContext, Decision]:
+    """``/log_dir_event_notification`` named ``broker_ids`` (Kafka's onBrokerLogDirFailure): each
+    live one gets a LeaderAndIsr for every replica it holds; it answers KAFKA_STORAGE_ERROR for
+    those on an offline dir, which the controller then takes offline (:func:`on_replicas_offline`)."""
+    batch = _Batch(ctx)
+    for b in sorted(set(broker_ids)):
+        if not ctx.is_live_or_shutting_down(b):
+            continue
+        for tp in ctx.partitions_on_broker(b):
+            if tp in ctx.states and tp[0] not in ctx.topics_to_be_deleted:
+                batch.leader_and_isr([b], tp)
+    return batch.finish()
+
+
+def on_replicas_offline(
+    ctx: ControllerContext, broker_id: int, partitions: Iterable[TopicPartition]
+) -> tuple[ControllerContext, Decision]:
+    """``broker_id`` answered KAFKA_STORAGE_ERROR for ``partitions`` (their log dir is offline;
+    Kafka's LeaderAndIsrResponseReceived and onReplicasBecomeOffline): those replicas stay offline
+    until the broker restarts. A partition it led gets a new leader among the other live ISR
+    members (or none: leader -1, the ISR keeping the last leader alone, as for a dead broker);
+    elsewhere the replica leaves the ISR (never emptying it). UpdateMetadata tells every live
+    broker, with the replica among the partition's offline replicas. Replicas known offline
+    already are left alone, so repeated answers decide nothing."""
+    if not ctx.is_live_or_shutting_down(broker_id):
+        return ctx, Decision()
+    known = ctx.offline_dir_replicas.get(broker_id, frozenset())
+    newly = sorted(tp for tp in set(partitions) - known if tp in ctx.states and broker_id in ctx.replicas(tp))
+    if not newly:
+        return ctx, Decision()
+    offline_dirs = {**ctx.offline_dir_replicas, broker_id: known | frozenset(newly)}
+    batch = _Batch(replace(ctx, offline_dir_replicas=offline_dirs))
+    for tp in newly:
+        state = batch.ctx.states[tp]
+        if tp[0] not in batch.ctx.topics_to_be_deleted:
+            if state.leader == broker_id or state.leader == NO_LEADER:
+                _online_partition(batch, tp)
+            elif broker_id in state.isr:
+                isr = tuple(r for r in state.isr if r != broker_id) or (state.leader,)
+                batch.set_state(tp, state.leader, isr)
+                batch.leader_and_isr(batch.ctx.replicas(tp), tp)
+        batch.update_metadata(batch.ctx.live_brokers, [tp])
+    return batch.finish()
 
 
 def _merge(a: Decision, b: Decision) -> Decision:
@@ -502,7 +553,9 @@ def on_alter_partition(
         replicas = ctx.replicas(tp)
         stale = any(e != -1 and e != ctx.broker_epoch(r)
                     for r, e in zip(it.new_isr, it.new_isr_broker_epochs, strict=False))
-        if stale or broker_id not in it.new_isr or any(r not in replicas or r not in live for r in it.new_isr):
+        if stale or broker_id not in it.new_isr or any(
+            r not in replicas or r not in live or ctx.is_on_offline_dir(r, tp) for r in it.new_isr
+        ):
             batch.d.alter_partition[tp] = AlterPartitionResult(ErrorCode.ineligible_replica.value)
             continue
         batch.set_state(tp, state.leader, it.new_isr, bump=False)
@@ -574,13 +627,14 @@ def on_elect_leaders(
     """ElectLeaders (or ``/admin/preferred_replica_election`` when ``from_znode``): per partition an
     error code, 0 when a new leader was written."""
     batch = _Batch(ctx)
-    live = _live_set(ctx)
+    all_live = _live_set(ctx)
     for tp in sorted(set(partitions)):
         state = ctx.states.get(tp)
         if state is None or tp[0] in ctx.topics_to_be_deleted:
             batch.d.elect_leaders[tp] = ErrorCode.unknown_topic_or_partition.value
             continue
         replicas = ctx.replicas(tp)
+        live = {b for b in all_live if not ctx.is_on_offline_dir(b, tp)}
         if election_type is ElectionType.PREFERRED:
             if state.leader == replicas[0]:
                 batch.d.elect_leaders[tp] = ErrorCode.election_not_needed.value

@@ -4,7 +4,8 @@ Everything comes from the ``MetadataStore``: every live broker with an endpoint 
 listener the request came in on (its address there; a broker without that listener is left
 out, as Kafka's MetadataCache does), the controller id, and per
 partition the leader, leader epoch, replicas, ISR and offline replicas (replicas on brokers
-that are not live). A partition whose leader is not a live broker is answered with
+that are not live, and those the controller's UpdateMetadata lists as offline: on a failed log
+dir). A partition whose leader is not a live broker is answered with
 LEADER_NOT_AVAILABLE and leader -1; one whose live leader lacks the request's listener with
 LISTENER_NOT_FOUND (v6+; LEADER_NOT_AVAILABLE before) and leader -1.
 
@@ -101,7 +102,7 @@ def _partition_entry(types: Any, p: PartitionState, live: frozenset[int], listed
         leader_epoch=p.leader_epoch,
         replica_nodes=tuple(p.replicas),
         isr_nodes=tuple(p.isr),
-        offline_replicas=tuple(r for r in p.replicas if r not in live),
+        offline_replicas=tuple(r for r in p.replicas if r not in live or r in p.offline_replicas),
     )
 
 
