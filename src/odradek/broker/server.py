@@ -64,11 +64,11 @@ from odradek.broker.replica_manager import ReplicaManager, write_snapshots
 from odradek.broker.services import BrokerServices
 from odradek.broker.topic_admin import TopicAdmin
 from odradek.broker.txn_markers import TxnMarkerAppender, TxnMarkerChannel
-from odradek.broker.zk_quota_store import open_broker_quota_store
 from odradek.clock import Clock, SystemClock
 from odradek.coordinator import GroupCoordinator
 from odradek.coordinator.transaction.coordinator import TransactionCoordinator
 from odradek.security.acl_store import open_acl_store
+from odradek.security.quota_store import open_quota_store
 from odradek.storage import LogManager
 from odradek.storage.cleaner import LogCleaner
 
@@ -233,9 +233,14 @@ class Broker:
         self.acls = await open_acl_store(
             cfg, self.data_dir, None if self._zk_config_store is None else self._zk_config_store.zk
         )
-        self.quotas = await open_broker_quota_store(  # ZooKeeper in a cluster
-            cfg, self.data_dir, None if self._zk_config_store is None else self._zk_config_store.zk
-        )
+        if self._zk_config_store is None:
+            self.quotas = open_quota_store(cfg, self.data_dir)
+        else:  # a cluster keeps them in ZooKeeper (not imported by a single broker)
+            from odradek.broker.zk_quota_store import open_broker_quota_store
+
+            self.quotas = await open_broker_quota_store(
+                cfg, self.data_dir, self._zk_config_store.zk
+            )
         parts = compose(
             cfg,
             self.clock,
