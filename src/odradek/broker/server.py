@@ -46,6 +46,7 @@ from odradek.broker.connection import KafkaConnection, RequestMetrics, Route
 from odradek.broker.coordinator_writer import BrokerPartitionWriter, complete_now
 from odradek.broker.dynamic_config import LOG_CLEANER_KEYS, LOG_KEYS, DynamicBrokerConfig
 from odradek.broker.group_configs import GroupConfigManager
+from odradek.broker.http_services import HttpServices
 from odradek.broker.listener import KafkaListener
 from odradek.broker.local_metadata_store import LocalMetadataStore
 from odradek.broker.maintenance import LogMaintenance
@@ -76,8 +77,6 @@ if TYPE_CHECKING:
     from odradek.broker.endpoints import Endpoints
     from odradek.broker.zk_cluster import ZkCluster
     from odradek.broker.zk_config_store import ZkConfigEntityStore
-    from odradek.console.broker import BrokerConsole
-    from odradek.registry.broker import BrokerSchemaRegistry
 
 __all__ = [
     "Broker",
@@ -136,8 +135,7 @@ class Broker:
         self._services: BrokerServices | None = None
         # the console (http.listeners) sets .metrics when it starts; connections feed it
         self.metrics: RequestMetrics | None = None
-        self._console: BrokerConsole | None = None
-        self.schema_registry: BrokerSchemaRegistry | None = None  # schema.registry.listeners
+        self.http = HttpServices(self.config, ("127.0.0.1", 0))  # console, schema registry
         self.cluster: ZkCluster | None = None
         """With zookeeper.connect: the controller, AlterPartition, controlled shutdown."""
         self._zk_config_store: ZkConfigEntityStore | None = None
@@ -201,7 +199,7 @@ class Broker:
     @property
     def http_address(self) -> tuple[str, int] | None:
         """(host, port) of the console's HTTP listener; None when off or not listening."""
-        return self._console.bound if self._console is not None else None
+        return self.http.bound
 
     @property
     def log_cleaner(self) -> LogCleaner | None:
@@ -288,21 +286,9 @@ class Broker:
 
             self.endpoints = Endpoints(cfg, lambda: self.config_store)
             endpoints = self.endpoints
-            from odradek.broker.http_security import HttpSecurity, http_security
-
-            http = HttpSecurity()  # TLS and logins of the HTTP listeners (http_security.py)
-            if cfg.http_listeners or cfg.schema_registry_listeners:
-                http = http_security(cfg, endpoints, self.acls)
+            self.http.configure_security(endpoints, self.acls)
             await self.listener.bind(lambda: endpoints.bind(lambda ep: KafkaConnection(self, ep)))
-            # the console's and the registry's Kafka clients: the inter-broker listener, its security
-            from odradek.broker.internal_clients import internal_client_config
-
-            internal_address = self.advertised_address
-            internal_config: dict[str, str] = {}
-            if cfg.http_listeners or cfg.schema_registry_listeners:
-                internal_address, internal_config = internal_client_config(
-                    cfg, endpoints, self.advertised_address
-                )
+            self.http.configure_clients(endpoints, self.advertised_address)
             host, port = self.advertised_address
             rack = self.config.broker_rack
             listeners = tuple(
@@ -326,48 +312,20 @@ class Broker:
             raise
         maintenance.start(asyncio.get_running_loop(), cleaner_config(cfg))
         self._started = True
-        if cfg.http_listeners:
-            # the console, /metrics and /health: listening when the broker says it is ready
-            # (its imports run in a worker thread, counted in the start)
-            from odradek.console.broker import BrokerConsole, ConsoleHost
 
-            def install_metrics(metrics: RequestMetrics) -> None:
-                self.metrics = metrics
+        # the console, /metrics and /health listen when the broker says it is ready (the
+        # console's imports run in a worker thread, counted in the start); the registry starts
+        def install_metrics(metrics: RequestMetrics) -> None:
+            self.metrics = metrics
 
-            console_host = ConsoleHost(
-                node_id=self.node_id,
-                kafka_address=internal_address,
-                kafka_client_config=internal_config,
-                state=self.observed_state(),
-                api_names={key: spec.name for key, spec in self.registry.items()},
-                install_metrics=install_metrics,
-                schema_registry_url=lambda: (
-                    None if self.schema_registry is None else self.schema_registry.url
-                ),
-                tls=http.tls,
-                auth=http.auth,
-                session_timeout_ms=http.session_timeout_ms,
-                skip_paths=http.skip_paths,
-                client_telemetry=self.services.client_telemetry,
-            )
-            self._console = BrokerConsole(
-                console_host, cfg.http_listeners, ready=lambda: self._started
-            )
-            self._console.start_soon()
-            await self._console.started()
-        if cfg.schema_registry_listeners:  # the schema registry, started in the background
-            from odradek.registry.broker import BrokerSchemaRegistry
-
-            self.schema_registry = BrokerSchemaRegistry(
-                internal_address,
-                min(3, cfg.default_replication_factor),
-                cfg.schema_registry_listeners,
-                tls=http.tls,
-                auth=http.auth,
-                client_ssl=http.client_ssl,
-                client_config=internal_config,
-            )
-            self.schema_registry.start_soon()
+        await self.http.start(
+            node_id=self.node_id,
+            state=self.observed_state(),
+            api_names={key: spec.name for key, spec in self.registry.items()},
+            install_metrics=install_metrics,
+            ready=lambda: self._started,
+            client_telemetry=self.services.client_telemetry,
+        )
         log.info("broker %s listening on %s:%s", self.node_id, self.host, self.bound_port)
 
     async def _join_cluster(self) -> MetadataStore:
@@ -426,14 +384,7 @@ class Broker:
             except Exception:
                 log.exception("controlled shutdown failed")
         self.stopping = True
-        if self.schema_registry is not None:  # its client talks to this broker too
-            registry, self.schema_registry = self.schema_registry, None
-            with contextlib.suppress(Exception):
-                await registry.stop()
-        if self._console is not None:  # first: its client talks to this broker
-            console, self._console = self._console, None
-            with contextlib.suppress(Exception):
-                await console.stop()
+        await self.http.stop()  # first: their Kafka clients talk to this broker
         await self.listener.stop_accepting()
         self.purgatory.close()
         await self.replica_manager.close()  # replica fetchers, ISR expiration
