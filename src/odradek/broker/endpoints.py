@@ -443,6 +443,28 @@ class ListenerGroup:
             await server.wait_closed()
 
 
+def inter_broker_login(cfg: BrokerConfig, name: str) -> tuple[str, str, str]:
+    """(mechanism, username, password) this broker logs in with on the inter-broker listener
+    ``name``: ``sasl.mechanism.inter.broker.protocol`` and that mechanism's JAAS entry on the
+    listener (Kafka's rule). Raises ConfigError when either is missing or not served."""
+    mechanism = str(cfg.get("sasl.mechanism.inter.broker.protocol") or "").upper()
+    if mechanism not in INTER_BROKER_MECHANISMS:
+        raise ConfigError(
+            "sasl.mechanism.inter.broker.protocol",
+            f"{mechanism} is not served (served: {', '.join(INTER_BROKER_MECHANISMS)})",
+        )
+    jaas = jaas_config(cfg, name, mechanism)
+    if jaas is None:
+        raise ConfigError(
+            "sasl.jaas.config",
+            f"the inter-broker listener {name} needs "
+            f"listener.name.{name.lower()}.{mechanism.lower()}.sasl.jaas.config "
+            "with username and password",
+        )
+    options = parse_jaas(jaas).options
+    return mechanism, options.get("username", ""), options.get("password", "")
+
+
 def inter_broker_connection_factory(cfg: BrokerConfig, node_id: int) -> Any:
     """The ``ConnectionFactory`` of this broker's inter-broker client, from the inter-broker
     listener's settings: TLS from its ``ssl.*`` keys, SASL with
@@ -462,22 +484,7 @@ def inter_broker_connection_factory(cfg: BrokerConfig, node_id: int) -> Any:
             raise ConfigError("inter.broker.listener.name", f"listener {name}: {exc}") from None
     mechanism = username = password = None
     if protocol in ("SASL_PLAINTEXT", "SASL_SSL"):
-        mechanism = str(cfg.get("sasl.mechanism.inter.broker.protocol") or "").upper()
-        if mechanism not in INTER_BROKER_MECHANISMS:
-            raise ConfigError(
-                "sasl.mechanism.inter.broker.protocol",
-                f"{mechanism} is not served (served: {', '.join(INTER_BROKER_MECHANISMS)})",
-            )
-        jaas = jaas_config(cfg, name, mechanism)
-        if jaas is None:
-            raise ConfigError(
-                "sasl.jaas.config",
-                f"the inter-broker listener {name} needs "
-                f"listener.name.{name.lower()}.{mechanism.lower()}.sasl.jaas.config "
-                "with username and password",
-            )
-        options = parse_jaas(jaas).options
-        username, password = options.get("username", ""), options.get("password", "")
+        mechanism, username, password = inter_broker_login(cfg, name)
     return SecureConnectionFactory(
         protocol,
         ssl_context,

@@ -25,14 +25,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from odradek.broker.config import ConfigError
-from odradek.broker.endpoints import (
-    INTER_BROKER_MECHANISMS,
-    inter_broker_listener,
-    jaas_config,
-    ssl_settings,
-)
-from odradek.security.jaas import PLAIN_LOGIN_MODULE, SCRAM_LOGIN_MODULE, parse_jaas
+from odradek.broker.endpoints import inter_broker_listener, inter_broker_login, ssl_settings
+from odradek.security.jaas import PLAIN_LOGIN_MODULE, SCRAM_LOGIN_MODULE
 
 if TYPE_CHECKING:
     from odradek.broker.config import BrokerConfig
@@ -89,25 +83,10 @@ def internal_client_config(
         if settings.truststore_location is None:
             props.pop("ssl.truststore.type", None)
     if protocol in ("SASL_PLAINTEXT", "SASL_SSL"):
-        mechanism = str(cfg.get("sasl.mechanism.inter.broker.protocol") or "").upper()
-        if mechanism not in INTER_BROKER_MECHANISMS:
-            raise ConfigError(
-                "sasl.mechanism.inter.broker.protocol",
-                f"{mechanism} is not served (served: {', '.join(INTER_BROKER_MECHANISMS)})",
-            )
-        jaas = jaas_config(cfg, name, mechanism)
-        if jaas is None:
-            raise ConfigError(
-                "sasl.jaas.config",
-                f"the inter-broker listener {name} needs "
-                f"listener.name.{name.lower()}.{mechanism.lower()}.sasl.jaas.config "
-                "with username and password",
-            )
-        options = parse_jaas(jaas).options
+        mechanism, username, password = inter_broker_login(cfg, name)
         module = PLAIN_LOGIN_MODULE if mechanism == "PLAIN" else SCRAM_LOGIN_MODULE
         props["sasl.mechanism"] = mechanism
         props["sasl.jaas.config"] = (
-            f"{module} required username={_quoted(options.get('username', ''))} "
-            f"password={_quoted(options.get('password', ''))};"
+            f"{module} required username={_quoted(username)} password={_quoted(password)};"
         )
     return (host, port), props
