@@ -44,7 +44,7 @@ from odradek.broker.partition import HighWatermarkListener, Partition
 from odradek.broker.purgatory import Purgatory
 from odradek.broker.replica_fetcher_manager import ReplicaFetcherManager
 from odradek.clock import Clock
-from odradek.storage import LogConfig, LogManager
+from odradek.storage import LogConfig, LogManager, PartitionLog
 from odradek.storage.future_log import OfflineLog
 
 __all__ = [
@@ -114,6 +114,15 @@ class LeadershipChanges:
 
         def snapshot_path(self, topic: str, partition: int) -> Path | None: ...
 
+        def _new_partition(
+            self,
+            topic: str,
+            partition: int,
+            plog: PartitionLog,
+            config: LogConfig,
+            state: PartitionState,
+        ) -> Partition: ...
+
         def _start_background(self) -> None: ...
 
         @staticmethod
@@ -138,17 +147,7 @@ class LeadershipChanges:
         plog = self.log_manager.get_or_create(topic, partition, config)
         initial = PartitionState(partition=partition, leader=-1, leader_epoch=-1)
         plog.high_watermark_follows_leo = False
-        handle = Partition(
-            topic,
-            partition,
-            plog,
-            config,
-            initial,
-            self.node_id,
-            self.snapshot_path(topic, partition),
-            purgatory=self.purgatory,
-            high_watermark_listeners=self._hw_listeners,
-        )
+        handle = self._new_partition(topic, partition, plog, config, initial)
         self._partitions[key] = handle
         return handle
 

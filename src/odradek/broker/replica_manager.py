@@ -73,7 +73,7 @@ from odradek.broker.purgatory import Purgatory
 from odradek.broker.replica_fetcher import FetcherConfig, ReplicaFetcher
 from odradek.broker.replica_fetcher_manager import ReplicaFetcherManager
 from odradek.clock import Clock, SystemClock
-from odradek.storage import LogConfig, LogManager
+from odradek.storage import LogConfig, LogManager, PartitionLog
 from odradek.storage.partition_metadata import assign_topic_id
 from odradek.storage.producer_state import write_snapshot
 
@@ -257,6 +257,28 @@ class ReplicaManager(LeadershipChanges):
             return None
         return self._state_dir / f"{topic}-{partition}.json"
 
+    def _new_partition(
+        self,
+        topic: str,
+        partition: int,
+        plog: PartitionLog,
+        config: LogConfig,
+        state: PartitionState,
+    ) -> Partition:
+        """A ``Partition`` over ``plog`` starting in ``state``, with this broker's purgatory and
+        high-watermark listeners (registered by the caller)."""
+        return Partition(
+            topic,
+            partition,
+            plog,
+            config,
+            state,
+            self.node_id,
+            self.snapshot_path(topic, partition),
+            purgatory=self.purgatory,
+            high_watermark_listeners=self._hw_listeners,
+        )
+
     def get_partition(self, topic: str, partition: int, *, create: bool = True) -> Partition | None:
         """The partition, or None if it does not exist (see the module docstring)."""
         handle = self._partitions.get((topic, partition))
@@ -273,17 +295,7 @@ class ReplicaManager(LeadershipChanges):
         if self.controller_managed:  # no leadership before the controller's LeaderAndIsr
             state = PartitionState(partition=partition, leader=-1, leader_epoch=-1)
             plog.high_watermark_follows_leo = False
-        handle = Partition(
-            topic,
-            partition,
-            plog,
-            config,
-            state,
-            self.node_id,
-            self.snapshot_path(topic, partition),
-            purgatory=self.purgatory,
-            high_watermark_listeners=self._hw_listeners,
-        )
+        handle = self._new_partition(topic, partition, plog, config, state)
         if not self.controller_managed:  # alone: the store's id is the topic's (KIP-516)
             self._assign_topic_id(handle, meta.topic_id)
         self._partitions[(topic, partition)] = handle
