@@ -237,9 +237,9 @@ def send_secured(
         InterBrokerClientConfig,
         Node,
     )
-    from odradek.cli.users import _factory
+    from odradek.cli._broker_call import connection_factory
 
-    factory = _factory(properties)
+    factory = connection_factory(properties, "odradek-users")
     last: Exception | None = None
     for server in servers.split(","):
         host, _, port = server.strip().rpartition(":")

@@ -26,14 +26,13 @@ a broker's refusal: a message, exit 1.
 
 from __future__ import annotations
 
-import asyncio
 from pathlib import Path
 from typing import Any
 
 import typer
 
+from odradek.cli._broker_call import call_broker, load_properties
 from odradek.cli._clientopts import BOOTSTRAP_HELP, DEFAULT_BOOTSTRAP, fail
-from odradek.cli.users import _properties
 
 app = typer.Typer(no_args_is_help=True, help="Client quotas: alter and describe.")
 
@@ -65,48 +64,8 @@ def _usage(message: str) -> None:
     fail(message, 2)
 
 
-def _factory(props: dict[str, str]) -> Any:
-    from odradek.broker.inter_broker_client import SecureConnectionFactory
-    from odradek.security.jaas import parse_jaas
-    from odradek.security.tls import SslSettings, client_context
-
-    protocol = props.get("security.protocol", "PLAINTEXT").upper()
-    if protocol == "PLAINTEXT":
-        return None
-    ssl_context = None
-    if protocol in ("SSL", "SASL_SSL"):
-        ssl_context = client_context(SslSettings.from_lookup(props.get))
-    mechanism = username = password = None
-    if protocol.startswith("SASL_"):
-        mechanism = props.get("sasl.mechanism", "PLAIN").upper()
-        username, password = props.get("sasl.username"), props.get("sasl.password")
-        if "sasl.jaas.config" in props:
-            options = parse_jaas(props["sasl.jaas.config"]).options
-            username, password = options.get("username"), options.get("password")
-    return SecureConnectionFactory(
-        protocol, ssl_context, mechanism, username or "", password or "", client_id="odradek-quotas"
-    )
-
-
 def _call(bootstrap: str, command_config: Path | None, request: Any) -> Any:
-    from odradek.broker.inter_broker_client import InterBrokerClient, Node
-
-    host, _, port = bootstrap.split(",")[0].strip().rpartition(":")
-    if not host or not port.isdigit():
-        _usage(f"--bootstrap-server: expected host:port, got {bootstrap!r}")
-    props = _properties(command_config)
-
-    async def run() -> Any:
-        client = InterBrokerClient(-1, connection_factory=_factory(props))
-        try:
-            return await client.send(Node(-1, host, int(port)), "admin", request)
-        finally:
-            await client.close()
-
-    try:
-        return asyncio.run(run())
-    except Exception as exc:
-        fail(f"{bootstrap}: {exc}")
+    return call_broker(bootstrap, load_properties(command_config), request, "odradek-quotas")
 
 
 def _entity(

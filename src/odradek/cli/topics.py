@@ -264,10 +264,10 @@ def reassign(
     """Move partitions' replicas to other brokers (AlterPartitionReassignments to the controller)."""
     from kio.schema.alter_partition_reassignments.v0 import request as r
 
+    from odradek.cli._broker_call import load_properties
     from odradek.cli.cluster import to_controller
-    from odradek.cli.users import _properties
 
-    props = _properties(command_config)  # Java's or librdkafka's security keys
+    props = load_properties(command_config)  # Java's or librdkafka's security keys
     wanted = _parse_assignment(assignment)
     request = r.AlterPartitionReassignmentsRequest(
         timeout=datetime.timedelta(seconds=30),  # type: ignore[arg-type]
@@ -312,10 +312,10 @@ def elect_leaders(
     """Elect the preferred replica (or, --unclean, any live replica) as leader (ElectLeaders)."""
     from kio.schema.elect_leaders.v2 import request as r
 
+    from odradek.cli._broker_call import load_properties
     from odradek.cli.cluster import metadata, to_controller
-    from odradek.cli.users import _properties
 
-    props = _properties(command_config)  # Java's or librdkafka's security keys
+    props = load_properties(command_config)  # Java's or librdkafka's security keys
     selected = None
     if topics:
         try:

@@ -11,13 +11,13 @@ sent.
 
 from __future__ import annotations
 
-import asyncio
 import os
 from pathlib import Path
 from typing import Any
 
 import typer
 
+from odradek.cli._broker_call import call_broker, load_properties
 from odradek.cli._clientopts import BOOTSTRAP_HELP, DEFAULT_BOOTSTRAP, fail
 
 app = typer.Typer(no_args_is_help=True, help="SCRAM users.")
@@ -26,67 +26,7 @@ app.add_typer(scram, name="scram")
 
 _BOOTSTRAP = typer.Option(DEFAULT_BOOTSTRAP, "--bootstrap-server", "-b", help=BOOTSTRAP_HELP)
 _CONFIG = typer.Option(None, "--command-config", help="Client security properties file.")
-
-
-def _properties(path: Path | None) -> dict[str, str]:
-    if path is None:
-        return {}
-    from odradek.broker.config import load_properties_file
-
-    return {k: str(v) for k, v in load_properties_file(path).items()}
-
-
-def _with_librdkafka_keys(props: dict[str, str]) -> dict[str, str]:
-    """librdkafka's ``ssl.ca.location`` (a PEM file) as the PEM trust store, unless the
-    Java keys are given: one properties file serves kcat, confluent-kafka and odradek."""
-    if "ssl.ca.location" in props and "ssl.truststore.location" not in props:
-        return {
-            **props,
-            "ssl.truststore.location": props["ssl.ca.location"],
-            "ssl.truststore.type": "PEM",
-        }
-    return props
-
-
-def _factory(props: dict[str, str]) -> Any:
-    from odradek.broker.inter_broker_client import SecureConnectionFactory
-    from odradek.security.jaas import parse_jaas
-    from odradek.security.tls import SslSettings, client_context
-
-    protocol = props.get("security.protocol", "PLAINTEXT").upper()
-    if protocol == "PLAINTEXT":
-        return None
-    ssl_context = None
-    if protocol in ("SSL", "SASL_SSL"):
-        ssl_context = client_context(SslSettings.from_lookup(_with_librdkafka_keys(props).get))
-    mechanism = username = password = None
-    if protocol.startswith("SASL_"):
-        mechanism = props.get("sasl.mechanism", props.get("sasl.mechanisms", "PLAIN")).upper()
-        username, password = props.get("sasl.username"), props.get("sasl.password")
-        if "sasl.jaas.config" in props:
-            options = parse_jaas(props["sasl.jaas.config"]).options
-            username, password = options.get("username"), options.get("password")
-    return SecureConnectionFactory(
-        protocol, ssl_context, mechanism, username or "", password or "", client_id="odradek-users"
-    )
-
-
-def _call(bootstrap: str, props: dict[str, str], request: Any) -> Any:
-    from odradek.broker.inter_broker_client import InterBrokerClient, Node
-
-    host, _, port = bootstrap.split(",")[0].strip().rpartition(":")
-
-    async def run() -> Any:
-        client = InterBrokerClient(-1, connection_factory=_factory(props))
-        try:
-            return await client.send(Node(-1, host, int(port)), "admin", request)
-        finally:
-            await client.close()
-
-    try:
-        return asyncio.run(run())
-    except Exception as exc:
-        fail(f"{bootstrap}: {exc}")
+_CLIENT_ID = "odradek-users"
 
 
 @scram.command("add")
@@ -122,7 +62,7 @@ def add(
             ),
         ),
     )
-    _report(_call(bootstrap, _properties(command_config), request), f"{user}: {mech} set")
+    _report(call_broker(bootstrap, load_properties(command_config), request, _CLIENT_ID), f"{user}: {mech} set")
 
 
 @scram.command("remove")
@@ -144,7 +84,7 @@ def remove(
         deletions=(r.ScramCredentialDeletion(name=user, mechanism=r.i8(MECHANISM_TYPES[mech])),),
         upsertions=(),
     )
-    _report(_call(bootstrap, _properties(command_config), request), f"{user}: {mech} removed")
+    _report(call_broker(bootstrap, load_properties(command_config), request, _CLIENT_ID), f"{user}: {mech} removed")
 
 
 def _report(response: Any, ok: str) -> None:
@@ -165,8 +105,11 @@ def list_users(
     from odradek.security.scram import MECHANISM_TYPES
 
     names = {v: k for k, v in MECHANISM_TYPES.items()}
-    response = _call(
-        bootstrap, _properties(command_config), r.DescribeUserScramCredentialsRequest(users=None)
+    response = call_broker(
+        bootstrap,
+        load_properties(command_config),
+        r.DescribeUserScramCredentialsRequest(users=None),
+        _CLIENT_ID,
     )
     if response.error_code.value != 0:
         fail(f"{response.error_code.name}: {response.error_message}")
