@@ -106,7 +106,8 @@ class LeadershipChanges:
         fetcher_manager: ReplicaFetcherManager
         _partitions: dict[tuple[str, int], Partition]
         _listeners: list[LeadershipListener]
-        _hw_listeners: list[HighWatermarkListener]
+
+        def high_watermark_listeners(self, topic: str) -> list[HighWatermarkListener]: ...
 
         def log_config_for(self, topic: TopicMetadata) -> LogConfig: ...
 
@@ -145,7 +146,7 @@ class LeadershipChanges:
             self.node_id,
             self.snapshot_path(topic, partition),
             purgatory=self.purgatory,
-            high_watermark_listeners=self._hw_listeners,
+            high_watermark_listeners=self.high_watermark_listeners(topic),
         )
         self._partitions[key] = handle
         return handle

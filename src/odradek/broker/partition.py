@@ -106,6 +106,7 @@ _OFFSET_NOT_AVAILABLE = ErrorCode.offset_not_available
 _SEQ_MOD = 2**31
 _TRANSACTIONAL = 0x10
 _CONTROL = 0x20
+_tuple_new = tuple.__new__
 
 HighWatermarkListener = Callable[[str, int, int], None]
 """``(topic, partition, high_watermark)``: called whenever a led partition's high watermark
@@ -252,7 +253,8 @@ class Partition:
         self._hw_listeners = (
             high_watermark_listeners if high_watermark_listeners is not None else []
         )
-        """Shared with the replica manager: called whenever the high watermark moves."""
+        """Called whenever the high watermark moves: the replica manager's list for this
+        partition's topic (shared, so a listener added later is seen; usually empty)."""
 
     # -- leadership ----------------------------------------------------------------------------
 
@@ -733,17 +735,24 @@ class Partition:
                 self.producer_state().append_txn_data(first[0], base_offset)
         if self.controller_managed:
             self.maybe_increment_high_watermark()
-        if plog.high_watermark > hw_before:
+        if self._hw_listeners and plog.high_watermark > hw_before:
             self._call_high_watermark_listeners()
         if self._purgatory is not None:
             self._purgatory.notify(self.topic, self.partition)
         lat = result.log_append_time_ms if log_append_time else -1
-        return LeaderAppendResult(
-            _NONE,
-            base_offset,
-            result.last_offset,
-            -1 if lat is None else lat,
-            result.log_start_offset,
+        # tuple.__new__ directly: a NamedTuple's own __new__ is a Python function, and this
+        # runs once per partition of every Produce request
+        return _tuple_new(
+            LeaderAppendResult,
+            (
+                _NONE,
+                base_offset,
+                result.last_offset,
+                -1 if lat is None else lat,
+                result.log_start_offset,
+                (),
+                None,
+            ),
         )
 
     def _check_client_batches(
