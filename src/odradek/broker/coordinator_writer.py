@@ -78,7 +78,6 @@ class BrokerPartitionWriter:
         self._replicas = replicas
         self._topic_admin = topic_admin
         self._listeners: dict[str, list[HighWatermarkListener]] = {}
-        replicas.add_high_watermark_listener(self._high_watermark_moved)
 
     def _high_watermark_moved(self, topic: str, partition: int, high_watermark: int) -> None:
         """The high watermark of an internal partition moved (an append, followers' fetches)."""
@@ -110,10 +109,10 @@ class BrokerPartitionWriter:
         (``ReplicaManager.append_records`` with acks=1: the coordinator waits for the ISR with
         ``wait_replicated``); its base offset. Raises RuntimeError when the partition does not
         exist, is not led here, or the append fails."""
-        delayed = self._replicas.append_records(
+        results, _ = self._replicas.append_records(
             [(topic, partition, records)], 1, 0.0, origin=AppendOrigin.COORDINATOR
         )
-        result = delayed.results[0]
+        result = results[0]
         error = result.error
         if error is ErrorCode.none:
             return result.base_offset
@@ -160,4 +159,6 @@ class BrokerPartitionWriter:
         return 0 if state is None else max(0, state.leader_epoch)
 
     def add_high_watermark_listener(self, topic: str, listener: HighWatermarkListener) -> None:
+        if topic not in self._listeners:  # only this topic's partitions call the writer
+            self._replicas.add_high_watermark_listener(self._high_watermark_moved, topic)
         self._listeners.setdefault(topic, []).append(listener)

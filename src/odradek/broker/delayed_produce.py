@@ -1,14 +1,15 @@
 """``DelayedProduce``: the acks=all wait of a Produce request, a transaction marker or a
 coordinator write after its leader appends (Kafka's ``DelayedProduce``).
 
-``ReplicaManager.append_records`` appends each entry through ``Partition.append_as_leader``
-and returns a ``DelayedProduce`` holding the local outcomes (``results``, one per entry, in
-order) and, for every acks=-1 entry appended without error whose records are not yet below
-the high watermark, (index into results, partition, required offset, min.insync.replicas).
-``complete()`` waits for all of those at once through the replica manager's
-``wait_for_acks`` (at most the timeout, each; one partition is awaited directly, several in a
-task each), then returns the results with every entry that did not make it replaced by its
-error. With nothing to wait for it returns at once.
+``ReplicaManager.append_records`` appends each entry through ``Partition.append_as_leader``;
+only when an acks=-1 entry was appended without error and its records are not yet below the
+high watermark does it create a ``DelayedProduce`` (acks 0 and 1, and a leader alone, whose
+high watermark follows its log end, never do), holding the local outcomes (``results``, one
+per entry, in order) and, for every such entry, (index into results, partition, required
+offset, min.insync.replicas). ``complete()`` waits for all of those at once through the
+replica manager's ``wait_for_acks`` (at most the timeout, each; one partition is awaited
+directly, several in a task each), then returns the results with every entry that did not
+make it replaced by its error.
 """
 
 from __future__ import annotations
@@ -53,7 +54,7 @@ class DelayedProduce:
         self.results = results
         self._waits = waits
         """(index into results, partition, required offset, min.insync.replicas)."""
-        self._timeout_s = max(0.0, timeout_s)
+        self._timeout_s = timeout_s if timeout_s > 0.0 else 0.0
 
     async def complete(self) -> list[LeaderAppendResult]:
         waits = self._waits

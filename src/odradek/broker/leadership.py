@@ -108,7 +108,8 @@ class LeadershipChanges:
         fetcher_manager: ReplicaFetcherManager
         _partitions: dict[tuple[str, int], Partition]
         _listeners: list[LeadershipListener]
-        _hw_listeners: list[HighWatermarkListener]
+
+        def high_watermark_listeners(self, topic: str) -> list[HighWatermarkListener]: ...
 
         def log_config_for(self, topic: TopicMetadata) -> LogConfig: ...
 

@@ -106,6 +106,7 @@ _OFFSET_NOT_AVAILABLE = ErrorCode.offset_not_available
 _SEQ_MOD = 2**31
 _TRANSACTIONAL = 0x10
 _CONTROL = 0x20
+_tuple_new = tuple.__new__
 
 HighWatermarkListener = Callable[[str, int, int], None]
 """``(topic, partition, high_watermark)``: called whenever a led partition's high watermark
@@ -252,7 +253,8 @@ class Partition:
         self._hw_listeners = (
             high_watermark_listeners if high_watermark_listeners is not None else []
         )
-        """Shared with the replica manager: called whenever the high watermark moves."""
+        """Called whenever the high watermark moves: the replica manager's list for this
+        partition's topic (shared, so a listener added later is seen; usually empty)."""
 
     # -- leadership ----------------------------------------------------------------------------
 
@@ -665,10 +667,59 @@ class Partition:
         plog = self.log
         config = self.config
         if origin is AppendOrigin.CLIENT:
-            checked = self._check_client_batches(records, config.max_message_bytes, verify_txn)
-            if isinstance(checked, LeaderAppendResult):
-                return checked
-            batches, idempotent, transactional = checked
+            # step 2, inline (it runs for every partition of every Produce request): each
+            # batch's header; the producer's checks only for an idempotent or transactional one
+            n = len(records)
+            pos = 0
+            unpack = BATCH_HEADER.unpack_from
+            max_size = config.max_message_bytes
+            batches: list[tuple[int, int, int, int, int]] = []
+            transactional = False
+            while pos < n:
+                if n - pos < BATCH_HEADER_SIZE:
+                    return LeaderAppendResult(_CORRUPT, message="truncated record batch header")
+                (
+                    _bo,
+                    length,
+                    _ple,
+                    magic,
+                    _crc,
+                    attrs,
+                    last_delta,
+                    _bts,
+                    _mts,
+                    pid,
+                    epoch,
+                    base_seq,
+                    _count,
+                ) = unpack(records, pos)
+                size = length + 12
+                if magic != 2:
+                    return LeaderAppendResult(
+                        _INVALID_RECORD,
+                        message=f"record batch magic {magic}; only v2 (magic 2) is accepted",
+                    )
+                if length < 49 or pos + size > n:
+                    return LeaderAppendResult(_CORRUPT, message="record batch length out of bounds")
+                if size > max_size:
+                    return LeaderAppendResult(
+                        _TOO_LARGE,
+                        message=f"record batch of {size} bytes exceeds max.message.bytes"
+                        f" {max_size}",
+                    )
+                batches.append((pid, epoch, base_seq, last_delta, attrs))
+                if attrs & _TRANSACTIONAL:
+                    transactional = True
+                pos += size
+            head = batches[0]
+            idempotent = head[0] >= 0 and head[2] >= 0
+            if idempotent or transactional:
+                refused = self._check_producer_batches(
+                    batches, idempotent, transactional, verify_txn
+                )
+                if refused is not None:
+                    return refused
+                idempotent = True  # (a transactional batch without a producer id was refused)
             marker = None
         else:
             batches, idempotent, transactional = _coordinator_batches(records), False, False
@@ -733,86 +784,52 @@ class Partition:
                 self.producer_state().append_txn_data(first[0], base_offset)
         if self.controller_managed:
             self.maybe_increment_high_watermark()
-        if plog.high_watermark > hw_before:
+        if self._hw_listeners and plog.high_watermark > hw_before:
             self._call_high_watermark_listeners()
         if self._purgatory is not None:
             self._purgatory.notify(self.topic, self.partition)
         lat = result.log_append_time_ms if log_append_time else -1
-        return LeaderAppendResult(
-            _NONE,
-            base_offset,
-            result.last_offset,
-            -1 if lat is None else lat,
-            result.log_start_offset,
+        # tuple.__new__ directly: a NamedTuple's own __new__ is a Python function, and this
+        # runs once per partition of every Produce request
+        return _tuple_new(
+            LeaderAppendResult,
+            (
+                _NONE,
+                base_offset,
+                result.last_offset,
+                -1 if lat is None else lat,
+                result.log_start_offset,
+                (),
+                None,
+            ),
         )
 
-    def _check_client_batches(
+    def _check_producer_batches(
         self,
-        data: bytes | bytearray | memoryview,
-        max_size: int,
+        batches: list[tuple[int, int, int, int, int]],
+        idempotent: bool,
+        transactional: bool,
         verify_txn: TxnVerifier | None,
-    ) -> LeaderAppendResult | tuple[list[tuple[int, int, int, int, int]], bool, bool]:
-        """Step 2 of ``append_as_leader`` for a producer's batches: the refusal, or (the
-        batches' (producer id, producer epoch, base sequence, last offset delta, attributes),
-        idempotent, transactional)."""
-        n = len(data)
-        pos = 0
-        unpack = BATCH_HEADER.unpack_from
-        batches: list[tuple[int, int, int, int, int]] = []
-        transactional = False
-        while pos < n:
-            if n - pos < BATCH_HEADER_SIZE:
-                return LeaderAppendResult(_CORRUPT, message="truncated record batch header")
-            (
-                _bo,
-                length,
-                _ple,
-                magic,
-                _crc,
-                attrs,
-                last_delta,
-                _bts,
-                _mts,
-                pid,
-                epoch,
-                base_seq,
-                _count,
-            ) = unpack(data, pos)
-            size = length + 12
-            if magic != 2:
-                return LeaderAppendResult(
-                    _INVALID_RECORD,
-                    message=f"record batch magic {magic}; only v2 (magic 2) is accepted",
-                )
-            if length < 49 or pos + size > n:
-                return LeaderAppendResult(_CORRUPT, message="record batch length out of bounds")
-            if size > max_size:
-                return LeaderAppendResult(
-                    _TOO_LARGE,
-                    message=f"record batch of {size} bytes exceeds max.message.bytes {max_size}",
-                )
-            batches.append((pid, epoch, base_seq, last_delta, attrs))
-            transactional = transactional or bool(attrs & _TRANSACTIONAL)
-            pos += size
+    ) -> LeaderAppendResult | None:
+        """Step 2 of ``append_as_leader`` for an idempotent or transactional producer's
+        ``batches`` ((producer id, producer epoch, base sequence, last offset delta,
+        attributes) each): the refusal (a duplicate answers NONE with the original's base
+        offset), or None."""
         pid, epoch, base_seq, last_delta, _attrs = batches[0]
-        idempotent = pid >= 0 and base_seq >= 0
-        if not (idempotent or transactional):
-            return batches, False, False
         log_start = self.log.log_start_offset
+        if transactional and not idempotent:
+            return LeaderAppendResult(
+                _INVALID_RECORD, message="a transactional batch needs a producer id"
+            )
         state = self.producer_state()
-        if transactional:
-            if not idempotent:
-                return LeaderAppendResult(
-                    _INVALID_RECORD, message="a transactional batch needs a producer id"
-                )
-            if not state.in_transaction(pid):
-                code = (
-                    _TXN_STATE
-                    if verify_txn is None
-                    else verify_txn(pid, epoch, self.topic, self.partition)
-                )
-                if code is not _NONE:
-                    return LeaderAppendResult(code, log_start_offset=log_start)
+        if transactional and not state.in_transaction(pid):
+            code = (
+                _TXN_STATE
+                if verify_txn is None
+                else verify_txn(pid, epoch, self.topic, self.partition)
+            )
+            if code is not _NONE:
+                return LeaderAppendResult(code, log_start_offset=log_start)
         if len(batches) == 1:
             verdict, dup_offset = state.check(
                 pid, epoch, base_seq, (base_seq + last_delta) % _SEQ_MOD
@@ -830,7 +847,7 @@ class Partition:
                         _BAD_EPOCH if verdict is Verdict.INVALID_PRODUCER_EPOCH else _OUT_OF_ORDER
                     )
                     return LeaderAppendResult(code, log_start_offset=log_start)
-        return batches, True, transactional
+        return None
 
     def needs_transaction_verification(
         self, records: bytes | bytearray | memoryview | None

@@ -6,8 +6,8 @@ ReplicaManager).
   lazily, each on its first use).
 * ``append_records(entries, acks, timeout_s, origin=...)`` is the one leader append (Kafka's
   ``appendRecords``): Produce, transaction markers and the coordinators' writer call it; each
-  entry goes through ``Partition.append_as_leader``; the ``DelayedProduce`` it returns waits
-  for acks=all. ``fetch_messages(params, infos)`` is the one local read (Kafka's
+  entry goes through ``Partition.append_as_leader``; it returns the local outcomes and, when an
+  acks=all entry still has to reach the ISR, the ``DelayedProduce`` that waits for it. ``fetch_messages(params, infos)`` is the one local read (Kafka's
   ``fetchMessages`` → ``readFromLocalLog`` → ``Partition.fetch_records``): consumers and
   followers alike, with the follower bookkeeping and the delayed fetch. ListOffsets
   (``fetch_offsets_for_timestamps``) and OffsetsForLeaderEpoch
@@ -34,8 +34,9 @@ the metadata image neither leader nor follower until their LeaderAndIsr):
   in flight; an expansion counts for the HW at once, a shrink once committed.
 * acks=all: ``min_insync_replicas(topic)`` and ``wait_for_acks`` (parks in the purgatory until
   ``Partition.acks_all_status`` decides).
-* ``add_high_watermark_listener(fn)``: ``fn(topic, partition, hw)`` whenever a led partition's
-  high watermark moves (the coordinator writer's ``HighWatermarkListener`` rides on it).
+* ``add_high_watermark_listener(fn, topic=None)``: ``fn(topic, partition, hw)`` whenever a led
+  partition's (of ``topic``, or any) high watermark moves (the coordinator writer's
+  ``HighWatermarkListener`` rides on it, for its internal topics only).
 """
 
 from __future__ import annotations
@@ -87,6 +88,7 @@ __all__ = [
     "FetchPartitionInfo",
     "HighWatermarkListener",
     "LeaderAndIsrPartition",
+    "LeaderAppendResult",
     "LeadershipListener",
     "ReplicaManager",
     "ReplicationConfig",
@@ -235,6 +237,10 @@ class ReplicaManager(LeadershipChanges):
         """The followers' fetchers (``odradek.broker.replica_fetcher_manager``)."""
         self._listeners: list[LeadershipListener] = []
         self._hw_listeners: list[HighWatermarkListener] = []
+        """The listeners of every topic's high watermark."""
+        self._hw_topic_listeners: dict[str, list[HighWatermarkListener]] = {}
+        """Per topic: the listeners its partitions call (every topic's, then its own); a
+        partition shares its topic's list."""
         self._background: asyncio.Task[None] | None = None
         self._tasks: set[asyncio.Task[Any]] = set()
         self.isr_shrinks = 0
@@ -276,7 +282,7 @@ class ReplicaManager(LeadershipChanges):
             self.node_id,
             self.snapshot_path(topic, partition),
             purgatory=self.purgatory,
-            high_watermark_listeners=self._hw_listeners,
+            high_watermark_listeners=self.high_watermark_listeners(topic),
         )
 
     def get_partition(self, topic: str, partition: int, *, create: bool = True) -> Partition | None:
@@ -394,11 +400,27 @@ class ReplicaManager(LeadershipChanges):
 
     # -- replication: leader side -------------------------------------------------------------
 
-    def add_high_watermark_listener(self, listener: HighWatermarkListener) -> None:
-        """``listener(topic, partition, high_watermark)`` whenever a led partition's high
-        watermark moves: after a leader append that moved it (alone it follows the log end),
-        a follower's fetch or an ISR change (``Partition.high_watermark_moved``)."""
+    def add_high_watermark_listener(
+        self, listener: HighWatermarkListener, topic: str | None = None
+    ) -> None:
+        """``listener(topic, partition, high_watermark)`` whenever a led partition's (of
+        ``topic``; None: of any topic) high watermark moves: after a leader append that moved
+        it (alone it follows the log end), a follower's fetch or an ISR change
+        (``Partition.high_watermark_moved``). A partition without a listener pays nothing."""
+        if topic is not None:
+            self.high_watermark_listeners(topic).append(listener)
+            return
         self._hw_listeners.append(listener)
+        for listeners in self._hw_topic_listeners.values():
+            listeners.append(listener)
+
+    def high_watermark_listeners(self, topic: str) -> list[HighWatermarkListener]:
+        """The list the partitions of ``topic`` call when their high watermark moves (shared:
+        listeners added later are in it)."""
+        listeners = self._hw_topic_listeners.get(topic)
+        if listeners is None:
+            listeners = self._hw_topic_listeners[topic] = list(self._hw_listeners)
+        return listeners
 
     def min_insync_replicas(self, topic: str) -> int:
         """The topic's min.insync.replicas, else the broker default."""
@@ -432,20 +454,21 @@ class ReplicaManager(LeadershipChanges):
         origin: AppendOrigin = AppendOrigin.CLIENT,
         verify_txn: TxnVerifier | None = None,
         min_insync_replicas: int | None = None,
-    ) -> DelayedProduce:
+    ) -> tuple[list[LeaderAppendResult], DelayedProduce | None]:
         """The one door for leader appends (Kafka's ``ReplicaManager.appendRecords``): each
         (topic, partition, records) of ``entries``, in order, through
         ``Partition.append_as_leader``. acks must be 0, 1 or -1 (else INVALID_REQUIRED_ACKS
         for every entry); an unknown partition is UNKNOWN_TOPIC_OR_PARTITION. With acks=-1 the
         ISR must hold ``min_insync_replicas`` (None: the topic's min.insync.replicas) before
         the append and, after it, the high watermark must pass the appended records within
-        ``timeout_s``: ``await DelayedProduce.complete()``. The returned ``DelayedProduce``'s
-        ``results`` are the local appends' outcomes, one per entry, in order."""
-        results: list[LeaderAppendResult] = []
-        waits: list[tuple[int, Partition, int, int]] = []
+        ``timeout_s``. Returns (the local appends' outcomes, one per entry, in order; the
+        ``DelayedProduce`` to await, whose ``complete()`` gives the final outcomes, or None
+        when nothing waits: acks 0 or 1, or every acks=-1 entry failed or is below the high
+        watermark already, as alone, where it follows the log end)."""
         if acks not in (0, 1, -1):
-            results = [LeaderAppendResult(ErrorCode.invalid_required_acks) for _ in entries]
-            return DelayedProduce(self, results, waits, timeout_s)
+            return [LeaderAppendResult(ErrorCode.invalid_required_acks) for _ in entries], None
+        results: list[LeaderAppendResult] = []
+        waits: list[tuple[int, Partition, int, int]] | None = None
         now_ms = self.clock.now_ms()
         partitions = self._partitions
         for topic, index, records in entries:
@@ -455,22 +478,30 @@ class ReplicaManager(LeadershipChanges):
                 if handle is None:
                     results.append(LeaderAppendResult(_UNKNOWN))
                     continue
-            min_insync = 1
-            if acks == -1:
-                min_insync = (
-                    self.min_insync_replicas(topic)
-                    if min_insync_replicas is None
-                    else min_insync_replicas
-                )
+            if acks != -1:
+                result = handle.append_as_leader(records, origin, acks, 1, now_ms, verify_txn)
+                if result.error is _STORAGE:  # an I/O error: the log's dir goes offline
+                    self.log_dirs.log_dir_failed(topic, index, result.message or "append failed")
+                results.append(result)
+                continue
+            min_insync = (
+                self.min_insync_replicas(topic)
+                if min_insync_replicas is None
+                else min_insync_replicas
+            )
             result = handle.append_as_leader(records, origin, acks, min_insync, now_ms, verify_txn)
-            if result.error is _STORAGE:  # an I/O error: the log's dir goes offline
-                self.log_dirs.log_dir_failed(topic, index, result.message or "append failed")
-            if acks == -1 and result.error is _NONE:
+            if result.error is _NONE:
                 plog = handle.log
                 if plog.high_watermark < plog.log_end_offset:
+                    if waits is None:
+                        waits = []
                     waits.append((len(results), handle, plog.log_end_offset, min_insync))
+            elif result.error is _STORAGE:
+                self.log_dirs.log_dir_failed(topic, index, result.message or "append failed")
             results.append(result)
-        return DelayedProduce(self, results, waits, timeout_s)
+        if waits is None:
+            return results, None
+        return results, DelayedProduce(self, results, waits, timeout_s)
 
     async def wait_for_acks(
         self, handle: Partition, required_offset: int, min_insync: int, timeout_s: float

@@ -39,7 +39,12 @@ from kio.schema.errors import ErrorCode
 from odradek.broker.broker_channel import BrokerChannel
 from odradek.broker.inter_broker_client import InterBrokerRequestError
 from odradek.broker.metadata_store import MetadataStore
-from odradek.broker.replica_manager import AppendOrigin, DelayedProduce, ReplicaManager
+from odradek.broker.replica_manager import (
+    AppendOrigin,
+    DelayedProduce,
+    LeaderAppendResult,
+    ReplicaManager,
+)
 from odradek.clock import Clock
 from odradek.coordinator.transaction.manager import TxnMarker
 from odradek.coordinator.transaction.requests import write_txn_markers_request
@@ -75,13 +80,16 @@ class TxnMarkerAppender:
         return {(m.topic, m.partition): int(self.append_marker(m)) for m in markers}
 
     def append_marker(self, marker: TxnMarker) -> ErrorCode:
-        return self._append(marker).results[0].error
+        return self._append(marker)[0][0].error
 
     async def append_marker_replicated(self, marker: TxnMarker) -> ErrorCode:
         """``append_marker``, then (in a cluster) wait until the partition's ISR has it."""
-        return (await self._append(marker).complete())[0].error
+        results, delayed = self._append(marker)
+        if delayed is not None:
+            results = await delayed.complete()
+        return results[0].error
 
-    def _append(self, marker: TxnMarker) -> DelayedProduce:
+    def _append(self, marker: TxnMarker) -> tuple[list[LeaderAppendResult], DelayedProduce | None]:
         """The marker's control batch through ``ReplicaManager.append_records`` (acks=-1
         with a minimum ISR of 1, within offsets.commit.timeout.ms); a written marker on
         ``__consumer_offsets`` completes the transaction's group offsets."""
@@ -93,14 +101,14 @@ class TxnMarkerAppender:
             marker.coordinator_epoch,
             self._clock.now_ms(),
         )
-        delayed = self._replicas.append_records(
+        results, delayed = self._replicas.append_records(
             [(marker.topic, marker.partition, batch)],
             -1,
             self._replication_timeout_s,
             origin=AppendOrigin.COORDINATOR,
             min_insync_replicas=1,
         )
-        result = delayed.results[0]
+        result = results[0]
         if result.error is ErrorCode.none:
             if marker.topic == OFFSETS_TOPIC and self.on_offsets_marker is not None:
                 self.on_offsets_marker(
@@ -108,7 +116,7 @@ class TxnMarkerAppender:
                 )
         elif result.error is ErrorCode.kafka_storage_error:
             log.error("marker for %s-%d failed: %s", marker.topic, marker.partition, result.message)
-        return delayed
+        return results, delayed
 
 
 _RETRY = int(ErrorCode.not_leader_or_follower)

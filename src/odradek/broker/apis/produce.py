@@ -50,7 +50,7 @@ from odradek.broker.api import ApiSpec, EncodedResponse, RequestContext
 from odradek.broker.apis import _authz
 from odradek.broker.apis._util import topic_name_error
 from odradek.broker.broker_channel import BrokerUnavailableError
-from odradek.broker.partition import LeaderAppendResult, TxnVerifier
+from odradek.broker.partition import TxnVerifier
 from odradek.broker.services import BrokerServices
 from odradek.coordinator.transaction import requests as txn_glue
 from odradek.protocol.produce_request import ProduceRequest, decode_produce_request
@@ -99,35 +99,42 @@ def _failed(index: int, code: ErrorCode) -> PartitionResult:
     return (index, code, -1, -1, -1, (), None)
 
 
-def _partition_result(index: int, r: LeaderAppendResult) -> PartitionResult:
-    return (
-        index,
-        r.error,
-        r.base_offset,
-        r.log_append_time_ms,
-        r.log_start_offset,
-        r.record_errors,
-        r.message,
+_NO_DENIALS: frozenset[str] = frozenset()
+
+
+def _timeout_s(request: DecodedProduceRequest) -> float:
+    """The request's timeout in seconds (never negative)."""
+    ms = (
+        request.timeout_ms
+        if isinstance(request, ProduceRequest)
+        else int(request.timeout.total_seconds() * 1000)
     )
+    return max(0, ms) / 1000
 
 
 async def handle(ctx: RequestContext, request: DecodedProduceRequest) -> EncodedResponse | None:
-    """Decode, ask ``ReplicaManager.append_records`` (which waits for acks=all), encode."""
+    """Decode, ask ``ReplicaManager.append_records`` (which waits for acks=all), encode.
+
+    Every hook costs an attribute test when it is not configured: no authorizer, no quota,
+    no metrics, no transaction; acks 0 and 1 (and a leader alone) create no ``DelayedProduce``.
+    """
     services = ctx.services
     acks = request.acks
     topic_data = request.topic_data
     transactional_id = request.transactional_id
-    denied = _authz.denied(ctx, _WRITE, _TOPIC, (td.name for td in topic_data))
-    if transactional_id is not None and not _authz.allowed(
-        ctx, _WRITE, _authz.ResourceType.TRANSACTIONAL_ID, transactional_id
-    ):
-        return None if acks == 0 else error_response(request, _TXN_ID_DENIED)
-    if acks in (0, 1, -1) and services.config.auto_create_topics_enable:
-        metadata = services.metadata
+    denied = _NO_DENIALS
+    if services.acls is not None:
+        denied = _authz.denied(ctx, _WRITE, _TOPIC, (td.name for td in topic_data))
+        if transactional_id is not None and not _authz.allowed(
+            ctx, _WRITE, _authz.ResourceType.TRANSACTIONAL_ID, transactional_id
+        ):
+            return None if acks == 0 else error_response(request, _TXN_ID_DENIED)
+    if services.config.auto_create_topics_enable and acks in (0, 1, -1):
+        topic = services.metadata.topic
         for td in topic_data:
             name = td.name
             if (
-                metadata.topic(name) is None
+                topic(name) is None
                 and topic_name_error(name) is None
                 and name not in denied
                 and _authz.may_create_topic(ctx, name)
@@ -137,49 +144,65 @@ async def handle(ctx: RequestContext, request: DecodedProduceRequest) -> Encoded
     if transactional_id is not None:
         remote = await _verify_at_coordinator(services, transactional_id, request)
         verify_txn = _txn_verifier(services, transactional_id, remote)
-    entries = [
-        (td.name, pd.index, pd.records)
-        for td in topic_data
-        if td.name not in denied
-        for pd in td.partition_data
-    ]
-    timeout_ms = (
-        request.timeout_ms
-        if isinstance(request, ProduceRequest)
-        else int(request.timeout.total_seconds() * 1000)
+    if denied:
+        entries = [
+            (td.name, pd.index, pd.records)
+            for td in topic_data
+            if td.name not in denied
+            for pd in td.partition_data
+        ]
+    else:
+        entries = [(td.name, pd.index, pd.records) for td in topic_data for pd in td.partition_data]
+    results, delayed = services.replica_manager.append_records(
+        entries, acks, _timeout_s(request) if acks == -1 else 0.0, verify_txn=verify_txn
     )
-    delayed = services.replica_manager.append_records(
-        entries, acks, max(0, timeout_ms) / 1000, verify_txn=verify_txn
-    )
-    results = await delayed.complete()
+    if delayed is not None:
+        results = await delayed.complete()
     metrics = ctx.metrics
     if metrics is not None:
         for (name, _index, records), r in zip(entries, results, strict=True):
             if r.last_offset >= 0 and records is not None:
                 metrics.topic_bytes_in(name, len(records), r.last_offset - r.base_offset + 1)
-    # producer_byte_rate: the record bytes of the request (Kafka counts the whole request)
-    throttle_ms = services.quotas.record(
-        "producer_byte_rate",
-        ctx.principal.name,
-        ctx.header.client_id,
-        sum(len(r) for _, _, r in entries if r is not None),
-        services.clock,
-        ctx.throttle,
-    )
+    throttle_ms = 0
+    quotas = services.quotas
+    if quotas.configs:
+        # producer_byte_rate: the record bytes of the request (Kafka counts the whole request)
+        throttle_ms = quotas.record(
+            "producer_byte_rate",
+            ctx.principal.name,
+            ctx.header.client_id,
+            sum(len(r) for _, _, r in entries if r is not None),
+            services.clock,
+            ctx.throttle,
+        )
     if acks == 0:
         return None
     out: list[tuple[str, list[PartitionResult]]] = []
     i = 0
     for td in topic_data:
-        presults = []
-        for pd in td.partition_data:
-            if td.name in denied:
+        name = td.name
+        presults: list[PartitionResult] = []
+        if name in denied:
+            for pd in td.partition_data:
                 presults.append(_failed(pd.index, _TOPIC_DENIED))
-                continue
-            presults.append(_partition_result(pd.index, results[i]))
-            i += 1
-        out.append((td.name, presults))
-    return encode(request, out, throttle_ms)
+        else:
+            for pd in td.partition_data:
+                r = results[i]
+                presults.append(
+                    (
+                        pd.index,
+                        r.error,
+                        r.base_offset,
+                        r.log_append_time_ms,
+                        r.log_start_offset,
+                        r.record_errors,
+                        r.message,
+                    )
+                )
+                i += 1
+        out.append((name, presults))
+    body = encode_produce_response(request.__version__, out, throttle_time_ms=throttle_ms)
+    return EncodedResponse((body,), len(body))
 
 
 def _txn_verifier(
