@@ -108,11 +108,11 @@ def test_delete_groups() -> None:
     h = Harness()
     h.stable_group(1, group="busy")
     h.commit({("t", 0): 1}, group="idle")
-    out = h.apply(h.m.delete_groups(["idle", "busy", "ghost"]))
+    out = h.apply(h.m.delete_groups(["idle", "busy", "ghost"], h.now))
     assert out.response == [Errors.NONE, Errors.NON_EMPTY_GROUP, Errors.GROUP_ID_NOT_FOUND]
     assert [type(r) for r in out.records] == [OffsetCommitRecord, GroupMetadataRecord]
     assert "idle" not in h.m.groups
-    assert h.apply(h.m.delete_groups(["idle"])).response == [Errors.GROUP_ID_NOT_FOUND]
+    assert h.apply(h.m.delete_groups(["idle"], h.now)).response == [Errors.GROUP_ID_NOT_FOUND]
 
 
 def test_offsets_retention_for_empty_groups() -> None:
@@ -180,7 +180,7 @@ def test_replay_of_the_log_rebuilds_the_same_state() -> None:
     h.commit({("t", 0): 5}, group="b", metadata="m")
     h.commit({("t", 0): 6}, group="b")
     h.commit({("x", 0): 1}, group="c")
-    h.apply(h.m.delete_groups(["c"]))
+    h.apply(h.m.delete_groups(["c"], h.now))
     (solo,) = h.stable_group(1, group="d")
     h.leave([(solo, None)], group="d")
     # through the wire format and back

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from odradek.coordinator.records import GroupMetadataRecord
+from odradek.coordinator.records import GroupMetadataRecord, OffsetCommitRecord
 from odradek.coordinator.state import Errors, GroupState, JoinResult
 
 from .harness import Harness
@@ -248,3 +248,30 @@ def test_cooperative_members_keep_partitions_through_two_rebalances() -> None:
     g = h.m.groups["g"]
     assert g.state is S.STABLE and g.offsets[("t", 0)].offset == 10
     assert h.heartbeat(ra.member_id, 3) is Errors.NONE
+
+
+def test_delete_groups_sees_a_static_session_that_ran_out_before_the_timer_fired() -> None:
+    """KIP-345 members send no LeaveGroup on close: the group empties when the session expires.
+    A DeleteGroups handled after that deadline, before the timer task has woken, deletes the
+    group (Kafka's heartbeat timer fires within a millisecond of the deadline)."""
+    h = Harness()
+    (res,) = static_group(h, 1, session=6000)
+    g = h.m.groups["g"]
+    assert h.commit({("t", 0): 100}, generation=1, member_id=res.member_id, instance="i0") == [
+        Errors.NONE
+    ]  # the commit on close
+    closed = h.now
+    h.now = closed + 6000 - 1  # the clock moves; no tick yet
+    out = h.apply(h.m.delete_groups(["g"], h.now))
+    assert out.response == [Errors.NON_EMPTY_GROUP] and out.records == []
+    h.now = closed + 6000
+    out = h.apply(h.m.delete_groups(["g"], h.now))
+    assert out.response == [Errors.NONE]
+    # the expiry's records (the group Empty, generation 2) precede the tombstones
+    assert [type(r) for r in out.records] == [
+        GroupMetadataRecord,
+        OffsetCommitRecord,
+        GroupMetadataRecord,
+    ]
+    assert out.records[0].value is not None and out.records[-1].value is None
+    assert g.state is S.DEAD or "g" not in h.m.groups

@@ -758,7 +758,7 @@ class GroupCoordinator:
     async def delete_groups(self, group_ids: Sequence[str]) -> list[Errors]:
         errors: list[Errors | None] = [self._group_error(gid) for gid in group_ids]
         ready = [gid for gid, e in zip(group_ids, errors, strict=True) if e is None]
-        outcome = self.manager.delete_groups(ready)
+        outcome = self.manager.delete_groups(ready, self.clock.now_ms())
         results: list[Errors] = await self._apply(outcome)
         it = iter(results)
         return [e if e is not None else next(it) for e in errors]

@@ -703,10 +703,23 @@ class GroupMetadataManager:
             errors.append(Errors.NONE)
         return Outcome(records, (Errors.NONE, errors))
 
-    def delete_groups(self, group_ids: Sequence[str]) -> Outcome[list[Errors]]:
-        records: list[Record] = []
+    def delete_groups(self, group_ids: Sequence[str], now_ms: int) -> Outcome[list[Errors]]:
+        """One error per group id, in order: NONE (the group's offsets and metadata tombstoned),
+        NON_EMPTY_GROUP, or GROUP_ID_NOT_FOUND (unknown, dead, or named twice).
+
+        Each named group's timers due at ``now_ms`` fire first, as ``tick`` would: a member
+        whose session ran out is gone even if the timer task has not woken yet (Kafka expires
+        heartbeats on the timer wheel's own thread, within a tick of the deadline). So a group
+        whose last static member stopped heartbeating ``session.timeout.ms`` ago can be deleted
+        (KIP-345 members send no LeaveGroup on close); the records of that expiry come first.
+        """
         errors: list[Errors] = []
         seen: set[str] = set()
+        for gid in dict.fromkeys(group_ids):
+            group = self.groups.get(gid)
+            if group is not None and group.state is not S.DEAD:
+                self._tick_group(group, now_ms)
+        records = self._take()
         for gid in group_ids:
             group = self.groups.get(gid)
             if group is None or group.state is S.DEAD or gid in seen:
