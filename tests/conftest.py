@@ -22,7 +22,10 @@ module-scoped broker must restart it before it returns.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import contextlib
+import subprocess
+from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -64,3 +67,27 @@ def fresh_broker(request: pytest.FixtureRequest) -> Iterator[BrokerProcess]:
         yield process
     finally:
         process.close()
+
+
+@contextlib.contextmanager
+def _mounted_tmpfs(path: Path, size: str) -> Iterator[Path]:
+    path.mkdir(parents=True)
+    done = subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(path)],
+        capture_output=True,
+        check=False,
+    )
+    if done.returncode != 0:
+        pytest.skip(f"cannot mount a tmpfs: {done.stderr.decode().strip()}")
+    try:
+        yield path
+    finally:
+        subprocess.run(["umount", "-l", str(path)], check=False)
+
+
+@pytest.fixture
+def tmpfs() -> Callable[[Path, str], contextlib.AbstractContextManager[Path]]:
+    """``with tmpfs(path, "256k") as small:`` a small tmpfs mounted at ``path`` (writes past
+    its size fail with ENOSPC, also as root), unmounted after the block; the test is skipped
+    where mounting is not allowed."""
+    return _mounted_tmpfs

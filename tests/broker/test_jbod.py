@@ -5,11 +5,8 @@ permissions, a full file system fails for root too) going offline alone."""
 
 from __future__ import annotations
 
-import contextlib
-import subprocess
 import threading
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -224,25 +221,9 @@ async def test_describe_log_dirs_shows_the_future_replica(tmp_path: Path) -> Non
         lm.cancel_move("fut", 0)
 
 
-@contextlib.contextmanager
-def _tmpfs(path: Path, size: str) -> Iterator[Path]:
-    path.mkdir(parents=True)
-    done = subprocess.run(
-        ["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(path)],
-        capture_output=True,
-        check=False,
-    )
-    if done.returncode != 0:
-        pytest.skip(f"cannot mount a tmpfs: {done.stderr.decode().strip()}")
-    try:
-        yield path
-    finally:
-        subprocess.run(["umount", "-l", str(path)], check=False)
-
-
-def test_a_full_log_dir_goes_offline_alone(tmp_path: Path) -> None:
+def test_a_full_log_dir_goes_offline_alone(tmp_path: Path, tmpfs: Any) -> None:
     big = (tmp_path / "big").resolve()
-    with _tmpfs(tmp_path / "small", "256k") as small_path:
+    with tmpfs(tmp_path / "small", "256k") as small_path:
         small = small_path.resolve()
         settings = {"log.dirs": f"{big},{small}", "num.partitions": 1}
         with BrokerProcess(settings) as broker:

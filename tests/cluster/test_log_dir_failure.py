@@ -10,10 +10,7 @@ serves the partition on its other dir."""
 
 from __future__ import annotations
 
-import contextlib
-import subprocess
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -31,22 +28,6 @@ pytestmark = [pytest.mark.interop, pytest.mark.timeout(115)]
 
 TOPIC = "jbod"
 VALUE_BYTES = 1000
-
-
-@contextlib.contextmanager
-def _tmpfs(path: Path, size: str) -> Iterator[Path]:
-    path.mkdir(parents=True)
-    done = subprocess.run(
-        ["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(path)],
-        capture_output=True,
-        check=False,
-    )
-    if done.returncode != 0:
-        pytest.skip(f"cannot mount a tmpfs: {done.stderr.decode().strip()}")
-    try:
-        yield path.resolve()
-    finally:
-        subprocess.run(["umount", "-l", str(path)], check=False)
 
 
 class _Acks:
@@ -81,9 +62,9 @@ def _log_dir_of(dirs: list[Path], partition: int) -> Path | None:
 
 
 def test_a_failed_log_dir_moves_leadership_and_keeps_every_acknowledged_record(
-    zookeeper: ZooKeeperServer, tmp_path: Path
+    zookeeper: ZooKeeperServer, tmp_path: Path, tmpfs: Any
 ) -> None:
-    with _tmpfs(tmp_path / "small", "256k") as small:
+    with tmpfs(tmp_path / "small", "256k") as small:
         cluster = Cluster(zookeeper, tmp_path, 3)
         b2 = cluster.brokers[2]
         big = Path(b2.data_dir).resolve()

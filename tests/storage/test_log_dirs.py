@@ -3,12 +3,10 @@ crashes mid-move, a dir failing at run time (ENOSPC on a small tmpfs) and at sta
 
 from __future__ import annotations
 
-import contextlib
 import errno
 import struct
-import subprocess
-from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -152,26 +150,10 @@ def test_crash_after_the_commit_point_promotes_the_copy(tmp_path: Path, clock: M
     again.close()
 
 
-@contextlib.contextmanager
-def _tmpfs(path: Path, size: str) -> Iterator[Path]:
-    """A small tmpfs mounted at ``path`` (writes past its size fail with ENOSPC, also as
-    root); skips the test where mounting is not allowed."""
-    path.mkdir(parents=True)
-    done = subprocess.run(
-        ["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(path)],
-        capture_output=True,
-        check=False,
-    )
-    if done.returncode != 0:
-        pytest.skip(f"cannot mount a tmpfs: {done.stderr.decode().strip()}")
-    try:
-        yield path
-    finally:
-        subprocess.run(["umount", "-l", str(path)], check=False)
-
-
-def test_a_full_dir_goes_offline_alone(tmp_path: Path, clock: ManualClock) -> None:
-    with _tmpfs(tmp_path / "small", "64k") as small:
+def test_a_full_dir_goes_offline_alone(
+    tmp_path: Path, clock: ManualClock, tmpfs: Any
+) -> None:
+    with tmpfs(tmp_path / "small", "64k") as small:
         dirs = [tmp_path / "big", small]
         manager = LogManager(dirs, LogConfig(), clock)
         failures: list[tuple[Path, list[tuple[str, int]]]] = []
