@@ -14,6 +14,7 @@ import re
 import shutil
 import signal
 import socket
+import struct
 import subprocess
 import sys
 import tempfile
@@ -104,6 +105,48 @@ def median(values: Iterable[float]) -> float:
         return math.nan
     mid = len(v) // 2
     return float(v[mid]) if len(v) % 2 else (v[mid - 1] + v[mid]) / 2.0
+
+
+class RawWire:
+    """One blocking socket to a broker, one request at a time: ``call_raw(frame)`` sends a
+    whole frame and returns the response frame (without its size); ``call(entity)`` encodes
+    a kio request with the next correlation id and decodes its response."""
+
+    def __init__(self, bootstrap: str, timeout: float = 60.0) -> None:
+        host, port = bootstrap.rsplit(":", 1)
+        self.sock = socket.create_connection((host, int(port)), timeout=timeout)
+        self.correlation = 0
+
+    def next_correlation(self) -> int:
+        self.correlation += 1
+        return self.correlation
+
+    def _recv_exactly(self, n: int) -> bytes:
+        buf = bytearray()
+        while len(buf) < n:
+            chunk = self.sock.recv(min(n - len(buf), 1 << 20))
+            if not chunk:
+                raise ConnectionError("closed by the broker")
+            buf += chunk
+        return bytes(buf)
+
+    def call_raw(self, frame: bytes) -> bytes:
+        self.sock.sendall(frame)
+        (size,) = struct.unpack(">i", self._recv_exactly(4))
+        return self._recv_exactly(size)
+
+    def call(self, entity: Any) -> Any:
+        from odradek.protocol.messages import decode_response, encode_request
+
+        frame = self.call_raw(
+            encode_request(entity, correlation_id=self.next_correlation(), client_id="b")
+        )
+        return decode_response(
+            int(entity.__api_key__), int(entity.__version__), frame, header=True
+        )
+
+    def close(self) -> None:
+        self.sock.close()
 
 
 def free_port() -> int:

@@ -156,42 +156,17 @@ def main() -> None:
 
 
 def _broker_bench(args: argparse.Namespace) -> None:
-    import socket
-    import struct
     import sys
     from pathlib import Path
 
     sys.path.insert(0, str(Path(__file__).resolve().parent))
-    from common import OdradekBroker
-    from odradek.protocol.messages import decode_response, encode_request
+    from common import OdradekBroker, RawWire
 
     codec = Compression[args.codec.upper()]
     broker = OdradekBroker({"num.partitions": "1"}).start()
     try:
-        host, port = broker.bootstrap_servers.rsplit(":", 1)
-        sock = socket.create_connection((host, int(port)), timeout=60)
-        correlation = [0]
-
-        def recv_exactly(n: int) -> bytes:
-            buf = bytearray()
-            while len(buf) < n:
-                chunk = sock.recv(min(n - len(buf), 1 << 20))
-                if not chunk:
-                    raise ConnectionError("closed by the broker")
-                buf += chunk
-            return bytes(buf)
-
-        def call_raw(frame: bytes) -> bytes:
-            sock.sendall(frame)
-            (size,) = struct.unpack(">i", recv_exactly(4))
-            return recv_exactly(size)
-
-        def call(entity: object) -> object:
-            correlation[0] += 1
-            frame = call_raw(encode_request(entity, correlation_id=correlation[0], client_id="b"))
-            api_key, version = entity.__api_key__, entity.__version__  # type: ignore[attr-defined]
-            return decode_response(int(api_key), int(version), frame, header=True)
-
+        wire = RawWire(broker.bootstrap_servers)
+        call, call_raw = wire.call, wire.call_raw
         topic = "downconvert"
         _produce_all(call, topic, args.records, args.batch, args.value_size, codec)
 
@@ -202,8 +177,7 @@ def _broker_bench(args: argparse.Namespace) -> None:
             return _next_offset_v2(part.records, offset)
 
         def fetch_v3(offset: int) -> int:
-            correlation[0] += 1
-            frame = call_raw(_fetch_v3_frame(topic, offset, correlation[0]))
+            frame = call_raw(_fetch_v3_frame(topic, offset, wire.next_correlation()))
             return _next_offset_v3(frame, offset)
 
         results: dict[str, list[float]] = {
@@ -221,7 +195,7 @@ def _broker_bench(args: argparse.Namespace) -> None:
                 cpu1 = broker.cpu()
                 results[name].append((cpu1 - cpu0) / args.records * 1e6)
                 requests[name] = count
-        sock.close()
+        wire.close()
     finally:
         broker.stop()
     print(

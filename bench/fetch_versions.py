@@ -22,9 +22,7 @@ from __future__ import annotations
 
 import argparse
 import datetime
-import socket
 import statistics
-import struct
 import sys
 import uuid
 from collections.abc import Callable
@@ -35,9 +33,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from kio.index import load_request_schema
 
-from common import OdradekBroker
+from common import OdradekBroker, RawWire
 from downconvert import _next_offset_v2, _produce_all
-from odradek.protocol.messages import decode_response, encode_request
 from odradek.protocol.records import Compression
 
 
@@ -98,28 +95,8 @@ def main() -> None:
 
     broker = OdradekBroker({"num.partitions": "1"}).start()
     try:
-        host, port = broker.bootstrap_servers.rsplit(":", 1)
-        sock = socket.create_connection((host, int(port)), timeout=60)
-        correlation = [0]
-
-        def recv_exactly(n: int) -> bytes:
-            buf = bytearray()
-            while len(buf) < n:
-                chunk = sock.recv(min(n - len(buf), 1 << 20))
-                if not chunk:
-                    raise ConnectionError("closed by the broker")
-                buf += chunk
-            return bytes(buf)
-
-        def call(entity: Any) -> Any:
-            correlation[0] += 1
-            sock.sendall(encode_request(entity, correlation_id=correlation[0], client_id="b"))
-            (size,) = struct.unpack(">i", recv_exactly(4))
-            frame = recv_exactly(size)
-            return decode_response(
-                int(entity.__api_key__), int(entity.__version__), frame, header=True
-            )
-
+        wire = RawWire(broker.bootstrap_servers)
+        call = wire.call
         topic = "fetchversions"
         _produce_all(call, topic, args.records, args.batch, args.value_size, Compression.NONE)
         topic_id = _topic_id(call, topic)
@@ -149,7 +126,7 @@ def main() -> None:
                 cpu1 = broker.cpu()
                 results[name].append((cpu1 - cpu0) / args.records * 1e6)
                 requests[name] = count
-        sock.close()
+        wire.close()
     finally:
         broker.stop()
     print(
