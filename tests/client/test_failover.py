@@ -47,7 +47,8 @@ def cluster3(_cluster: Cluster) -> Cluster:
     for b in _cluster.brokers.values():
         if not b.running:
             b.start()
-    _cluster.wait_metadata(lambda md: len(md.brokers) == len(_cluster.brokers) and md.controller_id > 0)
+    # every broker, the restarted one too, has had the controller's UpdateMetadata
+    _cluster.wait_every_broker(lambda md: len(md.brokers) == len(_cluster.brokers) and md.controller_id > 0)
     return _cluster
 
 

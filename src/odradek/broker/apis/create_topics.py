@@ -7,6 +7,11 @@ INVALID_PARTITIONS; replication_factor > 1 (-1 = default.replication.factor) on 
 broker, or larger than the live brokers of a cluster → INVALID_REPLICATION_FACTOR; manual
 assignments naming another broker (in a cluster: a broker that is not live, or one twice) →
 INVALID_REPLICA_ASSIGNMENT; an unknown or invalid topic config → INVALID_CONFIG naming the key.
+
+A broker of a cluster that has had no UpdateMetadata from the controller yet (just started: it
+knows only itself and no controller) answers NOT_CONTROLLER, retriable, as Kafka's brokers answer
+a CreateTopics they cannot decide: its view would call every other broker dead and every topic
+new.
 """
 
 from __future__ import annotations
@@ -41,6 +46,8 @@ def _check(
     services: BrokerServices, topic: Any, seen: set[str]
 ) -> tuple[ErrorCode, str | None, int, int, dict[str, str]]:
     name = topic.name
+    if services.cluster is not None and services.metadata.controller_id() < 0:
+        return ErrorCode.not_controller, "this broker has no metadata from the controller yet", -1, -1, {}
     err = topic_name_error(name)
     if err is not None:
         return ErrorCode.invalid_topic_exception, err, -1, -1, {}

@@ -6,6 +6,7 @@ in ``_offsets``.
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections.abc import Iterable
 from typing import Any, NamedTuple
@@ -99,6 +100,9 @@ class AclBindingFilter(NamedTuple):
     permission_type: int = 1
 
 
+_NOT_CONTROLLER = 41
+
+
 class AsyncAdmin:
     """Asyncio admin client. ``config`` uses the Java admin client's keys."""
 
@@ -106,6 +110,7 @@ class AsyncAdmin:
         self.config = parse_config(config, ADMIN, "admin")
         self._cluster = Cluster(self.config)
         self._timeout_ms: int = self.config["request.timeout.ms"]
+        self._retry_backoff: float = self.config["retry.backoff.ms"] / 1000
 
     async def start(self) -> None:
         await self._cluster.refresh([])
@@ -134,20 +139,27 @@ class AsyncAdmin:
         """Create topics; returns {name: error code} (0 = created). Raises on the first error
         unless it is TOPIC_ALREADY_EXISTS and ``raise_on_exists`` is False."""
         new = [t if isinstance(t, NewTopic) else NewTopic(t) for t in topics]
-        conn = await self._controller()
-        mod = proto.request_module(19, conn.version(19))
-        req = proto.build(
-            mod.CreateTopicsRequest,
-            topics=[
-                proto.nested(mod, "CreatableTopic", name=t.name, num_partitions=t.num_partitions,
-                             replication_factor=t.replication_factor, assignments=[],
-                             configs=[proto.nested(mod, "CreatableTopicConfig", name=k, value=str(v)) for k, v in (t.config or {}).items()])
-                for t in new
-            ],
-            timeout=self._timeout_ms,
-            validate_only=validate_only,
-        )
-        resp = await conn.request(req)
+        deadline = time.monotonic() + self._timeout_ms / 1000
+        while True:
+            conn = await self._controller()
+            mod = proto.request_module(19, conn.version(19))
+            req = proto.build(
+                mod.CreateTopicsRequest,
+                topics=[
+                    proto.nested(mod, "CreatableTopic", name=t.name, num_partitions=t.num_partitions,
+                                 replication_factor=t.replication_factor, assignments=[],
+                                 configs=[proto.nested(mod, "CreatableTopicConfig", name=k, value=str(v)) for k, v in (t.config or {}).items()])
+                    for t in new
+                ],
+                timeout=self._timeout_ms,
+                validate_only=validate_only,
+            )
+            resp = await conn.request(req)
+            # NOT_CONTROLLER: the broker asked is not (or not yet) the one to decide; like
+            # Kafka's admin client, find the controller again and retry within the timeout
+            if not any(int(r.error_code) == _NOT_CONTROLLER for r in resp.topics) or time.monotonic() > deadline:
+                break
+            await asyncio.sleep(self._retry_backoff)
         out = {}
         for r in resp.topics:
             err = int(r.error_code)
