@@ -93,8 +93,9 @@ KAFKA_3_9: dict[int, tuple[str, int, int]] = {
 """What a Kafka 3.9 broker in ZooKeeper mode advertises: the APIs whose message definition
 (``clients/src/main/resources/common/message/*Request.json`` at the 3.9.0 tag) lists the
 ``zkBroker`` listener, with their ``validVersions`` (none of these marks its newest version
-unstable). GetTelemetrySubscriptions and PushTelemetry (71, 72) list only the KRaft
-``broker`` listener, as do DescribeTopicPartitions (75) and the share-group APIs."""
+unstable). GetTelemetrySubscriptions, PushTelemetry and ListClientMetricsResources (71, 72,
+74) list only the KRaft ``broker`` listener, as do DescribeTopicPartitions (75) and the
+share-group APIs."""
 
 _INTER_BROKER = (
     "inter-broker: served from the first version odradek's own controller and brokers send "
@@ -133,6 +134,7 @@ REASONS: dict[int, str] = {
     ),
     71: _TELEMETRY,
     72: _TELEMETRY,
+    74: _TELEMETRY,
 }
 """Why odradek's range differs from Kafka 3.9's, per API key."""
 

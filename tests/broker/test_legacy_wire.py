@@ -85,6 +85,7 @@ KAFKA_3_9 = {
     66: (0, 1),  # ListTransactions
     71: (0, 0),  # GetTelemetrySubscriptions (a KRaft broker's: KIP-714)
     72: (0, 0),  # PushTelemetry (a KRaft broker's: KIP-714)
+    74: (0, 0),  # ListClientMetricsResources (a KRaft broker's: KIP-714)
 }
 """The request versions Apache Kafka 3.9's broker serves, for the APIs odradek has: the
 ``validVersions`` of clients/src/main/resources/common/message/*Request.json at the 3.9.0-rc3

@@ -1,6 +1,6 @@
 """Client-metrics subscriptions (KIP-714) in a cluster: a subscription written through one
 broker's ZooKeeper config store (``/config/client-metrics/<name>``) is what another broker's
-``ClientTelemetryManager`` hands its clients."""
+``ClientTelemetryManager`` hands its clients and lists (ListClientMetricsResources)."""
 
 from __future__ import annotations
 
@@ -40,6 +40,14 @@ async def test_a_subscription_altered_on_one_broker_reaches_another(zk_connect: 
         answer = second.get_subscriptions(None, "app", "10.0.0.1")
         assert answer.requested_metrics == ("org.apache.kafka.",)
         assert answer.push_interval_ms == 1000
+        # ListClientMetricsResources on either broker names it, until it is removed
+        assert first.list_client_metrics_resources() == ["fast"]
+        assert second.list_client_metrics_resources() == ["fast"]
+        await first.alter("fast", {}, False)
+        assert first.list_client_metrics_resources() == []
+        while second.list_client_metrics_resources():
+            assert time.monotonic() < deadline, "the removal never reached the other broker"
+            await asyncio.sleep(0.02)
     finally:
         for zk, store in zip(sessions, stores, strict=True):
             store.close()

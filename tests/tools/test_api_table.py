@@ -36,4 +36,4 @@ def test_a_served_range_change_shows() -> None:
     assert rows[1] == ("0-17", "0-17")  # Fetch, topic ids included
     assert rows[68][1] == tool.NONE  # ConsumerGroupHeartbeat: never advertised unless implemented
     # client telemetry: Kafka 3.9 serves it in KRaft mode only, odradek serves it
-    assert rows[71] == rows[72] == (tool.NONE, "0")
+    assert rows[71] == rows[72] == rows[74] == (tool.NONE, "0")

@@ -362,6 +362,12 @@ class ClientTelemetryManager:
         if not validate_only:
             await self.store.change_entity_config(CLIENT_METRICS_ENTITY, name, dict(configs))
 
+    def list_client_metrics_resources(self) -> list[str]:
+        """The name of every client-metrics resource that exists (one with at least one config
+        stored, parsable or not), sorted (ListClientMetricsResources; Kafka's
+        ``ClientMetricsManager.listClientMetricsResources``)."""
+        return sorted(self._subscriptions())
+
     def configured(self) -> list[ClientMetricsSubscription]:
         """The client-metrics resources in force (``DEFAULT_SUBSCRIPTION`` when none is
         configured); a stored resource that does not parse is skipped."""

@@ -58,6 +58,7 @@ from odradek.broker.apis import (
     join_group,
     leader_and_isr,
     leave_group,
+    list_client_metrics_resources,
     list_groups,
     list_offsets,
     list_partition_reassignments,
@@ -151,6 +152,7 @@ API_SPECS: tuple[ApiSpec[Any, Any], ...] = (
     # client telemetry (KIP-714)
     get_telemetry_subscriptions.API,
     push_telemetry.API,
+    list_client_metrics_resources.API,
 )
 
 

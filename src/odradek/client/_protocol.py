@@ -69,6 +69,7 @@ API_KEYS = {
     "DeleteGroups": 42,
     "IncrementalAlterConfigs": 44,
     "OffsetDelete": 47,
+    "ListClientMetricsResources": 74,
 }
 
 # (min, max) version this client can speak for each API key. The negotiated version is the
@@ -104,6 +105,7 @@ CLIENT_VERSIONS: dict[int, tuple[int, int]] = {
     42: (0, 2),  # DeleteGroups
     44: (0, 1),  # IncrementalAlterConfigs
     47: (0, 0),  # OffsetDelete
+    74: (0, 0),  # ListClientMetricsResources (KIP-714; kio's ListConfigResources v0)
 }
 
 @cache

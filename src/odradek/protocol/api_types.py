@@ -534,6 +534,12 @@ if TYPE_CHECKING:
     from kio.schema.leave_group.v4.response import LeaveGroupResponse as LeaveGroupResponseV4
     from kio.schema.leave_group.v5.request import LeaveGroupRequest as LeaveGroupRequestV5
     from kio.schema.leave_group.v5.response import LeaveGroupResponse as LeaveGroupResponseV5
+    from kio.schema.list_config_resources.v0.request import (
+        ListConfigResourcesRequest as ListClientMetricsResourcesRequestV0,
+    )
+    from kio.schema.list_config_resources.v0.response import (
+        ListConfigResourcesResponse as ListClientMetricsResourcesResponseV0,
+    )
     from kio.schema.list_groups.v0.request import ListGroupsRequest as ListGroupsRequestV0
     from kio.schema.list_groups.v0.response import ListGroupsResponse as ListGroupsResponseV0
     from kio.schema.list_groups.v1.request import ListGroupsRequest as ListGroupsRequestV1
@@ -1237,3 +1243,5 @@ if TYPE_CHECKING:
     GetTelemetrySubscriptionsResponse: TypeAlias = GetTelemetrySubscriptionsResponseV0
     PushTelemetryRequest: TypeAlias = PushTelemetryRequestV0
     PushTelemetryResponse: TypeAlias = PushTelemetryResponseV0
+    ListClientMetricsResourcesRequest: TypeAlias = ListClientMetricsResourcesRequestV0
+    ListClientMetricsResourcesResponse: TypeAlias = ListClientMetricsResourcesResponseV0

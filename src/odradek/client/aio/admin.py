@@ -276,6 +276,16 @@ class AsyncAdmin:
 
     incremental_alter_configs = alter_configs
 
+    async def list_client_metrics_resources(self) -> list[str]:
+        """The names of the client-metrics resources (KIP-714; ListClientMetricsResources,
+        kio's ListConfigResources v0), sorted."""
+        conn = await self._cluster.any_connection()
+        mod = proto.request_module(74, conn.version(74))
+        resp = await conn.request(proto.build(mod.ListConfigResourcesRequest))
+        if int(resp.error_code):
+            raise KafkaError("ListClientMetricsResources failed", int(resp.error_code))
+        return sorted(str(r.resource_name) for r in resp.config_resources)
+
     # -- offsets ----------------------------------------------------------------------------
     async def list_offsets(self, query: dict[TopicPartition | tuple[str, int], Any], *, read_committed: bool = False) -> dict[TopicPartition, tuple[int, int]]:
         """{(topic, partition): "earliest" | "latest" | "max_timestamp" | timestamp_ms}
