@@ -1,14 +1,14 @@
-"""A flow that fails after it found its topics (its target went away) and starts again in the
-same process copies those topics again."""
+"""A flow that fails (its target went away, or refused a record) starts again in the same
+process from the positions recorded on the target: it copies its topics again and drops nothing."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
 
-from odradek.client import Producer
+from odradek.client import Admin, NewTopic, Producer
 from odradek.testing.process import BrokerProcess
 
-from .conftest import SETTINGS, MirrorProcess, base_properties, end_offsets, wait_until
+from .conftest import SETTINGS, MirrorProcess, base_properties, end_offsets, read_topic, wait_until
 
 
 def test_flow_started_again_copies_its_topics(mirrors: Callable[..., MirrorProcess]) -> None:
@@ -36,3 +36,30 @@ def test_flow_started_again_copies_its_topics(mirrors: Callable[..., MirrorProce
             b.close()
     finally:
         a.close()
+
+
+def test_a_refused_record_is_never_dropped_without_exactly_once(clusters: tuple[BrokerProcess, BrokerProcess],
+                                                                 mirrors: Callable[..., MirrorProcess]) -> None:
+    """At least once, the remote topic refuses a record (max.message.bytes): the flow fails and
+    starts again from positions that only ever cover acknowledged records, so once the target
+    accepts it, every record is there (some perhaps twice), in order."""
+    a, b = clusters
+    with Admin({"bootstrap.servers": a.bootstrap_servers}) as admin:
+        admin.create_topics([NewTopic("refused.events", 1, 1)])
+    with Admin({"bootstrap.servers": b.bootstrap_servers}) as admin:
+        admin.create_topics([NewTopic("A.refused.events", 1, 1, {"max.message.bytes": "2000"})])
+    with Producer({"bootstrap.servers": a.bootstrap_servers}) as p:
+        p.send("refused.events", b"small-1").result(10)
+        p.send("refused.events", b"x" * 5000).result(10)
+        p.send("refused.events", b"small-2").result(10)
+    m = mirrors(base_properties(a, b, **{"A->B.topics": r"refused\..*", "emit.checkpoints.enabled": "false"}))
+    m.start()
+    wait_until(lambda: m.log().count("retrying in") >= 2, 60, "two refused attempts", m.log)
+    with Admin({"bootstrap.servers": b.bootstrap_servers}) as admin:
+        admin.alter_configs({"A.refused.events": {"max.message.bytes": "100000"}})
+    wait_until(lambda: b"small-2" in [r.value for r in read_topic(b.bootstrap_servers, "A.refused.events").get(0, [])], 60,
+               "the records after the refused one", m.log)
+    values = [r.value for r in read_topic(b.bootstrap_servers, "A.refused.events")[0]]
+    assert b"x" * 5000 in values
+    assert values.index(b"small-2") > values.index(b"x" * 5000)
+    assert m.terminate() == 0

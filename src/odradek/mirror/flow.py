@@ -526,8 +526,9 @@ class Flow:
                     else:
                         futures = await self._send(batch)
                         await self.producer.flush()
-                        self._pending.update(positions)
-                        self._after_copy(batch, [await f for f in futures])
+                        acked = [await f for f in futures]  # raises if a record was refused or timed out
+                        self._pending.update(positions)  # positions of acknowledged records only
+                        self._after_copy(batch, acked)
                 if self._pending and (not batch or time.monotonic() - last_commit >= ALO_COMMIT_SECONDS):
                     await self._commit_positions()
                     last_commit = time.monotonic()
