@@ -288,7 +288,8 @@ class Flow:
                 with contextlib.suppress(asyncio.CancelledError, Exception):
                     await t
             self._tasks = []
-            self._previous_member = self.members.consumer_group_metadata().member_id
+            # (a run that failed before joining leaves the member of the run before it to remove)
+            self._previous_member = self.members.consumer_group_metadata().member_id or self._previous_member
             await _close_all(clients)
 
     async def _periodic(self, interval: float, fn: Any, enabled: bool) -> None:
