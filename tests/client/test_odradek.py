@@ -322,6 +322,20 @@ def test_assign_with_group_commits_without_membership(broker: Any) -> None:
 
 
 # -- admin ------------------------------------------------------------------------------------
+def test_admin_removes_a_group_member_by_id(broker: Any) -> None:
+    name = _create(broker)
+    group = f"g-{uuid.uuid4().hex[:6]}"
+    cfg = _cfg(broker, **{"group.id": group, "enable.auto.commit": "false", "heartbeat.interval.ms": 100})
+    with Consumer(cfg, name) as c, Admin(_cfg(broker)) as admin:
+        wait_until(lambda: c.assignment() == {TopicPartition(name, 0)}, 20)
+        (member,) = [m.member_id for m in admin.describe_groups([group])[group].members]
+        assert admin.remove_group_members(group, [member]) == {member: 0}
+        # the consumer learns it was removed (UNKNOWN_MEMBER_ID) and joins again as a new member
+        wait_until(lambda: [m.member_id for m in admin.describe_groups([group])[group].members] not in ([], [member]), 20)
+        assert admin.remove_group_members(group, [member]) == {member: 25}  # UNKNOWN_MEMBER_ID
+        assert admin.remove_group_members(group, []) == {}
+
+
 def test_admin_surface(broker: Any) -> None:
     name = _topic()
     with Admin(_cfg(broker)) as admin:

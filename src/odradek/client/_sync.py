@@ -358,6 +358,9 @@ class Admin:
     def describe_groups(self, group_ids: Iterable[str]) -> dict[str, GroupDescription]:
         return self._lt.run(self._aio.describe_groups(list(group_ids)))
 
+    def remove_group_members(self, group_id: str, member_ids: Iterable[str]) -> dict[str, int]:
+        return self._lt.run(self._aio.remove_group_members(group_id, list(member_ids)))
+
     def delete_groups(self, group_ids: Iterable[str]) -> dict[str, int]:
         return self._lt.run(self._aio.delete_groups(list(group_ids)))
 

@@ -187,6 +187,7 @@ class Flow:
         self._acls_refused: set[Any] = set()  # bindings the target refused (said once each)
         self._acls_off = False  # the source has no authorizer (said once)
         self._acls_target_off = False  # the target has no authorizer (said once)
+        self._previous_member = ""  # member id of the last run's membership consumer
         if cfg.translates_schema_ids:
             assert cfg.source_registry and cfg.target_registry
             self.schemas = SchemaIdRewriter(cfg.source_registry, cfg.target_registry)
@@ -256,6 +257,7 @@ class Flow:
         try:
             await _start(self.src_admin, cfg.source, src_bootstrap)
             await _start(self.dst_admin, cfg.target, dst_bootstrap)
+            await self._forget_previous_member()
             for c in clients[2:]:
                 await c.start()
             await self._create_internal_topics()
@@ -286,6 +288,8 @@ class Flow:
                 with contextlib.suppress(asyncio.CancelledError, Exception):
                     await t
             self._tasks = []
+            # (a run that failed before joining leaves the member of the run before it to remove)
+            self._previous_member = self.members.consumer_group_metadata().member_id or self._previous_member
             await _close_all(clients)
 
     async def _periodic(self, interval: float, fn: Any, enabled: bool) -> None:
@@ -461,6 +465,19 @@ class Flow:
             await asyncio.sleep(0.1)
 
     # -- sharing the flow: the positions group on the target ---------------------------------------
+    async def _forget_previous_member(self) -> None:
+        """A flow started again removes its last run's member from the positions group.
+
+        That member could not leave when the target was down; a coordinator that restarted
+        meanwhile reloads the group with it, and would hold the new member's join until its
+        session (6 s) expired. Removing it is what its LeaveGroup would have done; a member that
+        did leave is answered UNKNOWN_MEMBER_ID, and a failure here only means that wait."""
+        member, self._previous_member = self._previous_member, ""
+        if not member:
+            return
+        with contextlib.suppress(KafkaError):
+            await self.dst_admin.remove_group_members(self._group, [member])
+
     async def assigned(self, remote_tps: set[TopicPartition]) -> None:
         """Partitions this process now copies: each starts at its position recorded on the target
         (waiting until no open transaction still records positions for it), else the earliest."""
@@ -526,8 +543,9 @@ class Flow:
                     else:
                         futures = await self._send(batch)
                         await self.producer.flush()
-                        self._pending.update(positions)
-                        self._after_copy(batch, [await f for f in futures])
+                        acked = [await f for f in futures]  # raises if a record was refused or timed out
+                        self._pending.update(positions)  # positions of acknowledged records only
+                        self._after_copy(batch, acked)
                 if self._pending and (not batch or time.monotonic() - last_commit >= ALO_COMMIT_SECONDS):
                     await self._commit_positions()
                     last_commit = time.monotonic()

@@ -14,7 +14,7 @@ from typing import Any, NamedTuple
 from .. import _protocol as proto
 from .._cluster import Cluster
 from .._config import ADMIN, parse_config
-from ..errors import KafkaError
+from ..errors import KafkaError, UnsupportedVersionError
 from ..types import OffsetAndMetadata, PartitionInfo, TopicDescription, TopicPartition
 from ._group import decode_assignment
 from ._offsets import (
@@ -324,6 +324,25 @@ class AsyncAdmin:
                     members.append(MemberDescription(str(m.member_id), str(m.client_id), str(m.client_host), getattr(m, "group_instance_id", None), assignment))
                 out[str(g.group_id)] = GroupDescription(str(g.group_id), str(g.group_state), str(g.protocol_type), str(g.protocol_data), members, int(g.error_code))
         return out
+
+    async def remove_group_members(self, group_id: str, member_ids: Iterable[str]) -> dict[str, int]:
+        """LeaveGroup v3+ on behalf of members of ``group_id`` (Kafka's Admin
+        ``removeMembersFromConsumerGroup``, here by member id): member id -> error code
+        (0 removed, 25 UNKNOWN_MEMBER_ID: not, or no longer, a member). A top-level error raises."""
+        ids = list(member_ids)
+        if not ids:
+            return {}
+
+        def make(mod: Any, version: int) -> Any:
+            if version < 3:
+                raise UnsupportedVersionError(f"removing members of group {group_id!r} needs LeaveGroup v3+")
+            return proto.build(mod.LeaveGroupRequest, group_id=group_id, members=[
+                proto.nested(mod, "MemberIdentity", member_id=m, group_instance_id=None, reason=None) for m in ids])
+
+        resp = await _coordinator_request(self._cluster, group_id, 13, make)
+        if int(resp.error_code):
+            raise KafkaError(f"LeaveGroup for group {group_id!r} failed", int(resp.error_code))
+        return {str(m.member_id): int(m.error_code) for m in resp.members}
 
     async def delete_groups(self, group_ids: Iterable[str]) -> dict[str, int]:
         out = {}
