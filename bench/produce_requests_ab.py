@@ -14,8 +14,12 @@ broker CPU of a round (user + system from /proc, about 40 µs per request) is ma
 Setup: one ``odradek broker`` per ``--tree NAME=SRC`` (SRC put on its PYTHONPATH) with a
 3-partition RF 1 topic, all up during the whole run; one unmeasured warm-up round each. Then
 ``--rounds`` rounds, the trees in turn (the order reversed every other round). Reported: per
-tree the median (and every round) of broker CPU µs per request, and its ratio to the first
-tree; the load average before and after. Every loop is bounded in count and time.
+tree the median (and every round) of broker CPU µs per request, its ratio to the first tree,
+and the median of the round-by-round ratios (each tree against the first in the same round:
+steadier when the machine's speed drifts during the run, as it does when the logs grow past
+the page cache); the load average before and after. ``--data-root DIR`` puts the brokers'
+data directories under DIR (a tmpfs such as /dev/shm keeps disk writeback out of the figures).
+Every loop is bounded in count and time.
 """
 
 from __future__ import annotations
@@ -26,6 +30,7 @@ import os
 import socket
 import struct
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -99,6 +104,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--requests", type=int, default=8000, help="requests per round")
     ap.add_argument("--rounds", type=int, default=7)
     ap.add_argument("--window", type=int, default=4, help="requests in flight")
+    ap.add_argument("--data-root", type=Path, default=None, help="where the data dirs go")
     args = ap.parse_args(argv)
     trees = [t.split("=", 1) for t in args.tree]
     reqs = requests(args.requests, args.records)
@@ -109,7 +115,14 @@ def main(argv: list[str] | None = None) -> int:
         saved = os.environ.get("PYTHONPATH")
         for name, src in trees:
             os.environ["PYTHONPATH"] = str(Path(src).resolve())
-            broker = stack.enter_context(BrokerProcess({"num.partitions": PARTITIONS}))
+            data_dir = None
+            if args.data_root is not None:
+                data_dir = Path(
+                    stack.enter_context(tempfile.TemporaryDirectory(dir=args.data_root))
+                )
+            broker = stack.enter_context(
+                BrokerProcess({"num.partitions": PARTITIONS}, data_dir=data_dir)
+            )
             admin = AdminClient({"bootstrap.servers": broker.bootstrap_servers})
             admin.create_topics([NewTopic(TOPIC, PARTITIONS, 1)])[TOPIC].result(30)
             brokers[name] = (int(broker.bootstrap_servers.rsplit(":", 1)[1]), broker.pid or 0)
@@ -136,13 +149,19 @@ def main(argv: list[str] | None = None) -> int:
         f" (acks=1, window {args.window}); load average before {load0[0]:.1f}, after"
         f" {load1[0]:.1f}"
     )
-    print("| tree | broker CPU µs per request, median | rounds | ratio |")
-    print("|---|---|---|---|")
-    ref = median(results[names[0]])
+    print(
+        "| tree | broker CPU µs per request, median | rounds | ratio | round-by-round ratio, median |"
+    )
+    print("|---|---|---|---|---|")
+    first = results[names[0]]
+    ref = median(first)
     for name in names:
         values = results[name]
         every = " ".join(f"{v:.0f}" for v in values)
-        print(f"| {name} | {median(values):.1f} | {every} | {median(values) / ref:.3f} |")
+        paired = median([v / f for v, f in zip(values, first, strict=True)])
+        print(
+            f"| {name} | {median(values):.1f} | {every} | {median(values) / ref:.3f} | {paired:.3f} |"
+        )
     return 0
 
 
