@@ -5,7 +5,10 @@ v0-v3 ask for one key (``key``), v4+ for a batch (``coordinator_keys``). key_typ
 group (the leader of its ``__consumer_offsets`` partition), key_type 1 a transactional id
 (the leader of its ``__transaction_state`` partition). While that partition is loading:
 COORDINATOR_LOAD_IN_PROGRESS. In a cluster the first lookup of a key type creates its internal
-topic.
+topic. The address is the coordinator's endpoint on the listener the request came in on; a
+coordinator that is not live or has no endpoint on that listener is COORDINATOR_NOT_AVAILABLE
+with node_id -1, host "", port -1 (Kafka: ``getAliveBrokerNode(id, listenerName)``), and the
+client asks again.
 """
 
 from __future__ import annotations
@@ -18,7 +21,7 @@ from kio.schema.errors import ErrorCode
 from odradek.broker.api import ApiSpec, RequestContext
 from odradek.broker.apis import _authz
 from odradek.broker.apis._groups import code, coordinator
-from odradek.broker.apis._listeners import address_for
+from odradek.broker.apis._listeners import alive_broker_endpoint
 from odradek.broker.apis._util import NO_THROTTLE, make, response_types
 from odradek.broker.metadata_store import MetadataError, TopicExistsError
 from odradek.broker.topic_admin import OFFSETS_TOPIC
@@ -59,7 +62,10 @@ def _lookup(
         return Errors.INVALID_REQUEST, -1, "", -1, f"unknown key type {key_type}"
     if error is not Errors.NONE:
         return error, -1, "", -1, None
-    host, port = address_for(ctx, node_id, host, port)
+    address = alive_broker_endpoint(ctx, node_id, host, port)
+    if address is None:  # not live, or no endpoint on this listener: the client asks again
+        return Errors.COORDINATOR_NOT_AVAILABLE, -1, "", -1, None
+    host, port = address
     return error, node_id, host, port, None
 
 
