@@ -113,6 +113,7 @@ def test_topic_page_and_message_by_offset(state: ConsoleBroker, driver: object, 
     assert wait(driver).until(ec.visibility_of_element_located((By.ID, "topic-name"))).text == TOPIC
     partitions = driver.find_element(By.ID, "partitions").text
     assert "100" in partitions  # end offset
+    assert "Offline" in partitions  # the offline-replicas column (empty: one broker, no failed dir)
     offset = driver.find_element(By.ID, "browse-offset")
     offset.clear()
     offset.send_keys("42")

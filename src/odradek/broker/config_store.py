@@ -65,10 +65,18 @@ class ConfigEntityStore(Protocol):
         ...
 
     async def alter_entity_config(
-        self, entity_type: str, name: str, sets: Mapping[str, str], removes: Iterable[str] = ()
+        self,
+        entity_type: str,
+        name: str,
+        sets: Mapping[str, str],
+        removes: Iterable[str] = (),
+        check: Callable[[Mapping[str, str]], None] | None = None,
     ) -> dict[str, str]:
         """Set ``sets`` and remove ``removes`` in the entity as it is stored now (other keys
-        kept, even those written a moment ago by another broker), durably; its new configs."""
+        kept, even those written a moment ago by another broker), durably; its new configs.
+        ``check(configs)`` sees the entity as stored now (never a copy that may lag another
+        broker's write) right before the write that replaces exactly that version; what it
+        raises is raised, with nothing written."""
         ...
 
     def add_change_listener(self, listener: EntityChangeListener) -> None:
@@ -114,9 +122,16 @@ class LocalConfigEntityStore:
         self.write_entity_config(entity_type, name, configs)
 
     async def alter_entity_config(
-        self, entity_type: str, name: str, sets: Mapping[str, str], removes: Iterable[str] = ()
+        self,
+        entity_type: str,
+        name: str,
+        sets: Mapping[str, str],
+        removes: Iterable[str] = (),
+        check: Callable[[Mapping[str, str]], None] | None = None,
     ) -> dict[str, str]:
         configs = self.entity_config(entity_type, name)  # nothing else writes the file
+        if check is not None:
+            check(configs)
         for key in removes:
             configs.pop(key, None)
         configs.update(sets)

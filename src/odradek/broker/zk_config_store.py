@@ -187,11 +187,14 @@ class ZkConfigEntityStore:
         name: str,
         sets: Mapping[str, str],
         removes: Iterable[str] = (),
+        check: Callable[[Mapping[str, str]], None] | None = None,
     ) -> dict[str, str]:
         """Set ``sets`` and remove ``removes`` in the entity's znode as it is in ZooKeeper now,
         keeping its other keys (module docstring: read, change, write conditionally on the
         version, again on a concurrent write); the entity's configs after the change. Errors as
-        ``change_entity_config``."""
+        ``change_entity_config``. ``check`` is called (in a worker thread) with the configs
+        read, before each write attempt: whatever it raises is raised, nothing written, so
+        a precondition (a key that must exist) holds for the very version that is replaced."""
         if entity_type not in self._types:
             raise ValueError(f"this store does not keep {entity_type!r} configs")
         to_set = {str(k): str(v) for k, v in sets.items()}
@@ -206,6 +209,8 @@ class ZkConfigEntityStore:
             try:
                 while True:
                     configs, version = self.read_entity_znode(entity_type, name)
+                    if check is not None:
+                        check(configs)
                     for key in to_remove:
                         configs.pop(key, None)
                     configs.update(to_set)  # Kafka's setProperty: a new key goes last

@@ -220,6 +220,7 @@ class Cluster:
                         tuple(int(r) for r in p.isr_nodes),
                         int(getattr(p, "leader_epoch", -1)),
                         int(p.error_code),
+                        tuple(int(r) for r in getattr(p, "offline_replicas", ())),
                     )
                     for p in t.partitions
                 ),

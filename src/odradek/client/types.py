@@ -70,6 +70,8 @@ class PartitionInfo(NamedTuple):
     isr: tuple[int, ...]
     leader_epoch: int = -1
     error_code: int = 0
+    offline_replicas: tuple[int, ...] = ()
+    """Replicas on a failed log dir or an unavailable broker (Metadata v5+; empty before)."""
 
 
 class TopicDescription(NamedTuple):

@@ -161,6 +161,7 @@ class ClusterSource:
                         earliest.get(tp, (0, -1))[0],
                         latest.get(tp, (0, -1))[0],
                         sizes.get((name, p.partition)) if self.log_sizes is not None else None,
+                        tuple(p.offline_replicas),
                     )
                 )
             topics[name] = TopicView(name, t.is_internal, parts)

@@ -44,6 +44,7 @@ class PartitionView:
     oldest: int  # log start offset
     current: int  # log end offset (high watermark as clients see it)
     size: int | None = None  # bytes on disk, when known (the broker's own console)
+    offline_replicas: tuple[int, ...] = ()  # Metadata's: on a failed log dir or a dead broker
 
     @property
     def under_replicated(self) -> bool:

@@ -10,7 +10,7 @@ from typing import Protocol
 
 from odradek.security.scram import MECHANISMS, ScramCredential
 
-__all__ = ["USERS", "EntityStore", "ScramCredentials"]
+__all__ = ["USERS", "CredentialNotFoundError", "EntityStore", "ScramCredentials"]
 
 USERS = "users"
 
@@ -25,8 +25,18 @@ class EntityStore(Protocol):
     ) -> Awaitable[None]: ...
 
     def alter_entity_config(
-        self, entity_type: str, name: str, sets: Mapping[str, str], removes: Iterable[str] = ()
+        self,
+        entity_type: str,
+        name: str,
+        sets: Mapping[str, str],
+        removes: Iterable[str] = (),
+        check: Callable[[Mapping[str, str]], None] | None = None,
     ) -> Awaitable[dict[str, str]]: ...
+
+
+class CredentialNotFoundError(KeyError):
+    """A deletion named a mechanism the user has no credential for, in the store as it is now
+    (Kafka's RESOURCE_NOT_FOUND); nothing of the user's alteration was written."""
 
 
 class ScramCredentials:
@@ -73,9 +83,20 @@ class ScramCredentials:
         """Set the credentials of ``upserts`` and remove the mechanisms of ``deletions`` for
         one user; the user's other configs (quotas, which another broker may have written a
         moment ago) are kept: the store changes these keys in the entity as it is stored now,
-        never in a copy."""
+        never in a copy. Every mechanism of ``deletions`` must have a credential in the entity
+        as stored now (in ZooKeeper, not this broker's copy, which may lag a write made through
+        another broker), checked against the version the write replaces, as Kafka's ZooKeeper
+        ``AdminManager.alterUserScramCredentials`` reads the user's config for the check:
+        ``CredentialNotFoundError`` otherwise, with nothing written."""
         store = self._store()
         if store is None:
             raise RuntimeError("no credential store")
         sets = {mechanism: credential.to_config() for mechanism, credential in upserts.items()}
-        await store.alter_entity_config(USERS, user, sets, sorted(deletions))
+        removes = sorted(deletions)
+
+        def check(configs: Mapping[str, str]) -> None:
+            missing = [mechanism for mechanism in removes if mechanism not in configs]
+            if missing:
+                raise CredentialNotFoundError(user, missing)
+
+        await store.alter_entity_config(USERS, user, sets, removes, check)

@@ -442,6 +442,7 @@ class ProducerStateManager:
         entries = _read_indexes(state.txn_indexes, state.offset)
         state.txn.aborted = [e for e in entries if e.last_offset >= start]
         state.txn_indexes.delete_below(plog.segment_base_offsets())  # retention deleted some
+        state.txn_indexes.delete_above(plog.log_end_offset)  # a truncation deleted some
         return state
 
     def replay(self, plog: PartitionLog) -> int:

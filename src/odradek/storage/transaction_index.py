@@ -183,7 +183,13 @@ class TransactionIndex:
                 os.close(fd)
 
     def truncate_to(self, offset: int) -> None:
-        """Drop the entries whose marker is at or past ``offset`` (log truncation)."""
+        """Drop the entries whose marker is at or past ``offset`` (log truncation). The file
+        stays, empty when no entry is left, until its segment goes: Kafka's
+        ``TransactionIndex.truncateTo`` cuts the file at the first such entry and keeps it
+        (``LogSegment.truncateTo`` never deletes a kept segment's index). Nothing can tell an
+        empty file from an absent one: both open as no entries (Kafka creates the file only
+        at the first append, so a segment without one is normal), and the next append goes
+        after the last whole entry."""
         keep = [t for t in self.entries if t.last_offset < offset]
         if len(keep) != len(self.entries):
             self.entries = keep
@@ -383,7 +389,12 @@ class TransactionIndexFiles:
     ``replay_from`` (the log is replayed from there and adds the others again) and truncates
     the files to them, so a crash between a marker and its index entry, or an index entry
     whose marker was lost, is repaired. Files of segments deleted by retention are removed by
-    ``delete_below``; ``truncate_to`` follows a log truncation."""
+    ``delete_below``, files of segments deleted by a log truncation (every base past the log
+    end offset) by ``delete_above``; ``truncate_to`` follows a log truncation in memory.
+
+    The log's own segment deletion leaves the ``.txnindex`` files to this class: the log
+    cleaner merges segments into the first of a group without moving their entries, so the
+    index of a merged segment stays at its old base, below the log end, and stays in use."""
 
     SUFFIX = ".txnindex"
 
@@ -435,6 +446,15 @@ class TransactionIndexFiles:
         """Remove the indexes of segments that no longer exist below the first one."""
         first = segment_bases[0] if segment_bases else 0
         for base in [b for b in self.indexes if b < first]:
+            self.indexes.pop(base).delete()
+
+    def delete_above(self, log_end_offset: int) -> None:
+        """Remove the indexes whose base is past ``log_end_offset``: their segments were
+        deleted by a truncation (no segment starts past the log end) and every entry's marker
+        lay past it, so none is left. Kafka deletes a segment's ``.txnindex`` with the
+        segment (``LogSegment.deleteIfExists``); without this the emptied file would stay
+        with no ``.log`` beside it until retention passed its base."""
+        for base in [b for b in self.indexes if b > log_end_offset]:
             self.indexes.pop(base).delete()
 
     def flush(self) -> None:

@@ -6,6 +6,12 @@ iterations outside 4096..16384 UNACCEPTABLE_CREDENTIAL (93); an empty user name 
 salted password UNACCEPTABLE_CREDENTIAL; a user with two alterations of one mechanism
 DUPLICATE_RESOURCE (92); deleting a credential that does not exist RESOURCE_NOT_FOUND (91).
 A user with any error has none of its alterations applied.
+
+Whether a deleted credential exists is decided by the credential store against the user's
+config as stored now (in a cluster: the ZooKeeper znode, read for the conditional write, as
+Kafka's ZooKeeper-mode ``AdminManager`` reads it), never against this broker's copy, which
+may lag an upsert made through another broker a moment earlier. That check comes after the
+request's own checks, so a user with both kinds of error gets the request's.
 """
 
 from __future__ import annotations
@@ -16,7 +22,7 @@ from kio.schema.errors import ErrorCode
 
 from odradek.broker.api import ApiSpec, RequestContext
 from odradek.broker.apis._util import NO_THROTTLE, make, response_types
-from odradek.security.credentials import ScramCredentials
+from odradek.security.credentials import CredentialNotFoundError, ScramCredentials
 from odradek.security.scram import (
     MAX_ITERATIONS,
     MECHANISM_TYPES,
@@ -35,6 +41,7 @@ if TYPE_CHECKING:
 __all__ = ["API", "handle"]
 
 _BY_TYPE = {t: m for m, t in MECHANISM_TYPES.items()}
+_NOT_FOUND = "Attempt to delete a user credential that does not exist"
 
 
 async def handle(
@@ -43,7 +50,6 @@ async def handle(
     types = response_types(request)
     store = ctx.services.dynamic_config.store
     credentials = ScramCredentials(lambda: store)
-    existing = credentials.describe()
     errors: dict[str, tuple[ErrorCode, str]] = {}
     upserts: dict[str, dict[str, ScramCredential]] = {}
     deletions: dict[str, set[str]] = {}
@@ -74,14 +80,7 @@ async def handle(
             )
             continue
         seen.add((user, mech_type))
-        if kind == "delete":
-            if mechanism not in existing.get(user, {}):
-                fail(
-                    user,
-                    ErrorCode.resource_not_found,
-                    "Attempt to delete a user credential that does not exist",
-                )
-                continue
+        if kind == "delete":  # its existence is checked by the store, at the write
             deletions.setdefault(user, set()).add(mechanism)
             continue
         iterations = int(item.iterations)
@@ -107,6 +106,9 @@ async def handle(
             continue
         try:
             await credentials.alter(user, upserts.get(user, {}), deletions.get(user, set()))
+        except CredentialNotFoundError:
+            results.append((user, ErrorCode.resource_not_found, _NOT_FOUND))
+            continue
         except Exception as exc:
             results.append((user, ErrorCode.unknown_server_error, str(exc)))
             continue
