@@ -153,7 +153,12 @@ def _scenario(cluster3: Cluster, admin: AdminClient, zk: KazooClient) -> None:
     cluster3.brokers[3].stop()
     _alter_default(cluster3, 2, "604800333")
     cluster3.brokers[3].start()
-    cluster3.wait_metadata(lambda md: len(md.brokers) == 3)
+    # every broker, broker 3 too, has the controller's view (broker 3 on its new port) before a
+    # new client bootstraps: a broker that has had no UpdateMetadata yet lists no brokers, and a
+    # librdkafka client whose first Metadata is answered so waits for its next refresh (minutes)
+    # to learn any broker
+    ports = {i: b.port for i, b in cluster3.brokers.items()}
+    cluster3.wait_every_broker(lambda md: {b.node_id: b.port for b in md.brokers} == ports)
     admin = AdminClient({"bootstrap.servers": cluster3.bootstrap_servers})  # its new port
     _await_described(admin, {b: ("604800333", default) for b in (1, 2, 3)})
 
