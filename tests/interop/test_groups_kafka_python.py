@@ -85,6 +85,8 @@ def _poll_until(consumers: list[Any], done: Any, seconds: float, unstick: bool) 
     deadline = time.monotonic() + seconds
     while time.monotonic() < deadline:
         for c in consumers:
+            if unstick:  # a join that finished while another consumer polled
+                _unstick_kafka_python(c)
             c.poll(timeout_ms=50)
             if unstick:
                 _unstick_kafka_python(c)
@@ -219,6 +221,63 @@ def test_unstick_applies_a_finished_join_without_another_rebalance(kafka: Any) -
         assert _partitions(a) == [0, 1] and _partitions(b) == [2, 3]
         assert a._coordinator._generation.generation_id == generation  # no new rebalance
         assert _broker_assignment(admin, group, topic) == ("Stable", {"A": [0, 1], "B": [2, 3]})
+    finally:
+        a.close()
+        b.close()
+        admin.close()
+
+
+@pytest.mark.timeout(90)
+def test_unstick_applies_a_join_that_answered_a_heartbeats_rebalance(kafka: Any) -> None:
+    """kafka-python's own way of losing a finished join, made deterministic: A (the leader,
+    alone with [0, 1]) learns of B's join from a heartbeat's REBALANCE_IN_PROGRESS, which sets
+    ``rejoin_needed``; one ``poll(timeout_ms=0)`` sends A's JoinGroup; the join and A's leader
+    SyncGroup finish while only B polls. ``rejoin_needed`` is still True (only
+    ``join_group_async`` clears it, after reading the task), so A's next poll would throw the
+    finished join away and start another rebalance (leader JoinGroup in Stable) - with A and B
+    polled in turn under load, again and again (the set-up's 74 generations in 20 s).
+    _unstick_kafka_python applies it instead: A [0], B [1], no further generation."""
+    from kafka import KafkaConsumer
+    from kafka.admin import KafkaAdminClient
+    from kafka.coordinator.base import MemberState
+
+    from odradek.testing.helpers import wait_until
+
+    bootstrap = kafka.bootstrap_servers
+    topic = new_topic(bootstrap, 2, prefix="kp-hb")
+    group = f"kp-hb-{uuid.uuid4().hex[:8]}"
+    kw = dict(bootstrap_servers=bootstrap, group_id=group, **_KP_CONFIG)
+    a = KafkaConsumer(topic, client_id="A", **kw)
+    b = KafkaConsumer(topic, client_id="B", **kw)
+    admin = KafkaAdminClient(bootstrap_servers=bootstrap)
+    try:
+        assert _poll_until([a], lambda: _partitions(a) == [0, 1], 20, True), _state(a)
+        # B's JoinGroup (the one with its member id) starts the rebalance and waits for A,
+        # which is not polled
+        assert _poll_until(
+            [b],
+            lambda: _broker_assignment(admin, group, topic)[0] == "PreparingRebalance",
+            20,
+            False,
+        ), _state(b)
+        wait_until(lambda: a._coordinator.rejoin_needed, 10, "A's heartbeat: REBALANCE_IN_PROGRESS")
+        a.poll(timeout_ms=0)  # sends A's JoinGroup; cannot wait for its answer
+        task = a._coordinator._join_task
+        assert task is not None, _state(a)
+        assert _poll_until([b], lambda: _partitions(b) == [1], 20, False), _state(b)
+        wait_until(lambda: task.is_done, 10, "A's join and leader SyncGroup")
+        assert task.succeeded(), _state(a)
+        if not a._coordinator.need_rejoin():
+            pytest.skip("this kafka-python clears rejoin_needed when a join finishes")
+        generation = a._coordinator._generation.generation_id
+        _unstick_kafka_python(a)
+        assert _partitions(a) == [0], _state(a)
+        assert a._coordinator.state is MemberState.STABLE and not a._coordinator.need_rejoin()
+        assert _poll_until([a, b], lambda: False, 1, unstick=True) is False  # a second of polls
+        assert _partitions(a) == [0] and _partitions(b) == [1], (_state(a), _state(b))
+        assert a._coordinator._generation.generation_id == generation  # no new rebalance
+        assert b._coordinator._generation.generation_id == generation
+        assert _broker_assignment(admin, group, topic) == ("Stable", {"A": [0], "B": [1]})
     finally:
         a.close()
         b.close()

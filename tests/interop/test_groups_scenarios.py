@@ -116,6 +116,7 @@ def _member_kafka_python(cfg: dict[str, Any], stop: threading.Event) -> None:
     n = 0
     every = cfg["commit_every"]
     while not stop.is_set():
+        _unstick_kafka_python(c)
         batch = c.poll(timeout_ms=100)
         _unstick_kafka_python(c)
         for tp, msgs in batch.items():
@@ -173,17 +174,37 @@ def _unstick_kafka_python(c: Any) -> None:
     follower rejoins - during the *follower's* poll - so the leader's join again finishes while
     the leader is not polling, and is again thrown away (a failing run went through 70+
     generations in 20 s while A kept its old assignment: ``AssertionError: ([0], [2, 3])``).
+
+    kafka-python throws a finished join away by itself in the same way when the base flag
+    ``rejoin_needed`` is still True: the flag is cleared only by ``join_group_async`` after it
+    read the task's result, so when a heartbeat's REBALANCE_IN_PROGRESS set it and the join
+    that answers that very rebalance finished between polls, the next ``poll()`` finds
+    ``need_rejoin()`` True and ``_join_task.is_done``, and ``join_group_async`` starts a new
+    ``_do_join_and_sync_async`` without reading the old one. A leader's JoinGroup in Stable
+    starts a rebalance (Kafka's GroupCoordinator does the same), parked until the other
+    member rejoins during its own poll, and the circle closes: the set-up of
+    test_groups_kafka_python.py, A and B polled in turn for 50 ms each on a loaded machine,
+    went through 74 generations in 20 s with the broker in PreparingRebalance every time it
+    was asked. Java's SyncGroup handler clears ``rejoinNeeded`` when the join succeeds, so
+    the workaround applies a succeeded join whatever ``rejoin_needed`` says; if the
+    consumer's own reasons still ask for a rejoin (its metadata or subscription changed
+    since), ``need_rejoin()`` stays True and the next ``poll()`` rejoins, as Java's loop
+    does after ``onJoinComplete``. A caller polling several consumers in turn must call it
+    right before each ``poll()`` too: a join that finished during another consumer's poll is
+    otherwise thrown away by this consumer's next ``poll()`` before anything sees it.
     """
     from kafka.coordinator.base import MemberState
 
     coordinator: Any = getattr(c, "_coordinator", None)
     task = getattr(coordinator, "_join_task", None)
-    if task is None or not task.is_done or coordinator.need_rejoin():
+    if task is None or not task.is_done:
+        return
+    if not task.succeeded():
+        if not coordinator.need_rejoin():
+            coordinator._join_task = None
+            coordinator.request_rejoin()
         return
     coordinator._join_task = None
-    if not task.succeeded():
-        coordinator.request_rejoin()
-        return
     with coordinator._lock:
         coordinator.rejoining = False
         coordinator.rejoin_needed = False
