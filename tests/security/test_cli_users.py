@@ -13,7 +13,7 @@ from confluent_kafka.admin import AdminClient
 
 from odradek.testing.embedded import EmbeddedBroker
 
-from .conftest import Certs
+from .conftest import Certs, server_tls
 
 JAAS = (
     "org.apache.kafka.common.security.plain.PlainLoginModule required "
@@ -25,8 +25,7 @@ JAAS = (
 def broker(certs: Certs) -> Iterator[EmbeddedBroker]:
     settings = {
         "listeners": "SASL_SSL://127.0.0.1:0",
-        "ssl.keystore.type": "PEM",
-        "ssl.keystore.location": str(certs.server_keystore),
+        **server_tls(certs, truststore=False),
         "sasl.enabled.mechanisms": "PLAIN,SCRAM-SHA-256",
         "listener.name.sasl_ssl.plain.sasl.jaas.config": JAAS,
     }

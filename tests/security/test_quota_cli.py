@@ -12,7 +12,7 @@ import pytest
 
 from odradek.testing.embedded import EmbeddedBroker
 
-from .conftest import Certs
+from .conftest import Certs, server_tls
 
 JAAS = (
     "org.apache.kafka.common.security.plain.PlainLoginModule required "
@@ -24,8 +24,7 @@ JAAS = (
 def broker(certs: Certs) -> Iterator[EmbeddedBroker]:
     settings = {
         "listeners": "SASL_SSL://127.0.0.1:0",
-        "ssl.keystore.type": "PEM",
-        "ssl.keystore.location": str(certs.server_keystore),
+        **server_tls(certs, truststore=False),
         "sasl.enabled.mechanisms": "PLAIN",
         "listener.name.sasl_ssl.plain.sasl.jaas.config": JAAS,
     }
