@@ -52,6 +52,7 @@ __all__ = [
     "SerializationError",
     "frame",
     "inline_references",
+    "parse_with_references",
     "referenced_schemas",
     "unframe",
 ]
@@ -347,6 +348,19 @@ def referenced_schemas(
     return out
 
 
+def parse_with_references(client: SchemaRegistryClient, answer: Mapping[str, Any]) -> Any:
+    """The fastavro-parsed Avro schema of a registry ``answer`` (``{"schema", "references"?}``,
+    as ``GET /schemas/ids/{id}`` or a subject version gives it): the schemas it references,
+    with theirs (``referenced_schemas``), parsed first into the same ``named_schemas``, so
+    every named type they define is known where ``answer["schema"]`` uses it."""
+    import fastavro
+
+    named: dict[str, Any] = {}
+    for dep in referenced_schemas(client, answer.get("references") or ()):
+        fastavro.parse_schema(dep, named_schemas=named)
+    return fastavro.parse_schema(json.loads(str(answer["schema"])), named_schemas=named)
+
+
 def _full_name(schema: Mapping[str, Any], namespace: str) -> tuple[str, str]:
     """(full name, namespace for its children) of a named type's definition."""
     name = str(schema.get("name", ""))
@@ -495,7 +509,6 @@ class AvroDeserializer:
         )
         self._writers: dict[int, Any] = {}
         self._read = fastavro.schemaless_reader
-        self._parse = fastavro.parse_schema
 
     def _writer(self, schema_id: int, where: str) -> Any:
         """The parsed writer schema of ``schema_id``, the schemas it references parsed first
@@ -504,19 +517,15 @@ class AvroDeserializer:
         if parsed is None:
             try:
                 answer = self.registry.get_schema_full(schema_id)
-                named: dict[str, Any] = {}
-                for dep in referenced_schemas(self.registry, answer.get("references") or ()):
-                    self._parse(dep, named_schemas=named)
+                self.registry._schemas.setdefault(schema_id, str(answer["schema"]))
+                parsed = parse_with_references(self.registry, answer)
             except SchemaRegistryError as exc:
                 if exc.error_code == 40403:
                     raise SerializationError(
                         f"unknown schema id {schema_id}{where}: {self.registry.url} does not know it"
                     ) from None
                 raise
-            self.registry._schemas.setdefault(schema_id, str(answer["schema"]))
-            parsed = self._writers[schema_id] = self._parse(
-                json.loads(str(answer["schema"])), named_schemas=named
-            )
+            self._writers[schema_id] = parsed
         return parsed
 
     def decode(self, data: bytes, schema_id: int | None = None, where: str = "") -> Any:
