@@ -21,7 +21,7 @@ from odradek.broker.config import ConfigError
 from odradek.security.tls import PrincipalMapper, SslConfigError, SslSettings, server_context
 from odradek.testing.embedded import EmbeddedBroker
 
-from .conftest import Certs, make_certs
+from .conftest import Certs, make_certs, server_tls
 
 
 def _api_versions(port: int, ctx: ssl.SSLContext) -> tuple[int, bytes]:
@@ -90,10 +90,7 @@ def test_bad_key_store_fails_the_start_naming_the_listener(certs: Certs, tmp_pat
 def test_client_auth_requested_without_certificate_is_anonymous(certs: Certs) -> None:
     settings = {
         "listeners": "PLAINTEXT://127.0.0.1:0,SSL://127.0.0.1:0",
-        "ssl.keystore.type": "PEM",
-        "ssl.keystore.location": str(certs.server_keystore),
-        "ssl.truststore.type": "PEM",
-        "ssl.truststore.location": str(certs.ca_pem),
+        **server_tls(certs),
         "ssl.client.auth": "requested",
     }
     with EmbeddedBroker(settings) as b:
@@ -130,8 +127,7 @@ def test_client_auth_requested_without_certificate_is_anonymous(certs: Certs) ->
 def test_enabled_protocols_and_cipher_suites(certs: Certs) -> None:
     settings = {
         "listeners": "PLAINTEXT://127.0.0.1:0,SSL://127.0.0.1:0",
-        "ssl.keystore.type": "PEM",
-        "ssl.keystore.location": str(certs.server_keystore),
+        **server_tls(certs, truststore=False),
         "ssl.enabled.protocols": "TLSv1.2",
         "ssl.cipher.suites": "TLS_ECDHE_ECDSA_WITH_AES_256_GCM_SHA384",
     }
