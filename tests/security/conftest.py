@@ -3,11 +3,13 @@ for 127.0.0.1/localhost, a client certificate (CN=alice,OU=eng,O=Acme), each wri
 files (key + chain in one file: Kafka's PEM key store) in a temporary directory.
 
 Also the broker set-up the modules share: the broker's TLS settings, the PLAIN JAAS users,
-SCRAM users created over the PLAINTEXT listener, a listener's address and a fresh topic."""
+SCRAM users created over the PLAINTEXT listener, a listener's address, a fresh topic and a
+client-id quota set with AlterClientQuotas."""
 
 from __future__ import annotations
 
 import uuid
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -23,12 +25,29 @@ from confluent_kafka.admin import (
 )
 
 from odradek.testing.embedded import EmbeddedBroker
+from odradek.testing.process import BrokerProcess
 
 PLAIN_JAAS = (
     "org.apache.kafka.common.security.plain.PlainLoginModule required "
     'username="admin" password="admin-pw" user_admin="admin-pw" user_carol="carol-pw";'
 )
 """The broker's PLAIN users (admin, carol) and its own login as admin."""
+ADMIN_JAAS = (
+    "org.apache.kafka.common.security.plain.PlainLoginModule required "
+    'username="admin" password="admin-pw" user_admin="admin-pw";'
+)
+"""One PLAIN user, admin (password admin-pw), and the login as admin: the broker's and the
+command-line tools' ``sasl.jaas.config``."""
+UNSECURED_OAUTHBEARER = {
+    "listeners": "PLAINTEXT://127.0.0.1:0,SASL_PLAINTEXT://127.0.0.1:0",
+    "sasl.enabled.mechanisms": "OAUTHBEARER",
+    "listener.name.sasl_plaintext.oauthbearer.sasl.jaas.config": (
+        "org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule required "
+        'unsecuredValidatorRequiredScope="kafka";'
+    ),
+}
+"""A broker's settings: PLAINTEXT, and SASL_PLAINTEXT with OAUTHBEARER accepting unsecured JWTs
+that carry the scope ``kafka``."""
 
 
 @dataclass
@@ -85,6 +104,20 @@ def server_tls(certs: Certs, *, truststore: bool = True) -> dict[str, str]:
     return settings
 
 
+def admin_sasl_ssl_broker(certs: Certs, mechanisms: str) -> Iterator[EmbeddedBroker]:
+    """A fixture's body: a broker with one listener, SASL_SSL (the server certificate, no
+    client certificates), ``sasl.enabled.mechanisms`` ``mechanisms`` and the PLAIN user admin
+    (``ADMIN_JAAS``)."""
+    settings = {
+        "listeners": "SASL_SSL://127.0.0.1:0",
+        **server_tls(certs, truststore=False),
+        "sasl.enabled.mechanisms": mechanisms,
+        "listener.name.sasl_ssl.plain.sasl.jaas.config": ADMIN_JAAS,
+    }
+    with EmbeddedBroker(settings) as b:
+        yield b
+
+
 def add_scram_users(b: EmbeddedBroker, *users: tuple[str, ScramMechanism, int, bytes]) -> None:
     """Creates SCRAM credentials, each ``(user, mechanism, iterations, password)``, with
     AlterUserScramCredentials (confluent-kafka) on ``b``'s bootstrap (PLAINTEXT) listener."""
@@ -118,3 +151,17 @@ def new_topic(b: EmbeddedBroker, partitions: int = 1) -> str:
     admin = AdminClient({"bootstrap.servers": b.bootstrap_servers})
     admin.create_topics([NewTopic(name, partitions, 1)])[name].result(10)
     return name
+
+
+def set_quota(broker: BrokerProcess, client_id: str, key: str, value: float) -> None:
+    """Sets the quota ``key`` (e.g. ``producer_byte_rate``, ``request_percentage``,
+    ``controller_mutation_rate``) of the client id ``client_id`` to ``value`` with
+    AlterClientQuotas v1 on ``broker``'s bootstrap listener; asserts it was accepted."""
+    from tests.broker.wire import Wire, req
+
+    entity = req(49, 1, "EntityData", entity_type="client-id", entity_name=client_id)
+    op = req(49, 1, "OpData", key=key, value=value, remove=False)
+    entry = req(49, 1, "EntryData", entity=(entity,), ops=(op,))
+    with Wire(broker.bootstrap_servers) as w:
+        resp = w.call(req(49, 1, entries=(entry,), validate_only=False))
+    assert [int(e.error_code) for e in resp.entries] == [0]

@@ -30,6 +30,7 @@ from odradek.testing.embedded import EmbeddedBroker
 
 from .conftest import (
     PLAIN_JAAS,
+    UNSECURED_OAUTHBEARER,
     Certs,
     add_scram_users,
     listener_addr,
@@ -328,16 +329,7 @@ def test_broker_still_serves_after_bad_input(broker: EmbeddedBroker, certs: Cert
 
 
 def test_confluent_oauthbearer_unsecured_jwt() -> None:
-    jaas = (
-        "org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule required "
-        'unsecuredValidatorRequiredScope="kafka";'
-    )
-    settings = {
-        "listeners": "PLAINTEXT://127.0.0.1:0,SASL_PLAINTEXT://127.0.0.1:0",
-        "sasl.enabled.mechanisms": "OAUTHBEARER",
-        "listener.name.sasl_plaintext.oauthbearer.sasl.jaas.config": jaas,
-    }
-    with EmbeddedBroker(settings) as b:
+    with EmbeddedBroker(UNSECURED_OAUTHBEARER) as b:
         base = {
             "bootstrap.servers": listener_addr(b, "SASL_PLAINTEXT"),
             "security.protocol": "SASL_PLAINTEXT",

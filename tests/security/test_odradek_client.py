@@ -29,7 +29,15 @@ from odradek.client.aio import AsyncConsumer, AsyncProducer
 from odradek.client.errors import ConfigError, SaslAuthenticationError, SslAuthenticationError
 from odradek.testing.embedded import EmbeddedBroker
 
-from .conftest import PLAIN_JAAS, Certs, add_scram_users, listener_addr, new_topic, server_tls
+from .conftest import (
+    PLAIN_JAAS,
+    UNSECURED_OAUTHBEARER,
+    Certs,
+    add_scram_users,
+    listener_addr,
+    new_topic,
+    server_tls,
+)
 
 SCRAM = "org.apache.kafka.common.security.scram.ScramLoginModule"
 PLAIN = "org.apache.kafka.common.security.plain.PlainLoginModule"
@@ -295,18 +303,9 @@ def test_bad_security_config_names_the_key(conf: dict[str, Any], message: str) -
 
 
 def test_oauthbearer_unsecured_and_given_token() -> None:
-    jaas = (
-        "org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule required "
-        'unsecuredValidatorRequiredScope="kafka";'
-    )
-    settings = {
-        "listeners": "PLAINTEXT://127.0.0.1:0,SASL_PLAINTEXT://127.0.0.1:0",
-        "sasl.enabled.mechanisms": "OAUTHBEARER",
-        "listener.name.sasl_plaintext.oauthbearer.sasl.jaas.config": jaas,
-    }
     from odradek.client._security import unsecured_jwt
 
-    with EmbeddedBroker(settings) as b:
+    with EmbeddedBroker(UNSECURED_OAUTHBEARER) as b:
         base = {
             "bootstrap.servers": listener_addr(b, "SASL_PLAINTEXT"),
             "security.protocol": "SASL_PLAINTEXT",
