@@ -54,6 +54,7 @@ __all__ = [
     "inline_references",
     "parse_with_references",
     "referenced_schemas",
+    "registry_error",
     "unframe",
 ]
 
@@ -225,12 +226,7 @@ class SchemaRegistryClient:
                 with urllib.request.urlopen(req, timeout=self.timeout, context=self._context) as r:
                     return json.loads(r.read())
             except urllib.error.HTTPError as exc:
-                text = exc.read()
-                try:
-                    err = json.loads(text)
-                    message, code = str(err.get("message")), int(err.get("error_code", -1))
-                except (ValueError, AttributeError):
-                    message, code = text.decode("utf-8", "replace"), -1
+                message, code = registry_error(exc.read())
                 if exc.code == 401:
                     sent = (
                         "the credentials sent were refused"
@@ -319,6 +315,16 @@ class SchemaRegistryClient:
             text = str(self._call("GET", f"/schemas/ids/{schema_id}")["schema"])
             self._schemas[schema_id] = text
         return text
+
+
+def registry_error(body: bytes) -> tuple[str, int]:
+    """(message, error code) of a registry's error answer: Confluent's JSON ``{"error_code",
+    "message"}``, or, when the body is not that, its text and -1."""
+    try:
+        err = json.loads(body)
+        return str(err.get("message")), int(err.get("error_code", -1))
+    except (ValueError, AttributeError):
+        return body.decode("utf-8", "replace"), -1
 
 
 _PRIMITIVES = frozenset(("null", "boolean", "int", "long", "float", "double", "bytes", "string"))

@@ -35,6 +35,7 @@ from odradek.client.avro import (
     SchemaRegistryClient,
     SchemaRegistryError,
     parse_with_references,
+    registry_error,
 )
 
 __all__ = ["DecodedValue", "SchemaSource", "SubjectView", "pretty_schema"]
@@ -89,12 +90,7 @@ class _HostRegistryClient(SchemaRegistryClient):
             with urllib.request.urlopen(req, timeout=self.timeout, context=self.ssl_context) as r:
                 return json.loads(r.read())
         except urllib.error.HTTPError as exc:
-            text = exc.read()
-            try:
-                err = json.loads(text)
-                message, code = str(err.get("message")), int(err.get("error_code", -1))
-            except (ValueError, AttributeError):
-                message, code = text.decode("utf-8", "replace"), -1
+            message, code = registry_error(exc.read())
             raise SchemaRegistryError(f"{method} {self.url}{path}: {message}", exc.code, code) from None
         except (urllib.error.URLError, OSError) as exc:
             raise SchemaRegistryError(f"schema registry {self.url} unreachable: {exc}") from None
