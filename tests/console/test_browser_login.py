@@ -8,7 +8,6 @@ the test CA); the TLS itself is checked with a verifying client in test_login.py
 
 from __future__ import annotations
 
-import shutil
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -17,22 +16,15 @@ from confluent_kafka import Producer
 from confluent_kafka.admin import AclOperation, ResourceType
 from tests.security.conftest import Certs, make_certs
 
+from .browser import headless_chromium, needs_chromium
 from .secured import PASSWORDS, TIMEOUT, Secured, allow, create_topics, running_secured_broker
 
-webdriver = pytest.importorskip("selenium.webdriver")
-from selenium.webdriver.common.by import By  # noqa: E402
-from selenium.webdriver.support import expected_conditions as ec  # noqa: E402
-from selenium.webdriver.support.ui import WebDriverWait  # noqa: E402
+pytest.importorskip("selenium.webdriver")
+from selenium.webdriver.common.by import By
+from selenium.webdriver.support import expected_conditions as ec
+from selenium.webdriver.support.ui import WebDriverWait
 
-CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
-CHROMEDRIVER = shutil.which("chromedriver")
-pytestmark = [
-    pytest.mark.timeout(120),
-    pytest.mark.skipif(
-        CHROMIUM is None or CHROMEDRIVER is None,
-        reason="needs Debian's chromium and chromium-driver (make system-deps)",
-    ),
-]
+pytestmark = [pytest.mark.timeout(120), needs_chromium]
 
 MINE, THEIRS = "alice-browser", "bob-browser"
 
@@ -53,32 +45,7 @@ def secured(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Secured]:
 
 @pytest.fixture(scope="module")
 def driver(tmp_path_factory: pytest.TempPathFactory) -> Iterator[object]:
-    from selenium.webdriver.chrome.options import Options
-    from selenium.webdriver.chrome.service import Service
-
-    options = Options()
-    assert CHROMIUM is not None and CHROMEDRIVER is not None
-    options.binary_location = CHROMIUM
-    for flag in (
-        "--headless",
-        "--no-sandbox",
-        "--disable-gpu",
-        "--disable-quic",
-        "--no-first-run",
-        "--disable-background-networking",
-        "--disable-component-update",
-        "--disable-sync",
-        "--ignore-certificate-errors",
-        "--window-size=1280,1000",
-        f"--user-data-dir={tmp_path_factory.mktemp('chromium-profile')}",
-    ):
-        options.add_argument(flag)
-    drv = webdriver.Chrome(service=Service(CHROMEDRIVER), options=options)
-    drv.set_page_load_timeout(30)
-    try:
-        yield drv
-    finally:
-        drv.quit()
+    yield from headless_chromium(tmp_path_factory.mktemp("chromium-profile"), "--ignore-certificate-errors")
 
 
 def wait(drv: object, seconds: float = 20) -> WebDriverWait:

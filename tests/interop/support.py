@@ -164,6 +164,38 @@ def make_records(
     return out
 
 
+def by_partition(records: Sequence[Rec], partitions: int) -> dict[int, list[Rec]]:
+    """Each partition's records, in order, when record ``i`` was sent to partition
+    ``i % partitions``."""
+    by: dict[int, list[Rec]] = {p: [] for p in range(partitions)}
+    for i, r in enumerate(records):
+        by[i % partitions].append(r)
+    return by
+
+
+def send_kwargs(r: Rec, partition: int | None) -> dict[str, Any]:
+    """The keyword arguments of kafka-python's and aiokafka's ``producer.send(topic, ...)`` for
+    ``r``: key, value, headers (a list of (str, bytes)), timestamp_ms, partition (None: the
+    client's partitioner)."""
+    return {
+        "key": r.key,
+        "value": r.value,
+        "headers": list(r.headers),
+        "timestamp_ms": r.timestamp,
+        "partition": partition,
+    }
+
+
+ASSIGNED_CONSUMER = {
+    "group_id": None,
+    "enable_auto_commit": False,
+    "auto_offset_reset": "earliest",
+    "request_timeout_ms": 20000,
+}
+"""kafka-python's and aiokafka's consumer settings for assigned partitions read from the
+earliest offset: no group, no commits."""
+
+
 def murmur2_partition(key: bytes, partitions: int) -> int:
     """Java/kafka-python/aiokafka default placement of a keyed record."""
     from kafka.partitioner.default import murmur2

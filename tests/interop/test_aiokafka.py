@@ -15,14 +15,17 @@ from odradek.testing.helpers import create_topic
 
 from .conftest import Target
 from .support import (
+    ASSIGNED_CONSUMER,
     CODECS,
     Collector,
     Consumed,
     Rec,
     assert_exactly,
+    by_partition,
     consumed_of,
     make_records,
     murmur2_partition,
+    send_kwargs,
     unique_topic,
 )
 
@@ -58,14 +61,7 @@ async def send_all(
     """Send `records` (explicit partition if `partition_of(i)` is given) and wait at most
     `timeout` s for all of them; returns the (partition, offset) of each."""
     futures = [
-        await producer.send(
-            topic,
-            key=r.key,
-            value=r.value,
-            headers=list(r.headers),
-            timestamp_ms=r.timestamp,
-            partition=None if partition_of is None else partition_of(i),
-        )
+        await producer.send(topic, **send_kwargs(r, None if partition_of is None else partition_of(i)))
         for i, r in enumerate(records)
     ]
     mds = await asyncio.wait_for(asyncio.gather(*futures), timeout)
@@ -73,13 +69,7 @@ async def send_all(
 
 
 def open_consumer(bootstrap: str) -> AIOKafkaConsumer:
-    return AIOKafkaConsumer(
-        bootstrap_servers=bootstrap,
-        group_id=None,
-        enable_auto_commit=False,
-        auto_offset_reset="earliest",
-        request_timeout_ms=20000,
-    )
+    return AIOKafkaConsumer(bootstrap_servers=bootstrap, **ASSIGNED_CONSUMER)
 
 
 async def consume(
@@ -138,13 +128,6 @@ async def check_list_offsets(bootstrap: str, topic: str, by: dict[int, list[Rec]
         await c.stop()
 
 
-def _by_partition(records: Sequence[Rec], partitions: int) -> dict[int, list[Rec]]:
-    by: dict[int, list[Rec]] = {p: [] for p in range(partitions)}
-    for i, r in enumerate(records):
-        by[i % partitions].append(r)
-    return by
-
-
 async def test_list_offsets_earliest_latest_by_timestamp(kafka: Target) -> None:
     kafka.require("latest_offset")
     topic = unique_topic("ak-offsets")
@@ -152,7 +135,7 @@ async def test_list_offsets_earliest_latest_by_timestamp(kafka: Target) -> None:
     records = make_records(600, tag="ak-offsets")
     reports = await produce(kafka.bootstrap_servers, topic, records, partition_of=lambda i: i % 3)
     assert reports == [(i % 3, i // 3) for i in range(len(records))]
-    await check_list_offsets(kafka.bootstrap_servers, topic, _by_partition(records, 3))
+    await check_list_offsets(kafka.bootstrap_servers, topic, by_partition(records, 3))
 
 
 async def test_restart_keeps_everything(kafka: Target) -> None:
@@ -170,7 +153,7 @@ async def test_restart_keeps_everything(kafka: Target) -> None:
     await asyncio.to_thread(kafka.restart)
     got = await consume(kafka.bootstrap_servers, topic, 3, len(records))
     assert_exactly(records, got, partitions=3, placement=[i % 3 for i in range(len(records))])
-    by = _by_partition(records, 3)
+    by = by_partition(records, 3)
     await check_list_offsets(kafka.bootstrap_servers, topic, by)
     more = make_records(30, tag="ak-after", base_timestamp=records[-1].timestamp + 10)
     reports = await produce(kafka.bootstrap_servers, topic, more, partition_of=lambda i: i % 3)

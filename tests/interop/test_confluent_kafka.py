@@ -25,6 +25,7 @@ from .support import (
     Consumed,
     Rec,
     assert_exactly,
+    by_partition,
     librdkafka_partition,
     make_records,
     unique_topic,
@@ -147,13 +148,6 @@ def test_roundtrip_keyed_records_with_headers(kafka: Target, codec: str) -> None
     )
 
 
-def _expected_by_partition(records: Sequence[Rec], partitions: int) -> dict[int, list[Rec]]:
-    by: dict[int, list[Rec]] = {p: [] for p in range(partitions)}
-    for i, r in enumerate(records):
-        by[i % partitions].append(r)
-    return by
-
-
 def check_list_offsets(
     bootstrap: str, topic: str, by: dict[int, list[Rec]], *, max_ts: bool
 ) -> None:
@@ -210,7 +204,7 @@ def test_list_offsets_earliest_latest_by_timestamp(kafka: Target) -> None:
     create_topic(kafka.bootstrap_servers, topic, 3)
     records = make_records(900, tag="ck-offsets")
     reports = produce(kafka.bootstrap_servers, topic, records, partition_of=lambda i: i % 3)
-    by = _expected_by_partition(records, 3)
+    by = by_partition(records, 3)
     assert reports == [(i % 3, i // 3) for i in range(len(records))]
     check_list_offsets(kafka.bootstrap_servers, topic, by, max_ts=kafka.name != "tansu")
 
@@ -228,7 +222,7 @@ def test_restart_keeps_everything(kafka: Target) -> None:
         **{"compression.type": "lz4"},
     )
     kafka.restart()
-    by = _expected_by_partition(records, 3)
+    by = by_partition(records, 3)
     got = consume(kafka.bootstrap_servers, topic, 3, len(records))
     assert_exactly(records, got, partitions=3, placement=[i % 3 for i in range(len(records))])
     check_list_offsets(kafka.bootstrap_servers, topic, by, max_ts=True)

@@ -15,14 +15,17 @@ from odradek.testing.helpers import create_topic
 
 from .conftest import Target
 from .support import (
+    ASSIGNED_CONSUMER,
     CODECS,
     Collector,
     Consumed,
     Rec,
     assert_exactly,
+    by_partition,
     consumed_of,
     make_records,
     murmur2_partition,
+    send_kwargs,
     unique_topic,
 )
 
@@ -56,14 +59,7 @@ def produce(
             assert producer.config["acks"] in ("all", -1)
             assert producer._transaction_manager is not None
         futures = [
-            producer.send(
-                topic,
-                key=r.key,
-                value=r.value,
-                headers=list(r.headers),
-                timestamp_ms=r.timestamp,
-                partition=None if partition_of is None else partition_of(i),
-            )
+            producer.send(topic, **send_kwargs(r, None if partition_of is None else partition_of(i)))
             for i, r in enumerate(records)
         ]
         producer.flush(30)
@@ -79,13 +75,7 @@ def produce(
 
 
 def open_consumer(bootstrap: str) -> KafkaConsumer:
-    return KafkaConsumer(
-        bootstrap_servers=bootstrap,
-        group_id=None,
-        enable_auto_commit=False,
-        auto_offset_reset="earliest",
-        request_timeout_ms=20000,
-    )
+    return KafkaConsumer(bootstrap_servers=bootstrap, **ASSIGNED_CONSUMER)
 
 
 def consume(
@@ -139,13 +129,6 @@ def check_list_offsets(bootstrap: str, topic: str, by: dict[int, list[Rec]]) -> 
         c.close()
 
 
-def _by_partition(records: Sequence[Rec], partitions: int) -> dict[int, list[Rec]]:
-    by: dict[int, list[Rec]] = {p: [] for p in range(partitions)}
-    for i, r in enumerate(records):
-        by[i % partitions].append(r)
-    return by
-
-
 def test_list_offsets_earliest_latest_by_timestamp(kafka: Target) -> None:
     kafka.require("latest_offset")
     topic = unique_topic("kp-offsets")
@@ -153,7 +136,7 @@ def test_list_offsets_earliest_latest_by_timestamp(kafka: Target) -> None:
     records = make_records(600, tag="kp-offsets")
     reports = produce(kafka, topic, records, partition_of=lambda i: i % 3)
     assert reports == [(i % 3, i // 3) for i in range(len(records))]
-    check_list_offsets(kafka.bootstrap_servers, topic, _by_partition(records, 3))
+    check_list_offsets(kafka.bootstrap_servers, topic, by_partition(records, 3))
 
 
 def test_restart_keeps_everything(kafka: Target) -> None:
@@ -165,7 +148,7 @@ def test_restart_keeps_everything(kafka: Target) -> None:
     kafka.restart()
     got = consume(kafka.bootstrap_servers, topic, 3, len(records))
     assert_exactly(records, got, partitions=3, placement=[i % 3 for i in range(len(records))])
-    by = _by_partition(records, 3)
+    by = by_partition(records, 3)
     check_list_offsets(kafka.bootstrap_servers, topic, by)
     # A new idempotent producer after the restart appends after the old records.
     more = make_records(30, tag="kp-after", base_timestamp=records[-1].timestamp + 10)

@@ -21,14 +21,12 @@ import pytest
 from confluent_kafka import KafkaException
 from confluent_kafka.admin import (
     AdminClient,
-    ScramCredentialInfo,
     ScramMechanism,
-    UserScramCredentialUpsertion,
 )
 
 from odradek.testing.embedded import EmbeddedBroker
 
-from .conftest import Certs
+from .conftest import Certs, add_scram_users, listener_addr, server_tls
 
 SLOW_RECONNECT = {"reconnect.backoff.ms": 60_000, "reconnect.backoff.max.ms": 60_000}
 FAILED = "kafka_server_socket_server_metrics_failed_authentication_total"
@@ -39,27 +37,13 @@ SUCCEEDED = "kafka_server_socket_server_metrics_successful_authentication_total"
 def broker(certs: Certs) -> Iterator[EmbeddedBroker]:
     settings = {
         "listeners": "PLAINTEXT://127.0.0.1:0,SSL://127.0.0.1:0,SASL_SSL://127.0.0.1:0",
-        "ssl.keystore.type": "PEM",
-        "ssl.keystore.location": str(certs.server_keystore),
-        "ssl.truststore.type": "PEM",
-        "ssl.truststore.location": str(certs.ca_pem),
+        **server_tls(certs),
         "sasl.enabled.mechanisms": "SCRAM-SHA-512",
         "http.listeners": "http://127.0.0.1:0",
     }
     with EmbeddedBroker(settings) as b:
-        admin = AdminClient({"bootstrap.servers": b.bootstrap_servers})
-        upsert = UserScramCredentialUpsertion(
-            "alice", ScramCredentialInfo(ScramMechanism.SCRAM_SHA_512, 4096), b"alice-pw"
-        )
-        for f in admin.alter_user_scram_credentials([upsert]).values():
-            f.result(10)
+        add_scram_users(b, ("alice", ScramMechanism.SCRAM_SHA_512, 4096, b"alice-pw"))
         yield b
-
-
-def _addr(b: EmbeddedBroker, listener: str) -> str:
-    endpoint = b.broker.endpoints.by_name(listener)
-    assert endpoint is not None
-    return f"127.0.0.1:{endpoint.bound_port}"
 
 
 def _counts(b: EmbeddedBroker) -> tuple[dict[tuple[str, str], int], dict[tuple[str, str], int]]:
@@ -132,7 +116,7 @@ def test_failures_counted_once_logged_once_with_address_and_on_metrics(
     broker: EmbeddedBroker, certs: Certs, caplog: pytest.LogCaptureFixture
 ) -> None:
     sasl = {
-        "bootstrap.servers": _addr(broker, "SASL_SSL"),
+        "bootstrap.servers": listener_addr(broker, "SASL_SSL"),
         "security.protocol": "SASL_SSL",
         "sasl.mechanisms": "SCRAM-SHA-512",
         "ssl.ca.location": str(certs.ca_pem),
@@ -160,7 +144,7 @@ def test_failures_counted_once_logged_once_with_address_and_on_metrics(
             _attempt(
                 broker,
                 caplog,
-                {"bootstrap.servers": _addr(broker, listener)},
+                {"bootstrap.servers": listener_addr(broker, listener)},
                 (listener, "SSL"),
                 f"failed TLS handshake on listener {listener} from",
                 failed=True,

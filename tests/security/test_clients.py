@@ -14,7 +14,6 @@ import ssl
 import struct
 import subprocess
 import time
-import uuid
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -23,20 +22,21 @@ import pytest
 from confluent_kafka import Consumer, KafkaException, Producer
 from confluent_kafka.admin import (
     AdminClient,
-    NewTopic,
-    ScramCredentialInfo,
     ScramMechanism,
-    UserScramCredentialUpsertion,
 )
 
 from odradek.security.principal import KafkaPrincipal
 from odradek.testing.embedded import EmbeddedBroker
 
-from .conftest import Certs
-
-PLAIN_JAAS = (
-    "org.apache.kafka.common.security.plain.PlainLoginModule required "
-    'username="admin" password="admin-pw" user_admin="admin-pw" user_carol="carol-pw";'
+from .conftest import (
+    PLAIN_JAAS,
+    UNSECURED_OAUTHBEARER,
+    Certs,
+    add_scram_users,
+    listener_addr,
+    listener_port,
+    new_topic,
+    server_tls,
 )
 
 
@@ -45,10 +45,7 @@ def broker(certs: Certs) -> Iterator[EmbeddedBroker]:
     settings = {
         "listeners": "PLAINTEXT://127.0.0.1:0,SSL://127.0.0.1:0,SASL_SSL://127.0.0.1:0,"
         "SASL_PLAINTEXT://127.0.0.1:0",
-        "ssl.keystore.type": "PEM",
-        "ssl.keystore.location": str(certs.server_keystore),
-        "ssl.truststore.type": "PEM",
-        "ssl.truststore.location": str(certs.ca_pem),
+        **server_tls(certs),
         "listener.name.ssl.ssl.client.auth": "required",
         "ssl.principal.mapping.rules": "RULE:^CN=([a-z]+),OU=eng.*$/$1/L,DEFAULT",
         "sasl.enabled.mechanisms": "SCRAM-SHA-256,SCRAM-SHA-512,PLAIN",
@@ -58,37 +55,12 @@ def broker(certs: Certs) -> Iterator[EmbeddedBroker]:
         "auto.create.topics.enable": "false",
     }
     with EmbeddedBroker(settings) as b:
-        admin = AdminClient({"bootstrap.servers": b.bootstrap_servers})
-        futures = admin.alter_user_scram_credentials(
-            [
-                UserScramCredentialUpsertion(
-                    "alice", ScramCredentialInfo(ScramMechanism.SCRAM_SHA_512, 4096), b"alice-pw"
-                ),
-                UserScramCredentialUpsertion(
-                    "alice", ScramCredentialInfo(ScramMechanism.SCRAM_SHA_256, 8192), b"alice-pw"
-                ),
-            ]
+        add_scram_users(
+            b,
+            ("alice", ScramMechanism.SCRAM_SHA_512, 4096, b"alice-pw"),
+            ("alice", ScramMechanism.SCRAM_SHA_256, 8192, b"alice-pw"),
         )
-        for f in futures.values():
-            f.result(10)
         yield b
-
-
-def port(b: EmbeddedBroker, listener: str) -> int:
-    endpoint = b.broker.endpoints.by_name(listener)
-    assert endpoint is not None
-    return endpoint.bound_port
-
-
-def addr(b: EmbeddedBroker, listener: str) -> str:
-    return f"127.0.0.1:{port(b, listener)}"
-
-
-def _topic(b: EmbeddedBroker) -> str:
-    name = f"t-{uuid.uuid4().hex[:8]}"
-    admin = AdminClient({"bootstrap.servers": b.bootstrap_servers})
-    admin.create_topics([NewTopic(name, 1, 1)])[name].result(10)
-    return name
 
 
 def _principals_while_connected(b: EmbeddedBroker, conf: dict[str, Any], listener: str) -> set[str]:
@@ -113,7 +85,7 @@ def _principals_while_connected(b: EmbeddedBroker, conf: dict[str, Any], listene
 
 
 def _roundtrip(b: EmbeddedBroker, conf: dict[str, Any], n: int = 20) -> None:
-    topic = _topic(b)
+    topic = new_topic(b)
     producer = Producer({**conf, "linger.ms": 5})
     for i in range(n):
         producer.produce(topic, value=f"v{i}".encode())
@@ -152,10 +124,10 @@ def test_every_listener_advertises_itself(broker: EmbeddedBroker, certs: Certs) 
             },
         ),
     ):
-        admin = AdminClient({"bootstrap.servers": addr(broker, listener), **extra})
+        admin = AdminClient({"bootstrap.servers": listener_addr(broker, listener), **extra})
         md = admin.list_topics(timeout=10)
         assert [(b.host, b.port) for b in md.brokers.values()] == [
-            ("127.0.0.1", port(broker, listener))
+            ("127.0.0.1", listener_port(broker, listener))
         ]
 
 
@@ -163,7 +135,7 @@ def test_confluent_sasl_ssl_scram_sha_512(broker: EmbeddedBroker, certs: Certs) 
     _roundtrip(
         broker,
         {
-            "bootstrap.servers": addr(broker, "SASL_SSL"),
+            "bootstrap.servers": listener_addr(broker, "SASL_SSL"),
             "security.protocol": "SASL_SSL",
             "sasl.mechanisms": "SCRAM-SHA-512",
             "sasl.username": "alice",
@@ -172,7 +144,7 @@ def test_confluent_sasl_ssl_scram_sha_512(broker: EmbeddedBroker, certs: Certs) 
         },
     )
     conf = {
-        "bootstrap.servers": addr(broker, "SASL_SSL"),
+        "bootstrap.servers": listener_addr(broker, "SASL_SSL"),
         "security.protocol": "SASL_SSL",
         "sasl.mechanisms": "SCRAM-SHA-512",
         "sasl.username": "alice",
@@ -186,7 +158,7 @@ def test_confluent_sasl_plaintext_scram_sha_256_and_plain(broker: EmbeddedBroker
     for mech, user, pw in (("SCRAM-SHA-256", "alice", "alice-pw"), ("PLAIN", "carol", "carol-pw")):
         admin = AdminClient(
             {
-                "bootstrap.servers": addr(broker, "SASL_PLAINTEXT"),
+                "bootstrap.servers": listener_addr(broker, "SASL_PLAINTEXT"),
                 "security.protocol": "SASL_PLAINTEXT",
                 "sasl.mechanisms": mech,
                 "sasl.username": user,
@@ -198,7 +170,7 @@ def test_confluent_sasl_plaintext_scram_sha_256_and_plain(broker: EmbeddedBroker
 
 def test_confluent_ssl_client_certificate_principal(broker: EmbeddedBroker, certs: Certs) -> None:
     conf = {
-        "bootstrap.servers": addr(broker, "SSL"),
+        "bootstrap.servers": listener_addr(broker, "SSL"),
         "security.protocol": "SSL",
         "ssl.ca.location": str(certs.ca_pem),
         "ssl.certificate.location": str(certs.client_chain),
@@ -212,7 +184,7 @@ def test_confluent_ssl_client_certificate_principal(broker: EmbeddedBroker, cert
 def test_ssl_without_client_certificate_is_refused(broker: EmbeddedBroker, certs: Certs) -> None:
     admin = AdminClient(
         {
-            "bootstrap.servers": addr(broker, "SSL"),
+            "bootstrap.servers": listener_addr(broker, "SSL"),
             "security.protocol": "SSL",
             "ssl.ca.location": str(certs.ca_pem),
         }
@@ -227,7 +199,7 @@ def test_wrong_password_fails_alike_for_unknown_users(broker: EmbeddedBroker, ce
     for user in ("alice", "nobody"):
         admin = AdminClient(
             {
-                "bootstrap.servers": addr(broker, "SASL_SSL"),
+                "bootstrap.servers": listener_addr(broker, "SASL_SSL"),
                 "security.protocol": "SASL_SSL",
                 "sasl.mechanisms": "SCRAM-SHA-512",
                 "sasl.username": user,
@@ -246,7 +218,7 @@ def test_wrong_password_fails_alike_for_unknown_users(broker: EmbeddedBroker, ce
 
 def _kafka_python_conf(broker: EmbeddedBroker, mech: str, api_version: Any) -> dict[str, Any]:
     conf: dict[str, Any] = {
-        "bootstrap_servers": addr(broker, "SASL_PLAINTEXT"),
+        "bootstrap_servers": listener_addr(broker, "SASL_PLAINTEXT"),
         "security_protocol": "SASL_PLAINTEXT",
         "sasl_mechanism": mech,
         "sasl_plain_username": "alice" if mech.startswith("SCRAM") else "carol",
@@ -262,7 +234,7 @@ def _kafka_python_conf(broker: EmbeddedBroker, mech: str, api_version: Any) -> d
 def test_kafka_python(broker: EmbeddedBroker, mech: str, api_version: Any) -> None:
     from kafka import KafkaConsumer, KafkaProducer
 
-    topic = _topic(broker)
+    topic = new_topic(broker)
     producer = KafkaProducer(**_kafka_python_conf(broker, mech, api_version), acks=1)
     try:
         producer.send(topic, b"hello").get(timeout=15)
@@ -311,8 +283,8 @@ def test_plaintext_and_garbage_to_tls_ports(broker: EmbeddedBroker) -> None:
     counters = broker.broker.endpoints.counters
     for listener in ("SSL", "SASL_SSL"):
         before = counters.failed[(listener, "SSL")]
-        assert _raw(port(broker, listener), metadata_v0) == b""
-        assert _raw(port(broker, listener), b"\x16\x03\x01\x00\x05garbage-after-a-hello") == b""
+        assert _raw(listener_port(broker, listener), metadata_v0) == b""
+        assert _raw(listener_port(broker, listener), b"\x16\x03\x01\x00\x05garbage-after-a-hello") == b""
         deadline = time.monotonic() + 10
         while counters.failed[(listener, "SSL")] < before + 2:  # counted and logged, each
             assert time.monotonic() < deadline, counters.failed
@@ -321,16 +293,16 @@ def test_plaintext_and_garbage_to_tls_ports(broker: EmbeddedBroker) -> None:
 
 def test_sasl_listener_refuses_requests_before_authentication(broker: EmbeddedBroker) -> None:
     # Metadata before SaslHandshake: closed without an answer
-    assert _raw(port(broker, "SASL_PLAINTEXT"), _request(3, 0, struct.pack(">i", 0))) == b""
+    assert _raw(listener_port(broker, "SASL_PLAINTEXT"), _request(3, 0, struct.pack(">i", 0))) == b""
     # SaslHandshake v1 with an unknown mechanism: UNSUPPORTED_SASL_MECHANISM, then closed
-    answer = _raw(port(broker, "SASL_PLAINTEXT"), _request(17, 1, struct.pack(">h", 6) + b"GSSAPI"))
+    answer = _raw(listener_port(broker, "SASL_PLAINTEXT"), _request(17, 1, struct.pack(">h", 6) + b"GSSAPI"))
     size, correlation, error = struct.unpack_from(">iih", answer)
     assert (size + 4, correlation, error) == (len(answer), 1, 33)
     assert b"SCRAM-SHA-512" in answer
 
 
 def test_oversize_token_closes(broker: EmbeddedBroker) -> None:
-    with socket.create_connection(("127.0.0.1", port(broker, "SASL_PLAINTEXT")), timeout=10) as s:
+    with socket.create_connection(("127.0.0.1", listener_port(broker, "SASL_PLAINTEXT")), timeout=10) as s:
         s.sendall(_request(17, 0, struct.pack(">h", 5) + b"PLAIN"))
         answer = s.recv(64)
         assert struct.unpack_from(">iih", answer)[2] == 0  # the handshake is answered
@@ -347,7 +319,7 @@ def test_oversize_token_closes(broker: EmbeddedBroker) -> None:
 
 def test_broker_still_serves_after_bad_input(broker: EmbeddedBroker, certs: Certs) -> None:
     ctx = ssl.create_default_context(cafile=str(certs.ca_pem))
-    raw = socket.create_connection(("127.0.0.1", port(broker, "SASL_SSL")), timeout=10)
+    raw = socket.create_connection(("127.0.0.1", listener_port(broker, "SASL_SSL")), timeout=10)
     with ctx.wrap_socket(raw, server_hostname="127.0.0.1") as s:
         s.sendall(_request(18, 0, b""))  # ApiVersions is answered before authentication
         header = s.recv(8)
@@ -357,18 +329,9 @@ def test_broker_still_serves_after_bad_input(broker: EmbeddedBroker, certs: Cert
 
 
 def test_confluent_oauthbearer_unsecured_jwt() -> None:
-    jaas = (
-        "org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule required "
-        'unsecuredValidatorRequiredScope="kafka";'
-    )
-    settings = {
-        "listeners": "PLAINTEXT://127.0.0.1:0,SASL_PLAINTEXT://127.0.0.1:0",
-        "sasl.enabled.mechanisms": "OAUTHBEARER",
-        "listener.name.sasl_plaintext.oauthbearer.sasl.jaas.config": jaas,
-    }
-    with EmbeddedBroker(settings) as b:
+    with EmbeddedBroker(UNSECURED_OAUTHBEARER) as b:
         base = {
-            "bootstrap.servers": addr(b, "SASL_PLAINTEXT"),
+            "bootstrap.servers": listener_addr(b, "SASL_PLAINTEXT"),
             "security.protocol": "SASL_PLAINTEXT",
             "sasl.mechanisms": "OAUTHBEARER",
             "enable.sasl.oauthbearer.unsecure.jwt": True,
@@ -388,13 +351,13 @@ def test_confluent_oauthbearer_unsecured_jwt() -> None:
 @pytest.mark.skipif(shutil.which("kcat") is None, reason="kcat is not installed")
 def test_kcat_sasl_ssl_scram_sha_512(broker: EmbeddedBroker, certs: Certs) -> None:
     """Debian's kcat (librdkafka 2.0.2, older than the SCRAM fix of 2.6.1) produces and reads."""
-    topic = _topic(broker)
+    topic = new_topic(broker)
     security = [
         "-X", "security.protocol=SASL_SSL", "-X", "sasl.mechanisms=SCRAM-SHA-512",
         "-X", "sasl.username=alice", "-X", "sasl.password=alice-pw",
         "-X", f"ssl.ca.location={certs.ca_pem}",
     ]  # fmt: skip
-    bootstrap = ["-b", addr(broker, "SASL_SSL")]
+    bootstrap = ["-b", listener_addr(broker, "SASL_SSL")]
     produced = subprocess.run(
         ["kcat", *bootstrap, *security, "-P", "-t", topic],
         input=b"one\ntwo\n",
@@ -421,9 +384,9 @@ def test_confluent_reauthenticates_before_its_session_expires(certs: Certs) -> N
         "connections.max.reauth.ms": 1500,
     }
     with EmbeddedBroker(settings) as b:
-        topic = _topic(b)
+        topic = new_topic(b)
         conf = {
-            "bootstrap.servers": addr(b, "SASL_PLAINTEXT"),
+            "bootstrap.servers": listener_addr(b, "SASL_PLAINTEXT"),
             "security.protocol": "SASL_PLAINTEXT",
             "sasl.mechanisms": "PLAIN",
             "sasl.username": "carol",
@@ -492,7 +455,7 @@ def test_confluent_oauthbearer_signed_jwt_against_a_jwks(tmp_path: Path) -> None
 
     with EmbeddedBroker(settings) as b:
         base = {
-            "bootstrap.servers": addr(b, "SASL_PLAINTEXT"),
+            "bootstrap.servers": listener_addr(b, "SASL_PLAINTEXT"),
             "security.protocol": "SASL_PLAINTEXT",
             "sasl.mechanisms": "OAUTHBEARER",
         }
@@ -511,12 +474,12 @@ def test_confluent_oauthbearer_signed_jwt_against_a_jwks(tmp_path: Path) -> None
 
 def test_sasl_requests_off_sasl_listeners_are_illegal_sasl_state(broker: EmbeddedBroker) -> None:
     handshake = _raw_call(
-        port(broker, "PLAINTEXT"), _request(17, 1, struct.pack(">h", 5) + b"PLAIN")
+        listener_port(broker, "PLAINTEXT"), _request(17, 1, struct.pack(">h", 5) + b"PLAIN")
     )
     assert struct.unpack_from(">ih", handshake)[1] == 34  # ILLEGAL_SASL_STATE
     token = b"\x00admin\x00admin-pw"
     authenticate = _raw_call(
-        port(broker, "PLAINTEXT"), _request(36, 1, struct.pack(">i", len(token)) + token)
+        listener_port(broker, "PLAINTEXT"), _request(36, 1, struct.pack(">i", len(token)) + token)
     )
     assert struct.unpack_from(">ih", authenticate)[1] == 34
 

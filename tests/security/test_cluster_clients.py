@@ -46,7 +46,7 @@ from odradek.cluster.zk import KafkaZkClient
 from odradek.cluster.zookeeper import ZooKeeperServer
 from odradek.security.scram import scram_credential
 
-from .conftest import Certs
+from .conftest import Certs, server_tls
 
 pytestmark = pytest.mark.interop
 
@@ -112,10 +112,7 @@ def secured(
         "sasl.mechanism.inter.broker.protocol": MECHANISM,
         "sasl.enabled.mechanisms": MECHANISM,
         "listener.name.sasl_ssl.scram-sha-512.sasl.jaas.config": BROKER_JAAS,
-        "ssl.keystore.type": "PEM",
-        "ssl.keystore.location": str(certs.server_keystore),
-        "ssl.truststore.type": "PEM",
-        "ssl.truststore.location": str(certs.ca_pem),
+        **server_tls(certs),
         "authorizer.class.name": "kafka.security.authorizer.AclAuthorizer",
         "super.users": "User:broker;User:admin",
     }

@@ -31,7 +31,7 @@ from confluent_kafka.admin import (
 from cluster.conftest import Cluster, running_zookeeper
 from odradek.cluster.zookeeper import ZooKeeperServer
 
-from .conftest import Certs
+from .conftest import Certs, server_tls
 
 pytestmark = pytest.mark.interop
 
@@ -69,10 +69,7 @@ def cluster(
         "sasl.mechanism.inter.broker.protocol": "PLAIN",
         "sasl.enabled.mechanisms": "PLAIN,SCRAM-SHA-512",
         "listener.name.sasl_ssl.plain.sasl.jaas.config": JAAS,
-        "ssl.keystore.type": "PEM",
-        "ssl.keystore.location": str(certs.server_keystore),
-        "ssl.truststore.type": "PEM",
-        "ssl.truststore.location": str(certs.ca_pem),
+        **server_tls(certs),
     }
     c = Cluster(zookeeper, Path(tmp_path_factory.mktemp("listeners")), 3, settings)
     for i, b in c.brokers.items():

@@ -33,7 +33,7 @@ from cluster.checker import Ack, check
 from cluster.conftest import Cluster, running_zookeeper
 from odradek.cluster.zookeeper import ZooKeeperServer
 
-from .conftest import Certs
+from .conftest import Certs, server_tls
 
 pytestmark = pytest.mark.interop
 
@@ -66,10 +66,7 @@ def secure_cluster(
         "sasl.mechanism.inter.broker.protocol": "PLAIN",
         "sasl.enabled.mechanisms": "PLAIN,SCRAM-SHA-512",
         "listener.name.sasl_ssl.plain.sasl.jaas.config": JAAS,
-        "ssl.keystore.type": "PEM",
-        "ssl.keystore.location": str(certs.server_keystore),
-        "ssl.truststore.type": "PEM",
-        "ssl.truststore.location": str(certs.ca_pem),
+        **server_tls(certs),
     }
     cluster = Cluster(zookeeper, Path(tmp_path_factory.mktemp("secure")), 3, settings)
     sasl_ports: dict[int, int] = {}

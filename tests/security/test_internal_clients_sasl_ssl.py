@@ -27,7 +27,7 @@ from confluent_kafka.admin import (
     ResourceType,
 )
 from confluent_kafka.schema_registry import Schema, SchemaRegistryClient
-from tests.security.conftest import Certs, make_certs
+from tests.security.conftest import Certs, make_certs, server_tls
 
 from odradek.broker.config_store import FILE_NAME
 from odradek.security.scram import scram_credential
@@ -105,10 +105,7 @@ def broker(certs: Certs, tmp_path_factory: pytest.TempPathFactory) -> Iterator[B
             "sasl.enabled.mechanisms": MECHANISM,
             "sasl.mechanism.inter.broker.protocol": MECHANISM,
             "listener.name.sasl_ssl.scram-sha-512.sasl.jaas.config": jaas,
-            "ssl.keystore.type": "PEM",
-            "ssl.keystore.location": str(certs.server_keystore),
-            "ssl.truststore.type": "PEM",
-            "ssl.truststore.location": str(certs.ca_pem),
+            **server_tls(certs),
             "authorizer.class.name": "kafka.security.authorizer.AclAuthorizer",
             "super.users": "User:broker;User:admin",
             "http.listeners": "https://127.0.0.1:0",

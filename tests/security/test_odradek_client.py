@@ -19,7 +19,6 @@ import pytest
 import trustme
 from confluent_kafka.admin import (
     AdminClient,
-    NewTopic,
     ScramCredentialInfo,
     ScramMechanism,
     UserScramCredentialUpsertion,
@@ -30,12 +29,16 @@ from odradek.client.aio import AsyncConsumer, AsyncProducer
 from odradek.client.errors import ConfigError, SaslAuthenticationError, SslAuthenticationError
 from odradek.testing.embedded import EmbeddedBroker
 
-from .conftest import Certs
-
-PLAIN_JAAS = (
-    "org.apache.kafka.common.security.plain.PlainLoginModule required "
-    'username="admin" password="admin-pw" user_admin="admin-pw" user_carol="carol-pw";'
+from .conftest import (
+    PLAIN_JAAS,
+    UNSECURED_OAUTHBEARER,
+    Certs,
+    add_scram_users,
+    listener_addr,
+    new_topic,
+    server_tls,
 )
+
 SCRAM = "org.apache.kafka.common.security.scram.ScramLoginModule"
 PLAIN = "org.apache.kafka.common.security.plain.PlainLoginModule"
 FAST_FAIL_S = 10.0  # a refusal is raised well before any client timeout (30 s and more)
@@ -45,10 +48,7 @@ FAST_FAIL_S = 10.0  # a refusal is raised well before any client timeout (30 s a
 def broker(certs: Certs) -> Iterator[EmbeddedBroker]:
     settings = {
         "listeners": "PLAINTEXT://127.0.0.1:0,SSL://127.0.0.1:0,SASL_SSL://127.0.0.1:0",
-        "ssl.keystore.type": "PEM",
-        "ssl.keystore.location": str(certs.server_keystore),
-        "ssl.truststore.type": "PEM",
-        "ssl.truststore.location": str(certs.ca_pem),
+        **server_tls(certs),
         "listener.name.ssl.ssl.client.auth": "required",
         "ssl.principal.mapping.rules": "RULE:^CN=([a-z]+),OU=eng.*$/$1/L,DEFAULT",
         "sasl.enabled.mechanisms": "SCRAM-SHA-256,SCRAM-SHA-512,PLAIN",
@@ -57,38 +57,21 @@ def broker(certs: Certs) -> Iterator[EmbeddedBroker]:
         "group.initial.rebalance.delay.ms": 0,
     }
     with EmbeddedBroker(settings) as b:
-        admin = AdminClient({"bootstrap.servers": b.bootstrap_servers})
-        futures = admin.alter_user_scram_credentials(
-            [
-                UserScramCredentialUpsertion(
-                    "alice", ScramCredentialInfo(ScramMechanism.SCRAM_SHA_512, 4096), b"alice-pw"
-                ),
-                UserScramCredentialUpsertion(
-                    "alice", ScramCredentialInfo(ScramMechanism.SCRAM_SHA_256, 4096), b"alice-pw"
-                ),
-            ]
+        add_scram_users(
+            b,
+            ("alice", ScramMechanism.SCRAM_SHA_512, 4096, b"alice-pw"),
+            ("alice", ScramMechanism.SCRAM_SHA_256, 4096, b"alice-pw"),
         )
-        for f in futures.values():
-            f.result(10)
         yield b
 
 
-def addr(b: EmbeddedBroker, listener: str) -> str:
-    endpoint = b.broker.endpoints.by_name(listener)
-    assert endpoint is not None
-    return f"127.0.0.1:{endpoint.bound_port}"
-
-
 def topic(b: EmbeddedBroker) -> str:
-    name = f"t-{uuid.uuid4().hex[:8]}"
-    admin = AdminClient({"bootstrap.servers": b.bootstrap_servers})
-    admin.create_topics([NewTopic(name, 2, 1)])[name].result(10)
-    return name
+    return new_topic(b, partitions=2)
 
 
 def ssl_conf(b: EmbeddedBroker, certs: Certs, **extra: Any) -> dict[str, Any]:
     return {
-        "bootstrap.servers": addr(b, "SSL"),
+        "bootstrap.servers": listener_addr(b, "SSL"),
         "security.protocol": "SSL",
         "ssl.truststore.type": "PEM",
         "ssl.truststore.location": str(certs.ca_pem),
@@ -101,7 +84,7 @@ def ssl_conf(b: EmbeddedBroker, certs: Certs, **extra: Any) -> dict[str, Any]:
 def scram_conf(b: EmbeddedBroker, certs: Certs, mechanism: str = "SCRAM-SHA-512", user: str = "alice",
                password: str = "alice-pw", module: str = SCRAM) -> dict[str, Any]:
     return {
-        "bootstrap.servers": addr(b, "SASL_SSL"),
+        "bootstrap.servers": listener_addr(b, "SASL_SSL"),
         "security.protocol": "SASL_SSL",
         "ssl.truststore.location": str(certs.ca_pem),
         "sasl.mechanism": mechanism,
@@ -144,7 +127,7 @@ def test_ssl_with_a_client_certificate(broker: EmbeddedBroker, certs: Certs) -> 
 def test_ssl_inline_pem_key_store(broker: EmbeddedBroker, certs: Certs) -> None:
     """KIP-651: the key and chain as text; the trust store inline too."""
     conf = {
-        "bootstrap.servers": addr(broker, "SSL"),
+        "bootstrap.servers": listener_addr(broker, "SSL"),
         "security.protocol": "SSL",
         "ssl.truststore.type": "PEM",
         "ssl.truststore.certificates": certs.ca_pem.read_text(),
@@ -175,7 +158,7 @@ def _pkcs12(certs: Certs, tmp: Path) -> tuple[Path, Path]:
 def test_ssl_pkcs12_stores(broker: EmbeddedBroker, certs: Certs, tmp_path: Path) -> None:
     keystore, truststore = _pkcs12(certs, tmp_path)
     conf = {
-        "bootstrap.servers": addr(broker, "SSL"),
+        "bootstrap.servers": listener_addr(broker, "SSL"),
         "security.protocol": "SSL",
         "ssl.truststore.type": "PKCS12",
         "ssl.truststore.location": str(truststore),
@@ -320,20 +303,11 @@ def test_bad_security_config_names_the_key(conf: dict[str, Any], message: str) -
 
 
 def test_oauthbearer_unsecured_and_given_token() -> None:
-    jaas = (
-        "org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule required "
-        'unsecuredValidatorRequiredScope="kafka";'
-    )
-    settings = {
-        "listeners": "PLAINTEXT://127.0.0.1:0,SASL_PLAINTEXT://127.0.0.1:0",
-        "sasl.enabled.mechanisms": "OAUTHBEARER",
-        "listener.name.sasl_plaintext.oauthbearer.sasl.jaas.config": jaas,
-    }
     from odradek.client._security import unsecured_jwt
 
-    with EmbeddedBroker(settings) as b:
+    with EmbeddedBroker(UNSECURED_OAUTHBEARER) as b:
         base = {
-            "bootstrap.servers": addr(b, "SASL_PLAINTEXT"),
+            "bootstrap.servers": listener_addr(b, "SASL_PLAINTEXT"),
             "security.protocol": "SASL_PLAINTEXT",
             "sasl.mechanism": "OAUTHBEARER",
         }
@@ -403,7 +377,7 @@ def _sasl_connections(b: EmbeddedBroker) -> set[int]:
 
 def _plain(b: EmbeddedBroker) -> dict[str, Any]:
     return {
-        "bootstrap.servers": addr(b, "SASL_PLAINTEXT"),
+        "bootstrap.servers": listener_addr(b, "SASL_PLAINTEXT"),
         "security.protocol": "SASL_PLAINTEXT",
         "sasl.mechanism": "PLAIN",
         "sasl.jaas.config": f'{PLAIN} required username="carol" password="carol-pw";',
@@ -479,7 +453,7 @@ def test_cli_commands_with_command_config(broker: EmbeddedBroker, certs: Certs, 
         'sasl.jaas.config=org.apache.kafka.common.security.scram.ScramLoginModule required \\\n'
         '    username="alice" password="alice-pw";\n'
     )
-    b = ["--bootstrap-server", addr(broker, "SASL_SSL"), "--command-config", str(props)]
+    b = ["--bootstrap-server", listener_addr(broker, "SASL_SSL"), "--command-config", str(props)]
     name = f"cli-{uuid.uuid4().hex[:6]}"
     r = _cli("topics", "create", name, "--partitions", "1", *b)
     assert r.exit_code == 0, r.output
@@ -500,7 +474,7 @@ def test_cli_commands_with_command_config(broker: EmbeddedBroker, certs: Certs, 
     r = _cli("perf", "consume", "--topic", name, "--messages", "203", "--quiet", "--timeout", "10000", *b)
     assert r.exit_code == 0, r.output
     # without the file the same commands cannot reach the SASL_SSL listener
-    r = _cli("topics", "list", "--bootstrap-server", addr(broker, "SASL_SSL"))
+    r = _cli("topics", "list", "--bootstrap-server", listener_addr(broker, "SASL_SSL"))
     assert r.exit_code != 0
 
 

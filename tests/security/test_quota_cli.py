@@ -12,25 +12,12 @@ import pytest
 
 from odradek.testing.embedded import EmbeddedBroker
 
-from .conftest import Certs
-
-JAAS = (
-    "org.apache.kafka.common.security.plain.PlainLoginModule required "
-    'username="admin" password="admin-pw" user_admin="admin-pw";'
-)
+from .conftest import ADMIN_JAAS, Certs, admin_sasl_ssl_broker
 
 
 @pytest.fixture(scope="module")
 def broker(certs: Certs) -> Iterator[EmbeddedBroker]:
-    settings = {
-        "listeners": "SASL_SSL://127.0.0.1:0",
-        "ssl.keystore.type": "PEM",
-        "ssl.keystore.location": str(certs.server_keystore),
-        "sasl.enabled.mechanisms": "PLAIN",
-        "listener.name.sasl_ssl.plain.sasl.jaas.config": JAAS,
-    }
-    with EmbeddedBroker(settings) as b:
-        yield b
+    yield from admin_sasl_ssl_broker(certs, "PLAIN")
 
 
 @pytest.fixture
@@ -38,7 +25,7 @@ def config(certs: Certs, tmp_path: Path) -> Path:
     path = tmp_path / "admin.properties"
     path.write_text(
         "security.protocol=SASL_SSL\nsasl.mechanism=PLAIN\n"
-        f"sasl.jaas.config={JAAS}\n"
+        f"sasl.jaas.config={ADMIN_JAAS}\n"
         f"ssl.truststore.type=PEM\nssl.truststore.location={certs.ca_pem}\n"
     )
     return path

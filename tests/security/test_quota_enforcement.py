@@ -11,10 +11,11 @@ from collections.abc import Iterator
 
 import pytest
 from confluent_kafka import Consumer, Producer
-from tests.broker.wire import Wire, req
 
 from odradek.testing.helpers import create_topic
 from odradek.testing.process import BrokerProcess
+
+from .conftest import set_quota
 
 QUOTA = 100 * 1024  # bytes per second
 SECONDS = 4.0
@@ -33,15 +34,6 @@ def broker() -> Iterator[BrokerProcess]:
     }
     with BrokerProcess(settings) as b:
         yield b
-
-
-def set_quota(broker: BrokerProcess, client_id: str, key: str, value: float) -> None:
-    entity = req(49, 1, "EntityData", entity_type="client-id", entity_name=client_id)
-    op = req(49, 1, "OpData", key=key, value=value, remove=False)
-    entry = req(49, 1, "EntryData", entity=(entity,), ops=(op,))
-    with Wire(broker.bootstrap_servers) as w:
-        resp = w.call(req(49, 1, entries=(entry,), validate_only=False))
-    assert [int(e.error_code) for e in resp.entries] == [0]
 
 
 def produce_for(

@@ -24,6 +24,8 @@ from odradek.protocol.records import build_batch
 from odradek.testing.helpers import create_topic
 from odradek.testing.process import BrokerProcess
 
+from .conftest import set_quota
+
 THROTTLING_QUOTA_EXCEEDED = 89
 
 
@@ -39,15 +41,6 @@ def broker() -> Iterator[BrokerProcess]:
     }
     with BrokerProcess(settings) as b:
         yield b
-
-
-def set_quota(broker: BrokerProcess, client_id: str, key: str, value: float) -> None:
-    entity = req(49, 1, "EntityData", entity_type="client-id", entity_name=client_id)
-    op = req(49, 1, "OpData", key=key, value=value, remove=False)
-    entry = req(49, 1, "EntryData", entity=(entity,), ops=(op,))
-    with Wire(broker.bootstrap_servers) as w:
-        resp = w.call(req(49, 1, entries=(entry,), validate_only=False))
-    assert [int(e.error_code) for e in resp.entries] == [0]
 
 
 def throttles_while_producing(broker: BrokerProcess, topic: str, client_id: str) -> list[int]:

@@ -14,7 +14,7 @@ from confluent_kafka.admin import AdminClient
 
 from odradek.testing.embedded import EmbeddedBroker
 
-from .conftest import Certs
+from .conftest import Certs, listener_addr, server_tls
 
 JAAS = 'org.apache.kafka.common.security.plain.PlainLoginModule required user_alice="alice-pw";'
 
@@ -22,10 +22,7 @@ JAAS = 'org.apache.kafka.common.security.plain.PlainLoginModule required user_al
 def _settings(certs: Certs, **extra: str) -> dict[str, Any]:
     return {
         "listeners": "PLAINTEXT://127.0.0.1:0,SSL://127.0.0.1:0,SASL_SSL://127.0.0.1:0",
-        "ssl.keystore.type": "PEM",
-        "ssl.keystore.location": str(certs.server_keystore),
-        "ssl.truststore.type": "PEM",
-        "ssl.truststore.location": str(certs.ca_pem),
+        **server_tls(certs),
         "ssl.client.auth": "required",
         "sasl.enabled.mechanisms": "PLAIN",
         "listener.name.sasl_ssl.plain.sasl.jaas.config": JAAS,
@@ -37,12 +34,6 @@ def _settings(certs: Certs, **extra: str) -> dict[str, Any]:
 def broker_wide(certs: Certs) -> Iterator[EmbeddedBroker]:
     with EmbeddedBroker(_settings(certs)) as b:
         yield b
-
-
-def _addr(b: EmbeddedBroker, listener: str) -> str:
-    endpoint = b.broker.endpoints.by_name(listener)
-    assert endpoint is not None
-    return f"127.0.0.1:{endpoint.bound_port}"
 
 
 def _connects(certs: Certs, bootstrap: str, protocol: str) -> bool:
@@ -63,12 +54,12 @@ def _connects(certs: Certs, bootstrap: str, protocol: str) -> bool:
 def test_broker_wide_client_auth_leaves_sasl_ssl_without_certificates(
     certs: Certs, broker_wide: EmbeddedBroker
 ) -> None:
-    assert _connects(certs, _addr(broker_wide, "SASL_SSL"), "SASL_SSL")
+    assert _connects(certs, listener_addr(broker_wide, "SASL_SSL"), "SASL_SSL")
     # the SSL listener still requires a certificate
-    assert not _connects(certs, _addr(broker_wide, "SSL"), "SSL")
+    assert not _connects(certs, listener_addr(broker_wide, "SSL"), "SSL")
 
 
 def test_listener_prefixed_client_auth_applies_to_sasl_ssl(certs: Certs) -> None:
     settings = _settings(certs, **{"listener.name.sasl_ssl.ssl.client.auth": "required"})
     with EmbeddedBroker(settings) as b:
-        assert not _connects(certs, _addr(b, "SASL_SSL"), "SASL_SSL")
+        assert not _connects(certs, listener_addr(b, "SASL_SSL"), "SASL_SSL")

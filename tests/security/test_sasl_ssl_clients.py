@@ -21,19 +21,13 @@ import pytest
 from confluent_kafka.admin import (
     AdminClient,
     NewTopic,
-    ScramCredentialInfo,
     ScramMechanism,
-    UserScramCredentialUpsertion,
 )
 
 from odradek.testing.embedded import EmbeddedBroker
 
-from .conftest import Certs
+from .conftest import PLAIN_JAAS, Certs, add_scram_users, listener_addr, server_tls
 
-PLAIN_JAAS = (
-    "org.apache.kafka.common.security.plain.PlainLoginModule required "
-    'username="admin" password="admin-pw" user_admin="admin-pw" user_carol="carol-pw";'
-)
 SCENARIO = Path(__file__).with_name("kafkajs_sasl.js")
 
 
@@ -41,27 +35,22 @@ SCENARIO = Path(__file__).with_name("kafkajs_sasl.js")
 def broker(certs: Certs) -> Iterator[EmbeddedBroker]:
     settings = {
         "listeners": "PLAINTEXT://127.0.0.1:0,SASL_SSL://127.0.0.1:0",
-        "ssl.keystore.type": "PEM",
-        "ssl.keystore.location": str(certs.server_keystore),
+        **server_tls(certs, truststore=False),
         "sasl.enabled.mechanisms": "SCRAM-SHA-256,SCRAM-SHA-512,PLAIN",
         "listener.name.sasl_ssl.plain.sasl.jaas.config": PLAIN_JAAS,
         "group.initial.rebalance.delay.ms": 0,
     }
     with EmbeddedBroker(settings) as b:
-        admin = AdminClient({"bootstrap.servers": b.bootstrap_servers})
-        upserts = [
-            UserScramCredentialUpsertion("dana", ScramCredentialInfo(mech, 4096), b"dana-pw")
-            for mech in (ScramMechanism.SCRAM_SHA_256, ScramMechanism.SCRAM_SHA_512)
-        ]
-        for f in admin.alter_user_scram_credentials(upserts).values():
-            f.result(10)
+        add_scram_users(
+            b,
+            ("dana", ScramMechanism.SCRAM_SHA_256, 4096, b"dana-pw"),
+            ("dana", ScramMechanism.SCRAM_SHA_512, 4096, b"dana-pw"),
+        )
         yield b
 
 
 def addr(b: EmbeddedBroker) -> str:
-    endpoint = b.broker.endpoints.by_name("SASL_SSL")
-    assert endpoint is not None
-    return f"127.0.0.1:{endpoint.bound_port}"
+    return listener_addr(b, "SASL_SSL")
 
 
 def principals(b: EmbeddedBroker) -> set[str]:

@@ -21,7 +21,7 @@ from odradek.broker.config import ConfigError
 from odradek.security.tls import PrincipalMapper, SslConfigError, SslSettings, server_context
 from odradek.testing.embedded import EmbeddedBroker
 
-from .conftest import Certs, make_certs
+from .conftest import Certs, listener_port, make_certs, server_tls
 
 
 def _api_versions(port: int, ctx: ssl.SSLContext) -> tuple[int, bytes]:
@@ -34,12 +34,6 @@ def _api_versions(port: int, ctx: ssl.SSLContext) -> tuple[int, bytes]:
         der = s.getpeercert(binary_form=True)
         assert der is not None
         return struct.unpack(">ii", answer)[1], der
-
-
-def _ssl_port(b: EmbeddedBroker) -> int:
-    endpoint = b.broker.endpoints.by_name("SSL")
-    assert endpoint is not None
-    return endpoint.bound_port
 
 
 def _pkcs12(path: Path, cert: trustme.LeafCert, password: bytes) -> None:
@@ -74,7 +68,7 @@ def test_pkcs12_and_inline_pem_key_stores(certs: Certs, tmp_path: Path) -> None:
         with EmbeddedBroker(
             {"listeners": "PLAINTEXT://127.0.0.1:0,SSL://127.0.0.1:0", **settings}
         ) as b:
-            assert _api_versions(_ssl_port(b), client)[0] == 7
+            assert _api_versions(listener_port(b, "SSL"), client)[0] == 7
 
 
 def test_bad_key_store_fails_the_start_naming_the_listener(certs: Certs, tmp_path: Path) -> None:
@@ -90,48 +84,37 @@ def test_bad_key_store_fails_the_start_naming_the_listener(certs: Certs, tmp_pat
 def test_client_auth_requested_without_certificate_is_anonymous(certs: Certs) -> None:
     settings = {
         "listeners": "PLAINTEXT://127.0.0.1:0,SSL://127.0.0.1:0",
-        "ssl.keystore.type": "PEM",
-        "ssl.keystore.location": str(certs.server_keystore),
-        "ssl.truststore.type": "PEM",
-        "ssl.truststore.location": str(certs.ca_pem),
+        **server_tls(certs),
         "ssl.client.auth": "requested",
     }
     with EmbeddedBroker(settings) as b:
         client = ssl.create_default_context(cafile=str(certs.ca_pem))
-        raw = socket.create_connection(("127.0.0.1", _ssl_port(b)), timeout=10)
-        with client.wrap_socket(raw, server_hostname="127.0.0.1") as s:
-            s.sendall(struct.pack(">i", 11) + struct.pack(">hhih", 18, 0, 1, 1) + b"t")
-            assert s.recv(8)
-            principals = b.call(
-                lambda: {
-                    str(c.principal)
-                    for c in b.broker.listener.connections()
-                    if c.listener_name == "SSL"
-                }
-            )
-            assert principals == {"User:ANONYMOUS"}
+        assert _ssl_principals_while_connected(b, client) == {"User:ANONYMOUS"}
         with_cert = ssl.create_default_context(cafile=str(certs.ca_pem))
         with_cert.load_cert_chain(str(certs.client_chain), str(certs.client_key))
-        raw = socket.create_connection(("127.0.0.1", _ssl_port(b)), timeout=10)
-        with with_cert.wrap_socket(raw, server_hostname="127.0.0.1") as s:
-            s.sendall(struct.pack(">i", 11) + struct.pack(">hhih", 18, 0, 1, 1) + b"t")
-            assert s.recv(8)
-            principals = b.call(
-                lambda: {
-                    str(c.principal)
-                    for c in b.broker.listener.connections()
-                    if c.listener_name == "SSL"
-                }
-            )
-            # the default rule: the full DN, last RDN first (X500Principal.getName())
-            assert principals == {"User:CN=alice,OU=eng,O=Acme"}
+        # the default rule: the full DN, last RDN first (X500Principal.getName())
+        assert _ssl_principals_while_connected(b, with_cert) == {"User:CN=alice,OU=eng,O=Acme"}
+
+
+def _ssl_principals_while_connected(b: EmbeddedBroker, context: ssl.SSLContext) -> set[str]:
+    """The principals of ``b``'s SSL connections while one made with ``context`` is open and
+    has had an answer (ApiVersions v0)."""
+    raw = socket.create_connection(("127.0.0.1", listener_port(b, "SSL")), timeout=10)
+    with context.wrap_socket(raw, server_hostname="127.0.0.1") as s:
+        s.sendall(struct.pack(">i", 11) + struct.pack(">hhih", 18, 0, 1, 1) + b"t")
+        assert s.recv(8)
+        principals: set[str] = b.call(
+            lambda: {
+                str(c.principal) for c in b.broker.listener.connections() if c.listener_name == "SSL"
+            }
+        )
+        return principals
 
 
 def test_enabled_protocols_and_cipher_suites(certs: Certs) -> None:
     settings = {
         "listeners": "PLAINTEXT://127.0.0.1:0,SSL://127.0.0.1:0",
-        "ssl.keystore.type": "PEM",
-        "ssl.keystore.location": str(certs.server_keystore),
+        **server_tls(certs, truststore=False),
         "ssl.enabled.protocols": "TLSv1.2",
         "ssl.cipher.suites": "TLS_ECDHE_ECDSA_WITH_AES_256_GCM_SHA384",
     }
@@ -139,9 +122,9 @@ def test_enabled_protocols_and_cipher_suites(certs: Certs) -> None:
         tls13_only = ssl.create_default_context(cafile=str(certs.ca_pem))
         tls13_only.minimum_version = ssl.TLSVersion.TLSv1_3
         with pytest.raises(ssl.SSLError):
-            _api_versions(_ssl_port(b), tls13_only)
+            _api_versions(listener_port(b, "SSL"), tls13_only)
         client = ssl.create_default_context(cafile=str(certs.ca_pem))
-        raw = socket.create_connection(("127.0.0.1", _ssl_port(b)), timeout=10)
+        raw = socket.create_connection(("127.0.0.1", listener_port(b, "SSL")), timeout=10)
         with client.wrap_socket(raw, server_hostname="127.0.0.1") as s:
             assert s.version() == "TLSv1.2"
             cipher = s.cipher()
@@ -165,20 +148,20 @@ def test_renewed_certificate_is_served_without_restart(tmp_path: Path) -> None:
     with EmbeddedBroker(settings) as b:
         trusts_first = ssl.create_default_context(cafile=str(first.ca_pem))
         trusts_second = ssl.create_default_context(cafile=str(second.ca_pem))
-        assert _api_versions(_ssl_port(b), trusts_first)[0] == 7
+        assert _api_versions(listener_port(b, "SSL"), trusts_first)[0] == 7
         tmp = keystore.with_suffix(".tmp")
         tmp.write_bytes(second.server_keystore.read_bytes())
         os.replace(tmp, keystore)  # how certificate renewers install a new file
         deadline = time.monotonic() + 10
         while True:  # the files are checked at most once a second, on a handshake
             try:
-                assert _api_versions(_ssl_port(b), trusts_second)[0] == 7
+                assert _api_versions(listener_port(b, "SSL"), trusts_second)[0] == 7
                 break
             except ssl.SSLError:
                 assert time.monotonic() < deadline, "the renewed certificate was not served"
                 time.sleep(0.2)
         with pytest.raises(ssl.SSLError):
-            _api_versions(_ssl_port(b), trusts_first)
+            _api_versions(listener_port(b, "SSL"), trusts_first)
 
 
 def test_principal_mapping_rules() -> None:

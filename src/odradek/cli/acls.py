@@ -18,6 +18,9 @@ DescribeAcls and DeleteAcls v1, sent to one broker (every broker shares the ACLs
 from __future__ import annotations
 
 import asyncio
+import inspect
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -207,31 +210,84 @@ def _check(code: int, message: str | None, what: str) -> None:
         fail(f"{what}: {ErrorCode(code).name.upper()}{': ' + message if message else ''}")
 
 
-@app.command()
-def add(
-    allow_principal: AllowP = None,
-    deny_principal: DenyP = None,
-    allow_host: AllowH = None,
-    deny_host: DenyH = None,
-    operation: Operations = None,
-    topic: Topics = None,
-    group: Groups = None,
-    transactional_id: TxnIds = None,
-    cluster: Cluster = False,
-    resource_pattern_type: PatternOpt = "literal",
-    bootstrap_server: Bootstrap = DEFAULT_BOOTSTRAP,
-    command_config: CommandConfig = None,
-) -> None:
+@dataclass(frozen=True)
+class _Given:
+    """The options ``add`` and ``remove`` share, as given: resources ``(resource type, name)``,
+    entries ``(principal, host, permission code)``, Kafka's operation and pattern type names,
+    and where to send the request."""
+
+    resources: list[tuple[int, str]]
+    entries: list[tuple[str, str, int]]
+    operations: list[str]
+    pattern: str
+    bootstrap_server: str
+    command_config: Path | None
+
+    def config(self) -> dict[str, Any]:
+        return _config(self.bootstrap_server, self.command_config)
+
+
+def _binding_command(name: str) -> Callable[[Callable[[_Given], None]], Callable[[_Given], None]]:
+    """Registers the decorated ``run(given)`` as the command ``name`` with the options ``add``
+    and ``remove`` share; its docstring is the command's help."""
+
+    def register(run: Callable[[_Given], None]) -> Callable[[_Given], None]:
+        @app.command(name, help=inspect.getdoc(run))
+        def command(
+            allow_principal: AllowP = None,
+            deny_principal: DenyP = None,
+            allow_host: AllowH = None,
+            deny_host: DenyH = None,
+            operation: Operations = None,
+            topic: Topics = None,
+            group: Groups = None,
+            transactional_id: TxnIds = None,
+            cluster: Cluster = False,
+            resource_pattern_type: PatternOpt = "literal",
+            bootstrap_server: Bootstrap = DEFAULT_BOOTSTRAP,
+            command_config: CommandConfig = None,
+        ) -> None:
+            run(
+                _Given(
+                    _resources(topic, group, transactional_id, cluster),
+                    _entries(allow_principal, deny_principal, allow_host, deny_host),
+                    list(operation or ()),
+                    resource_pattern_type,
+                    bootstrap_server,
+                    command_config,
+                )
+            )
+
+        return run
+
+    return register
+
+
+def _describe(resource: Any, pattern: int, acl: Any) -> str:
+    """``_describe_line`` of the resource fields of ``resource`` (``resource_type``,
+    ``resource_name``) and the entry fields of ``acl`` (``principal``, ``host``, ``operation``,
+    ``permission_type``)."""
+    return _describe_line(
+        resource.resource_type,
+        resource.resource_name,
+        pattern,
+        acl.principal,
+        acl.host,
+        acl.operation,
+        acl.permission_type,
+    )
+
+
+@_binding_command("add")
+def add(given: _Given) -> None:
     """Add ACLs: every principal x host x operation x resource given."""
-    resources = _resources(topic, group, transactional_id, cluster)
-    entries = _entries(allow_principal, deny_principal, allow_host, deny_host)
-    ops = [_enum("operation", o) for o in operation or ()]
-    if not resources or not entries or not ops:
+    ops = [_enum("operation", o) for o in given.operations]
+    if not given.resources or not given.entries or not ops:
         fail(
             "give a resource (--topic, --group, --transactional-id, --cluster), a principal and an --operation",
             2,
         )
-    pattern = _enum("pattern", resource_pattern_type)
+    pattern = _enum("pattern", given.pattern)
     creation = _kio(30, "AclCreation")
     creations = tuple(
         creation(
@@ -243,35 +299,17 @@ def add(
             operation=op,
             permission_type=perm,
         )
-        for rt, name in resources
-        for p, h, perm in entries
+        for rt, name in given.resources
+        for p, h, perm in given.entries
         for op in ops
     )
-    answer = _run(_config(bootstrap_server, command_config), _kio(30)(creations=creations))
+    answer = _run(given.config(), _kio(30)(creations=creations))
     for c, r in zip(creations, answer.results, strict=True):
         _check(int(r.error_code), r.error_message, "CreateAcls")
-        typer.echo(
-            "Added "
-            + _describe_line(
-                c.resource_type,
-                c.resource_name,
-                c.resource_pattern_type,
-                c.principal,
-                c.host,
-                c.operation,
-                c.permission_type,
-            )
-        )
+        typer.echo("Added " + _describe(c, c.resource_pattern_type, c))
 
 
-def _filters(
-    topic: list[str] | None,
-    group: list[str] | None,
-    txn_ids: list[str] | None,
-    cluster: bool,
-    pattern: int,
-) -> list[tuple[int, str | None, int]]:
-    resources = _resources(topic, group, txn_ids, cluster)
+def _filters(resources: list[tuple[int, str]], pattern: int) -> list[tuple[int, str | None, int]]:
     if not resources:
         return [(1, None, pattern)]  # ANY resource
     return [(rt, name, pattern) for rt, name in resources]
@@ -293,7 +331,7 @@ def list_(
     """List the ACLs (all, or those matching the resources and principal given)."""
     config = _config(bootstrap_server, command_config)
     pattern = _enum("pattern", resource_pattern_type)
-    for rt, name, pt in _filters(topic, group, transactional_id, cluster, pattern):
+    for rt, name, pt in _filters(_resources(topic, group, transactional_id, cluster), pattern):
         answer = _run(
             config,
             _kio(29)(
@@ -309,41 +347,16 @@ def list_(
         _check(int(answer.error_code), answer.error_message, "DescribeAcls")
         for res in answer.resources:
             for a in res.acls:
-                typer.echo(
-                    _describe_line(
-                        res.resource_type,
-                        res.resource_name,
-                        res.pattern_type,
-                        a.principal,
-                        a.host,
-                        a.operation,
-                        a.permission_type,
-                    )
-                )
+                typer.echo(_describe(res, res.pattern_type, a))
 
 
-@app.command()
-def remove(
-    allow_principal: AllowP = None,
-    deny_principal: DenyP = None,
-    allow_host: AllowH = None,
-    deny_host: DenyH = None,
-    operation: Operations = None,
-    topic: Topics = None,
-    group: Groups = None,
-    transactional_id: TxnIds = None,
-    cluster: Cluster = False,
-    resource_pattern_type: PatternOpt = "literal",
-    bootstrap_server: Bootstrap = DEFAULT_BOOTSTRAP,
-    command_config: CommandConfig = None,
-) -> None:
+@_binding_command("remove")
+def remove(given: _Given) -> None:
     """Remove the ACLs matching the resources, principals, hosts and operations given (none
     given: any)."""
-    pattern = _enum("pattern", resource_pattern_type)
-    ops = [_enum("operation", o) for o in operation or ()] or [1]
-    entries: list[tuple[str | None, str | None, int]] = list(
-        _entries(allow_principal, deny_principal, allow_host, deny_host)
-    )
+    pattern = _enum("pattern", given.pattern)
+    ops = [_enum("operation", o) for o in given.operations] or [1]
+    entries: list[tuple[str | None, str | None, int]] = list(given.entries)
     if not entries:
         entries = [(None, None, 1)]
     flt = _kio(31, "DeleteAclsFilter")
@@ -357,23 +370,12 @@ def remove(
             operation=op,
             permission_type=perm,
         )
-        for rt, name, pt in _filters(topic, group, transactional_id, cluster, pattern)
+        for rt, name, pt in _filters(given.resources, pattern)
         for p, h, perm in entries
         for op in ops
     )
-    answer = _run(_config(bootstrap_server, command_config), _kio(31)(filters=filters))
+    answer = _run(given.config(), _kio(31)(filters=filters))
     for result in answer.filter_results:
         _check(int(result.error_code), result.error_message, "DeleteAcls")
         for m in result.matching_acls:
-            typer.echo(
-                "Removed "
-                + _describe_line(
-                    m.resource_type,
-                    m.resource_name,
-                    m.pattern_type,
-                    m.principal,
-                    m.host,
-                    m.operation,
-                    m.permission_type,
-                )
-            )
+            typer.echo("Removed " + _describe(m, m.pattern_type, m))

@@ -52,7 +52,9 @@ __all__ = [
     "SerializationError",
     "frame",
     "inline_references",
+    "parse_with_references",
     "referenced_schemas",
+    "registry_error",
     "unframe",
 ]
 
@@ -224,12 +226,7 @@ class SchemaRegistryClient:
                 with urllib.request.urlopen(req, timeout=self.timeout, context=self._context) as r:
                     return json.loads(r.read())
             except urllib.error.HTTPError as exc:
-                text = exc.read()
-                try:
-                    err = json.loads(text)
-                    message, code = str(err.get("message")), int(err.get("error_code", -1))
-                except (ValueError, AttributeError):
-                    message, code = text.decode("utf-8", "replace"), -1
+                message, code = registry_error(exc.read())
                 if exc.code == 401:
                     sent = (
                         "the credentials sent were refused"
@@ -320,6 +317,16 @@ class SchemaRegistryClient:
         return text
 
 
+def registry_error(body: bytes) -> tuple[str, int]:
+    """(message, error code) of a registry's error answer: Confluent's JSON ``{"error_code",
+    "message"}``, or, when the body is not that, its text and -1."""
+    try:
+        err = json.loads(body)
+        return str(err.get("message")), int(err.get("error_code", -1))
+    except (ValueError, AttributeError):
+        return body.decode("utf-8", "replace"), -1
+
+
 _PRIMITIVES = frozenset(("null", "boolean", "int", "long", "float", "double", "bytes", "string"))
 
 
@@ -345,6 +352,19 @@ def referenced_schemas(
 
     walk(references)
     return out
+
+
+def parse_with_references(client: SchemaRegistryClient, answer: Mapping[str, Any]) -> Any:
+    """The fastavro-parsed Avro schema of a registry ``answer`` (``{"schema", "references"?}``,
+    as ``GET /schemas/ids/{id}`` or a subject version gives it): the schemas it references,
+    with theirs (``referenced_schemas``), parsed first into the same ``named_schemas``, so
+    every named type they define is known where ``answer["schema"]`` uses it."""
+    import fastavro
+
+    named: dict[str, Any] = {}
+    for dep in referenced_schemas(client, answer.get("references") or ()):
+        fastavro.parse_schema(dep, named_schemas=named)
+    return fastavro.parse_schema(json.loads(str(answer["schema"])), named_schemas=named)
 
 
 def _full_name(schema: Mapping[str, Any], namespace: str) -> tuple[str, str]:
@@ -495,7 +515,6 @@ class AvroDeserializer:
         )
         self._writers: dict[int, Any] = {}
         self._read = fastavro.schemaless_reader
-        self._parse = fastavro.parse_schema
 
     def _writer(self, schema_id: int, where: str) -> Any:
         """The parsed writer schema of ``schema_id``, the schemas it references parsed first
@@ -504,19 +523,15 @@ class AvroDeserializer:
         if parsed is None:
             try:
                 answer = self.registry.get_schema_full(schema_id)
-                named: dict[str, Any] = {}
-                for dep in referenced_schemas(self.registry, answer.get("references") or ()):
-                    self._parse(dep, named_schemas=named)
+                self.registry._schemas.setdefault(schema_id, str(answer["schema"]))
+                parsed = parse_with_references(self.registry, answer)
             except SchemaRegistryError as exc:
                 if exc.error_code == 40403:
                     raise SerializationError(
                         f"unknown schema id {schema_id}{where}: {self.registry.url} does not know it"
                     ) from None
                 raise
-            self.registry._schemas.setdefault(schema_id, str(answer["schema"]))
-            parsed = self._writers[schema_id] = self._parse(
-                json.loads(str(answer["schema"])), named_schemas=named
-            )
+            self._writers[schema_id] = parsed
         return parsed
 
     def decode(self, data: bytes, schema_id: int | None = None, where: str = "") -> Any:

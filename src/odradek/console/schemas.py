@@ -34,7 +34,8 @@ from odradek.client.avro import (
     CONTENT_TYPE,
     SchemaRegistryClient,
     SchemaRegistryError,
-    referenced_schemas,
+    parse_with_references,
+    registry_error,
 )
 
 __all__ = ["DecodedValue", "SchemaSource", "SubjectView", "pretty_schema"]
@@ -89,12 +90,7 @@ class _HostRegistryClient(SchemaRegistryClient):
             with urllib.request.urlopen(req, timeout=self.timeout, context=self.ssl_context) as r:
                 return json.loads(r.read())
         except urllib.error.HTTPError as exc:
-            text = exc.read()
-            try:
-                err = json.loads(text)
-                message, code = str(err.get("message")), int(err.get("error_code", -1))
-            except (ValueError, AttributeError):
-                message, code = text.decode("utf-8", "replace"), -1
+            message, code = registry_error(exc.read())
             raise SchemaRegistryError(f"{method} {self.url}{path}: {message}", exc.code, code) from None
         except (urllib.error.URLError, OSError) as exc:
             raise SchemaRegistryError(f"schema registry {self.url} unreachable: {exc}") from None
@@ -200,8 +196,6 @@ class SchemaSource:
         return DecodedValue(schema_id, json.dumps(value, indent=2, ensure_ascii=False, default=_jsonable))
 
     def _writer(self, schema_id: int) -> tuple[str, Any]:
-        import fastavro
-
         found = self._writers.get(schema_id)
         if found is None:
             client = self.client()
@@ -210,11 +204,7 @@ class SchemaSource:
             schema_type = str(answer.get("schemaType", "AVRO"))
             parsed = None
             if schema_type == "AVRO":
-                named: dict[str, Any] = {}
-                # referenced named types first, with theirs (nested references, depth first)
-                for dep in referenced_schemas(client, answer.get("references") or ()):
-                    fastavro.parse_schema(dep, named_schemas=named)
-                parsed = fastavro.parse_schema(json.loads(str(answer["schema"])), named_schemas=named)
+                parsed = parse_with_references(client, answer)  # references at every depth
             found = self._writers[schema_id] = (schema_type, parsed)
         return found
 
