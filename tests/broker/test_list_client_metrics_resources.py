@@ -5,7 +5,6 @@ codec; the client-metrics resources are made with IncrementalAlterConfigs."""
 
 from __future__ import annotations
 
-import socket
 import struct
 from collections.abc import Iterator
 
@@ -72,46 +71,22 @@ def parse_response(frame: bytes, correlation_id: int) -> tuple[int, int, list[st
     return throttle, error, names
 
 
-class Raw:
-    """One socket speaking API 74 by hand."""
+class Raw(Wire):
+    """One socket speaking API 74 by hand (``Wire``'s connection, none of its kio codec)."""
 
-    def __init__(self, bootstrap: str) -> None:
-        host, port = bootstrap.rsplit(":", 1)
-        self.sock = socket.create_connection((host, int(port)), timeout=10)
-        self.correlation_id = 0
-
-    def close(self) -> None:
-        self.sock.close()
-
-    def _recv(self, n: int) -> bytes:
-        buf = bytearray()
-        while len(buf) < n:
-            chunk = self.sock.recv(n - len(buf))
-            if not chunk:
-                raise ConnectionError("closed by the broker")
-            buf += chunk
-        return bytes(buf)
-
-    def send(self, body: bytes = b"\x00") -> int:
+    def send(self, body: bytes = b"\x00") -> int:  # type: ignore[override]
         self.correlation_id += 1
-        self.sock.sendall(request_frame(self.correlation_id, body))
+        self.send_raw(request_frame(self.correlation_id, body))
         return self.correlation_id
 
-    def receive(self, correlation_id: int) -> tuple[int, int, list[str]]:
-        (size,) = struct.unpack(">i", self._recv(4))
-        return parse_response(self._recv(size), correlation_id)
+    def receive(self, correlation_id: int) -> tuple[int, int, list[str]]:  # type: ignore[override]
+        return parse_response(self.read_frame(), correlation_id)
 
     def list(self) -> tuple[int, int, list[str]]:
         return self.receive(self.send())
 
     def closed_by_peer(self, timeout: float = 5.0) -> bool:
-        self.sock.settimeout(timeout)
-        try:
-            return self.sock.recv(1) == b""
-        except (ConnectionResetError, BrokenPipeError):
-            return True
-        except TimeoutError:
-            return False
+        return self.is_closed_by_peer(timeout)
 
 
 def list_resources(bootstrap: str) -> tuple[int, int, list[str]]:
