@@ -9,12 +9,6 @@ dir). A partition whose leader is not a live broker is answered with
 LEADER_NOT_AVAILABLE and leader -1; one whose live leader lacks the request's listener with
 LISTENER_NOT_FOUND (v6+; LEADER_NOT_AVAILABLE before) and leader -1.
 
-A broker of a cluster that has had no UpdateMetadata from the controller yet (just started: its
-image knows only itself and no controller) lists no brokers, as Kafka's ZK-mode MetadataCache is
-empty until the first UpdateMetadata. Listing itself alone would tell a client the other brokers
-are gone (librdkafka drops every broker a Metadata answer leaves out and waits for them to be
-named again); an answer with no brokers and no topics it ignores and asks again.
-
 Topics are auto-created when the request allows it (``allow_auto_topic_creation``, implicit
 before v4) and ``auto.create.topics.enable`` is true, with ``num.partitions`` partitions.
 
@@ -182,9 +176,7 @@ def _names_topic_ids(request: MetadataRequest) -> TypeGuard[V10Up]:
 async def handle(ctx: RequestContext, request: MetadataRequest) -> MetadataResponse:
     services = ctx.services
     store = services.metadata
-    # before the controller's first UpdateMetadata a cluster broker's image is itself alone
-    informed = services.cluster is None or store.controller_id() >= 0
-    brokers = store.live_brokers() if informed else ()
+    brokers = store.live_brokers()
     live = frozenset(b.node_id for b in brokers)
     # each broker's endpoint on the listener the request came in on; one without it is left out
     addresses = [(b, endpoint_for(ctx, b)) for b in brokers]
