@@ -86,9 +86,14 @@ class Cluster:
             )
 
     def start(self) -> Cluster:
+        """Start every broker and wait until each one, asked itself, names them all and the
+        controller (a broker just registered knows only itself until the controller's
+        UpdateMetadata reaches it; a client bootstrapping from it then would see one broker)."""
         for b in self.brokers.values():
             b.start()
-        self.wait_metadata(lambda md: len(md.brokers) == len(self.brokers) and md.controller_id > 0)
+        self.wait_every_broker(
+            lambda md: len(md.brokers) == len(self.brokers) and md.controller_id > 0
+        )
         return self
 
     @property

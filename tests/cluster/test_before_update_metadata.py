@@ -1,13 +1,8 @@
 """A broker of a cluster that has had no UpdateMetadata yet (just started, its controller not
-heard from) knows only itself and no controller. As a ZK-mode Kafka broker whose MetadataCache
-is still empty, it answers:
-
-* Metadata with no brokers, no controller and no topics. Listing itself alone would tell a
-  client the other brokers are gone (librdkafka drops every broker a Metadata answer leaves
-  out); once the controller's UpdateMetadata arrives it answers the controller's view.
-* CreateTopics with NOT_CONTROLLER, which is retriable: it cannot judge the replication factor
-  or whether the topic exists. odradek's admin client finds the controller again and retries
-  within its timeout, as Kafka's does.
+heard from) knows only itself and no controller. It answers CreateTopics with NOT_CONTROLLER,
+which is retriable: it cannot judge the replication factor or whether the topic exists.
+odradek's admin client finds the controller again and retries within its timeout, as Kafka's
+does.
 
 The window is held open on purpose: a ``/controller`` znode naming a broker that does not exist
 (written by the test) keeps the real broker from becoming the controller, so no UpdateMetadata
@@ -56,28 +51,10 @@ def uninformed(
         cluster.close()
 
 
-def _all_topics() -> object:
-    return req(3, 12, topics=None, allow_auto_topic_creation=False,
-               include_topic_authorized_operations=False)  # fmt: skip
-
-
 def _create(topic: str) -> object:
     creatable = req(19, 7, "CreatableTopic", name=topic, num_partitions=1, replication_factor=1,
                     assignments=(), configs=())  # fmt: skip
     return req(19, 7, topics=(creatable,), timeout=timedelta(seconds=5), validate_only=False)
-
-
-def test_metadata_before_any_update_metadata_lists_no_brokers(
-    uninformed: tuple[Cluster, BrokerProcess, Callable[[], None]],
-) -> None:
-    cluster, broker, release = uninformed
-    with Wire(broker.bootstrap_servers) as wire:
-        md = wire.call(_all_topics())
-    assert (list(md.brokers), int(md.controller_id), list(md.topics)) == ([], -1, [])
-
-    release()  # broker 1 becomes the controller and tells itself
-    md = cluster.wait_metadata(lambda md: md.controller_id == 1, broker_id=1)
-    assert [(b.node_id, b.port) for b in md.brokers] == [(1, broker.port)]
 
 
 def test_create_topics_before_any_update_metadata_is_not_controller_then_retried(
