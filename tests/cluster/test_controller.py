@@ -384,7 +384,7 @@ def test_controller_that_resigned_while_zookeeper_was_down_takes_over_again(clus
     still names this broker: it must take the controllership up again (else no broker would)."""
     import time
 
-    _, start, admin = cluster
+    connect, start, admin = cluster
     nodes, ctl = _three(start)
     admin.create_topic_assignment("t", TopicAssignment({0: (1, 2, 3)}))
     assert wait_until(lambda: state(admin) is not None)
@@ -404,11 +404,18 @@ def test_controller_that_resigned_while_zookeeper_was_down_takes_over_again(clus
     # the deliberate downtime: longer than twice the session timeout (2 s)
     time.sleep(5)
     zookeeper.start()
-    assert wait_until(lambda: len(active(nodes)) == 1, 20), "no controller after ZooKeeper came back"
-    assert active(nodes)[0] is ctl and admin.get_controller_epoch() == epoch  # the same session
-    # and it works: a new topic gets its leader
-    admin.create_topic_assignment("u", TopicAssignment({0: (2, 3)}))
-    assert wait_until(lambda: (s := state(admin, ("u", 0))) is not None and s.leader == 2, 15)
+    # the test's own client: a new session (its old one may have expired while kazoo's
+    # reconnect backoff, grown over the downtime, kept it away; that says nothing of the brokers)
+    after = KafkaZkClient(connect, session_timeout_ms=6000)
+    after.start()
+    try:
+        assert wait_until(lambda: len(active(nodes)) == 1, 20), "no controller after ZooKeeper came back"
+        assert active(nodes)[0] is ctl and after.get_controller_epoch() == epoch  # the same session
+        # and it works: a new topic gets its leader
+        after.create_topic_assignment("u", TopicAssignment({0: (2, 3)}))
+        assert wait_until(lambda: (s := state(after, ("u", 0))) is not None and s.leader == 2, 15)
+    finally:
+        after.close()
 
 
 @pytest.mark.timeout(60)
