@@ -95,21 +95,29 @@ def _poll_until(consumers: list[Any], done: Any, seconds: float, unstick: bool) 
     return False
 
 
+def _members_a_and_b(bootstrap: str, prefix: str) -> tuple[Any, Any, Any, str, str]:
+    """Consumers A and B (not yet polled) of a new group on a new 2-partition topic, and an
+    admin client: (a, b, admin, topic, group)."""
+    from kafka import KafkaConsumer
+    from kafka.admin import KafkaAdminClient
+
+    topic = new_topic(bootstrap, 2, prefix=prefix)
+    group = f"{prefix}-{uuid.uuid4().hex[:8]}"
+    kw = dict(bootstrap_servers=bootstrap, group_id=group, **_KP_CONFIG)
+    a = KafkaConsumer(topic, client_id="A", **kw)
+    b = KafkaConsumer(topic, client_id="B", **kw)
+    return a, b, KafkaAdminClient(bootstrap_servers=bootstrap), topic, group
+
+
 def _leader_rejoin_parked(bootstrap: str, unstick: bool) -> tuple[Any, Any, Any, str, str]:
     """Leader A and follower B on a 2-partition topic, then 4 partitions; A polls alone until
     its rejoin is in flight, then only B polls (so A's join completes while A is not polling).
     ``unstick``: apply _unstick_kafka_python from the partition change on. Returns (a, b,
     admin, topic, group)."""
-    from kafka import KafkaConsumer
-    from kafka.admin import KafkaAdminClient, NewPartitions
+    from kafka.admin import NewPartitions
     from kafka.coordinator.base import MemberState
 
-    topic = new_topic(bootstrap, 2, prefix="kp-race")
-    group = f"kp-race-{uuid.uuid4().hex[:8]}"
-    kw = dict(bootstrap_servers=bootstrap, group_id=group, **_KP_CONFIG)
-    a = KafkaConsumer(topic, client_id="A", **kw)
-    b = KafkaConsumer(topic, client_id="B", **kw)
-    admin = KafkaAdminClient(bootstrap_servers=bootstrap)
+    a, b, admin, topic, group = _members_a_and_b(bootstrap, "kp-race")
     try:
         # the set-up joins can lose a join the same way (the topic's metadata arriving after the
         # first join): always unstick them
@@ -237,19 +245,12 @@ def test_unstick_applies_a_join_that_answered_a_heartbeats_rebalance(kafka: Any)
     finished join away and start another rebalance (leader JoinGroup in Stable) - with A and B
     polled in turn under load, again and again (the set-up's 74 generations in 20 s).
     _unstick_kafka_python applies it instead: A [0], B [1], no further generation."""
-    from kafka import KafkaConsumer
-    from kafka.admin import KafkaAdminClient
     from kafka.coordinator.base import MemberState
 
     from odradek.testing.helpers import wait_until
 
     bootstrap = kafka.bootstrap_servers
-    topic = new_topic(bootstrap, 2, prefix="kp-hb")
-    group = f"kp-hb-{uuid.uuid4().hex[:8]}"
-    kw = dict(bootstrap_servers=bootstrap, group_id=group, **_KP_CONFIG)
-    a = KafkaConsumer(topic, client_id="A", **kw)
-    b = KafkaConsumer(topic, client_id="B", **kw)
-    admin = KafkaAdminClient(bootstrap_servers=bootstrap)
+    a, b, admin, topic, group = _members_a_and_b(bootstrap, "kp-hb")
     try:
         assert _poll_until([a], lambda: _partitions(a) == [0, 1], 20, True), _state(a)
         # B's JoinGroup (the one with its member id) starts the rebalance and waits for A,
