@@ -8,6 +8,7 @@ read from its beginning with confluent-kafka, for the checker, checker.py).
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import time
 from collections.abc import Callable, Iterable, Iterator
@@ -36,6 +37,15 @@ def running_zookeeper(
         pytest.skip("Debian's zookeeper package (or java) is not installed")
     with ZooKeeperServer(Path(tmp_path_factory.mktemp(name))) as server:
         yield server
+
+
+def listener_ports(registration: dict[str, Any]) -> dict[str, int]:
+    """listener name -> port, from a ``/brokers/ids/<id>`` registration's endpoints."""
+    out = {}
+    for endpoint in registration["endpoints"]:
+        listener, _, hostport = endpoint.partition("://")
+        out[listener] = int(hostport.rpartition(":")[2])
+    return out
 
 
 # -- a cluster of real broker processes on the module's ZooKeeper ---------------------------------
@@ -138,6 +148,23 @@ class Cluster:
         the metadata each one answered."""
         ids = list(self.brokers) if brokers is None else list(brokers)
         return {i: self.wait_metadata(pred, timeout=timeout, broker_id=i) for i in ids}
+
+    def registrations(self) -> dict[int, dict[str, Any]]:
+        """Each registered broker's ``/brokers/ids/<id>`` znode (its JSON), read from ZooKeeper."""
+        zk = KazooClient(hosts=self.zookeeper.connect_string + self.chroot)
+        zk.start(timeout=10)
+        try:
+            return {
+                int(i): json.loads(zk.get(f"/brokers/ids/{i}")[0])
+                for i in zk.get_children("/brokers/ids")
+            }
+        finally:
+            zk.stop()
+            zk.close()
+
+    def listener_ports(self) -> dict[int, dict[str, int]]:
+        """broker id -> {listener name: port}, from the registrations' endpoints."""
+        return {i: listener_ports(r) for i, r in self.registrations().items()}
 
     def views(self) -> str:
         """Each running broker's metadata in one line: the controller, the live brokers and

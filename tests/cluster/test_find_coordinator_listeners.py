@@ -16,7 +16,6 @@ key and v4 batched, key types group and transaction):
 
 from __future__ import annotations
 
-import json
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -61,27 +60,6 @@ def cluster(
         yield c
     finally:
         c.close()
-
-
-def _endpoints(zookeeper: ZooKeeperServer, cluster: Cluster) -> dict[int, dict[str, int]]:
-    """broker id -> {listener name: port}, from each ``/brokers/ids/<id>`` registration."""
-    from kazoo.client import KazooClient
-
-    zk = KazooClient(hosts=zookeeper.connect_string + cluster.chroot)
-    zk.start(timeout=10)
-    try:
-        out: dict[int, dict[str, int]] = {}
-        for i in zk.get_children("/brokers/ids"):
-            registration = json.loads(zk.get(f"/brokers/ids/{i}")[0])
-            ports = {}
-            for endpoint in registration["endpoints"]:
-                listener, _, hostport = endpoint.partition("://")
-                ports[listener] = int(hostport.rpartition(":")[2])
-            out[int(i)] = ports
-        return out
-    finally:
-        zk.stop()
-        zk.close()
 
 
 def _find(port: int, version: int, key: str, key_type: int) -> tuple[int, int, str, int]:
@@ -138,7 +116,7 @@ def _key_led_by(leaders: dict[int, int], broker: int, prefix: str) -> str:
 def test_coordinator_without_the_request_listener_is_not_available(
     cluster: Cluster, zookeeper: ZooKeeperServer, key_type: int, topic: str
 ) -> None:
-    ports = _endpoints(zookeeper, cluster)
+    ports = cluster.listener_ports()
     assert set(ports[1]) == {"PLAINTEXT", "EXTERNAL"} and set(ports[2]) == {"PLAINTEXT"}
     plaintext_1, external_1, plaintext_2 = (
         ports[1]["PLAINTEXT"],

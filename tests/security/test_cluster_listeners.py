@@ -12,7 +12,6 @@ each.
 
 from __future__ import annotations
 
-import json
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -29,6 +28,7 @@ from confluent_kafka.admin import (
 )
 
 from cluster.conftest import Cluster, running_zookeeper
+from cluster.harness import listener_ports
 from odradek.cluster.zookeeper import ZooKeeperServer
 
 from .conftest import Certs, server_tls
@@ -81,30 +81,6 @@ def cluster(
         c.close()
 
 
-def _registrations(zookeeper: ZooKeeperServer, cluster: Cluster) -> dict[int, dict[str, Any]]:
-    from kazoo.client import KazooClient
-
-    zk = KazooClient(hosts=zookeeper.connect_string + cluster.chroot)
-    zk.start(timeout=10)
-    try:
-        return {
-            int(i): json.loads(zk.get(f"/brokers/ids/{i}")[0])
-            for i in zk.get_children("/brokers/ids")
-        }
-    finally:
-        zk.stop()
-        zk.close()
-
-
-def _ports(registration: dict[str, Any]) -> dict[str, int]:
-    """listener name -> port, from a registration's endpoints."""
-    out = {}
-    for endpoint in registration["endpoints"]:
-        listener, _, hostport = endpoint.partition("://")
-        out[listener] = int(hostport.rpartition(":")[2])
-    return out
-
-
 def _sasl_conf(port: int, certs: Certs) -> dict[str, Any]:
     return {
         "bootstrap.servers": f"127.0.0.1:{port}",
@@ -119,9 +95,9 @@ def _sasl_conf(port: int, certs: Certs) -> dict[str, Any]:
 def test_registrations_and_metadata_follow_the_request_listener(
     cluster: Cluster, zookeeper: ZooKeeperServer, certs: Certs
 ) -> None:
-    regs = _registrations(zookeeper, cluster)
+    regs = cluster.registrations()
     assert sorted(regs) == [1, 2, 3]
-    ports = {i: _ports(r) for i, r in regs.items()}
+    ports = {i: listener_ports(r) for i, r in regs.items()}
     for i, reg in regs.items():
         # Kafka's BrokerIdZNode v5: every endpoint in listener order, the protocol map, host and
         # port of the PLAINTEXT endpoint, the rack
