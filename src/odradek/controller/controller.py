@@ -18,8 +18,10 @@ All work happens in one thread, ``controller-event-thread``, one event at a time
   the partition decided again (``on_partitions_refresh``).
 
 Resignation: when ``/controller`` is deleted or names another broker, when a fenced write finds
-another controller (``ControllerMovedError``), when a write finds the session disconnected
-(``NotConnectedError``: ZooKeeper away) and when the ZooKeeper session expires (an event queued
+another controller (``ControllerMovedError``), when an event starts, or a read or write finds,
+the session disconnected (``NotConnectedError``, ``ConnectionLoss``: ZooKeeper away; kazoo
+holds a read made while disconnected until ZooKeeper is back, so an event does not start
+then) and when the ZooKeeper session expires (an event queued
 as the expiry is seen, so it runs before any event of the new session). After a
 replaced session, and when a disconnected session is connected again (however long ZooKeeper was
 away: its timers restart with it), the controller tries to win the election again; in the same
@@ -36,7 +38,7 @@ from concurrent.futures import Future
 from dataclasses import replace
 from typing import Any, Protocol
 
-from kazoo.exceptions import BadVersionError
+from kazoo.exceptions import BadVersionError, ConnectionLoss
 
 from odradek.clock import Clock, SystemClock
 from odradek.cluster.zk import KafkaZkClient
@@ -297,18 +299,28 @@ class Controller:
                 self._resign(delete_znode=True)
                 return
             try:
+                if self._ctx is not None and not self.zk.wait_writable(0):
+                    # ZooKeeper is away: reads would wait in kazoo's queue until it is back, and
+                    # writes would fail; resign now and answer the event as a non-controller
+                    self._resign_disconnected(NotConnectedError("ZooKeeper session is not connected"))
                 event()
-            except (ControllerMovedError, NotConnectedError) as e:
+            except ControllerMovedError as e:
                 log.warning("controller %d resigns: %s", self.broker_id, e)
                 self._resign(delete_znode=False)
-                if isinstance(e, NotConnectedError):
-                    # the reconnect callback re-elects; it may have fired already
-                    self._resigned_disconnected = True
-                    if self.zk.wait_writable(0):
-                        self._enqueue(self._reelect_if_resigned)
+            except (NotConnectedError, ConnectionLoss) as e:
+                self._resign_disconnected(e)
             except Exception:
                 log.exception("controller event failed")
             self.events_processed += 1
+
+    def _resign_disconnected(self, reason: Exception) -> None:
+        """Resign because ZooKeeper is away; the reconnect callback re-elects (it may have fired already)."""
+        if self._ctx is not None:
+            log.warning("controller %d resigns: %s", self.broker_id, str(reason) or type(reason).__name__)
+            self._resign(delete_znode=False)
+        self._resigned_disconnected = True
+        if self.zk.wait_writable(0):
+            self._enqueue(self._reelect_if_resigned)
 
     def _session_expired(self) -> None:
         """The session expired (Kafka's Expire event): resign before anything of the new session
