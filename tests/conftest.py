@@ -5,6 +5,10 @@
   ``.data_dir``, ``.settings``, ``.stop()``, ``.kill()``, ``.restart()`` (same data dir and
   port; ``restart(kill=True)`` simulates a crash).
 * ``fresh_broker`` (function scope): the same, but a new process for each test.
+* ``authorized_broker`` (module scope): a broker process with an authorizer, the module's
+  ``AUTHORIZER`` (Kafka's AclAuthorizer when it has none), and
+  ``allow.everyone.if.no.acl.found=true``: a resource without ACLs is open, so the ACLs a test
+  creates decide.
 
 Settings: a test module overrides broker settings with a module-level dict::
 
@@ -36,6 +40,7 @@ DEFAULT_SETTINGS: dict[str, Any] = {
     "listeners": "PLAINTEXT://127.0.0.1:0",
     "group.initial.rebalance.delay.ms": 0,
 }
+ACL_AUTHORIZER = "kafka.security.authorizer.AclAuthorizer"
 
 
 def _settings(request: pytest.FixtureRequest) -> dict[str, Any]:
@@ -57,6 +62,17 @@ def broker(request: pytest.FixtureRequest) -> Iterator[BrokerProcess]:
         yield process
     finally:
         process.close()
+
+
+@pytest.fixture(scope="module")
+def authorized_broker(request: pytest.FixtureRequest) -> Iterator[BrokerProcess]:
+    settings = {
+        **DEFAULT_SETTINGS,
+        "authorizer.class.name": getattr(request.module, "AUTHORIZER", ACL_AUTHORIZER),
+        "allow.everyone.if.no.acl.found": "true",
+    }
+    with BrokerProcess(settings) as process:
+        yield process
 
 
 @pytest.fixture

@@ -6,7 +6,6 @@ codec; the client-metrics resources are made with IncrementalAlterConfigs."""
 from __future__ import annotations
 
 import struct
-from collections.abc import Iterator
 
 import pytest
 
@@ -19,6 +18,8 @@ from .wire import Wire, req
 pytestmark = pytest.mark.timeout(60)
 
 BROKER_SETTINGS = {"num.partitions": 1}
+AUTHORIZER = "org.apache.kafka.metadata.authorizer.StandardAuthorizer"
+"""The ``authorized_broker``'s authorizer (conftest)."""
 
 NONE = 0
 CLUSTER_AUTHORIZATION_FAILED = 31
@@ -214,19 +215,8 @@ def test_trailing_bytes_after_the_request_are_ignored_as_kafka_does(
         raw.close()
 
 
-@pytest.fixture(scope="module")
-def secured() -> Iterator[BrokerProcess]:
-    settings = {
-        "listeners": "PLAINTEXT://127.0.0.1:0",
-        "authorizer.class.name": "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
-        "allow.everyone.if.no.acl.found": "true",
-    }
-    with BrokerProcess(settings) as broker:
-        yield broker
-
-
-async def test_describe_configs_on_the_cluster_is_needed(secured: BrokerProcess) -> None:
-    bootstrap = secured.bootstrap_servers
+async def test_describe_configs_on_the_cluster_is_needed(authorized_broker: BrokerProcess) -> None:
+    bootstrap = authorized_broker.bootstrap_servers
     with Wire(bootstrap) as w:
         assert alter(w, "secret", SET, metrics="*") == NONE  # no ACL yet: everyone may
         # ALTER (for CreateAcls) but not DESCRIBE_CONFIGS: the cluster now has an ACL

@@ -29,7 +29,7 @@ from confluent_kafka.admin import (
     ScramMechanism,
     UserScramCredentialUpsertion,
 )
-from tests.security.conftest import Certs
+from tests.certs import Certs
 
 from odradek.testing.process import BrokerProcess
 

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 from confluent_kafka import Producer
 from confluent_kafka.admin import AclOperation, ResourceType
-from tests.security.conftest import Certs, make_certs
+from tests.certs import Certs, make_certs
 
 from .browser import headless_chromium, needs_chromium
 from .secured import PASSWORDS, TIMEOUT, Secured, allow, create_topics, running_secured_broker

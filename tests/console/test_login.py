@@ -18,7 +18,7 @@ import requests
 from confluent_kafka import ConsumerGroupTopicPartitions, Producer, TopicPartition
 from confluent_kafka.admin import AclOperation, ResourcePatternType, ResourceType, ScramMechanism
 from cryptography import x509
-from tests.security.conftest import Certs, make_certs
+from tests.certs import Certs, make_certs
 
 from odradek.testing import wait_until
 

@@ -16,6 +16,7 @@ from confluent_kafka.schema_registry import Schema, SchemaRegistryClient
 from confluent_kafka.schema_registry.avro import AvroSerializer
 from confluent_kafka.schema_registry.error import SchemaRegistryError
 from confluent_kafka.serialization import MessageField, SerializationContext
+from tests.certs import Certs, make_certs
 from tests.console.secured import (
     PASSWORDS,
     TIMEOUT,
@@ -24,7 +25,6 @@ from tests.console.secured import (
     running_secured_broker,
     unsecured_jwt,
 )
-from tests.security.conftest import Certs, make_certs
 
 CONTENT_TYPE = "application/vnd.schemaregistry.v1+json"
 USER = {

@@ -18,8 +18,8 @@ from typing import Any
 
 import pytest
 from confluent_kafka.admin import AclOperation, ResourcePatternType, ResourceType
+from tests.certs import Certs, make_certs
 from tests.console.secured import PASSWORDS, Secured, allow, running_secured_broker, unsecured_jwt
-from tests.security.conftest import Certs, make_certs
 
 from odradek.client.avro import (
     AvroDeserializer,

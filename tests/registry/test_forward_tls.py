@@ -7,7 +7,7 @@ import asyncio
 import ssl
 
 import pytest
-from tests.security.conftest import Certs, make_certs
+from tests.certs import Certs, make_certs
 
 from odradek.console.http import HttpServer, Request, Response
 from odradek.registry.forward import forward

@@ -3,28 +3,14 @@ and decoded by kafka-python's message classes over a raw socket."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
-import pytest
 from kafka.protocol import admin as kp_admin
 from tests.broker.test_legacy_wire import OldWire
 
 from odradek.testing.process import BrokerProcess
 
 
-@pytest.fixture(scope="module")
-def secured() -> Iterator[BrokerProcess]:
-    settings = {
-        "listeners": "PLAINTEXT://127.0.0.1:0",
-        "authorizer.class.name": "kafka.security.authorizer.AclAuthorizer",
-        "allow.everyone.if.no.acl.found": "true",
-    }
-    with BrokerProcess(settings) as broker:
-        yield broker
-
-
-def test_v0_round_trip(secured: BrokerProcess) -> None:
-    old = OldWire(secured.bootstrap_servers)
+def test_v0_round_trip(authorized_broker: BrokerProcess) -> None:
+    old = OldWire(authorized_broker.bootstrap_servers)
     try:
         acl = {"principal": "User:alice", "host": "*", "operation": 3, "permission_type": 3}
         created = old.call(

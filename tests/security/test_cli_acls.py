@@ -4,23 +4,12 @@ from __future__ import annotations
 
 import subprocess
 import sys
-from collections.abc import Iterator
 from pathlib import Path
-
-import pytest
 
 from odradek.testing.process import BrokerProcess
 
-
-@pytest.fixture(scope="module")
-def secured() -> Iterator[BrokerProcess]:
-    settings = {
-        "listeners": "PLAINTEXT://127.0.0.1:0",
-        "authorizer.class.name": "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
-        "allow.everyone.if.no.acl.found": "true",
-    }
-    with BrokerProcess(settings) as broker:
-        yield broker
+AUTHORIZER = "org.apache.kafka.metadata.authorizer.StandardAuthorizer"
+"""The ``authorized_broker``'s authorizer (conftest)."""
 
 
 def acls(broker: BrokerProcess, *args: str, ok: bool = True) -> str:
@@ -34,9 +23,9 @@ def acls(broker: BrokerProcess, *args: str, ok: bool = True) -> str:
     return run.stdout + run.stderr
 
 
-def test_add_list_remove(secured: BrokerProcess, tmp_path: Path) -> None:
+def test_add_list_remove(authorized_broker: BrokerProcess, tmp_path: Path) -> None:
     out = acls(
-        secured,
+        authorized_broker,
         "add",
         "--allow-principal",
         "User:alice",
@@ -50,7 +39,7 @@ def test_add_list_remove(secured: BrokerProcess, tmp_path: Path) -> None:
     assert out.count("Added ") == 2
     assert "operation=DESCRIBE_CONFIGS, permissionType=ALLOW" in out
     acls(
-        secured,
+        authorized_broker,
         "add",
         "--deny-principal",
         "User:bob",
@@ -63,19 +52,19 @@ def test_add_list_remove(secured: BrokerProcess, tmp_path: Path) -> None:
         "--resource-pattern-type",
         "prefixed",
     )
-    listed = acls(secured, "list")
+    listed = acls(authorized_broker, "list")
     assert listed.count("\n") == 3
     assert (
         "ResourcePattern(resourceType=TOPIC, name=pay-, patternType=PREFIXED) principal=User:bob, "
         "host=10.0.0.9, operation=ALL, permissionType=DENY"
     ) in listed
     # MATCH: the ACLs that apply to a topic name
-    matched = acls(secured, "list", "--topic", "pay-2", "--resource-pattern-type", "match")
+    matched = acls(authorized_broker, "list", "--topic", "pay-2", "--resource-pattern-type", "match")
     assert "User:bob" in matched and "User:alice" not in matched
     props = tmp_path / "client.properties"
     props.write_text("# no security on this listener\nclient.id=cli-test\n")
     removed = acls(
-        secured,
+        authorized_broker,
         "remove",
         "--allow-principal",
         "User:alice",
@@ -85,9 +74,9 @@ def test_add_list_remove(secured: BrokerProcess, tmp_path: Path) -> None:
         str(props),
     )
     assert removed.count("Removed ") == 2
-    assert "User:alice" not in acls(secured, "list")
+    assert "User:alice" not in acls(authorized_broker, "list")
     bad = acls(
-        secured,
+        authorized_broker,
         "add",
         "--allow-principal",
         "alice",

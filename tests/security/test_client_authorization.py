@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import time
 import uuid
-from collections.abc import Iterator
 
 import pytest
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
@@ -29,16 +28,6 @@ TIMEOUT = 15.0
 ANONYMOUS = "User:ANONYMOUS"
 
 
-@pytest.fixture(scope="module")
-def secured() -> Iterator[BrokerProcess]:
-    settings = {
-        "listeners": "PLAINTEXT://127.0.0.1:0",
-        "authorizer.class.name": "kafka.security.authorizer.AclAuthorizer",
-        "allow.everyone.if.no.acl.found": "true",
-        "group.initial.rebalance.delay.ms": 0,
-    }
-    with BrokerProcess(settings) as broker:
-        yield broker
 
 
 def acl(
@@ -76,40 +65,40 @@ def unique(prefix: str) -> str:
     return f"{prefix}-{uuid.uuid4().hex[:8]}"
 
 
-def test_producer_without_write_gets_topic_authorization_failed(secured: BrokerProcess) -> None:
+def test_producer_without_write_gets_topic_authorization_failed(authorized_broker: BrokerProcess) -> None:
     topic = unique("no-write")
-    create_topic(secured, topic)
-    assert produce(secured, topic) == [None]  # allowed while no ACL names it
+    create_topic(authorized_broker, topic)
+    assert produce(authorized_broker, topic) == [None]  # allowed while no ACL names it
     # once an ACL names the topic, only what is allowed is: ALL, but WRITE denied
-    acl(secured, topic, AclOperation.ALL, permission=AclPermissionType.ALLOW)
-    acl(secured, topic, AclOperation.WRITE)
-    (err,) = produce(secured, topic)
+    acl(authorized_broker, topic, AclOperation.ALL, permission=AclPermissionType.ALLOW)
+    acl(authorized_broker, topic, AclOperation.WRITE)
+    (err,) = produce(authorized_broker, topic)
     assert err is not None and err.code() == KafkaError.TOPIC_AUTHORIZATION_FAILED
     # DENY WRITE leaves DESCRIBE (implied by the ALLOW ALL): the topic is still listed
-    md = Producer({"bootstrap.servers": secured.bootstrap_servers}).list_topics(timeout=TIMEOUT)
+    md = Producer({"bootstrap.servers": authorized_broker.bootstrap_servers}).list_topics(timeout=TIMEOUT)
     assert topic in md.topics
 
 
-def test_transactional_producer_without_write_on_its_id(secured: BrokerProcess) -> None:
+def test_transactional_producer_without_write_on_its_id(authorized_broker: BrokerProcess) -> None:
     txn_id = unique("txn")
-    acl(secured, txn_id, AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID)
+    acl(authorized_broker, txn_id, AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID)
     producer = Producer(
-        {"bootstrap.servers": secured.bootstrap_servers, "transactional.id": txn_id}
+        {"bootstrap.servers": authorized_broker.bootstrap_servers, "transactional.id": txn_id}
     )
     with pytest.raises(KafkaException) as err:
         producer.init_transactions(TIMEOUT)
     assert err.value.args[0].code() == KafkaError.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
 
 
-def test_consumer_without_read_gets_topic_authorization_failed(secured: BrokerProcess) -> None:
+def test_consumer_without_read_gets_topic_authorization_failed(authorized_broker: BrokerProcess) -> None:
     topic = unique("no-read")
-    create_topic(secured, topic)
-    assert produce(secured, topic, 3) == [None] * 3
-    acl(secured, topic, AclOperation.ALL, permission=AclPermissionType.ALLOW)
-    acl(secured, topic, AclOperation.READ)
+    create_topic(authorized_broker, topic)
+    assert produce(authorized_broker, topic, 3) == [None] * 3
+    acl(authorized_broker, topic, AclOperation.ALL, permission=AclPermissionType.ALLOW)
+    acl(authorized_broker, topic, AclOperation.READ)
     consumer = Consumer(
         {
-            "bootstrap.servers": secured.bootstrap_servers,
+            "bootstrap.servers": authorized_broker.bootstrap_servers,
             "group.id": unique("g"),
             "auto.offset.reset": "earliest",
         }
@@ -128,14 +117,14 @@ def test_consumer_without_read_gets_topic_authorization_failed(secured: BrokerPr
         consumer.close()
 
 
-def test_consumer_group_denied(secured: BrokerProcess) -> None:
+def test_consumer_group_denied(authorized_broker: BrokerProcess) -> None:
     topic = unique("grouped")
-    create_topic(secured, topic)
+    create_topic(authorized_broker, topic)
     group = unique("denied-group")
-    acl(secured, group, AclOperation.READ, ResourceType.GROUP)
+    acl(authorized_broker, group, AclOperation.READ, ResourceType.GROUP)
     consumer = Consumer(
         {
-            "bootstrap.servers": secured.bootstrap_servers,
+            "bootstrap.servers": authorized_broker.bootstrap_servers,
             "group.id": group,
             "auto.offset.reset": "earliest",
         }
@@ -153,25 +142,25 @@ def test_consumer_group_denied(secured: BrokerProcess) -> None:
         consumer.close()
 
 
-def test_metadata_lists_only_describable_topics(secured: BrokerProcess) -> None:
+def test_metadata_lists_only_describable_topics(authorized_broker: BrokerProcess) -> None:
     hidden, shown = unique("hidden"), unique("shown")
-    create_topic(secured, hidden)
-    create_topic(secured, shown)
-    acl(secured, "hidden-", AclOperation.DESCRIBE, pattern=ResourcePatternType.PREFIXED)
-    md = Producer({"bootstrap.servers": secured.bootstrap_servers}).list_topics(timeout=TIMEOUT)
+    create_topic(authorized_broker, hidden)
+    create_topic(authorized_broker, shown)
+    acl(authorized_broker, "hidden-", AclOperation.DESCRIBE, pattern=ResourcePatternType.PREFIXED)
+    md = Producer({"bootstrap.servers": authorized_broker.bootstrap_servers}).list_topics(timeout=TIMEOUT)
     assert shown in md.topics and hidden not in md.topics
-    named = Producer({"bootstrap.servers": secured.bootstrap_servers}).list_topics(
+    named = Producer({"bootstrap.servers": authorized_broker.bootstrap_servers}).list_topics(
         hidden, timeout=TIMEOUT
     )
     assert named.topics[hidden].error.code() == KafkaError.TOPIC_AUTHORIZATION_FAILED
 
 
-def test_auto_creation_needs_create(secured: BrokerProcess) -> None:
-    acl(secured, "nocreate-", AclOperation.CREATE, pattern=ResourcePatternType.PREFIXED)
+def test_auto_creation_needs_create(authorized_broker: BrokerProcess) -> None:
+    acl(authorized_broker, "nocreate-", AclOperation.CREATE, pattern=ResourcePatternType.PREFIXED)
     topic = unique("nocreate")
-    md = Producer({"bootstrap.servers": secured.bootstrap_servers}).list_topics(
+    md = Producer({"bootstrap.servers": authorized_broker.bootstrap_servers}).list_topics(
         topic, timeout=TIMEOUT
     )
     assert md.topics[topic].error.code() == KafkaError.TOPIC_AUTHORIZATION_FAILED
-    admin = AdminClient({"bootstrap.servers": secured.bootstrap_servers})
+    admin = AdminClient({"bootstrap.servers": authorized_broker.bootstrap_servers})
     assert topic not in admin.list_topics(timeout=TIMEOUT).topics

@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from tests.security.conftest import Certs, make_certs
+from tests.certs import Certs, make_certs
 
 from odradek.broker.config import BrokerConfig, ConfigError
 from odradek.broker.endpoints import Endpoints

@@ -27,7 +27,7 @@ from confluent_kafka.admin import (
     ResourceType,
 )
 from confluent_kafka.schema_registry import Schema, SchemaRegistryClient
-from tests.security.conftest import Certs, make_certs, server_tls
+from tests.certs import Certs, make_certs, server_tls
 
 from odradek.broker.config_store import FILE_NAME
 from odradek.security.scram import scram_credential

@@ -11,8 +11,8 @@ from typing import Any
 import pytest
 from confluent_kafka import Producer
 from confluent_kafka.admin import AclOperation, ResourcePatternType, ResourceType
+from tests.certs import Certs, make_certs
 from tests.console.secured import PASSWORDS, Secured, allow, create_topics, running_secured_broker
-from tests.security.conftest import Certs, make_certs
 
 from odradek.client.avro import AvroSerializer, SchemaRegistryClient
 from odradek.spark.options import OptionError, parse_source_options
