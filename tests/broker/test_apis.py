@@ -178,12 +178,17 @@ def test_invalid_required_acks(wire: Wire) -> None:
     assert latest(wire, t) == 0
 
 
-def test_unknown_partition_and_auto_created_topic_on_produce(wire: Wire) -> None:
+def test_unknown_partition_and_unknown_topic_on_produce(wire: Wire) -> None:
+    """Produce never creates a topic (auto.create.topics.enable, on here, is Metadata's), as in
+    Kafka: an unknown topic is UNKNOWN_TOPIC_OR_PARTITION, and stays unknown."""
     t = topic_name("p")
     create(wire, t, 1)
     assert produce(wire, t, batch(b"x"), partition=5)[0] == UNKNOWN_TOPIC_OR_PARTITION
-    auto = topic_name("autoprod")
-    assert produce(wire, auto, batch(b"x")) == (NONE, 0)
+    unknown = topic_name("noauto")
+    assert produce(wire, unknown, batch(b"x"))[0] == UNKNOWN_TOPIC_OR_PARTITION
+    assert produce(wire, unknown, batch(b"x"), acks=-1)[0] == UNKNOWN_TOPIC_OR_PARTITION
+    all_topics = wire.call(metadata_request(None))
+    assert unknown not in {x.name for x in all_topics.topics}
 
 
 def test_corrupt_crc_is_rejected_and_nothing_written(wire: Wire) -> None:

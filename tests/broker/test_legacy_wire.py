@@ -17,7 +17,7 @@ from kafka.protocol.consumer import fetch as kp_fetch
 from kafka.protocol.consumer import offsets as kp_offsets
 from kafka.protocol.producer import produce as kp_produce
 
-from broker.wire import Wire, kp_build, produce_request, req
+from broker.wire import Wire, kp_build, metadata_request, produce_request, req
 from odradek.broker.registry import API_SPECS
 from odradek.protocol.legacy_records import encode_message, iter_messages
 from odradek.protocol.legacy_versions import legacy_codec
@@ -148,7 +148,15 @@ def old(broker: BrokerProcess) -> Any:
         w.close()
 
 
+def _ensure_topics(broker: BrokerProcess, *topics: str) -> None:
+    """What a producer does first: Metadata allowing auto-creation (Produce never creates)."""
+    with Wire(broker.bootstrap_servers) as w:
+        r = w.call(metadata_request(list(topics)))
+        assert [int(t.error_code) for t in r.topics] == [0] * len(topics)
+
+
 def _produce(broker: BrokerProcess, topic: str, values: list[bytes]) -> None:
+    _ensure_topics(broker, topic)
     with Wire(broker.bootstrap_servers) as w:
         rows = [(b"k", v, (), 1_700_000_000_000 + i) for i, v in enumerate(values)]
         r = w.call(produce_request(topic, 0, build_batch(rows)))
@@ -232,6 +240,7 @@ def test_produce_v0_acks_0_answers_nothing_and_v1_message_sets_are_stored_as_v2(
             "topic_data": [{"name": "p0", "partition_data": [{"index": 0, "records": messages}]}],
         }
 
+    _ensure_topics(broker, "p0")
     request = kp_produce.ProduceRequest[0]
     old.send(0, 0, bytes(kp_build(request, produce(0, 0)).encode()))  # acks=0: no answer
     r = old.call(kp_produce.ProduceRequest, kp_produce.ProduceResponse, 2, produce(1, 2))
@@ -259,6 +268,7 @@ def test_corrupt_message_set_is_refused_for_its_partition_only(
     good = encode_message(0, 0, None, b"good")
     bad = bytearray(encode_message(0, 0, None, b"bad"))
     bad[12] ^= 0xFF  # the CRC
+    _ensure_topics(broker, "crc-a", "crc-b")
     r = old.call(
         kp_produce.ProduceRequest,
         kp_produce.ProduceResponse,
@@ -283,6 +293,7 @@ def test_fetch_below_v4_streams_a_large_down_converted_response(
     """Several MiB of v2 batches down-converted chunk by chunk, read slowly, arrive whole."""
     topic = f"big{version}"
     value = bytes(range(256)) * 16  # 4 KiB
+    _ensure_topics(broker, topic)
     with Wire(broker.bootstrap_servers) as w:
         for b in range(24):
             rows = [(None, value, (), 1_700_000_000_000) for _ in range(64)]  # 256 KiB batches

@@ -1,6 +1,6 @@
 """A Produce sent to a topic's only replica right after CreateTopics answered through another
-broker: that broker may not know the topic yet (its metadata follows ZooKeeper's watch), and
-its auto-creation then finds the topic created. The client gets Kafka's retriable errors
+broker: that broker may not know the topic yet (it learns of it from the controller's
+LeaderAndIsr and UpdateMetadata). The client gets Kafka's retriable errors
 (UNKNOWN_TOPIC_OR_PARTITION, NOT_LEADER_OR_FOLLOWER) until the broker leads the partition,
 never UNKNOWN_SERVER_ERROR, and the topic keeps the assignment it was created with."""
 
@@ -49,6 +49,7 @@ def test_produce_at_once_after_create_gets_only_retriable_errors(cluster3: Clust
                 time.sleep(0.005)
             else:
                 raise AssertionError(f"{topic}: never produced ({seen})")
-            md = cluster3.metadata(3)
+            # broker 3 leads once LeaderAndIsr came; its metadata follows with UpdateMetadata
+            md = cluster3.wait_metadata(lambda m, t=topic: any(x.name == t for x in m.topics), 15, 3)
             leaders = [p.leader_id for t in md.topics if t.name == topic for p in t.partitions]
             assert leaders == [3], (topic, leaders)

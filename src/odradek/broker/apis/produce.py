@@ -6,10 +6,10 @@ partition's data:
 
 0. with an authorizer: a transactional request needs WRITE on its transactional id (else
    TRANSACTIONAL_ID_AUTHORIZATION_FAILED for every partition), each topic WRITE (else
-   TOPIC_AUTHORIZATION_FAILED for its partitions, nothing written), auto-creation CREATE;
-1. unknown topic → auto-create (auto.create.topics.enable) or UNKNOWN_TOPIC_OR_PARTITION;
-   a partition index out of range → UNKNOWN_TOPIC_OR_PARTITION; a partition this broker does
-   not lead → NOT_LEADER_OR_FOLLOWER;
+   TOPIC_AUTHORIZATION_FAILED for its partitions, nothing written);
+1. unknown topic or a partition index out of range → UNKNOWN_TOPIC_OR_PARTITION (Produce never
+   creates a topic, as in Kafka: auto.create.topics.enable is Metadata's); a partition this
+   broker does not lead → NOT_LEADER_OR_FOLLOWER;
 2. every batch: whole (else CORRUPT_MESSAGE), magic 2 (else INVALID_RECORD), size ≤ the
    topic's max.message.bytes (else MESSAGE_TOO_LARGE);
 3. idempotence (producerId ≥ 0): see ``odradek.storage.producer_state`` — a duplicate is answered
@@ -31,8 +31,8 @@ NONE, NOT_ENOUGH_REPLICAS_AFTER_APPEND (the ISR shrank below the minimum meanwhi
 NOT_LEADER_OR_FOLLOWER (leadership lost) or REQUEST_TIMED_OUT. Alone the high watermark
 follows the log end offset, so it never waits.
 
-Steps 1 (but the auto-creation) to 4 and the acks=-1 wait are ``ReplicaManager.append_records``
-→ ``Partition.append_as_leader``'s; this module decodes, creates topics, asks the transaction
+Steps 1 to 4 and the acks=-1 wait are ``ReplicaManager.append_records``
+→ ``Partition.append_as_leader``'s; this module decodes, asks the transaction
 coordinator (KIP-890) when it is on another broker, reports metrics and encodes.
 
 Requests are decoded by ``odradek.protocol.produce_request`` (``ApiSpec.decoder``):
@@ -48,7 +48,6 @@ from kio.schema.errors import ErrorCode
 
 from odradek.broker.api import ApiSpec, EncodedResponse, RequestContext
 from odradek.broker.apis import _authz
-from odradek.broker.apis._util import topic_name_error
 from odradek.broker.broker_channel import BrokerUnavailableError
 from odradek.broker.partition import TxnVerifier
 from odradek.broker.services import BrokerServices
@@ -129,17 +128,6 @@ async def handle(ctx: RequestContext, request: DecodedProduceRequest) -> Encoded
             ctx, _WRITE, _authz.ResourceType.TRANSACTIONAL_ID, transactional_id
         ):
             return None if acks == 0 else error_response(request, _TXN_ID_DENIED)
-    if services.config.auto_create_topics_enable and acks in (0, 1, -1):
-        topic = services.metadata.topic
-        for td in topic_data:
-            name = td.name
-            if (
-                topic(name) is None
-                and topic_name_error(name) is None
-                and name not in denied
-                and _authz.may_create_topic(ctx, name)
-            ):
-                await services.topic_admin.auto_create_topic(name)
     verify_txn = None
     if transactional_id is not None:
         remote = await _verify_at_coordinator(services, transactional_id, request)
