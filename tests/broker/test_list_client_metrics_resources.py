@@ -86,9 +86,6 @@ class Raw(Wire):
     def list(self) -> tuple[int, int, list[str]]:
         return self.receive(self.send())
 
-    def closed_by_peer(self, timeout: float = 5.0) -> bool:
-        return self.is_closed_by_peer(timeout)
-
 
 def list_resources(bootstrap: str) -> tuple[int, int, list[str]]:
     raw = Raw(bootstrap)
@@ -198,7 +195,7 @@ def test_a_malformed_request_closes_its_connection_only(broker: BrokerProcess, b
     raw = Raw(broker.bootstrap_servers)
     try:
         raw.send(body)
-        assert raw.closed_by_peer()
+        assert raw.is_closed_by_peer()
     finally:
         raw.close()
     assert list_resources(broker.bootstrap_servers)[1] == NONE

@@ -20,7 +20,7 @@ from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, Topi
 from kazoo.client import KazooClient
 
 from odradek.cluster.zk import KafkaZkClient
-from odradek.cluster.znodes import parse_connect
+from odradek.cluster.znodes import EndPoint, parse_connect
 from odradek.cluster.zookeeper import ZooKeeperServer, zookeeper_available
 
 TOPIC = "replicated"
@@ -41,11 +41,8 @@ def running_zookeeper(
 
 def listener_ports(registration: dict[str, Any]) -> dict[str, int]:
     """listener name -> port, from a ``/brokers/ids/<id>`` registration's endpoints."""
-    out = {}
-    for endpoint in registration["endpoints"]:
-        listener, _, hostport = endpoint.partition("://")
-        out[listener] = int(hostport.rpartition(":")[2])
-    return out
+    endpoints = (EndPoint.parse(e, {}) for e in registration["endpoints"])
+    return {e.listener: e.port for e in endpoints}
 
 
 # -- a cluster of real broker processes on the module's ZooKeeper ---------------------------------
