@@ -1,7 +1,7 @@
 """The broker set-up the security tests share: certificates (``tests.certs``) for a module, the
-PLAIN JAAS users, a broker with an authorizer,
-SCRAM users created over the PLAINTEXT listener, a listener's address, a fresh topic and a
-client-id quota set with AlterClientQuotas."""
+PLAIN JAAS users, a broker whose one listener is SASL_SSL, SCRAM users created over the
+PLAINTEXT listener, a listener's address, a fresh topic and a client-id quota set with
+AlterClientQuotas."""
 
 from __future__ import annotations
 
